@@ -1,0 +1,2 @@
+"""Cluster metadata: metadata records, the immutable image and its deltas, the controller's
+managers and replica placement."""

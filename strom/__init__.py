@@ -1,0 +1,1 @@
+"""User-facing Strom: the client library and the `strom` command line."""

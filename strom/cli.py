@@ -1,0 +1,77 @@
+"""The `strom` command line, shaped after Kafka's tools (`kafka-storage.sh random-uuid` is
+`strom storage random-uuid`). Only commands that really work are registered: anything else is
+an invalid choice for argparse (exit code 2)."""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import sys
+import uuid
+from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
+
+# Kafka's Uuid.RESERVED: ZERO_UUID (null id) and ONE_UUID (METADATA_TOPIC_ID); never handed out.
+_RESERVED = frozenset({uuid.UUID(int=0), uuid.UUID(int=1)})
+
+
+def kafka_uuid_string(u: uuid.UUID) -> str:
+    """Kafka's Uuid.toString(): the 16 bytes, base64url without padding (22 characters)."""
+    return base64.urlsafe_b64encode(u.bytes).rstrip(b"=").decode("ascii")
+
+
+def random_uuid() -> str:
+    """Kafka's Uuid.randomUuid(): a version-4 UUID that is not reserved and whose string does
+    not start with '-' (it would read as a command-line option)."""
+    while True:
+        u = uuid.uuid4()
+        text = kafka_uuid_string(u)
+        if u not in _RESERVED and not text.startswith("-"):
+            return text
+
+
+def _package_version() -> str:
+    try:
+        return version("strom")
+    except PackageNotFoundError:  # running from a tree that was never pip-installed
+        return "unknown (not installed)"
+
+
+def _storage_random_uuid(args: argparse.Namespace) -> int:
+    print(random_uuid())
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="strom", description="Strom: a Kafka-style commit log.")
+    parser.add_argument("--version", action="version", version=_package_version())
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    storage = commands.add_parser("storage", help="manage node storage (as kafka-storage.sh)")
+    storage_commands = storage.add_subparsers(dest="storage_command", metavar="COMMAND")
+    random_uuid_cmd = storage_commands.add_parser(
+        "random-uuid", help="print a new random cluster id"
+    )
+    random_uuid_cmd.set_defaults(handler=_storage_random_uuid)
+    # A command group given without its subcommand prints that group's help.
+    storage.set_defaults(help_parser=storage)
+    parser.set_defaults(help_parser=parser)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:  # argparse exits for --help, --version and usage errors
+        return exit_.code if isinstance(exit_.code, int) else 1
+    handler = getattr(args, "handler", None)
+    if handler is None:
+        args.help_parser.print_help(sys.stderr)
+        return 2
+    result: int = handler(args)
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,44 @@
+"""The import-direction contract of DESIGN.md §2, checked by import-linter (pyproject.toml)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
+PACKAGES = ["strom_api", "storage", "raft", "metadata", "broker", "strom", "pyspark_strom"]
+
+
+def lint_imports(cwd: Path) -> subprocess.CompletedProcess[str]:
+    # --no-cache: the check must see the tree as it is, and leave no cache behind.
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--no-cache", "--no-logo"],
+        cwd=cwd, capture_output=True, text=True, timeout=120,
+    )
+
+
+def test_contracts_are_kept() -> None:
+    result = lint_imports(ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_contracts_can_break(tmp_path: Path) -> None:
+    # A copy of the tree with two violations: storage importing a higher layer, and the
+    # storage core importing asyncio (a standard-library module, so an "external" one).
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)
+    for package in PACKAGES:
+        shutil.copytree(ROOT / package, tmp_path / package,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "storage" / "_bad.py").write_text("import broker\n")
+    (tmp_path / "storage" / "_bad_async.py").write_text("import asyncio\n")
+
+    result = lint_imports(tmp_path)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output
+    # The copy, not the installed tree, was analysed, and both contracts caught their module.
+    assert "storage._bad -> broker" in output, output
+    assert "storage._bad_async -> asyncio" in output, output
+    assert "2 broken" in output, output
