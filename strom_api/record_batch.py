@@ -1,0 +1,192 @@
+"""RecordBatch v2 at the header level: what brokers and storage need, never touching records.
+
+Kafka's RecordBatch v2 (magic 2), big-endian, as it lies in `.log` files and on the wire:
+
+    offset  size  field
+         0     8  baseOffset             i64   stamped by the leader; not covered by the CRC
+         8     4  batchLength            i32   bytes after this field (total size - 12)
+        12     4  partitionLeaderEpoch   i32   stamped by the leader; not covered by the CRC
+        16     1  magic                  i8    = 2
+        17     4  crc                    u32   CRC-32C of bytes [21, end)
+        21     2  attributes             i16   bits 0-2 compression, 3 timestamp type,
+                                                4 transactional, 5 control, 6 delete horizon
+        23     4  lastOffsetDelta        i32
+        27     8  baseTimestamp          i64
+        35     8  maxTimestamp           i64
+        43     8  producerId             i64
+        51     2  producerEpoch          i16
+        53     4  baseSequence           i32
+        57     4  recordCount            i32
+        61     …  records (possibly compressed as a whole)
+
+Because the CRC skips baseOffset and partitionLeaderEpoch, a leader assigns offsets and stamps
+its epoch by rewriting 16 bytes, without recomputing the CRC or copying the batch.
+Everything here is pure and works on any buffer (bytes, bytearray, memoryview, mmap).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from crc32c import crc32c
+
+HEADER = struct.Struct(">qiibIhiqqqhii")
+HEADER_SIZE = HEADER.size
+assert HEADER_SIZE == 61
+
+# baseOffset and batchLength: enough to find where the next batch starts.
+LOG_OVERHEAD = 12
+# Bytes of the header that the CRC does not cover: it starts at the attributes.
+CRC_START = 21
+MAGIC = 2
+
+_OFFSET_AND_LENGTH = struct.Struct(">qi")
+_BASE_OFFSET = struct.Struct(">q")
+_LEADER_EPOCH = struct.Struct(">i")
+
+COMPRESSION_MASK = 0x07
+TIMESTAMP_TYPE_BIT = 0x08  # 0 = CreateTime, 1 = LogAppendTime
+TRANSACTIONAL_BIT = 0x10
+CONTROL_BIT = 0x20
+
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+NO_PARTITION_LEADER_EPOCH = -1
+
+
+class InvalidRecordBatchError(ValueError):
+    """The bytes are not a well-formed RecordBatch v2 (Kafka: CORRUPT_MESSAGE)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BatchHeader:
+    """The 61-byte header of one batch, decoded."""
+
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+
+    @property
+    def size(self) -> int:
+        """Total bytes of the batch, header included."""
+        return self.batch_length + LOG_OVERHEAD
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def compression(self) -> int:
+        return self.attributes & COMPRESSION_MASK
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_BIT)
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_BIT)
+
+    @property
+    def log_append_time(self) -> bool:
+        return bool(self.attributes & TIMESTAMP_TYPE_BIT)
+
+
+def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
+    """Decodes the header at `pos`, checking only what the header alone can tell."""
+    if len(buf) - pos < HEADER_SIZE:
+        raise InvalidRecordBatchError(
+            f"batch header at byte {pos} is truncated: {len(buf) - pos} of {HEADER_SIZE} bytes"
+        )
+    header = BatchHeader(*HEADER.unpack_from(buf, pos))
+    if header.magic != MAGIC:
+        raise InvalidRecordBatchError(
+            f"batch at byte {pos} has magic {header.magic}; only RecordBatch v2 (magic 2) "
+            "is supported"
+        )
+    if header.batch_length < HEADER_SIZE - LOG_OVERHEAD:
+        raise InvalidRecordBatchError(
+            f"batch at byte {pos} declares length {header.batch_length}, "
+            f"shorter than its own header"
+        )
+    if header.last_offset_delta < 0 or header.record_count < 0:
+        raise InvalidRecordBatchError(
+            f"batch at byte {pos} has a negative lastOffsetDelta or record count"
+        )
+    return header
+
+
+def peek_offset_and_size(buf: bytes | bytearray | memoryview, pos: int = 0) -> tuple[int, int]:
+    """(baseOffset, total size) of the batch at `pos`, from its first 12 bytes only."""
+    base_offset, batch_length = _OFFSET_AND_LENGTH.unpack_from(buf, pos)
+    return base_offset, batch_length + LOG_OVERHEAD
+
+
+def checksum(batch: bytes | bytearray | memoryview) -> int:
+    """CRC-32C of the part of one batch that its crc field covers."""
+    mv = memoryview(batch)
+    return crc32c(mv[CRC_START:])
+
+
+def validate_batch(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
+    """Decodes and fully validates one batch at `pos`: header, extent and CRC-32C."""
+    header = parse_header(buf, pos)
+    end = pos + header.size
+    if end > len(buf):
+        raise InvalidRecordBatchError(
+            f"batch at byte {pos} declares {header.size} bytes but only {len(buf) - pos} remain"
+        )
+    actual = crc32c(memoryview(buf)[pos + CRC_START : end])
+    if actual != header.crc:
+        raise InvalidRecordBatchError(
+            f"batch at offset {header.base_offset} (byte {pos}) fails its CRC-32C check: "
+            f"stored {header.crc:#010x}, computed {actual:#010x}"
+        )
+    return header
+
+
+def iter_batches(buf: bytes | bytearray | memoryview) -> Iterator[tuple[int, BatchHeader]]:
+    """Validates every batch in `buf`, yielding (position, header); the buffer must hold
+    whole batches only, else InvalidRecordBatchError names the first bad one."""
+    pos = 0
+    end = len(buf)
+    while pos < end:
+        header = validate_batch(buf, pos)
+        yield pos, header
+        pos += header.size
+
+
+def stamp(buf: bytearray | memoryview, pos: int, base_offset: int, leader_epoch: int) -> None:
+    """Rewrites baseOffset and partitionLeaderEpoch in place; the CRC stays valid."""
+    _BASE_OFFSET.pack_into(buf, pos, base_offset)
+    _LEADER_EPOCH.pack_into(buf, pos + 12, leader_epoch)
+
+
+def stamped_prefix(header_bytes: bytes | memoryview, base_offset: int, leader_epoch: int) -> bytes:
+    """The first 16 bytes of a batch with a new baseOffset and leader epoch.
+
+    Lets a writer send `stamped_prefix(...)` then `batch[16:]` with one writev, so the batch
+    body is never copied.
+    """
+    return (
+        _BASE_OFFSET.pack(base_offset)
+        + bytes(header_bytes[8:12])
+        + _LEADER_EPOCH.pack(leader_epoch)
+    )

@@ -1,0 +1,250 @@
+"""RecordBatch v2 at the record level: encode for producers, decode for consumers and the cleaner.
+
+Brokers never call this on the produce or fetch path (see record_batch.py); it serves clients,
+ListOffsets by timestamp, and log compaction. Each record inside a batch is
+
+    length            varint   bytes of the rest of this record
+    attributes        i8       unused, 0
+    timestampDelta    varlong  from the batch's baseTimestamp
+    offsetDelta       varint   from the batch's baseOffset
+    keyLength         varint   -1 for a null key
+    key               bytes
+    valueLength       varint   -1 for a null value (a tombstone)
+    value             bytes
+    headerCount       varint
+    headers           [keyLength varint, key utf-8, valueLength varint, value bytes]
+
+Varints are zig-zag encoded, as in protobuf's sint32/sint64. A compacted batch may have gaps
+between offsetDeltas and keeps its original lastOffsetDelta, so the record count can be smaller
+than lastOffsetDelta + 1; both are preserved here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from crc32c import crc32c
+
+from strom_api import compression
+from strom_api.record_batch import (
+    CONTROL_BIT,
+    CRC_START,
+    HEADER,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC,
+    NO_PARTITION_LEADER_EPOCH,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    TIMESTAMP_TYPE_BIT,
+    TRANSACTIONAL_BIT,
+    BatchHeader,
+    InvalidRecordBatchError,
+    validate_batch,
+)
+
+Header = tuple[str, bytes | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One record with its absolute offset."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[Header, ...] = ()
+
+
+def _write_varint(out: bytearray, value: int) -> None:
+    # Zig-zag then unsigned LEB128; Python ints make the 64-bit form the same as the 32-bit one.
+    zz = (value << 1) ^ (value >> 63)
+    while zz >= 0x80:
+        out.append((zz & 0x7F) | 0x80)
+        zz >>= 7
+    out.append(zz)
+
+
+def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+    result = 0
+    shift = 0
+    while True:
+        if pos >= len(buf):
+            raise InvalidRecordBatchError("record varint runs past the end of the batch")
+        byte = buf[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            break
+        shift += 7
+        if shift > 63:
+            raise InvalidRecordBatchError("record varint is longer than 10 bytes")
+    return (result >> 1) ^ -(result & 1), pos
+
+
+def _write_bytes(out: bytearray, data: bytes | None) -> None:
+    if data is None:
+        _write_varint(out, -1)
+    else:
+        _write_varint(out, len(data))
+        out += data
+
+
+def _read_bytes(buf: bytes, pos: int) -> tuple[bytes | None, int]:
+    length, pos = _read_varint(buf, pos)
+    if length < 0:
+        return None, pos
+    end = pos + length
+    if end > len(buf):
+        raise InvalidRecordBatchError("record field runs past the end of the batch")
+    return buf[pos:end], end
+
+
+def _encode_record(out: bytearray, record: Record, base_offset: int, base_timestamp: int) -> None:
+    body = bytearray(b"\x00")  # attributes
+    _write_varint(body, record.timestamp - base_timestamp)
+    _write_varint(body, record.offset - base_offset)
+    _write_bytes(body, record.key)
+    _write_bytes(body, record.value)
+    _write_varint(body, len(record.headers))
+    for name, value in record.headers:
+        _write_bytes(body, name.encode())
+        _write_bytes(body, value)
+    _write_varint(out, len(body))
+    out += body
+
+
+def encode_batch(
+    records: Sequence[Record],
+    *,
+    compression_codec: int = compression.NONE,
+    log_append_time: bool = False,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+    transactional: bool = False,
+    control: bool = False,
+    base_offset: int | None = None,
+    last_offset: int | None = None,
+    max_timestamp: int | None = None,
+) -> bytes:
+    """Builds one batch. Offsets come from the records (a producer numbers them 0..n-1; the
+    leader restamps the base). `base_offset`/`last_offset` may widen the batch's offset range
+    beyond its records, as compaction does when it drops the first or last record."""
+    if not records and (base_offset is None or last_offset is None):
+        raise ValueError("an empty batch needs an explicit base_offset and last_offset")
+    base = records[0].offset if base_offset is None else base_offset
+    last = records[-1].offset if last_offset is None else last_offset
+    base_timestamp = records[0].timestamp if records else (max_timestamp or -1)
+    if max_timestamp is None:
+        max_timestamp = max(r.timestamp for r in records)
+    body = bytearray()
+    previous = base - 1
+    for record in records:
+        if not base <= record.offset <= last or record.offset <= previous:
+            raise ValueError(f"record offset {record.offset} is out of order in the batch")
+        previous = record.offset
+        _encode_record(body, record, base, base_timestamp)
+    payload = compression.compress(compression_codec, bytes(body))
+    attributes = compression_codec
+    if log_append_time:
+        attributes |= TIMESTAMP_TYPE_BIT
+    if transactional:
+        attributes |= TRANSACTIONAL_BIT
+    if control:
+        attributes |= CONTROL_BIT
+    out = bytearray(HEADER_SIZE)
+    HEADER.pack_into(
+        out,
+        0,
+        base,
+        HEADER_SIZE - LOG_OVERHEAD + len(payload),
+        partition_leader_epoch,
+        MAGIC,
+        0,
+        attributes,
+        last - base,
+        base_timestamp,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        len(records),
+    )
+    out += payload
+    crc = crc32c(memoryview(out)[CRC_START:])
+    out[17:21] = crc.to_bytes(4, "big")
+    return bytes(out)
+
+
+def decode_batch(
+    buf: bytes | bytearray | memoryview, pos: int = 0
+) -> tuple[BatchHeader, list[Record]]:
+    """Validates the batch at `pos` (CRC included) and decodes all its records."""
+    header = validate_batch(buf, pos)
+    raw = memoryview(buf)[pos + HEADER_SIZE : pos + header.size]
+    try:
+        data = compression.decompress(header.compression, raw)
+    except (ValueError, OSError, RuntimeError) as exc:  # cramjam raises DecompressionError
+        raise InvalidRecordBatchError(
+            f"batch at offset {header.base_offset} does not decompress: {exc}"
+        ) from exc
+    records = []
+    rpos = 0
+    for _ in range(header.record_count):
+        length, rpos = _read_varint(data, rpos)
+        end = rpos + length
+        if length < 1 or end > len(data):
+            raise InvalidRecordBatchError(
+                f"record in batch at offset {header.base_offset} has a bad length {length}"
+            )
+        rpos += 1  # attributes, unused
+        ts_delta, rpos = _read_varint(data, rpos)
+        offset_delta, rpos = _read_varint(data, rpos)
+        key, rpos = _read_bytes(data, rpos)
+        value, rpos = _read_bytes(data, rpos)
+        count, rpos = _read_varint(data, rpos)
+        headers = []
+        for _ in range(count):
+            name, rpos = _read_bytes(data, rpos)
+            hvalue, rpos = _read_bytes(data, rpos)
+            headers.append(((name or b"").decode(errors="replace"), hvalue))
+        if rpos != end:
+            raise InvalidRecordBatchError(
+                f"record in batch at offset {header.base_offset} has {end - rpos} stray bytes"
+            )
+        records.append(
+            Record(
+                header.base_offset + offset_delta,
+                header.base_timestamp + ts_delta,
+                key,
+                value,
+                tuple(headers),
+            )
+        )
+    if rpos != len(data):
+        raise InvalidRecordBatchError(
+            f"batch at offset {header.base_offset} has bytes after its "
+            f"{header.record_count} records"
+        )
+    if header.log_append_time:
+        # LogAppendTime: every record takes the time the broker stamped into maxTimestamp.
+        records = [
+            Record(r.offset, header.max_timestamp, r.key, r.value, r.headers) for r in records
+        ]
+    return header, records
+
+
+def decode_batches(
+    buf: bytes | bytearray | memoryview,
+) -> Iterator[tuple[BatchHeader, list[Record]]]:
+    """Decodes every batch in a buffer of whole batches."""
+    pos = 0
+    while pos < len(buf):
+        header, records = decode_batch(buf, pos)
+        yield header, records
+        pos += header.size
