@@ -1,0 +1,51 @@
+"""The storage engine's exception family; each carries the Kafka error name servicers send."""
+
+from __future__ import annotations
+
+
+class StorageError(Exception):
+    """Base of every error the storage engine raises on purpose."""
+
+    error_name = "KAFKA_STORAGE_ERROR"
+
+
+class CorruptRecordError(StorageError):
+    """Bytes that are not valid RecordBatch v2: bad CRC, magic, length or record layout."""
+
+    error_name = "CORRUPT_MESSAGE"
+
+
+class InvalidRecordError(StorageError):
+    """Well-formed batches that the log cannot take, e.g. offsets that go backwards."""
+
+    error_name = "INVALID_RECORD"
+
+
+class OffsetOutOfRangeError(StorageError):
+    """An offset below the log start offset or above the log end offset."""
+
+    error_name = "OFFSET_OUT_OF_RANGE"
+
+
+class RecordTooLargeError(StorageError):
+    """A batch larger than `max.message.bytes` (or than a segment can ever hold)."""
+
+    error_name = "MESSAGE_TOO_LARGE"
+
+
+class InvalidConfigError(StorageError):
+    """An unknown config name, or a value of the wrong type or range."""
+
+    error_name = "INVALID_CONFIG"
+
+
+class LogDirError(StorageError):
+    """A log directory that is unformatted, of another cluster or node, or inconsistent."""
+
+    error_name = "KAFKA_STORAGE_ERROR"
+
+
+class InvalidTopicError(StorageError):
+    """A topic name Kafka would not accept, or a negative partition."""
+
+    error_name = "INVALID_TOPIC_EXCEPTION"

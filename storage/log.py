@@ -1,0 +1,535 @@
+"""A partition's log: an ordered run of segments in one directory. Not thread-safe.
+
+One caller at a time (the broker serialises appends, reads and maintenance per partition).
+Offsets: `log_start_offset` <= `high_watermark` <= `log_end_offset` (LEO, the next offset to
+be written). `recovery_point`: every offset below it is fsynced, so a restart only scans the
+segments from the one holding the recovery point (none at all after a clean shutdown).
+
+Files in the directory besides the segments:
+  leader-epoch-checkpoint   epoch -> start offset (storage.leader_epoch_cache)
+  *.cleaned / *.swap        a compaction in flight (storage.cleaner); finished or dropped on open
+  *.deleted / *.tmp         leftovers of a crash mid-delete or mid-checkpoint; removed on open
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from bisect import bisect_right
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from storage import retention
+from storage.clock import Clock, SystemClock
+from storage.config import INT_MAX, LogConfig
+from storage.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+)
+from storage.file_io import fsync_dir
+from storage.leader_epoch_cache import LeaderEpochCache
+from storage.segment import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SUFFIXES,
+    TIME_INDEX_SUFFIX,
+    LogSegment,
+    file_name,
+)
+from strom_api.record_batch import (
+    BatchHeader,
+    InvalidRecordBatchError,
+    iter_batches,
+    stamped_prefix,
+)
+
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+DELETED_SUFFIX = ".deleted"
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    batches: int
+    bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class LoadInfo:
+    """What opening the log found: how much it scanned and cut off."""
+
+    segments: int
+    recovered_segments: int
+    truncated_bytes: int
+    deleted_segments: int
+
+
+class Log:
+    def __init__(
+        self,
+        directory: str,
+        config: LogConfig,
+        clock: Clock,
+        segments: list[LogSegment],
+        epochs: LeaderEpochCache,
+    ) -> None:
+        self.directory = directory
+        self.config = config
+        self.clock = clock
+        self._segments = segments
+        self._bases = [s.base_offset for s in segments]
+        self.leader_epochs = epochs
+        self.log_start_offset = segments[0].base_offset
+        self.high_watermark = 0
+        self.recovery_point = 0
+        self.unflushed_messages = 0
+        self.last_flush_ms = clock.time_ms()
+        self.load_info = LoadInfo(len(segments), 0, 0, 0)
+        self._dir_dirty = False  # segments created since the directory was last fsynced
+
+    # --- opening -------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        directory: str,
+        config: LogConfig | None = None,
+        *,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        high_watermark: int = 0,
+        clean_shutdown: bool = False,
+        clock: Clock | None = None,
+    ) -> Log:
+        """Opens or creates the log in `directory`, recovering what a crash left behind:
+        every segment holding offsets at or past `recovery_point` is scanned and cut at its
+        first invalid batch, and everything after that batch is dropped."""
+        config = config or LogConfig()
+        clock = clock or SystemClock()
+        os.makedirs(directory, exist_ok=True)
+        _remove_leftovers(directory)
+        _complete_swaps(directory)
+        bases = _segment_bases(directory)
+        segments: list[LogSegment] = []
+        recovered = truncated = deleted = 0
+        epoch_starts: list[tuple[int, int]] = []
+        for i, base in enumerate(bases):
+            next_base = bases[i + 1] if i + 1 < len(bases) else None
+            must_scan = not clean_shutdown and (next_base is None or next_base > recovery_point)
+            if truncated or (segments and base < segments[-1].next_offset):
+                # After a cut (or an out-of-order segment), nothing later can be trusted.
+                LogSegment(directory, base, config).close_and_delete()
+                deleted += 1
+                continue
+            if must_scan:
+                segment = LogSegment(directory, base, config)
+                result = segment.recover()
+                recovered += 1
+                truncated += result.truncated_bytes
+                epoch_starts += result.epoch_starts
+            else:
+                segment = LogSegment.open_existing(directory, base, config)
+            segment.created_ms = clock.time_ms()
+            segments.append(segment)
+        if not segments:
+            segments.append(LogSegment.create(directory, log_start_offset, config, clock.time_ms()))
+        epochs = LeaderEpochCache(directory)
+        log = cls(directory, config, clock, segments, epochs)
+        for epoch, start in epoch_starts:
+            epochs.assign(epoch, start)
+        log.log_start_offset = max(log_start_offset, segments[0].base_offset)
+        if log.log_start_offset > log.log_end_offset:
+            log.truncate_fully_and_start_at(log.log_start_offset)
+        epochs.truncate_from_end(log.log_end_offset)
+        epochs.truncate_from_start(log.log_start_offset)
+        log.high_watermark = min(max(high_watermark, log.log_start_offset), log.log_end_offset)
+        log.recovery_point = min(max(recovery_point, log.log_start_offset), log.log_end_offset)
+        if recovered:
+            log.flush()  # what recovery kept is now known good: make it durable
+        elif clean_shutdown:
+            log.recovery_point = log.log_end_offset
+        log.load_info = LoadInfo(len(segments), recovered, truncated, deleted)
+        return log
+
+    # --- state ---------------------------------------------------------------------------
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._segments[-1].next_offset
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def segments(self) -> Sequence[LogSegment]:
+        return tuple(self._segments)
+
+    @property
+    def size(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    def update_high_watermark(self, offset: int) -> int:
+        """Sets the high watermark, clamped to [log start, LEO]; returns the value set."""
+        self.high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
+        return self.high_watermark
+
+    # --- appending -----------------------------------------------------------------------
+
+    def append(self, batches: bytes | bytearray | memoryview, leader_epoch: int) -> AppendInfo:
+        """Appends producer batches as the leader: validates them, assigns offsets from the
+        log end and stamps `leader_epoch`, without copying or re-encoding the batches."""
+        view = memoryview(batches)
+        headers = self._validate(view, as_leader=True)
+        offset = self.log_end_offset
+        stamped: list[BatchHeader] = []
+        buffers: list[list[bytes | memoryview]] = []
+        pos = 0
+        for header in headers:
+            prefix = stamped_prefix(view[pos : pos + 16], offset, leader_epoch)
+            buffers.append([prefix, view[pos + 16 : pos + header.size]])
+            stamped.append(replace(header, base_offset=offset, partition_leader_epoch=leader_epoch))
+            offset = stamped[-1].next_offset
+            pos += header.size
+        self.leader_epochs.assign(leader_epoch, stamped[0].base_offset)
+        return self._append(stamped, buffers)
+
+    def append_as_follower(self, batches: bytes | bytearray | memoryview) -> AppendInfo:
+        """Appends batches fetched from the leader as they are: offsets and epochs already
+        stamped, so the bytes go to the file untouched."""
+        view = memoryview(batches)
+        headers = self._validate(view, as_leader=False)
+        if headers[0].base_offset < self.log_end_offset:
+            raise InvalidRecordError(
+                f"follower append starts at offset {headers[0].base_offset}, below the log end "
+                f"offset {self.log_end_offset} of {self.directory}"
+            )
+        buffers: list[list[bytes | memoryview]] = []
+        pos = 0
+        for header in headers:
+            buffers.append([view[pos : pos + header.size]])
+            pos += header.size
+            if header.partition_leader_epoch >= 0:
+                self.leader_epochs.assign(header.partition_leader_epoch, header.base_offset)
+        return self._append(headers, buffers)
+
+    def _validate(self, view: memoryview, as_leader: bool) -> list[BatchHeader]:
+        if not len(view):
+            raise InvalidRecordError("the append holds no record batch")
+        headers = []
+        previous_next = None
+        try:
+            for _, header in iter_batches(view):
+                headers.append(header)
+                if as_leader and header.size > self.config.max_message_bytes:
+                    raise RecordTooLargeError(
+                        f"the batch is {header.size} bytes, larger than max.message.bytes "
+                        f"({self.config.max_message_bytes})"
+                    )
+                if header.size > self.config.segment_bytes:
+                    raise RecordTooLargeError(
+                        f"the batch is {header.size} bytes, larger than segment.bytes "
+                        f"({self.config.segment_bytes})"
+                    )
+                if as_leader and header.record_count != header.last_offset_delta + 1:
+                    raise InvalidRecordError(
+                        f"the batch declares {header.record_count} records but a "
+                        f"lastOffsetDelta of {header.last_offset_delta}"
+                    )
+                if not as_leader:
+                    if previous_next is not None and header.base_offset < previous_next:
+                        raise InvalidRecordError(
+                            f"batch offsets go backwards at offset {header.base_offset}"
+                        )
+                    previous_next = header.next_offset
+        except InvalidRecordBatchError as exc:
+            raise CorruptRecordError(str(exc)) from exc
+        return headers
+
+    def _append(
+        self, headers: list[BatchHeader], buffers: list[list[bytes | memoryview]]
+    ) -> AppendInfo:
+        """`buffers[i]` are the pieces that make up batch i on disk."""
+        # Batches are grouped so that each group fits one segment; a group never spans a roll.
+        start = 0
+        while start < len(headers):
+            end, size = start, 0
+            while end < len(headers) and (
+                end == start or size + headers[end].size <= self.config.segment_bytes
+            ):
+                size += headers[end].size
+                end += 1
+            self._maybe_roll(size, headers[end - 1])
+            pieces = [piece for batch in buffers[start:end] for piece in batch]
+            self.active_segment.append(headers[start:end], pieces)
+            start = end
+        messages = sum(h.last_offset_delta + 1 for h in headers)
+        self.unflushed_messages += messages
+        if self.unflushed_messages >= self.config.flush_messages:
+            self.flush()
+        return AppendInfo(
+            first_offset=headers[0].base_offset,
+            last_offset=headers[-1].last_offset,
+            max_timestamp=max(h.max_timestamp for h in headers),
+            batches=len(headers),
+            bytes=sum(h.size for h in headers),
+        )
+
+    def _maybe_roll(self, size: int, last: BatchHeader) -> None:
+        segment = self.active_segment
+        if segment.is_empty():
+            return
+        # Kafka's time-based roll: the incoming batch's timestamp against the first batch's,
+        # so a log replayed with old timestamps rolls as it did; wall-clock time since the
+        # segment was created only when there are no timestamps.
+        first_ts = segment.first_batch_max_timestamp
+        if first_ts is not None and first_ts >= 0:
+            waited = last.max_timestamp - first_ts
+        else:
+            created = segment.created_ms if segment.created_ms is not None else self.clock.time_ms()
+            waited = self.clock.time_ms() - created
+        if (
+            segment.size > self.config.segment_bytes - size
+            or waited > self.config.segment_ms
+            or segment.index.is_full
+            or segment.time_index.is_full
+            or last.last_offset - segment.base_offset > INT_MAX
+        ):
+            self.roll()
+
+    def roll(self) -> LogSegment:
+        """Closes the active segment to writes and starts a new one at the log end offset;
+        does nothing when the active segment is empty."""
+        active = self.active_segment
+        if active.is_empty():
+            return active
+        active.on_roll()
+        segment = LogSegment.create(
+            self.directory, self.log_end_offset, self.config, self.clock.time_ms()
+        )
+        self._segments.append(segment)
+        self._bases.append(segment.base_offset)
+        self._dir_dirty = True
+        return segment
+
+    # --- durability ----------------------------------------------------------------------
+
+    def flush(self, offset: int | None = None) -> None:
+        """fsyncs every segment holding offsets in [recovery point, offset), then moves the
+        recovery point to `offset` (default: the log end)."""
+        offset = self.log_end_offset if offset is None else min(offset, self.log_end_offset)
+        if offset > self.recovery_point or self._dir_dirty:
+            for segment in self._segments:
+                if segment.next_offset > self.recovery_point and segment.base_offset < offset:
+                    segment.flush()
+            if self._dir_dirty:
+                fsync_dir(self.directory)
+                self._dir_dirty = False
+        if offset >= self.log_end_offset:
+            self.unflushed_messages = 0
+        self.recovery_point = max(self.recovery_point, offset)
+        self.last_flush_ms = self.clock.time_ms()
+
+    # --- reading -------------------------------------------------------------------------
+
+    def _check_range(self, offset: int) -> None:
+        if not self.log_start_offset <= offset <= self.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is out of range for {os.path.basename(self.directory)}: "
+                f"the log holds [{self.log_start_offset}, {self.log_end_offset})"
+            )
+
+    def read(
+        self, offset: int, max_bytes: int, max_offset: int | None = None, min_one: bool = True
+    ) -> bytes:
+        """Whole batches from the one holding `offset`, up to `max_bytes` (at least one batch
+        when `min_one`), never a batch at or past `max_offset` (a consumer passes the high
+        watermark). Reads by file position; the bytes are as stored."""
+        self._check_range(offset)
+        limit = self.log_end_offset if max_offset is None else min(max_offset, self.log_end_offset)
+        if offset >= limit:
+            return b""
+        i = max(bisect_right(self._bases, offset) - 1, 0)
+        while i < len(self._segments):
+            segment = self._segments[i]
+            max_position = None
+            if limit < segment.next_offset:
+                found = segment.translate_offset(limit)
+                max_position = found[0] if found else None
+            data = segment.read(offset, max_bytes, max_position, min_one)
+            if data is not None:
+                return data
+            i += 1
+        return b""
+
+    def offset_for_timestamp(self, timestamp: int) -> int | None:
+        """The earliest offset whose record timestamp is >= `timestamp` (ListOffsets), or
+        None when every record is older."""
+        for segment in self._segments:
+            if segment.largest_timestamp >= timestamp:
+                found = segment.find_offset_by_timestamp(timestamp, self.log_start_offset)
+                if found is not None:
+                    return found
+        return None
+
+    # --- truncation and deletion ---------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> None:
+        """Removes every offset at or above `offset` (a follower after a leader change)."""
+        if offset >= self.log_end_offset:
+            return
+        if offset <= self._segments[0].base_offset:
+            self.truncate_fully_and_start_at(offset)
+            return
+        while self._segments[-1].base_offset > offset:
+            self._segments.pop().close_and_delete()
+            self._bases.pop()
+        self.active_segment.truncate_to(offset)
+        self._after_truncation()
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drops every segment and starts empty at `offset` (a follower far behind)."""
+        for segment in self._segments:
+            segment.close_and_delete()
+        segment = LogSegment.create(self.directory, offset, self.config, self.clock.time_ms())
+        self._segments = [segment]
+        self._bases = [offset]
+        self._dir_dirty = True
+        self.log_start_offset = offset
+        self.leader_epochs.truncate_from_start(offset)
+        self._after_truncation()
+
+    def _after_truncation(self) -> None:
+        leo = self.log_end_offset
+        self.leader_epochs.truncate_from_end(leo)
+        self.recovery_point = min(self.recovery_point, leo)
+        self.high_watermark = min(self.high_watermark, leo)
+        self.log_start_offset = min(self.log_start_offset, leo)
+
+    def delete_records_before(self, offset: int) -> int:
+        """Moves the log start offset up to `offset` (DeleteRecords) and deletes the segments
+        now wholly below it; returns the new log start offset."""
+        if offset > self.high_watermark:
+            raise OffsetOutOfRangeError(
+                f"cannot delete records before offset {offset}: it is past the high "
+                f"watermark {self.high_watermark}"
+            )
+        if offset > self.log_start_offset:
+            self.log_start_offset = offset
+            self.leader_epochs.truncate_from_start(offset)
+            self.delete_old_segments()
+        return self.log_start_offset
+
+    def delete_old_segments(self) -> int:
+        """Applies retention (log start offset, `retention.ms`, `retention.bytes`); returns
+        how many segments were deleted."""
+        doomed = retention.segments_to_delete(
+            [
+                retention.SegmentInfo(s.base_offset, s.next_offset, s.size, s.largest_timestamp)
+                for s in self._segments
+            ],
+            self.config,
+            self.clock.time_ms(),
+            self.high_watermark,
+            self.log_start_offset,
+        )
+        for _ in range(doomed):
+            self._segments.pop(0).close_and_delete()
+            self._bases.pop(0)
+        if doomed:
+            self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
+            self.leader_epochs.truncate_from_start(self.log_start_offset)
+            self.recovery_point = max(self.recovery_point, self.log_start_offset)
+        return doomed
+
+    def replace_segments(self, old: Sequence[LogSegment], cleaned_dir_base: int) -> LogSegment:
+        """Swaps the consecutive segments `old` for the `.cleaned` segment files at
+        `cleaned_dir_base`, crash-safely: rename to `.swap`, delete the old files, rename to
+        the final names. A crash at any step is finished or undone on the next open."""
+        # The .log goes last: a .log.swap on disk means its indexes were renamed before it.
+        for suffix in reversed(SUFFIXES):
+            src = os.path.join(self.directory, file_name(cleaned_dir_base, suffix) + CLEANED_SUFFIX)
+            os.replace(src, src[: -len(CLEANED_SUFFIX)] + SWAP_SUFFIX)
+        fsync_dir(self.directory)
+        first = self._segments.index(old[0])
+        for segment in old:
+            segment.close_and_delete()
+        for suffix in SUFFIXES:
+            final = os.path.join(self.directory, file_name(cleaned_dir_base, suffix))
+            os.replace(final + SWAP_SUFFIX, final)
+        fsync_dir(self.directory)
+        new = LogSegment.open_existing(self.directory, cleaned_dir_base, self.config)
+        self._segments[first : first + len(old)] = [new]
+        self._bases = [s.base_offset for s in self._segments]
+        return new
+
+    def close(self) -> None:
+        for segment in self._segments:
+            segment.close()
+
+    def delete(self) -> None:
+        """Closes the log and removes its directory (a deleted topic's partition)."""
+        for segment in self._segments:
+            os.close(segment.fd)
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def _segment_bases(directory: str) -> list[int]:
+    names = set(os.listdir(directory))
+    bases = []
+    for name in names:
+        stem, ext = os.path.splitext(name)
+        if len(stem) != 20 or not stem.isdigit():
+            continue
+        if ext == LOG_SUFFIX:
+            bases.append(int(stem))
+        elif ext in (INDEX_SUFFIX, TIME_INDEX_SUFFIX) and stem + LOG_SUFFIX not in names:
+            os.unlink(os.path.join(directory, name))  # an index whose log is gone
+    return sorted(bases)
+
+
+def _remove_leftovers(directory: str) -> None:
+    for name in os.listdir(directory):
+        if name.endswith((CLEANED_SUFFIX, DELETED_SUFFIX, ".tmp")):
+            os.unlink(os.path.join(directory, name))
+
+
+def _complete_swaps(directory: str) -> None:
+    """Finishes a compaction that crashed after its `.swap` files were complete: the old
+    segments whose base offsets fall inside the swapped segment's range are deleted, then
+    the swap takes its final name. Its indexes are rebuilt from the log."""
+    for name in os.listdir(directory):
+        if name.endswith((INDEX_SUFFIX + SWAP_SUFFIX, TIME_INDEX_SUFFIX + SWAP_SUFFIX)):
+            os.unlink(os.path.join(directory, name))
+    for name in sorted(os.listdir(directory)):
+        if not name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
+            continue
+        base = int(name[:20])
+        swap_path = os.path.join(directory, name)
+        end = _next_offset_of_file(swap_path, base)
+        for other in _segment_bases(directory):
+            if base <= other < max(end, base + 1):
+                for suffix in SUFFIXES:
+                    path = os.path.join(directory, file_name(other, suffix))
+                    if os.path.exists(path):
+                        os.unlink(path)
+        os.replace(swap_path, os.path.join(directory, file_name(base, LOG_SUFFIX)))
+    fsync_dir(directory)
+
+
+def _next_offset_of_file(path: str, base: int) -> int:
+    """The offset after the last valid batch in a raw log file."""
+    next_offset = base
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        for _, header in iter_batches(data):
+            next_offset = header.next_offset
+    except InvalidRecordBatchError:
+        pass
+    return next_offset

@@ -1,0 +1,169 @@
+"""All partition logs of a node, across its `log.dirs`. Not thread-safe.
+
+Each partition lives in `<log dir>/<topic>-<partition>/`. Per log directory, as in Kafka:
+  recovery-point-offset-checkpoint   topic partition offset  (all below is fsynced)
+  replication-offset-checkpoint      topic partition offset  (high watermarks)
+  log-start-offset-checkpoint        topic partition offset
+  .kafka_cleanshutdown               present only between a clean shutdown and the next start
+One checkpoint file per directory means one fsync covers every partition in it. After a
+clean shutdown no segment is scanned at start-up; after a crash each log scans only from its
+recovery point.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+
+from storage import checkpoint
+from storage.cleaner import clean
+from storage.clock import Clock, SystemClock
+from storage.config import LogConfig
+from storage.errors import InvalidTopicError, LogDirError
+from storage.file_io import atomic_write, fsync_dir
+from storage.log import Log
+
+RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
+HIGH_WATERMARK_FILE = "replication-offset-checkpoint"
+LOG_START_FILE = "log-start-offset-checkpoint"
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+
+TopicPartition = tuple[str, int]
+_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+_PARTITION_DIR = re.compile(r"^(?P<topic>[a-zA-Z0-9._-]{1,249})-(?P<partition>\d+)$")
+
+
+def validate_topic(topic: str, partition: int) -> None:
+    if topic in (".", "..") or not _TOPIC_NAME.match(topic):
+        raise InvalidTopicError(
+            f"topic name '{topic}' is illegal: use at most 249 characters of "
+            f"ASCII letters, digits, '.', '_' and '-'"
+        )
+    if partition < 0:
+        raise InvalidTopicError(f"partition {partition} of topic '{topic}' is negative")
+
+
+class LogManager:
+    def __init__(
+        self,
+        log_dirs: Sequence[str],
+        default_config: LogConfig | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        if not log_dirs:
+            raise LogDirError("log.dirs is empty: at least one log directory is required")
+        self.log_dirs = [os.path.abspath(d) for d in log_dirs]
+        self.default_config = default_config or LogConfig()
+        self.clock = clock or SystemClock()
+        self.logs: dict[TopicPartition, Log] = {}
+        self._dir_of: dict[TopicPartition, str] = {}
+        self.had_clean_shutdown = False
+
+    def startup(self, configs: dict[str, LogConfig] | None = None) -> None:
+        """Opens every partition log found; `configs` maps topics to their LogConfig."""
+        configs = configs or {}
+        clean_everywhere = True
+        for log_dir in self.log_dirs:
+            os.makedirs(log_dir, exist_ok=True)
+            marker = os.path.join(log_dir, CLEAN_SHUTDOWN_FILE)
+            was_clean = os.path.exists(marker)
+            clean_everywhere &= was_clean
+            recovery = checkpoint.read_offsets(os.path.join(log_dir, RECOVERY_POINT_FILE))
+            hws = checkpoint.read_offsets(os.path.join(log_dir, HIGH_WATERMARK_FILE))
+            starts = checkpoint.read_offsets(os.path.join(log_dir, LOG_START_FILE))
+            for name in sorted(os.listdir(log_dir)):
+                match = _PARTITION_DIR.match(name)
+                if not match or not os.path.isdir(os.path.join(log_dir, name)):
+                    continue
+                tp = (match["topic"], int(match["partition"]))
+                if tp in self.logs:
+                    raise LogDirError(f"partition {tp[0]}-{tp[1]} is in two log directories")
+                self.logs[tp] = Log.open(
+                    os.path.join(log_dir, name),
+                    configs.get(tp[0], self.default_config),
+                    recovery_point=recovery.get(tp, 0),
+                    log_start_offset=starts.get(tp, 0),
+                    high_watermark=hws.get(tp, 0),
+                    clean_shutdown=was_clean,
+                    clock=self.clock,
+                )
+                self._dir_of[tp] = log_dir
+            if was_clean:
+                # From here on, a crash is unclean again.
+                os.unlink(marker)
+                fsync_dir(log_dir)
+        self.had_clean_shutdown = clean_everywhere and bool(self.log_dirs)
+
+    def get_log(self, topic: str, partition: int) -> Log | None:
+        return self.logs.get((topic, partition))
+
+    def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
+        tp = (topic, partition)
+        log = self.logs.get(tp)
+        if log is not None:
+            return log
+        validate_topic(topic, partition)
+        # A new partition goes to the directory holding the fewest, as Kafka places them.
+        counts = {d: 0 for d in self.log_dirs}
+        for d in self._dir_of.values():
+            counts[d] += 1
+        log_dir = min(self.log_dirs, key=lambda d: counts[d])
+        log = Log.open(
+            os.path.join(log_dir, f"{topic}-{partition}"),
+            config or self.default_config,
+            clock=self.clock,
+        )
+        fsync_dir(log_dir)
+        self.logs[tp] = log
+        self._dir_of[tp] = log_dir
+        return log
+
+    def delete_log(self, topic: str, partition: int) -> None:
+        tp = (topic, partition)
+        log = self.logs.pop(tp, None)
+        if log is not None:
+            log.delete()
+            fsync_dir(self._dir_of.pop(tp))
+
+    def flush_all(self) -> None:
+        for log in self.logs.values():
+            log.flush()
+
+    def checkpoint(self) -> None:
+        """Writes the three offset checkpoints of every log directory."""
+        for log_dir in self.log_dirs:
+            mine = {tp: log for tp, log in self.logs.items() if self._dir_of[tp] == log_dir}
+            checkpoint.write_offsets(
+                os.path.join(log_dir, RECOVERY_POINT_FILE),
+                {tp: log.recovery_point for tp, log in mine.items()},
+            )
+            checkpoint.write_offsets(
+                os.path.join(log_dir, HIGH_WATERMARK_FILE),
+                {tp: log.high_watermark for tp, log in mine.items()},
+            )
+            checkpoint.write_offsets(
+                os.path.join(log_dir, LOG_START_FILE),
+                {tp: log.log_start_offset for tp, log in mine.items()},
+            )
+
+    def cleanup(self) -> tuple[int, int]:
+        """One round of retention and compaction over every log: (segments deleted,
+        records compacted away). The broker runs it every log.retention.check.interval.ms."""
+        deleted = removed = 0
+        for log in self.logs.values():
+            if log.config.compact:
+                removed += clean(log).records_removed
+            deleted += log.delete_old_segments()
+        return deleted, removed
+
+    def shutdown(self) -> None:
+        """Flush, checkpoint, close, then mark each directory as cleanly shut down."""
+        self.flush_all()
+        self.checkpoint()
+        for log in self.logs.values():
+            log.close()
+        for log_dir in self.log_dirs:
+            atomic_write(os.path.join(log_dir, CLEAN_SHUTDOWN_FILE), b"")
+        self.logs.clear()
+        self._dir_of.clear()

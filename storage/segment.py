@@ -1,0 +1,325 @@
+"""One log segment: `{base:020d}.log` plus its `.index` and `.timeindex`. Not thread-safe.
+
+The `.log` file is RecordBatch v2 batches back to back, nothing else (see
+strom_api.record_batch). The segment holds offsets from its base offset (the name) up to the
+next segment's base. Batch bytes are written with one pwritev per append and read back with
+pread by file position; the segment never decodes records except to answer a lookup by
+timestamp or to recover.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from storage.config import LogConfig
+from storage.errors import CorruptRecordError
+from storage.indexes import OffsetIndex, TimeIndex
+from strom_api.record_batch import (
+    HEADER_SIZE,
+    BatchHeader,
+    InvalidRecordBatchError,
+    parse_header,
+    validate_batch,
+)
+from strom_api.records import decode_batch
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+
+_SCAN_WINDOW = 64 * 1024
+_RECOVERY_WINDOW = 8 * 1024 * 1024
+_IOV_MAX = 1024  # Linux's limit on buffers in one pwritev
+
+
+def file_name(base_offset: int, suffix: str) -> str:
+    return f"{base_offset:020d}{suffix}"
+
+
+@dataclass(slots=True)
+class RecoveryResult:
+    valid_bytes: int
+    truncated_bytes: int  # the invalid tail that was cut off
+    epoch_starts: list[tuple[int, int]]  # (leader epoch, first offset) where the epoch rises
+
+
+class LogSegment:
+    def __init__(
+        self, directory: str, base_offset: int, config: LogConfig, file_suffix: str = ""
+    ) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.config = config
+        self.file_suffix = file_suffix  # ".cleaned" while the cleaner builds a replacement
+        self.fd = os.open(self._path(LOG_SUFFIX), os.O_RDWR | os.O_CREAT, 0o644)
+        self.size = os.fstat(self.fd).st_size
+        self.index = OffsetIndex(self._path(INDEX_SUFFIX), base_offset, config.max_index_entries)
+        self.time_index = TimeIndex(
+            self._path(TIME_INDEX_SUFFIX), base_offset, config.max_index_entries
+        )
+        self.next_offset = base_offset
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = base_offset
+        self.first_batch_max_timestamp: int | None = None  # Kafka's rolling-based timestamp
+        self.created_ms: int | None = None
+        self._bytes_since_index_entry = 0
+
+    # --- opening -------------------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls, directory: str, base_offset: int, config: LogConfig, now_ms: int, file_suffix: str = ""
+    ) -> LogSegment:
+        for suffix in SUFFIXES:
+            path = os.path.join(directory, file_name(base_offset, suffix) + file_suffix)
+            if os.path.exists(path):
+                os.unlink(path)
+        segment = cls(directory, base_offset, config, file_suffix)
+        segment.created_ms = now_ms
+        return segment
+
+    @classmethod
+    def open_existing(cls, directory: str, base_offset: int, config: LogConfig) -> LogSegment:
+        """Opens a segment trusting its indexes when they pass the sanity checks; otherwise
+        scans it as recovery does. Call recover() to validate every batch."""
+        segment = cls(directory, base_offset, config)
+        index = OffsetIndex.load(
+            segment.index.path, base_offset, config.max_index_entries, segment.size
+        )
+        time_index = TimeIndex.load(segment.time_index.path, base_offset, config.max_index_entries)
+        if index is None or time_index is None:
+            segment.recover()
+            return segment
+        segment.index, segment.time_index = index, time_index
+        segment._load_tail_state()
+        return segment
+
+    def _load_tail_state(self) -> None:
+        """Next offset and max timestamp from the last index entries plus a short scan."""
+        last = self.time_index.last_entry()
+        self.max_timestamp, self.offset_of_max_timestamp = last or (-1, self.base_offset)
+        _, position = self.index.last_entry()
+        self.next_offset = self.base_offset
+        for _, header in self._scan(position):
+            self.next_offset = header.next_offset
+            if header.max_timestamp > self.max_timestamp:
+                self.max_timestamp = header.max_timestamp
+                self.offset_of_max_timestamp = header.last_offset
+        self._bytes_since_index_entry = self.size - position
+        self.first_batch_max_timestamp = None
+        if self.size >= HEADER_SIZE:
+            first = parse_header(os.pread(self.fd, HEADER_SIZE, 0))
+            self.first_batch_max_timestamp = first.max_timestamp
+
+    def recover(self) -> RecoveryResult:
+        """Validates every batch (header, extent, CRC, rising offsets), rebuilds both indexes,
+        and cuts the file at the first invalid batch. Never raises for bad bytes."""
+        self.index.reset()
+        self.time_index.reset()
+        self.next_offset = self.base_offset
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = self.base_offset
+        self.first_batch_max_timestamp = None
+        self._bytes_since_index_entry = 0
+        file_size = os.fstat(self.fd).st_size
+        pos = 0
+        window = b""
+        window_start = 0
+        epoch_starts: list[tuple[int, int]] = []
+        while pos < file_size:
+            end_needed = pos + HEADER_SIZE
+            if end_needed > window_start + len(window):
+                window_start, window = pos, os.pread(self.fd, _RECOVERY_WINDOW, pos)
+            try:
+                header = parse_header(window, pos - window_start)
+                if pos + header.size > file_size:
+                    break
+                if pos + header.size > window_start + len(window):
+                    window_start, window = (
+                        pos,
+                        os.pread(self.fd, max(_RECOVERY_WINDOW, header.size), pos),
+                    )
+                validate_batch(window, pos - window_start)
+            except InvalidRecordBatchError:
+                break
+            if header.base_offset < self.next_offset or header.last_offset < header.base_offset:
+                break  # offsets must rise: a stale or foreign batch is the start of garbage
+            self._account(header, pos)
+            epoch = header.partition_leader_epoch
+            if epoch >= 0 and (not epoch_starts or epoch > epoch_starts[-1][0]):
+                epoch_starts.append((epoch, header.base_offset))
+            pos += header.size
+        self.size = pos
+        if pos < file_size:
+            os.ftruncate(self.fd, pos)
+        return RecoveryResult(pos, file_size - pos, epoch_starts)
+
+    # --- writing -------------------------------------------------------------------------
+
+    def _account(self, header: BatchHeader, position: int) -> None:
+        """Updates indexes and in-memory state for a batch now lying at `position`."""
+        if self.first_batch_max_timestamp is None:
+            self.first_batch_max_timestamp = header.max_timestamp
+        if header.max_timestamp > self.max_timestamp:
+            self.max_timestamp = header.max_timestamp
+            self.offset_of_max_timestamp = header.last_offset
+        if self._bytes_since_index_entry > self.config.index_interval_bytes:
+            self.index.append(header.last_offset, position)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self._bytes_since_index_entry = 0
+        self._bytes_since_index_entry += header.size
+        self.next_offset = header.next_offset
+
+    def append(self, headers: Sequence[BatchHeader], buffers: Sequence[bytes | memoryview]) -> None:
+        """Writes already validated and stamped batches; `buffers` concatenated are exactly
+        the batches of `headers`, in order."""
+        position = self.size
+        total = sum(len(b) for b in buffers)
+        _pwrite_all(self.fd, buffers, position)
+        self.size += total
+        for header in headers:
+            self._account(header, position)
+            position += header.size
+
+    def on_roll(self) -> None:
+        """The segment becomes read-only: record its final max timestamp, write indexes out."""
+        self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+        self.index.write()
+        self.time_index.write()
+
+    def flush(self) -> None:
+        os.fsync(self.fd)
+        self.index.flush()
+        self.time_index.flush()
+
+    def truncate_to(self, offset: int) -> int:
+        """Removes every batch whose last offset is at or above `offset`; returns bytes cut."""
+        found = self.translate_offset(offset)
+        if found is None:
+            return 0
+        position, header = found
+        cut = self.size - position
+        os.ftruncate(self.fd, position)
+        self.size = position
+        self.index.truncate_to(header.base_offset)
+        self.time_index.truncate_to(header.base_offset)
+        self._load_tail_state()
+        return cut
+
+    # --- reading -------------------------------------------------------------------------
+
+    def _scan(self, position: int, end: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
+        """Headers of the batches from `position`, read in windows; stops at a bad header."""
+        end = self.size if end is None else end
+        window = b""
+        window_start = position
+        while position + HEADER_SIZE <= end:
+            if position + HEADER_SIZE > window_start + len(window):
+                window_start, window = position, os.pread(self.fd, _SCAN_WINDOW, position)
+            try:
+                header = parse_header(window, position - window_start)
+            except InvalidRecordBatchError:
+                return
+            yield position, header
+            position += header.size
+
+    def translate_offset(self, offset: int, start: int = 0) -> tuple[int, BatchHeader] | None:
+        """(position, header) of the first batch at or after byte `start` whose last offset
+        is >= `offset`, or None when the segment holds no such batch."""
+        _, position = self.index.lookup(offset)
+        for pos, header in self._scan(max(position, start)):
+            if header.last_offset >= offset:
+                return pos, header
+        return None
+
+    def read(
+        self, offset: int, max_bytes: int, max_position: int | None = None, min_one: bool = True
+    ) -> bytes | None:
+        """Whole batches starting with the one that holds `offset`, at most `max_bytes`
+        unless the first batch alone is larger and `min_one` is set (Kafka's KIP-74 rule).
+        None when the segment has nothing at or after `offset`."""
+        found = self.translate_offset(offset)
+        if found is None:
+            return None
+        position, first = found
+        limit = self.size if max_position is None else min(self.size, max_position)
+        if position >= limit:
+            return b""
+        length = min(max_bytes, limit - position)
+        if first.size > length:
+            if not min_one:
+                return b""
+            length = first.size
+        data = os.pread(self.fd, length, position)
+        # Trim to whole batches; headers only, no record work.
+        end = 0
+        while end + HEADER_SIZE <= len(data):
+            size = int.from_bytes(data[end + 8 : end + 12], "big") + 12
+            if end + size > len(data):
+                break
+            end += size
+        return data[:end] if end < len(data) else data
+
+    def batch_at(self, position: int, size: int) -> bytes:
+        return os.pread(self.fd, size, position)
+
+    def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> int | None:
+        """The first offset >= `start_offset` whose record timestamp is >= `timestamp`."""
+        if self.max_timestamp < timestamp:
+            return None
+        _, position = self.index.lookup(max(self.time_index.lookup(timestamp), start_offset))
+        for pos, header in self._scan(position):
+            if header.max_timestamp < timestamp or header.last_offset < start_offset:
+                continue
+            try:
+                _, records = decode_batch(self.batch_at(pos, header.size))
+            except InvalidRecordBatchError as exc:
+                raise CorruptRecordError(str(exc)) from exc
+            for record in records:
+                if record.timestamp >= timestamp and record.offset >= start_offset:
+                    return record.offset
+        return None
+
+    def batches(self) -> Iterator[tuple[int, BatchHeader]]:
+        return self._scan(0)
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    @property
+    def largest_timestamp(self) -> int:
+        return self.max_timestamp
+
+    def is_empty(self) -> bool:
+        return self.size == 0
+
+    def _path(self, suffix: str) -> str:
+        return os.path.join(self.directory, file_name(self.base_offset, suffix) + self.file_suffix)
+
+    def close(self) -> None:
+        self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+        self.index.write()
+        self.time_index.write()
+        os.close(self.fd)
+
+    def close_and_delete(self) -> None:
+        os.close(self.fd)
+        for suffix in SUFFIXES:
+            try:
+                os.unlink(self._path(suffix))
+            except FileNotFoundError:
+                pass
+
+
+def _pwrite_all(fd: int, buffers: Sequence[bytes | memoryview], position: int) -> None:
+    views = [memoryview(b) for b in buffers]
+    while views:
+        written = os.pwritev(fd, views[:_IOV_MAX], position)
+        position += written
+        while views and written >= len(views[0]):
+            written -= len(views[0])
+            views.pop(0)
+        if views and written:
+            views[0] = views[0][written:]
