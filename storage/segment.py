@@ -103,11 +103,16 @@ class LogSegment:
         self.max_timestamp, self.offset_of_max_timestamp = last or (-1, self.base_offset)
         _, position = self.index.last_entry()
         self.next_offset = self.base_offset
-        for _, header in self._scan(position):
+        end = position
+        for pos, header in self._scan(position):
+            end = pos + header.size
             self.next_offset = header.next_offset
             if header.max_timestamp > self.max_timestamp:
                 self.max_timestamp = header.max_timestamp
                 self.offset_of_max_timestamp = header.last_offset
+        if end != self.size:
+            self.recover()  # the tail is not whole batches: validate the whole segment
+            return
         self._bytes_since_index_entry = self.size - position
         self.first_batch_max_timestamp = None
         if self.size >= HEADER_SIZE:
@@ -226,11 +231,22 @@ class LogSegment:
             yield position, header
             position += header.size
 
-    def translate_offset(self, offset: int, start: int = 0) -> tuple[int, BatchHeader] | None:
-        """(position, header) of the first batch at or after byte `start` whose last offset
-        is >= `offset`, or None when the segment holds no such batch."""
-        _, position = self.index.lookup(offset)
-        for pos, header in self._scan(max(position, start)):
+    def _indexed_position(self, offset: int) -> int:
+        """Where to start scanning for `offset`: the index's answer, once the batch there is
+        seen to hold the entry's offset; a wrong entry means the indexes are rebuilt."""
+        entry_offset, position = self.index.lookup(offset)
+        if position == 0:
+            return 0
+        for _, header in self._scan(position, position + HEADER_SIZE):
+            if header.last_offset == entry_offset:
+                return position
+        self.recover()
+        return self.index.lookup(offset)[1]
+
+    def translate_offset(self, offset: int) -> tuple[int, BatchHeader] | None:
+        """(position, header) of the first batch whose last offset is >= `offset`, or None
+        when the segment holds no such batch."""
+        for pos, header in self._scan(self._indexed_position(offset)):
             if header.last_offset >= offset:
                 return pos, header
         return None
@@ -270,7 +286,14 @@ class LogSegment:
         """The first offset >= `start_offset` whose record timestamp is >= `timestamp`."""
         if self.max_timestamp < timestamp:
             return None
-        _, position = self.index.lookup(max(self.time_index.lookup(timestamp), start_offset))
+        entry = self.time_index.lookup_entry(timestamp)
+        if entry is not None:
+            entry_ts, entry_offset = entry
+            found = self.translate_offset(entry_offset)
+            if found is None or found[1].max_timestamp != entry_ts:
+                self.recover()  # the entry does not describe the log: rebuild the indexes
+        scan_from = max(self.time_index.lookup(timestamp), start_offset)
+        position = self._indexed_position(scan_from)
         for pos, header in self._scan(position):
             if header.max_timestamp < timestamp or header.last_offset < start_offset:
                 continue
