@@ -31,6 +31,8 @@ def read_lines(path: str, fields: int) -> list[list[str]]:
             lines = f.read().splitlines()
     except FileNotFoundError:
         return []
+    except UnicodeDecodeError:
+        raise StorageError(f"checkpoint {path} is not text") from None
     try:
         version, count = int(lines[0]), int(lines[1])
     except (IndexError, ValueError):
@@ -47,8 +49,17 @@ def write_offsets(path: str, offsets: dict[tuple[str, int], int]) -> None:
     write_lines(path, [(t, p, o) for (t, p), o in sorted(offsets.items())])
 
 
+def read_int_entries(path: str, fields: int, int_fields: int) -> list[list[str | int]]:
+    """Entries whose last `int_fields` fields are integers; a bad one raises StorageError."""
+    entries: list[list[str | int]] = []
+    for entry in read_lines(path, fields):
+        text, numbers = entry[: fields - int_fields], entry[fields - int_fields :]
+        try:
+            entries.append([*text, *(int(n) for n in numbers)])
+        except ValueError:
+            raise StorageError(f"checkpoint {path} has a non-integer field in {entry}") from None
+    return entries
+
+
 def read_offsets(path: str) -> dict[tuple[str, int], int]:
-    try:
-        return {(t, int(p)): int(o) for t, p, o in read_lines(path, 3)}
-    except ValueError:
-        raise StorageError(f"checkpoint {path} holds a non-integer offset") from None
+    return {(str(t), int(p)): int(o) for t, p, o in read_int_entries(path, 3, 2)}

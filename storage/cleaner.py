@@ -13,7 +13,8 @@ One pass over a log (Kafka's LogCleaner, without its incremental bookkeeping):
      `delete.retention.ms` (so consumers have that long to see a delete).
    A batch that keeps every record is copied byte for byte; one that keeps some is
    re-encoded with its original base offset, last offset, producer fields, leader epoch and
-   compression, so offsets never move; one that keeps none is dropped.
+   compression, so offsets never move; one that keeps none is dropped, except the group's
+   last batch, which stays as an empty batch so the new segment ends where the group did.
 4. The new segment is written under `.cleaned`, fsynced, and swapped in by
    Log.replace_segments (crash-safe: see storage.log).
 Record-level work is fine here: compaction runs in the background, not on a request path.
@@ -122,6 +123,7 @@ def _clean_group(
     base = group[0].base_offset
     new = LogSegment.create(log.directory, base, log.config, now_ms, file_suffix=CLEANED_SUFFIX)
     removed = 0
+    end_offset = group[-1].next_offset
     for segment in group:
         tombstones_expire = segment.largest_timestamp < now_ms - log.config.delete_retention_ms
         for header, raw, records in _read_batches(segment):
@@ -136,10 +138,17 @@ def _clean_group(
                     and not (r.value is None and tombstones_expire)
                 ]
                 removed += len(records) - len(kept)
-                if not kept:
+                # The group's last batch always stays (empty if need be) so the cleaned
+                # segment ends where the old ones did: segment offset ranges stay
+                # contiguous, which recovery and swap completion rely on.
+                if not kept and header.next_offset != end_offset:
                     continue
                 kept_bytes = raw if len(kept) == len(records) else _rebuild(header, kept)
-            new.append([parse_header(kept_bytes)], [kept_bytes])
+            kept_header = parse_header(kept_bytes)
+            new.append(
+                [(kept_header.last_offset, kept_header.max_timestamp, kept_header.size)],
+                [kept_bytes],
+            )
     new.on_roll()
     new.flush()
     new.close()
@@ -158,5 +167,5 @@ def _rebuild(header: BatchHeader, kept: list[Record]) -> bytes:
         transactional=header.is_transactional,
         base_offset=header.base_offset,
         last_offset=header.last_offset,
-        max_timestamp=header.max_timestamp if header.log_append_time else None,
+        max_timestamp=header.max_timestamp if header.log_append_time or not kept else None,
     )

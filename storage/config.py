@@ -42,7 +42,11 @@ class LogConfig:
 
     @property
     def max_index_entries(self) -> int:
-        return self.segment_index_bytes // 8
+        return self.segment_index_bytes // 8  # offset index entries are 8 bytes
+
+    @property
+    def max_time_index_entries(self) -> int:
+        return self.segment_index_bytes // 12  # time index entries are 12 bytes
 
     @classmethod
     def from_properties(cls, props: Mapping[str, Any], base: LogConfig | None = None) -> LogConfig:
@@ -136,8 +140,29 @@ BROKER_SYNONYMS = {
 }
 
 
+# Broker-wide times Kafka also takes in coarser units; the finest one set wins.
+UNIT_SYNONYMS = {
+    "retention.ms": (
+        ("log.retention.ms", 1),
+        ("log.retention.minutes", 60_000),
+        ("log.retention.hours", 3_600_000),
+    ),
+    "segment.ms": (("log.roll.ms", 1), ("log.roll.hours", 3_600_000)),
+}
+
+
 def broker_defaults(props: Mapping[str, Any]) -> LogConfig:
     """The topic defaults a broker's `log.*` settings imply; other keys are ignored here."""
-    return LogConfig.from_properties(
-        {BROKER_SYNONYMS[k]: v for k, v in props.items() if k in BROKER_SYNONYMS}
-    )
+    topic = {BROKER_SYNONYMS[k]: v for k, v in props.items() if k in BROKER_SYNONYMS}
+    for name, forms in UNIT_SYNONYMS.items():
+        for key, factor in forms:
+            if key in props:
+                try:
+                    value = _int(props[key])
+                except (TypeError, ValueError):
+                    raise InvalidConfigError(
+                        f"invalid value '{props[key]}' for config '{key}': expected a long"
+                    ) from None
+                topic[name] = -1 if value < 0 else value * factor  # negative: unlimited
+                break
+    return LogConfig.from_properties(topic)

@@ -147,6 +147,13 @@ class OffsetIndex:
             return self.base_offset, 0
         return self.base_offset + self._relative[i - 1], self._positions[i - 1]
 
+    def floor_by_position(self, position: int) -> tuple[int, int]:
+        """(offset, position) of the last entry at or before byte `position`; (base, 0)."""
+        i = bisect_right(self._positions, position)
+        if i == 0:
+            return self.base_offset, 0
+        return self.base_offset + self._relative[i - 1], self._positions[i - 1]
+
     def truncate_to(self, offset: int) -> None:
         """Drops every entry for `offset` and above."""
         keep = bisect_right(self._relative, offset - self.base_offset - 1)

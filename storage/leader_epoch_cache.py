@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from storage.checkpoint import read_lines, write_lines
+from storage.checkpoint import read_int_entries, write_lines
 
 FILE_NAME = "leader-epoch-checkpoint"
 UNDEFINED_EPOCH = -1
@@ -22,7 +22,7 @@ class LeaderEpochCache:
     def __init__(self, directory: str) -> None:
         self.path = os.path.join(directory, FILE_NAME)
         self.entries: list[tuple[int, int]] = [
-            (int(e), int(o)) for e, o in read_lines(self.path, 2)
+            (int(e), int(o)) for e, o in read_int_entries(self.path, 2, 2)
         ]
 
     def latest_epoch(self) -> int:
@@ -40,18 +40,21 @@ class LeaderEpochCache:
         self._persist()
 
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
-        """(largest epoch <= `epoch`, where it ends) — the answer to OffsetsForLeaderEpoch.
-
-        The end of an epoch is the start of the next higher epoch, or the log end offset for
-        the latest one; (-1, -1) when the cache knows no epoch that low."""
-        if not self.entries or epoch < self.entries[0][0]:
+        """(epoch, end offset) — the answer to OffsetsForLeaderEpoch, as Kafka's
+        LeaderEpochFileCache.endOffsetFor gives it:
+          - the latest epoch ends at the log end offset;
+          - an older epoch ends where the next higher epoch starts, and is answered with the
+            largest epoch at or below it (the requested one itself when none is lower);
+          - an epoch above the latest, or an undefined one, is unknown: (-1, -1)."""
+        if epoch == UNDEFINED_EPOCH or not self.entries:
             return UNDEFINED_EPOCH, UNDEFINED_OFFSET
-        if epoch >= self.entries[-1][0]:
-            return self.entries[-1][0], log_end_offset
-        for i, (e, _) in enumerate(self.entries):
-            if e > epoch:
-                return self.entries[i - 1][0], self.entries[i][1]
-        raise AssertionError("unreachable: epoch below the latest has a successor")
+        if epoch == self.entries[-1][0]:
+            return epoch, log_end_offset
+        higher = next(((e, o) for e, o in self.entries if e > epoch), None)
+        if higher is None:
+            return UNDEFINED_EPOCH, UNDEFINED_OFFSET
+        floor = [e for e, _ in self.entries if e <= epoch]
+        return (floor[-1] if floor else epoch), higher[1]
 
     def epoch_for_offset(self, offset: int) -> int:
         found = UNDEFINED_EPOCH

@@ -17,7 +17,8 @@ import os
 import shutil
 from bisect import bisect_right
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from typing import NamedTuple
 
 from storage import retention
 from storage.clock import Clock, SystemClock
@@ -35,14 +36,16 @@ from storage.segment import (
     LOG_SUFFIX,
     SUFFIXES,
     TIME_INDEX_SUFFIX,
+    BatchEntry,
     LogSegment,
     file_name,
 )
 from strom_api.record_batch import (
+    LOG_OVERHEAD,
+    PREFIX,
     BatchHeader,
     InvalidRecordBatchError,
     iter_batches,
-    stamped_prefix,
 )
 
 CLEANED_SUFFIX = ".cleaned"
@@ -50,8 +53,9 @@ SWAP_SUFFIX = ".swap"
 DELETED_SUFFIX = ".deleted"
 
 
-@dataclass(frozen=True, slots=True)
-class AppendInfo:
+class AppendInfo(NamedTuple):
+    """What an append wrote (a NamedTuple: one is made per append, on the hot path)."""
+
     first_offset: int
     last_offset: int
     max_timestamp: int
@@ -121,8 +125,12 @@ class Log:
         for i, base in enumerate(bases):
             next_base = bases[i + 1] if i + 1 < len(bases) else None
             must_scan = not clean_shutdown and (next_base is None or next_base > recovery_point)
-            if truncated or (segments and base < segments[-1].next_offset):
-                # After a cut (or an out-of-order segment), nothing later can be trusted.
+            previous_end = segments[-1].next_offset if segments else base
+            gap = must_scan and base > previous_end
+            if truncated or base < previous_end or gap:
+                # After a cut, an out-of-order segment, or a hole in the offsets (segments are
+                # contiguous, compacted ones too, so a hole is a lost tail of the segment
+                # before), nothing later can be trusted: a follower re-fetches it.
                 LogSegment(directory, base, config).close_and_delete()
                 deleted += 1
                 continue
@@ -186,18 +194,25 @@ class Log:
         log end and stamps `leader_epoch`, without copying or re-encoding the batches."""
         view = memoryview(batches)
         headers = self._validate(view, as_leader=True)
-        offset = self.log_end_offset
-        stamped: list[BatchHeader] = []
-        buffers: list[list[bytes | memoryview]] = []
+        first_offset = offset = self.log_end_offset
+        entries: list[BatchEntry] = []
+        pieces: list[list[bytes | memoryview]] = []
         pos = 0
         for header in headers:
-            prefix = stamped_prefix(view[pos : pos + 16], offset, leader_epoch)
-            buffers.append([prefix, view[pos + 16 : pos + header.size]])
-            stamped.append(replace(header, base_offset=offset, partition_leader_epoch=leader_epoch))
-            offset = stamped[-1].next_offset
-            pos += header.size
-        self.leader_epochs.assign(leader_epoch, stamped[0].base_offset)
-        return self._append(stamped, buffers)
+            size = header.batch_length + LOG_OVERHEAD
+            # A new 16-byte prefix, then the batch from its magic byte on: written as two
+            # pieces by one pwritev, so the batch is never copied.
+            pieces.append(
+                [
+                    PREFIX.pack(offset, header.batch_length, leader_epoch),
+                    view[pos + 16 : pos + size],
+                ]
+            )
+            offset += header.last_offset_delta + 1
+            entries.append((offset - 1, header.max_timestamp, size))
+            pos += size
+        self.leader_epochs.assign(leader_epoch, first_offset)
+        return self._append(first_offset, entries, pieces)
 
     def append_as_follower(self, batches: bytes | bytearray | memoryview) -> AppendInfo:
         """Appends batches fetched from the leader as they are: offsets and epochs already
@@ -209,87 +224,98 @@ class Log:
                 f"follower append starts at offset {headers[0].base_offset}, below the log end "
                 f"offset {self.log_end_offset} of {self.directory}"
             )
-        buffers: list[list[bytes | memoryview]] = []
+        entries: list[BatchEntry] = []
+        pieces: list[list[bytes | memoryview]] = []
         pos = 0
         for header in headers:
-            buffers.append([view[pos : pos + header.size]])
-            pos += header.size
+            size = header.batch_length + LOG_OVERHEAD
+            pieces.append([view[pos : pos + size]])
+            entries.append(
+                (header.base_offset + header.last_offset_delta, header.max_timestamp, size)
+            )
+            pos += size
             if header.partition_leader_epoch >= 0:
                 self.leader_epochs.assign(header.partition_leader_epoch, header.base_offset)
-        return self._append(headers, buffers)
+        return self._append(headers[0].base_offset, entries, pieces)
 
     def _validate(self, view: memoryview, as_leader: bool) -> list[BatchHeader]:
         if not len(view):
             raise InvalidRecordError("the append holds no record batch")
         headers = []
-        previous_next = None
+        previous_next = -1
+        max_message_bytes = self.config.max_message_bytes if as_leader else INT_MAX
+        segment_bytes = self.config.segment_bytes
         try:
             for _, header in iter_batches(view):
                 headers.append(header)
-                if as_leader and header.size > self.config.max_message_bytes:
+                size = header.batch_length + LOG_OVERHEAD
+                if size > max_message_bytes:
                     raise RecordTooLargeError(
-                        f"the batch is {header.size} bytes, larger than max.message.bytes "
+                        f"the batch is {size} bytes, larger than max.message.bytes "
                         f"({self.config.max_message_bytes})"
                     )
-                if header.size > self.config.segment_bytes:
+                if size > segment_bytes:
                     raise RecordTooLargeError(
-                        f"the batch is {header.size} bytes, larger than segment.bytes "
-                        f"({self.config.segment_bytes})"
+                        f"the batch is {size} bytes, larger than segment.bytes ({segment_bytes})"
                     )
-                if as_leader and header.record_count != header.last_offset_delta + 1:
-                    raise InvalidRecordError(
-                        f"the batch declares {header.record_count} records but a "
-                        f"lastOffsetDelta of {header.last_offset_delta}"
-                    )
-                if not as_leader:
-                    if previous_next is not None and header.base_offset < previous_next:
+                if as_leader:
+                    if header.record_count != header.last_offset_delta + 1:
                         raise InvalidRecordError(
-                            f"batch offsets go backwards at offset {header.base_offset}"
+                            f"the batch declares {header.record_count} records but a "
+                            f"lastOffsetDelta of {header.last_offset_delta}"
                         )
-                    previous_next = header.next_offset
+                elif header.base_offset < previous_next:
+                    raise InvalidRecordError(
+                        f"batch offsets go backwards at offset {header.base_offset}"
+                    )
+                else:
+                    previous_next = header.base_offset + header.last_offset_delta + 1
         except InvalidRecordBatchError as exc:
             raise CorruptRecordError(str(exc)) from exc
         return headers
 
     def _append(
-        self, headers: list[BatchHeader], buffers: list[list[bytes | memoryview]]
+        self, first_offset: int, entries: list[BatchEntry], pieces: list[list[bytes | memoryview]]
     ) -> AppendInfo:
-        """`buffers[i]` are the pieces that make up batch i on disk."""
-        # Batches are grouped so that each group fits one segment; a group never spans a roll.
-        start = 0
-        while start < len(headers):
-            end, size = start, 0
-            while end < len(headers) and (
-                end == start or size + headers[end].size <= self.config.segment_bytes
-            ):
-                size += headers[end].size
-                end += 1
-            self._maybe_roll(size, headers[end - 1])
-            pieces = [piece for batch in buffers[start:end] for piece in batch]
-            self.active_segment.append(headers[start:end], pieces)
-            start = end
-        messages = sum(h.last_offset_delta + 1 for h in headers)
-        self.unflushed_messages += messages
+        """Writes batch i as `pieces[i]`, described by `entries[i]`."""
+        total = 0
+        max_timestamp = -1
+        if len(entries) == 1:  # the common case: one batch per partition per produce request
+            self._maybe_roll(entries[0][2], entries[0][1], entries[0][0])
+            self.active_segment.append(entries, pieces[0])
+            total, max_timestamp = entries[0][2], entries[0][1]
+        else:
+            # Batches are grouped so each group fits one segment; a group never spans a roll.
+            start = 0
+            while start < len(entries):
+                end, size = start, 0
+                while end < len(entries) and (
+                    end == start or size + entries[end][2] <= self.config.segment_bytes
+                ):
+                    size += entries[end][2]
+                    end += 1
+                self._maybe_roll(size, max(e[1] for e in entries[start:end]), entries[end - 1][0])
+                group = [piece for batch in pieces[start:end] for piece in batch]
+                self.active_segment.append(entries[start:end], group)
+                total += size
+                start = end
+            max_timestamp = max(e[1] for e in entries)
+        last_offset = entries[-1][0]
+        self.unflushed_messages += last_offset + 1 - first_offset
         if self.unflushed_messages >= self.config.flush_messages:
             self.flush()
-        return AppendInfo(
-            first_offset=headers[0].base_offset,
-            last_offset=headers[-1].last_offset,
-            max_timestamp=max(h.max_timestamp for h in headers),
-            batches=len(headers),
-            bytes=sum(h.size for h in headers),
-        )
+        return AppendInfo(first_offset, last_offset, max_timestamp, len(entries), total)
 
-    def _maybe_roll(self, size: int, last: BatchHeader) -> None:
+    def _maybe_roll(self, size: int, max_timestamp: int, last_offset: int) -> None:
         segment = self.active_segment
         if segment.is_empty():
             return
-        # Kafka's time-based roll: the incoming batch's timestamp against the first batch's,
+        # Kafka's time-based roll: the append's largest timestamp against the first batch's,
         # so a log replayed with old timestamps rolls as it did; wall-clock time since the
         # segment was created only when there are no timestamps.
         first_ts = segment.first_batch_max_timestamp
         if first_ts is not None and first_ts >= 0:
-            waited = last.max_timestamp - first_ts
+            waited = max_timestamp - first_ts
         else:
             created = segment.created_ms if segment.created_ms is not None else self.clock.time_ms()
             waited = self.clock.time_ms() - created
@@ -298,7 +324,7 @@ class Log:
             or waited > self.config.segment_ms
             or segment.index.is_full
             or segment.time_index.is_full
-            or last.last_offset - segment.base_offset > INT_MAX
+            or last_offset - segment.base_offset > INT_MAX
         ):
             self.roll()
 
@@ -334,6 +360,15 @@ class Log:
             self.unflushed_messages = 0
         self.recovery_point = max(self.recovery_point, offset)
         self.last_flush_ms = self.clock.time_ms()
+
+    def flush_if_due(self) -> bool:
+        """Kafka's `flush.ms`: fsyncs when unflushed data has waited that long. The broker's
+        flush scheduler calls this (LogManager.flush_dirty_logs); returns whether it did."""
+        waited = self.clock.time_ms() - self.last_flush_ms
+        if self.unflushed_messages and waited >= self.config.flush_ms:
+            self.flush()
+            return True
+        return False
 
     # --- reading -------------------------------------------------------------------------
 
@@ -401,7 +436,9 @@ class Log:
         self._bases = [offset]
         self._dir_dirty = True
         self.log_start_offset = offset
-        self.leader_epochs.truncate_from_start(offset)
+        self.high_watermark = offset
+        self.recovery_point = offset
+        self.leader_epochs.clear()  # as Kafka: the epochs of the old log say nothing now
         self._after_truncation()
 
     def _after_truncation(self) -> None:

@@ -130,6 +130,10 @@ class LogManager:
         for log in self.logs.values():
             log.flush()
 
+    def flush_dirty_logs(self) -> int:
+        """Flushes every log whose `flush.ms` has passed; returns how many."""
+        return sum(log.flush_if_due() for log in self.logs.values())
+
     def checkpoint(self) -> None:
         """Writes the three offset checkpoints of every log directory."""
         for log_dir in self.log_dirs:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import binascii
 import os
+import re
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -42,12 +43,17 @@ def random_uuid() -> str:
             return text
 
 
+_BASE64URL = re.compile(r"^[A-Za-z0-9_-]{22}$")
+
+
 def check_uuid(text: str, what: str) -> None:
-    try:
-        raw = base64.urlsafe_b64decode(text + "==")
-    except (binascii.Error, ValueError):
-        raw = b""
-    if len(text) != 22 or len(raw) != 16:
+    raw = b""
+    if _BASE64URL.match(text):  # urlsafe_b64decode would also take '+' and '/'
+        try:
+            raw = base64.urlsafe_b64decode(text + "==")
+        except (binascii.Error, ValueError):
+            pass
+    if len(raw) != 16:
         raise LogDirError(f"{what} '{text}' is not a base64url-encoded UUID of 22 characters")
 
 
@@ -59,6 +65,8 @@ def read(directory: str) -> MetaProperties | None:
             text = f.read()
     except FileNotFoundError:
         return None
+    except UnicodeDecodeError:
+        raise LogDirError(f"{path} is not a text properties file") from None
     props = {}
     for line in text.splitlines():
         line = line.strip()

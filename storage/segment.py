@@ -13,15 +13,15 @@ import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from storage.config import LogConfig
+from storage.config import INT_MAX, LogConfig
 from storage.errors import CorruptRecordError
 from storage.indexes import OffsetIndex, TimeIndex
 from strom_api.record_batch import (
     HEADER_SIZE,
     BatchHeader,
     InvalidRecordBatchError,
+    check_extent_and_crc,
     parse_header,
-    validate_batch,
 )
 from strom_api.records import decode_batch
 
@@ -30,9 +30,12 @@ INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
 
-_SCAN_WINDOW = 64 * 1024
+_SCAN_WINDOW = 4096  # about one index interval: a lookup scans at most that far
 _RECOVERY_WINDOW = 8 * 1024 * 1024
 _IOV_MAX = 1024  # Linux's limit on buffers in one pwritev
+
+# What the segment needs to know of a batch it appends: (last offset, max timestamp, size).
+BatchEntry = tuple[int, int, int]
 
 
 def file_name(base_offset: int, suffix: str) -> str:
@@ -58,7 +61,7 @@ class LogSegment:
         self.size = os.fstat(self.fd).st_size
         self.index = OffsetIndex(self._path(INDEX_SUFFIX), base_offset, config.max_index_entries)
         self.time_index = TimeIndex(
-            self._path(TIME_INDEX_SUFFIX), base_offset, config.max_index_entries
+            self._path(TIME_INDEX_SUFFIX), base_offset, config.max_time_index_entries
         )
         self.next_offset = base_offset
         self.max_timestamp = -1
@@ -89,7 +92,9 @@ class LogSegment:
         index = OffsetIndex.load(
             segment.index.path, base_offset, config.max_index_entries, segment.size
         )
-        time_index = TimeIndex.load(segment.time_index.path, base_offset, config.max_index_entries)
+        time_index = TimeIndex.load(
+            segment.time_index.path, base_offset, config.max_time_index_entries
+        )
         if index is None or time_index is None:
             segment.recover()
             return segment
@@ -98,7 +103,12 @@ class LogSegment:
         return segment
 
     def _load_tail_state(self) -> None:
-        """Next offset and max timestamp from the last index entries plus a short scan."""
+        """Next offset and max timestamp from the last index entries plus a short scan; the
+        two last entries are checked against the log first (they decide both), and any
+        doubt means a full scan."""
+        if not self._last_entries_match_log():
+            self.recover()
+            return
         last = self.time_index.last_entry()
         self.max_timestamp, self.offset_of_max_timestamp = last or (-1, self.base_offset)
         _, position = self.index.last_entry()
@@ -147,12 +157,17 @@ class LogSegment:
                         pos,
                         os.pread(self.fd, max(_RECOVERY_WINDOW, header.size), pos),
                     )
-                validate_batch(window, pos - window_start)
+                check_extent_and_crc(window, pos - window_start, header)
             except InvalidRecordBatchError:
                 break
-            if header.base_offset < self.next_offset or header.last_offset < header.base_offset:
-                break  # offsets must rise: a stale or foreign batch is the start of garbage
-            self._account(header, pos)
+            if (
+                header.base_offset < self.next_offset
+                or header.last_offset - self.base_offset > INT_MAX
+            ):
+                # Offsets must rise and fit the segment's i32 relative offsets; baseOffset is
+                # outside the CRC, so a flipped bit there is caught only by this check.
+                break
+            self._account(header.last_offset, header.max_timestamp, header.size, pos)
             epoch = header.partition_leader_epoch
             if epoch >= 0 and (not epoch_starts or epoch > epoch_starts[-1][0]):
                 epoch_starts.append((epoch, header.base_offset))
@@ -164,30 +179,29 @@ class LogSegment:
 
     # --- writing -------------------------------------------------------------------------
 
-    def _account(self, header: BatchHeader, position: int) -> None:
+    def _account(self, last_offset: int, max_timestamp: int, size: int, position: int) -> None:
         """Updates indexes and in-memory state for a batch now lying at `position`."""
         if self.first_batch_max_timestamp is None:
-            self.first_batch_max_timestamp = header.max_timestamp
-        if header.max_timestamp > self.max_timestamp:
-            self.max_timestamp = header.max_timestamp
-            self.offset_of_max_timestamp = header.last_offset
+            self.first_batch_max_timestamp = max_timestamp
+        if max_timestamp > self.max_timestamp:
+            self.max_timestamp = max_timestamp
+            self.offset_of_max_timestamp = last_offset
         if self._bytes_since_index_entry > self.config.index_interval_bytes:
-            self.index.append(header.last_offset, position)
+            self.index.append(last_offset, position)
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
             self._bytes_since_index_entry = 0
-        self._bytes_since_index_entry += header.size
-        self.next_offset = header.next_offset
+        self._bytes_since_index_entry += size
+        self.next_offset = last_offset + 1
 
-    def append(self, headers: Sequence[BatchHeader], buffers: Sequence[bytes | memoryview]) -> None:
-        """Writes already validated and stamped batches; `buffers` concatenated are exactly
-        the batches of `headers`, in order."""
+    def append(self, entries: Sequence[BatchEntry], buffers: Sequence[bytes | memoryview]) -> None:
+        """Writes already validated and stamped batches: `buffers` concatenated are exactly
+        the batches that `entries` describe, in order."""
         position = self.size
-        total = sum(len(b) for b in buffers)
-        _pwrite_all(self.fd, buffers, position)
-        self.size += total
-        for header in headers:
-            self._account(header, position)
-            position += header.size
+        written = _pwrite_all(self.fd, buffers, position)
+        self.size += written
+        for last_offset, max_timestamp, size in entries:
+            self._account(last_offset, max_timestamp, size, position)
+            position += size
 
     def on_roll(self) -> None:
         """The segment becomes read-only: record its final max timestamp, write indexes out."""
@@ -217,13 +231,15 @@ class LogSegment:
     # --- reading -------------------------------------------------------------------------
 
     def _scan(self, position: int, end: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
-        """Headers of the batches from `position`, read in windows; stops at a bad header."""
+        """Headers of the batches from `position` whose headers lie before `end`, read in
+        small windows; stops at a bad header."""
         end = self.size if end is None else end
         window = b""
         window_start = position
         while position + HEADER_SIZE <= end:
             if position + HEADER_SIZE > window_start + len(window):
-                window_start, window = position, os.pread(self.fd, _SCAN_WINDOW, position)
+                length = max(min(_SCAN_WINDOW, end - position), HEADER_SIZE)
+                window_start, window = position, os.pread(self.fd, length, position)
             try:
                 header = parse_header(window, position - window_start)
             except InvalidRecordBatchError:
@@ -231,32 +247,76 @@ class LogSegment:
             yield position, header
             position += header.size
 
-    def _indexed_position(self, offset: int) -> int:
-        """Where to start scanning for `offset`: the index's answer, once the batch there is
-        seen to hold the entry's offset; a wrong entry means the indexes are rebuilt."""
-        entry_offset, position = self.index.lookup(offset)
-        if position == 0:
-            return 0
-        for _, header in self._scan(position, position + HEADER_SIZE):
-            if header.last_offset == entry_offset:
-                return position
+    def _checked(self, entry: tuple[int, int]) -> int | None:
+        """The position of an index entry once the batch there is seen to hold the entry's
+        offset; None (after rebuilding both indexes from the log) when it does not."""
+        if self._entry_matches_log(entry):
+            return entry[1]
         self.recover()
-        return self.index.lookup(offset)[1]
+        return None
+
+    def _header_at(self, position: int) -> BatchHeader | None:
+        try:
+            return parse_header(os.pread(self.fd, HEADER_SIZE, position))
+        except InvalidRecordBatchError:
+            return None
+
+    def _entry_matches_log(self, entry: tuple[int, int]) -> bool:
+        """Whether the batch at an offset-index entry's position holds the entry's offset."""
+        offset, position = entry
+        if position == 0:
+            return True
+        header = self._header_at(position)
+        return header is not None and header.last_offset == offset
+
+    def _last_entries_match_log(self) -> bool:
+        """Both indexes' last entries describe the log: the offset index's points at its
+        batch, and the batch holding the time index's offset has exactly its timestamp."""
+        if not self._entry_matches_log(self.index.last_entry()):
+            return False
+        last = self.time_index.last_entry()
+        if last is None:
+            return not len(self.index)  # one index has entries, the other none
+        timestamp, offset = last
+        entry = self.index.lookup(offset)
+        if not self._entry_matches_log(entry):
+            return False
+        for _, header in self._scan(entry[1]):
+            if header.last_offset >= offset:
+                return header.base_offset <= offset and header.max_timestamp == timestamp
+        return False
 
     def translate_offset(self, offset: int) -> tuple[int, BatchHeader] | None:
         """(position, header) of the first batch whose last offset is >= `offset`, or None
         when the segment holds no such batch."""
-        for pos, header in self._scan(self._indexed_position(offset)):
+        position = self._checked(self.index.lookup(offset))
+        if position is None:
+            position = self.index.lookup(offset)[1]  # rebuilt from the log just now
+        for pos, header in self._scan(position):
             if header.last_offset >= offset:
                 return pos, header
         return None
+
+    def _whole_batches_end(self, start: int, bound: int) -> int:
+        """The end of the last batch from `start` that ends at or before `bound` (`start` is a
+        batch boundary): scan from the last indexed batch at or before `bound`."""
+        position = self._checked(self.index.floor_by_position(bound))
+        if position is None:
+            position = self.index.floor_by_position(bound)[1]
+        end = position = max(position, start)
+        for pos, header in self._scan(position, bound):
+            if pos + header.size > bound:
+                break
+            end = pos + header.size
+        return end
 
     def read(
         self, offset: int, max_bytes: int, max_position: int | None = None, min_one: bool = True
     ) -> bytes | None:
         """Whole batches starting with the one that holds `offset`, at most `max_bytes`
         unless the first batch alone is larger and `min_one` is set (Kafka's KIP-74 rule).
-        None when the segment has nothing at or after `offset`."""
+        None when the segment has nothing at or after `offset`. `max_position` must be a
+        batch boundary. One pread of exactly the bytes returned."""
         found = self.translate_offset(offset)
         if found is None:
             return None
@@ -264,20 +324,13 @@ class LogSegment:
         limit = self.size if max_position is None else min(self.size, max_position)
         if position >= limit:
             return b""
-        length = min(max_bytes, limit - position)
-        if first.size > length:
+        if first.size > max_bytes:
             if not min_one:
                 return b""
-            length = first.size
-        data = os.pread(self.fd, length, position)
-        # Trim to whole batches; headers only, no record work.
-        end = 0
-        while end + HEADER_SIZE <= len(data):
-            size = int.from_bytes(data[end + 8 : end + 12], "big") + 12
-            if end + size > len(data):
-                break
-            end += size
-        return data[:end] if end < len(data) else data
+            end = position + first.size
+        else:
+            end = self._whole_batches_end(position, min(limit, position + max_bytes))
+        return os.pread(self.fd, end - position, position)
 
     def batch_at(self, position: int, size: int) -> bytes:
         return os.pread(self.fd, size, position)
@@ -293,8 +346,10 @@ class LogSegment:
             if found is None or found[1].max_timestamp != entry_ts:
                 self.recover()  # the entry does not describe the log: rebuild the indexes
         scan_from = max(self.time_index.lookup(timestamp), start_offset)
-        position = self._indexed_position(scan_from)
-        for pos, header in self._scan(position):
+        found = self.translate_offset(scan_from)
+        if found is None:
+            return None
+        for pos, header in self._scan(found[0]):
             if header.max_timestamp < timestamp or header.last_offset < start_offset:
                 continue
             try:
@@ -336,13 +391,18 @@ class LogSegment:
                 pass
 
 
-def _pwrite_all(fd: int, buffers: Sequence[bytes | memoryview], position: int) -> None:
-    views = [memoryview(b) for b in buffers]
-    while views:
-        written = os.pwritev(fd, views[:_IOV_MAX], position)
-        position += written
-        while views and written >= len(views[0]):
-            written -= len(views[0])
-            views.pop(0)
-        if views and written:
-            views[0] = views[0][written:]
+def _pwrite_all(fd: int, buffers: Sequence[bytes | memoryview], position: int) -> int:
+    """Writes all of `buffers` at `position`, however the kernel splits it; returns bytes."""
+    total = sum(len(b) for b in buffers)
+    pending = list(buffers)
+    done = 0
+    while True:
+        written = os.pwritev(fd, pending[:_IOV_MAX], position + done)
+        done += written
+        if done == total:
+            return total  # almost always on the first call: the kernel took everything
+        # Drop what was written: whole buffers, then the head of the next one.
+        while written >= len(pending[0]):
+            written -= len(pending[0])
+            pending.pop(0)
+        pending[0] = memoryview(pending[0])[written:]

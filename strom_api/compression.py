@@ -26,6 +26,10 @@ class UnsupportedCompressionError(ValueError):
     """A batch names a compression codec Kafka does not define."""
 
 
+class CorruptCompressedDataError(ValueError):
+    """The compressed bytes do not decompress with the batch's codec."""
+
+
 def compress(codec: int, data: bytes) -> bytes:
     if codec == NONE:
         return data
@@ -41,6 +45,16 @@ def compress(codec: int, data: bytes) -> bytes:
 
 
 def decompress(codec: int, data: bytes | memoryview) -> bytes:
+    try:
+        return _decompress(codec, data)
+    except (cramjam.DecompressionError, struct.error, ValueError) as exc:
+        if isinstance(exc, UnsupportedCompressionError):
+            raise
+        name = NAMES.get(codec, str(codec))
+        raise CorruptCompressedDataError(f"{name} data does not decompress: {exc}") from exc
+
+
+def _decompress(codec: int, data: bytes | memoryview) -> bytes:
     if codec == NONE:
         return bytes(data)
     if codec == GZIP:

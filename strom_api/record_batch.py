@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from crc32c import crc32c
 
@@ -45,6 +45,9 @@ MAGIC = 2
 _OFFSET_AND_LENGTH = struct.Struct(">qi")
 _BASE_OFFSET = struct.Struct(">q")
 _LEADER_EPOCH = struct.Struct(">i")
+# The first 16 bytes: baseOffset, batchLength, partitionLeaderEpoch — all a leader rewrites.
+PREFIX = struct.Struct(">qii")
+assert PREFIX.size == 16
 
 COMPRESSION_MASK = 0x07
 TIMESTAMP_TYPE_BIT = 0x08  # 0 = CreateTime, 1 = LogAppendTime
@@ -61,9 +64,9 @@ class InvalidRecordBatchError(ValueError):
     """The bytes are not a well-formed RecordBatch v2 (Kafka: CORRUPT_MESSAGE)."""
 
 
-@dataclass(frozen=True, slots=True)
-class BatchHeader:
-    """The 61-byte header of one batch, decoded."""
+class BatchHeader(NamedTuple):
+    """The 61-byte header of one batch, decoded. A NamedTuple: built in C, which matters on
+    the append path where one is made per batch."""
 
     base_offset: int
     batch_length: int
@@ -115,7 +118,7 @@ def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHead
         raise InvalidRecordBatchError(
             f"batch header at byte {pos} is truncated: {len(buf) - pos} of {HEADER_SIZE} bytes"
         )
-    header = BatchHeader(*HEADER.unpack_from(buf, pos))
+    header = BatchHeader._make(HEADER.unpack_from(buf, pos))
     if header.magic != MAGIC:
         raise InvalidRecordBatchError(
             f"batch at byte {pos} has magic {header.magic}; only RecordBatch v2 (magic 2) "
@@ -148,6 +151,14 @@ def checksum(batch: bytes | bytearray | memoryview) -> int:
 def validate_batch(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
     """Decodes and fully validates one batch at `pos`: header, extent and CRC-32C."""
     header = parse_header(buf, pos)
+    check_extent_and_crc(buf, pos, header)
+    return header
+
+
+def check_extent_and_crc(
+    buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader
+) -> None:
+    """The rest of validate_batch, for a caller that already parsed the header."""
     end = pos + header.size
     if end > len(buf):
         raise InvalidRecordBatchError(
@@ -159,7 +170,6 @@ def validate_batch(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHe
             f"batch at offset {header.base_offset} (byte {pos}) fails its CRC-32C check: "
             f"stored {header.crc:#010x}, computed {actual:#010x}"
         )
-    return header
 
 
 def iter_batches(buf: bytes | bytearray | memoryview) -> Iterator[tuple[int, BatchHeader]]:
@@ -185,8 +195,5 @@ def stamped_prefix(header_bytes: bytes | memoryview, base_offset: int, leader_ep
     Lets a writer send `stamped_prefix(...)` then `batch[16:]` with one writev, so the batch
     body is never copied.
     """
-    return (
-        _BASE_OFFSET.pack(base_offset)
-        + bytes(header_bytes[8:12])
-        + _LEADER_EPOCH.pack(leader_epoch)
-    )
+    batch_length = int.from_bytes(header_bytes[8:12], "big", signed=True)
+    return PREFIX.pack(base_offset, batch_length, leader_epoch)

@@ -189,7 +189,7 @@ def decode_batch(
     raw = memoryview(buf)[pos + HEADER_SIZE : pos + header.size]
     try:
         data = compression.decompress(header.compression, raw)
-    except (ValueError, OSError, RuntimeError) as exc:  # cramjam raises DecompressionError
+    except ValueError as exc:  # unknown codec or corrupt compressed data
         raise InvalidRecordBatchError(
             f"batch at offset {header.base_offset} does not decompress: {exc}"
         ) from exc
