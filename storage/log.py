@@ -118,32 +118,9 @@ class Log:
         os.makedirs(directory, exist_ok=True)
         _remove_leftovers(directory)
         _complete_swaps(directory)
-        bases = _segment_bases(directory)
-        segments: list[LogSegment] = []
-        recovered = truncated = deleted = 0
-        epoch_starts: list[tuple[int, int]] = []
-        for i, base in enumerate(bases):
-            next_base = bases[i + 1] if i + 1 < len(bases) else None
-            must_scan = not clean_shutdown and (next_base is None or next_base > recovery_point)
-            previous_end = segments[-1].next_offset if segments else base
-            gap = must_scan and base > previous_end
-            if truncated or base < previous_end or gap:
-                # After a cut, an out-of-order segment, or a hole in the offsets (segments are
-                # contiguous, compacted ones too, so a hole is a lost tail of the segment
-                # before), nothing later can be trusted: a follower re-fetches it.
-                LogSegment(directory, base, config).close_and_delete()
-                deleted += 1
-                continue
-            if must_scan:
-                segment = LogSegment(directory, base, config)
-                result = segment.recover()
-                recovered += 1
-                truncated += result.truncated_bytes
-                epoch_starts += result.epoch_starts
-            else:
-                segment = LogSegment.open_existing(directory, base, config)
-            segment.created_ms = clock.time_ms()
-            segments.append(segment)
+        segments, load_info, epoch_starts = _load_segments(
+            directory, config, recovery_point, clean_shutdown, clock.time_ms()
+        )
         if not segments:
             segments.append(LogSegment.create(directory, log_start_offset, config, clock.time_ms()))
         epochs = LeaderEpochCache(directory)
@@ -157,11 +134,11 @@ class Log:
         epochs.truncate_from_start(log.log_start_offset)
         log.high_watermark = min(max(high_watermark, log.log_start_offset), log.log_end_offset)
         log.recovery_point = min(max(recovery_point, log.log_start_offset), log.log_end_offset)
-        if recovered:
+        if load_info.recovered_segments:
             log.flush()  # what recovery kept is now known good: make it durable
         elif clean_shutdown:
             log.recovery_point = log.log_end_offset
-        log.load_info = LoadInfo(len(segments), recovered, truncated, deleted)
+        log.load_info = load_info
         return log
 
     # --- state ---------------------------------------------------------------------------
@@ -514,6 +491,43 @@ class Log:
         for segment in self._segments:
             os.close(segment.fd)
         shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def _load_segments(
+    directory: str, config: LogConfig, recovery_point: int, clean_shutdown: bool, now_ms: int
+) -> tuple[list[LogSegment], LoadInfo, list[tuple[int, int]]]:
+    """Opens the segment files in order. Those holding offsets at or past the recovery
+    point (none after a clean shutdown) are scanned and cut at their first invalid batch;
+    after a cut, every later segment is deleted. Returns the segments, what loading did,
+    and the (leader epoch, start offset) pairs seen in scanned batches."""
+    bases = _segment_bases(directory)
+    segments: list[LogSegment] = []
+    recovered = truncated = deleted = 0
+    epoch_starts: list[tuple[int, int]] = []
+    for i, base in enumerate(bases):
+        next_base = bases[i + 1] if i + 1 < len(bases) else None
+        must_scan = not clean_shutdown and (next_base is None or next_base > recovery_point)
+        previous_end = segments[-1].next_offset if segments else base
+        gap = must_scan and base > previous_end
+        if truncated or base < previous_end or gap:
+            # After a cut, an out-of-order segment, or a hole in the offsets (segments are
+            # contiguous, compacted ones too, so a hole is a lost tail of the segment
+            # before), nothing later can be trusted: a follower re-fetches it.
+            LogSegment(directory, base, config).close_and_delete()
+            deleted += 1
+            continue
+        if must_scan:
+            segment = LogSegment(directory, base, config)
+            result = segment.recover()
+            recovered += 1
+            truncated += result.truncated_bytes
+            epoch_starts += result.epoch_starts
+        else:
+            segment = LogSegment.open_existing(directory, base, config)
+        segment.created_ms = now_ms
+        segments.append(segment)
+    info = LoadInfo(len(segments), recovered, truncated, deleted)
+    return segments, info, epoch_starts
 
 
 def _segment_bases(directory: str) -> list[int]:
