@@ -1,0 +1,57 @@
+"""Raft settings with Kafka's names (`controller.quorum.*`) and defaults."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+
+class InvalidRaftConfigError(ValueError):
+    """An unknown `controller.quorum.*` name or a bad value (Kafka: INVALID_CONFIG)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RaftConfig:
+    election_timeout_ms: int = 1000
+    fetch_timeout_ms: int = 2000
+    election_backoff_max_ms: int = 1000
+    request_timeout_ms: int = 2000
+    append_linger_ms: int = 25
+    # How long a leader holds a fetch that finds nothing new (long poll).
+    fetch_max_wait_ms: int = 500
+    fetch_max_entries: int = 1000
+
+    @property
+    def check_quorum_timeout_ms(self) -> int:
+        """A leader that has not heard from a majority this long resigns (Kafka: 1.5x)."""
+        return self.fetch_timeout_ms * 3 // 2
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, Any]) -> RaftConfig:
+        changes = {}
+        for name, raw in props.items():
+            attr = _NAMES.get(name)
+            if attr is None:
+                raise InvalidRaftConfigError(f"unknown config '{name}'")
+            try:
+                value = int(raw)
+            except (TypeError, ValueError):
+                raise InvalidRaftConfigError(
+                    f"invalid value '{raw}' for config '{name}': expected a positive integer"
+                ) from None
+            if value < (0 if attr == "append_linger_ms" else 1):
+                raise InvalidRaftConfigError(
+                    f"invalid value '{raw}' for config '{name}': expected a positive integer"
+                )
+            changes[attr] = value
+        return replace(cls(), **changes)
+
+
+_NAMES = {
+    "controller.quorum.election.timeout.ms": "election_timeout_ms",
+    "controller.quorum.fetch.timeout.ms": "fetch_timeout_ms",
+    "controller.quorum.election.backoff.max.ms": "election_backoff_max_ms",
+    "controller.quorum.request.timeout.ms": "request_timeout_ms",
+    "controller.quorum.append.linger.ms": "append_linger_ms",
+}
