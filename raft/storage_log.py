@@ -1,0 +1,105 @@
+"""The Raft log on the storage engine: the `__cluster_metadata-0` partition.
+
+Entries are stored as Kafka RecordBatch v2 batches, one batch per run of entries that share
+an epoch and kind: the entry's epoch is the batch's partitionLeaderEpoch (so storage's
+leader-epoch cache answers end_offset_for_epoch), its data the record value, and Raft's own
+records (LeaderChange) go in control batches, as in Kafka's metadata log. Not thread-safe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from raft.messages import Entry
+from storage.log import Log
+from strom_api.records import Record, decode_batches, encode_batch
+
+METADATA_PARTITION = "__cluster_metadata-0"
+_READ_BYTES = 8 * 1024 * 1024
+
+
+class StorageRaftLog:
+    """A RaftLog (raft.log) backed by a storage.Log; sync() is its fsync."""
+
+    def __init__(self, log: Log) -> None:
+        self.log = log
+
+    def end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    def last_epoch(self) -> int:
+        return max(self.log.leader_epochs.latest_epoch(), 0)
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        entries = self.log.leader_epochs.entries
+        floor = [i for i, (e, _) in enumerate(entries) if e <= epoch]
+        if not floor:
+            return 0, 0
+        i = floor[-1]
+        end = entries[i + 1][1] if i + 1 < len(entries) else self.log.log_end_offset
+        return entries[i][0], end
+
+    def read(self, offset: int, max_entries: int) -> Sequence[Entry]:
+        out: list[Entry] = []
+        while len(out) < max_entries and offset < self.log.log_end_offset:
+            data = self.log.read(offset, _READ_BYTES)
+            if not data:
+                break
+            for header, records in decode_batches(data):
+                for record in records:
+                    if record.offset >= offset and len(out) < max_entries:
+                        out.append(
+                            Entry(
+                                record.offset,
+                                header.partition_leader_epoch,
+                                record.value or b"",
+                                header.is_control,
+                            )
+                        )
+                offset = max(offset, header.next_offset)
+        return out
+
+    def append(self, entries: Sequence[Entry]) -> None:
+        batches = []
+        run: list[Entry] = []
+        for entry in entries:
+            if run and (entry.epoch, entry.control) != (run[0].epoch, run[0].control):
+                batches.append(_encode(run))
+                run = []
+            run.append(entry)
+        if run:
+            batches.append(_encode(run))
+        if batches:
+            self.log.append_as_follower(b"".join(batches))
+
+    def truncate_to(self, offset: int) -> None:
+        """Raft may cut inside a stored batch (followers batch entries as they fetch them,
+        not as the leader did); storage cuts whole batches, so the batch's surviving prefix
+        is written again after the cut."""
+        if offset >= self.log.log_end_offset:
+            return
+        first = None
+        if offset >= self.log.log_start_offset:
+            first = next(decode_batches(self.log.read(offset, 1)), None)
+        survivors: list[Entry] = []
+        if first is not None and first[0].base_offset < offset:
+            header, records = first
+            survivors = [
+                Entry(r.offset, header.partition_leader_epoch, r.value or b"", header.is_control)
+                for r in records
+                if r.offset < offset
+            ]
+        self.log.truncate_to(offset)
+        self.append(survivors)
+
+    def sync(self) -> None:
+        self.log.flush()
+
+
+def _encode(run: list[Entry]) -> bytes:
+    # Timestamps are not Raft's business; 0 keeps the bytes a pure function of the entries.
+    return encode_batch(
+        [Record(e.offset, 0, None, e.data) for e in run],
+        partition_leader_epoch=run[0].epoch,
+        control=run[0].control,
+    )

@@ -1,0 +1,43 @@
+"""The quorum-state file: round trip, Kafka's JSON format, crash safety, clear errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from raft.messages import ElectionState
+from raft.quorum_state import QuorumStateStore
+from storage.errors import StorageError
+
+VOTERS = frozenset({1, 2, 3})
+
+
+def test_a_missing_file_is_the_initial_state(tmp_path):
+    assert QuorumStateStore(str(tmp_path), VOTERS).read() == ElectionState()
+
+
+def test_round_trip_in_kafkas_format(tmp_path):
+    store = QuorumStateStore(str(tmp_path), VOTERS)
+    store.write(ElectionState(epoch=5, voted_for=2, leader_id=-1))
+    assert store.read() == ElectionState(epoch=5, voted_for=2, leader_id=-1)
+    data = json.loads((tmp_path / "quorum-state").read_text())
+    assert data == {
+        "clusterId": "", "leaderId": -1, "leaderEpoch": 5, "votedId": 2, "appliedOffset": 0,
+        "currentVoters": [{"voterId": 1}, {"voterId": 2}, {"voterId": 3}], "data_version": 0,
+    }
+
+
+def test_a_crash_between_write_and_rename_keeps_the_old_state(tmp_path):
+    store = QuorumStateStore(str(tmp_path), VOTERS)
+    store.write(ElectionState(epoch=3, voted_for=1, leader_id=1))
+    (tmp_path / "quorum-state.tmp").write_text('{"leaderEpoch": 4, "voted')  # torn
+    assert store.read() == ElectionState(epoch=3, voted_for=1, leader_id=1)
+    assert not (tmp_path / "quorum-state.tmp").exists()
+
+
+@pytest.mark.parametrize("content", [b"", b"not json", b'{"leaderEpoch": 1}', b"\xff\xfe"])
+def test_a_damaged_file_is_a_storage_error_naming_it(tmp_path, content):
+    (tmp_path / "quorum-state").write_bytes(content)
+    with pytest.raises(StorageError, match="quorum-state"):
+        QuorumStateStore(str(tmp_path), VOTERS).read()
