@@ -23,6 +23,12 @@ class RaftConfig:
     fetch_max_entries: int = 1000
 
     @property
+    def long_poll_ms(self) -> int:
+        """How long a leader may hold a fetch: well inside the fetcher's request timeout, or
+        the fetcher resends first and a re-parked fetch is never answered."""
+        return min(self.fetch_max_wait_ms, self.request_timeout_ms // 2)
+
+    @property
     def check_quorum_timeout_ms(self) -> int:
         """A leader that has not heard from a majority this long resigns (Kafka: 1.5x)."""
         return self.fetch_timeout_ms * 3 // 2

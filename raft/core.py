@@ -493,7 +493,7 @@ class RaftCore:
         if not moved and request.fetch_offset >= self.log.end_offset():
             # Long poll: nothing new for it; hold the fetch until there is data or a new high
             # watermark, or the wait runs out.
-            self.parked[request.src] = (request, self.now_ms + self.config.fetch_max_wait_ms)
+            self.parked[request.src] = (request, self.now_ms + self.config.long_poll_ms)
             return
         self._answer_fetch(request)
 

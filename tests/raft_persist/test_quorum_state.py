@@ -23,8 +23,13 @@ def test_round_trip_in_kafkas_format(tmp_path):
     assert store.read() == ElectionState(epoch=5, voted_for=2, leader_id=-1)
     data = json.loads((tmp_path / "quorum-state").read_text())
     assert data == {
-        "clusterId": "", "leaderId": -1, "leaderEpoch": 5, "votedId": 2, "appliedOffset": 0,
-        "currentVoters": [{"voterId": 1}, {"voterId": 2}, {"voterId": 3}], "data_version": 0,
+        "clusterId": "",
+        "leaderId": -1,
+        "leaderEpoch": 5,
+        "votedId": 2,
+        "appliedOffset": 0,
+        "currentVoters": [{"voterId": 1}, {"voterId": 2}, {"voterId": 3}],
+        "data_version": 0,
     }
 
 

@@ -54,8 +54,14 @@ def test_storage_log_matches_the_memory_model(seed: int) -> None:
             for i in range(rng.randrange(1, 6)):
                 if rng.random() < 0.15:
                     epoch += 1
-                entries.append(Entry(start + i, epoch, rng.randbytes(rng.randrange(40)),
-                                     control=rng.random() < 0.1))
+                entries.append(
+                    Entry(
+                        start + i,
+                        epoch,
+                        rng.randbytes(rng.randrange(40)),
+                        control=rng.random() < 0.1,
+                    )
+                )
             model.append(entries)
             real.append(entries)
         agree(model, real, f"seed {seed} step {step}")

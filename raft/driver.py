@@ -1,0 +1,229 @@
+"""Runs a RaftCore on an asyncio event loop with real disks and the gRPC transport.
+
+One task owns the core and is its only caller: it steps inbound messages and ticks timers,
+batches proposals for `controller.quorum.append.linger.ms` so that one fsync and one round
+of fetches carry many records, and carries out each Ready in order: write quorum-state and
+fsync the log (in a worker thread, off the loop), send the messages, hand committed entries
+to the state machine, complete the appends they commit. While it awaits a disk write no
+other code touches the core or the log: inbound messages and appends only queue up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections import deque
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+
+from raft.config import RaftConfig
+from raft.core import NotLeaderError, RaftCore
+from raft.messages import Entry, LeaderAndEpoch, Message, Ready
+from raft.quorum_state import QuorumStateStore
+from raft.roles import Role
+from raft.storage_log import METADATA_PARTITION, StorageRaftLog
+from raft.transport import GrpcTransport, RaftServer
+from storage.config import LogConfig
+from storage.log import Log
+
+
+class RaftListener(Protocol):
+    """The state machine's side (Kafka's RaftClient.Listener)."""
+
+    def handle_commit(self, entries: Sequence[Entry]) -> None: ...
+
+    def handle_leader_change(self, leader: LeaderAndEpoch) -> None: ...
+
+
+def _now_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+class RaftDriver:
+    def __init__(
+        self,
+        node_id: int,
+        voters: Mapping[int, str],
+        listen_address: str,
+        metadata_dir: str,
+        listener: RaftListener,
+        config: RaftConfig | None = None,
+    ) -> None:
+        """`voters` maps each voter id to its "host:port"; a node not among them is an
+        observer. The metadata log lives in `<metadata_dir>/__cluster_metadata-0`."""
+        self.node_id = node_id
+        self.voters = dict(voters)
+        self.listen_address = listen_address
+        self.metadata_dir = metadata_dir
+        self.listener = listener
+        self.config = config or RaftConfig()
+        self.core: RaftCore | None = None
+        self._inbox: deque[Message] = deque()
+        self._wake = asyncio.Event()
+        self._pending: list[tuple[bytes, asyncio.Future[int]]] = []  # lingering appends
+        self._linger_deadline: int | None = None
+        self._awaiting: list[tuple[int, asyncio.Future[int]]] = []  # (offset, commit future)
+        self._task: asyncio.Task[None] | None = None
+        self._server: RaftServer | None = None
+        self._stopping = False
+        self.bound_port = 0
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        directory = f"{self.metadata_dir}/{METADATA_PARTITION}"
+        log = await asyncio.to_thread(
+            Log.open, directory, LogConfig(), recovery_point=0, high_watermark=0
+        )
+        self.raft_log = StorageRaftLog(log)
+        self.store = QuorumStateStore(directory, frozenset(self.voters))
+        state = await asyncio.to_thread(self.store.read)
+        self.core = RaftCore(
+            self.node_id,
+            frozenset(self.voters),
+            self.raft_log,
+            state,
+            self.config,
+            random.Random(),
+            _now_ms(),
+        )
+        self.transport = GrpcTransport(self.node_id, self.voters, self._deliver)
+        self._server = RaftServer(self.transport, self.listen_address)
+        self.bound_port = self._server.port
+        await self._server.start()
+        self.transport.start()
+        self._task = asyncio.create_task(self._run())
+
+    async def stop(self, graceful: bool = True) -> None:
+        """Stops the node; a graceful stop first hands leadership to the most caught-up
+        voter (EndQuorumEpoch) and gives the messages a moment to leave."""
+        if self.core is not None and graceful and self.core.role is Role.LEADER:
+            self.core.resign()
+            await self._process_ready()
+            await asyncio.sleep(0.05)
+        self._stopping = True
+        self._wake.set()
+        if self._task is not None:
+            await self._task
+        await self.transport.close()
+        if self._server is not None:
+            await self._server.stop(0.2)
+        self._fail_all(NotLeaderError(LeaderAndEpoch(-1, self.epoch)))
+        await asyncio.to_thread(self.raft_log.log.close)
+
+    # --- the state machine's API ---------------------------------------------------------
+
+    async def append(self, records: Sequence[bytes]) -> int:
+        """Appends records through the leader's log; returns the offset of the last once it
+        is committed. Raises NotLeaderError on a node that is not (or stops being) leader."""
+        core = self._require_core()
+        if core.role is not Role.LEADER:
+            raise NotLeaderError(LeaderAndEpoch(core.leader_id, core.epoch))
+        loop = asyncio.get_running_loop()
+        futures = [loop.create_future() for _ in records]
+        self._pending.extend(zip(records, futures, strict=True))
+        if self._linger_deadline is None:
+            self._linger_deadline = _now_ms() + self.config.append_linger_ms
+            self._wake.set()
+        offsets: list[int] = await asyncio.gather(*futures)
+        return offsets[-1]
+
+    @property
+    def role(self) -> Role:
+        return self._require_core().role
+
+    @property
+    def epoch(self) -> int:
+        return self.core.epoch if self.core is not None else -1
+
+    @property
+    def leader_id(self) -> int:
+        return self._require_core().leader_id
+
+    @property
+    def high_watermark(self) -> int:
+        return self._require_core().high_watermark
+
+    # --- the loop ------------------------------------------------------------------------
+
+    def _require_core(self) -> RaftCore:
+        if self.core is None:
+            raise RuntimeError("the Raft driver is not started")
+        return self.core
+
+    def _deliver(self, message: Message) -> None:
+        self._inbox.append(message)
+        self._wake.set()
+
+    async def _run(self) -> None:
+        core = self._require_core()
+        while not self._stopping:
+            wakeup = core.next_wakeup_ms()
+            if self._linger_deadline is not None:
+                wakeup = min(wakeup, self._linger_deadline)
+            timeout = max(0, wakeup - _now_ms()) / 1000
+            if not self._inbox:
+                try:
+                    await asyncio.wait_for(self._wake.wait(), timeout)
+                except TimeoutError:
+                    pass
+            self._wake.clear()
+            now = _now_ms()
+            core.tick(now)
+            while self._inbox:
+                core.step(self._inbox.popleft())
+            if self._linger_deadline is not None and now >= self._linger_deadline:
+                self._propose_pending()
+            await self._process_ready()
+
+    def _propose_pending(self) -> None:
+        core = self._require_core()
+        pending, self._pending, self._linger_deadline = self._pending, [], None
+        try:
+            last = core.propose([record for record, _ in pending])
+        except NotLeaderError as exc:
+            for _, future in pending:
+                if not future.done():
+                    future.set_exception(exc)
+            return
+        first = last - len(pending) + 1
+        self._awaiting.extend((first + i, f) for i, (_, f) in enumerate(pending))
+
+    async def _process_ready(self) -> None:
+        core = self._require_core()
+        while core.has_ready():
+            ready = core.ready()
+            await self._persist(ready)
+            for message in ready.messages:
+                self.transport.send(message)
+            if ready.committed:
+                self.listener.handle_commit(ready.committed)
+            if ready.leader_change is not None:
+                self.listener.handle_leader_change(ready.leader_change)
+                if ready.leader_change.leader_id != self.node_id:
+                    self._fail_all(NotLeaderError(ready.leader_change))
+            core.advance(ready)
+            self._complete_committed(core.high_watermark)
+
+    async def _persist(self, ready: Ready) -> None:
+        if ready.election_state is not None:
+            await asyncio.to_thread(self.store.write, ready.election_state)
+        if ready.sync_log:
+            await asyncio.to_thread(self.raft_log.sync)
+
+    def _complete_committed(self, high_watermark: int) -> None:
+        still = []
+        for offset, future in self._awaiting:
+            if offset < high_watermark:
+                if not future.done():
+                    future.set_result(offset)
+            else:
+                still.append((offset, future))
+        self._awaiting = still
+
+    def _fail_all(self, error: Exception) -> None:
+        for _, future in self._awaiting + [(0, f) for _, f in self._pending]:
+            if not future.done():
+                future.set_exception(error)
+        self._awaiting, self._pending, self._linger_deadline = [], [], None

@@ -1,0 +1,152 @@
+"""The gRPC transport of Raft messages (grpc.aio): the only module of raft/ that imports grpc.
+
+Each node opens one bidirectional `RaftService.Exchange` stream to every voter it knows
+and keeps it open, reopening after a failure with a capped backoff. Its first message is a
+hello (a RaftMessage with no body) that names it, so the receiver can answer nodes whose
+addresses it does not know (observers) on the stream they opened. A message goes out on
+our own stream to its destination if we have one, else on the destination's stream to us.
+
+Delivery is best effort, as Raft expects: each route has a bounded queue, and a message for
+an unreachable or backed-up peer is dropped (counted in `dropped`), never blocking the core.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import grpc
+import grpc.aio
+
+from raft.messages import Message
+from raft.wire import from_proto, to_proto
+from strom_api.v1 import raft_pb2, raft_pb2_grpc
+
+QUEUE_LIMIT = 4096
+_BACKOFF_MS = (50, 100, 200, 500, 1000)
+
+
+class _Route:
+    """Messages waiting to go to one peer over one stream."""
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[raft_pb2.RaftMessage] = asyncio.Queue(QUEUE_LIMIT)
+
+
+class GrpcTransport(raft_pb2_grpc.RaftServiceServicer):
+    def __init__(
+        self, node_id: int, peers: Mapping[int, str], deliver: Callable[[Message], None]
+    ) -> None:
+        self.node_id = node_id
+        self.peers = dict(peers)  # voter id -> "host:port", ourselves excluded
+        self.peers.pop(node_id, None)
+        self.deliver = deliver
+        self._outbound = {peer: _Route() for peer in self.peers}
+        self._inbound: dict[int, _Route] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self.sent = self.received = self.dropped = 0
+
+    def start(self) -> None:
+        for peer, address in self.peers.items():
+            self._tasks.append(asyncio.create_task(self._keep_stream(peer, address)))
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks.clear()
+
+    def send(self, message: Message) -> None:
+        route = self._outbound.get(message.dst) or self._inbound.get(message.dst)
+        if route is None:
+            self.dropped += 1  # nobody by that id is connected: Raft will retry
+            return
+        try:
+            route.queue.put_nowait(to_proto(message))
+            self.sent += 1
+        except asyncio.QueueFull:
+            self.dropped += 1
+
+    def _receive(self, pb: raft_pb2.RaftMessage) -> None:
+        if pb.WhichOneof("body") is None:
+            return  # a hello
+        if pb.dst != self.node_id:
+            return  # misrouted: not ours to act on
+        self.received += 1
+        self.deliver(from_proto(pb))
+
+    # --- our streams to the voters -------------------------------------------------------
+
+    async def _keep_stream(self, peer: int, address: str) -> None:
+        attempt = 0
+        route = self._outbound[peer]
+        while True:
+            try:
+                async with grpc.aio.insecure_channel(address) as channel:
+                    stub = raft_pb2_grpc.RaftServiceStub(channel)  # type: ignore[no-untyped-call]
+                    call = stub.Exchange()
+                    await call.write(raft_pb2.RaftMessage(src=self.node_id, dst=peer))
+                    attempt = 0
+                    await self._pump(call, route, call.read, call.write)
+            except (grpc.aio.AioRpcError, grpc.aio.UsageError, ConnectionError):
+                pass
+            delay = _BACKOFF_MS[min(attempt, len(_BACKOFF_MS) - 1)]
+            attempt += 1
+            await asyncio.sleep(delay / 1000)
+
+    async def _pump(self, call: Any, route: _Route, read: Any, write: Any) -> None:
+        """Writes the route's queue to the stream while reading what comes back; returns
+        when either side ends."""
+
+        async def writer() -> None:
+            while True:
+                await write(await route.queue.get())
+
+        writing = asyncio.create_task(writer())
+        try:
+            while True:
+                pb = await read()
+                if pb is grpc.aio.EOF:
+                    return
+                self._receive(pb)
+        finally:
+            writing.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await writing
+
+    # --- streams others opened to us (the servicer) --------------------------------------
+
+    async def Exchange(self, request_iterator: Any, context: Any) -> None:  # noqa: N802
+        hello = await context.read()
+        if hello is grpc.aio.EOF:
+            return
+        peer = hello.src
+        route = _Route()
+        self._inbound[peer] = route
+        self._receive(hello)
+        try:
+            await self._pump(context, route, context.read, context.write)
+        finally:
+            if self._inbound.get(peer) is route:
+                del self._inbound[peer]
+
+
+class RaftServer:
+    """The node's gRPC server carrying RaftService (the node process adds its own services
+    to `server` before starting it)."""
+
+    def __init__(self, transport: GrpcTransport, address: str) -> None:
+        self.server = grpc.aio.server()
+        # protoc's generated registration function carries no annotations.
+        raft_pb2_grpc.add_RaftServiceServicer_to_server(transport, self.server)  # type: ignore[no-untyped-call]
+        self.port = self.server.add_insecure_port(address)
+
+    async def start(self) -> None:
+        await self.server.start()
+
+    async def stop(self, grace_s: float) -> None:
+        await self.server.stop(grace_s)

@@ -1,0 +1,139 @@
+"""Raft messages to and from their protobuf form (strom_api/v1/raft.proto).
+
+Pure conversion: the one place that knows both the core's dataclasses and the wire's
+messages. Error names map to Kafka's codes in strom_api.v1.ErrorCode.
+"""
+
+from __future__ import annotations
+
+from raft import messages as m
+from strom_api.v1 import common_pb2, raft_pb2
+
+
+def _name(code: int) -> str:
+    return common_pb2.ErrorCode.Name(code)
+
+
+def _entries_to_proto(entries: tuple[m.Entry, ...]) -> list[raft_pb2.RaftEntry]:
+    return [
+        raft_pb2.RaftEntry(offset=e.offset, epoch=e.epoch, data=e.data, control=e.control)
+        for e in entries
+    ]
+
+
+def to_proto(message: m.Message) -> raft_pb2.RaftMessage:
+    out = raft_pb2.RaftMessage(src=message.src, dst=message.dst)
+    if isinstance(message, m.VoteRequest):
+        out.vote_request.CopyFrom(
+            raft_pb2.RaftVoteRequest(
+                epoch=message.epoch,
+                last_epoch=message.last_epoch,
+                end_offset=message.end_offset,
+                pre_vote=message.pre_vote,
+            )
+        )
+    elif isinstance(message, m.VoteResponse):
+        out.vote_response.CopyFrom(
+            raft_pb2.RaftVoteResponse(
+                epoch=message.epoch,
+                leader_id=message.leader_id,
+                granted=message.granted,
+                pre_vote=message.pre_vote,
+                error=message.error,
+            )
+        )
+    elif isinstance(message, m.BeginQuorumEpochRequest):
+        out.begin_quorum_epoch_request.epoch = message.epoch
+    elif isinstance(message, m.BeginQuorumEpochResponse):
+        out.begin_quorum_epoch_response.CopyFrom(
+            raft_pb2.RaftBeginQuorumEpochResponse(
+                epoch=message.epoch, leader_id=message.leader_id, error=message.error
+            )
+        )
+    elif isinstance(message, m.EndQuorumEpochRequest):
+        out.end_quorum_epoch_request.CopyFrom(
+            raft_pb2.RaftEndQuorumEpochRequest(
+                epoch=message.epoch, preferred_successors=message.preferred_successors
+            )
+        )
+    elif isinstance(message, m.EndQuorumEpochResponse):
+        out.end_quorum_epoch_response.CopyFrom(
+            raft_pb2.RaftEndQuorumEpochResponse(
+                epoch=message.epoch, leader_id=message.leader_id, error=message.error
+            )
+        )
+    elif isinstance(message, m.FetchRequest):
+        out.fetch_request.CopyFrom(
+            raft_pb2.RaftFetchRequest(
+                epoch=message.epoch,
+                fetch_offset=message.fetch_offset,
+                last_fetched_epoch=message.last_fetched_epoch,
+                max_entries=message.max_entries,
+            )
+        )
+    elif isinstance(message, m.FetchResponse):
+        response = raft_pb2.RaftFetchResponse(
+            epoch=message.epoch,
+            leader_id=message.leader_id,
+            high_watermark=message.high_watermark,
+            entries=_entries_to_proto(message.entries),
+            error=message.error,
+            fetch_offset=message.fetch_offset,
+            last_fetched_epoch=message.last_fetched_epoch,
+        )
+        if message.diverging is not None:
+            response.diverging.CopyFrom(
+                raft_pb2.RaftDivergingEpoch(
+                    epoch=message.diverging.epoch, end_offset=message.diverging.end_offset
+                )
+            )
+        out.fetch_response.CopyFrom(response)
+    else:
+        raise TypeError(f"not a Raft message: {message!r}")
+    return out
+
+
+def from_proto(pb: raft_pb2.RaftMessage) -> m.Message:
+    kind = pb.WhichOneof("body")
+    src, dst = pb.src, pb.dst
+    if kind == "vote_request":
+        v = pb.vote_request
+        return m.VoteRequest(src, dst, v.epoch, v.last_epoch, v.end_offset, v.pre_vote)
+    if kind == "vote_response":
+        r = pb.vote_response
+        return m.VoteResponse(src, dst, r.epoch, r.leader_id, r.granted, r.pre_vote, _name(r.error))
+    if kind == "begin_quorum_epoch_request":
+        return m.BeginQuorumEpochRequest(src, dst, pb.begin_quorum_epoch_request.epoch)
+    if kind == "begin_quorum_epoch_response":
+        b = pb.begin_quorum_epoch_response
+        return m.BeginQuorumEpochResponse(src, dst, b.epoch, b.leader_id, _name(b.error))
+    if kind == "end_quorum_epoch_request":
+        e = pb.end_quorum_epoch_request
+        return m.EndQuorumEpochRequest(src, dst, e.epoch, tuple(e.preferred_successors))
+    if kind == "end_quorum_epoch_response":
+        e2 = pb.end_quorum_epoch_response
+        return m.EndQuorumEpochResponse(src, dst, e2.epoch, e2.leader_id, _name(e2.error))
+    if kind == "fetch_request":
+        f = pb.fetch_request
+        return m.FetchRequest(
+            src, dst, f.epoch, f.fetch_offset, f.last_fetched_epoch, f.max_entries
+        )
+    if kind == "fetch_response":
+        r2 = pb.fetch_response
+        diverging = None
+        if r2.HasField("diverging"):
+            diverging = m.DivergingEpoch(r2.diverging.epoch, r2.diverging.end_offset)
+        entries = tuple(m.Entry(e.offset, e.epoch, e.data, e.control) for e in r2.entries)
+        return m.FetchResponse(
+            src,
+            dst,
+            r2.epoch,
+            r2.leader_id,
+            r2.high_watermark,
+            entries,
+            diverging,
+            _name(r2.error),
+            r2.fetch_offset,
+            r2.last_fetched_epoch,
+        )
+    raise ValueError(f"Raft message from {src} carries no body")
