@@ -110,6 +110,10 @@ class RaftCore:
         self.fetch_in_flight = False
         self.last_fetch_success_ms = -1
         self.votes: set[int] = set()
+        # The leader of this epoch that we gave up on (fetch timeout, or it resigned): a peer
+        # still naming it is no news, and following it again would keep a quorum of
+        # followers circling a dead leader instead of electing a new one.
+        self.abandoned_leader = NO_LEADER
         self.leader: LeaderState | None = None
         self.parked: dict[int, tuple[FetchRequest, int]] = {}  # leader: long-polled fetches
         if self.leader_id != NO_LEADER and self.leader_id != node_id:
@@ -258,6 +262,9 @@ class RaftCore:
             raise AssertionError(f"node {self.node_id}: epoch {self.epoch} -> {epoch} ({why})")
         if epoch > self.epoch:
             self.voted_for = NO_LEADER
+            self.abandoned_leader = NO_LEADER
+        elif self.role is Role.FOLLOWER and role is not Role.FOLLOWER:
+            self.abandoned_leader = self.leader_id
         if (epoch, leader_id) != (self.epoch, self.leader_id) or role is Role.CANDIDATE:
             self._state_dirty = True
         self.epoch = epoch
@@ -369,8 +376,16 @@ class RaftCore:
             )
         )
 
+    def _names_new_leader(self, leader_id: int, epoch: int) -> bool:
+        """Whether a peer's hint names a leader of our epoch that we may follow."""
+        return epoch == self.epoch and leader_id not in (
+            NO_LEADER,
+            self.node_id,
+            self.abandoned_leader,
+        )
+
     def _handle_vote_response(self, response: VoteResponse) -> None:
-        if response.leader_id not in (NO_LEADER, self.node_id) and response.epoch == self.epoch:
+        if self._names_new_leader(response.leader_id, response.epoch):
             if self.role in (Role.UNATTACHED, Role.PROSPECTIVE, Role.CANDIDATE, Role.RESIGNED):
                 self._become(
                     Role.FOLLOWER,
@@ -588,10 +603,8 @@ class RaftCore:
 
     def _handle_fetch_response(self, response: FetchResponse) -> None:
         if response.error != "NONE" or response.epoch < self.epoch:
-            if (
-                response.leader_id not in (NO_LEADER, self.node_id)
-                and response.epoch == self.epoch
-                and self.role is Role.UNATTACHED
+            if self.role is Role.UNATTACHED and self._names_new_leader(
+                response.leader_id, response.epoch
             ):
                 self._become(
                     Role.FOLLOWER,

@@ -1,0 +1,132 @@
+"""A Raft node as its own OS process, for the integration tests and bench/bench_raft.py.
+
+    python tests/raft_integration/node_process.py --node-id 1 \
+        --voters 1@127.0.0.1:9101,2@127.0.0.1:9102,3@127.0.0.1:9103 \
+        --dir /tmp/n1 --control-port 9201 [--observer-address 127.0.0.1:9104]
+
+Runs a RaftDriver (real gRPC, real metadata log on disk). The product's node process is
+`strom server` (the controller issue); this one only adds a test control service on
+`--control-port`, a gRPC generic handler with raw bytes so no test API enters the
+contract:
+    strom.test.RaftNode/Append  records separated by b"\\n" -> b"<offset>" or b"ERR <name> <msg>"
+    strom.test.RaftNode/Status  b"" -> JSON: role, epoch, leader, hw, applied, digest
+    strom.test.RaftNode/Records b"" -> every committed record, b"\n"-separated
+`digest` is a SHA-256 over every committed non-control record, in order, so two nodes agree
+on their committed history exactly when their digests at equal `applied` counts match.
+SIGTERM stops gracefully (the leader resigns first); SIGKILL is the crash.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import signal
+from collections.abc import Sequence
+
+import grpc
+import grpc.aio
+
+from raft.config import RaftConfig
+from raft.core import NotLeaderError
+from raft.driver import RaftDriver
+from raft.messages import Entry, LeaderAndEpoch
+
+SERVICE = "strom.test.RaftNode"
+
+
+class DigestListener:
+    def __init__(self) -> None:
+        self.applied = 0
+        self.digest = hashlib.sha256()
+        self.records: list[bytes] = []
+
+    def handle_commit(self, entries: Sequence[Entry]) -> None:
+        for entry in entries:
+            if not entry.control:
+                self.applied += 1
+                self.records.append(entry.data)
+                self.digest.update(len(entry.data).to_bytes(4, "big") + entry.data)
+
+    def handle_leader_change(self, leader: LeaderAndEpoch) -> None:
+        pass
+
+
+def parse_voters(text: str) -> dict[int, str]:
+    voters = {}
+    for item in text.split(","):
+        node, _, address = item.partition("@")
+        voters[int(node)] = address
+    return voters
+
+
+async def serve(args: argparse.Namespace) -> None:
+    voters = parse_voters(args.voters)
+    listen = voters.get(args.node_id) or args.observer_address
+    listener = DigestListener()
+    config = RaftConfig.from_properties(dict(kv.split("=", 1) for kv in args.config))
+    driver = RaftDriver(args.node_id, voters, listen, args.dir, listener, config)
+    await driver.start()
+
+    async def append(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        try:
+            return str(await driver.append(request.split(b"\n"))).encode()
+        except NotLeaderError as exc:
+            return f"ERR NOT_LEADER_OR_FOLLOWER leader={exc.leader.leader_id}".encode()
+
+    async def status(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        core = driver.core
+        assert core is not None
+        return json.dumps(
+            {
+                "node": args.node_id,
+                "role": core.role.value,
+                "epoch": core.epoch,
+                "leader": core.leader_id,
+                "hw": core.high_watermark,
+                "log_end": core.log.end_offset(),
+                "applied": listener.applied,
+                "digest": listener.digest.hexdigest(),
+            }
+        ).encode()
+
+    async def records(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        return b"\n".join(listener.records)
+
+    control = grpc.aio.server()
+    control.add_generic_rpc_handlers(
+        [
+            grpc.method_handlers_generic_handler(
+                SERVICE,
+                {
+                    "Append": grpc.unary_unary_rpc_method_handler(append),
+                    "Status": grpc.unary_unary_rpc_method_handler(status),
+                    "Records": grpc.unary_unary_rpc_method_handler(records),
+                },
+            )
+        ]
+    )
+    control.add_insecure_port(f"127.0.0.1:{args.control_port}")
+    await control.start()
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    print("ready", flush=True)
+    await stop.wait()
+    await driver.stop(graceful=True)
+    await control.stop(0.1)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--node-id", type=int, required=True)
+    parser.add_argument("--voters", required=True, help="id@host:port,...")
+    parser.add_argument("--dir", required=True)
+    parser.add_argument("--control-port", type=int, required=True)
+    parser.add_argument("--observer-address", help="host:port to listen on as an observer")
+    parser.add_argument("--config", nargs="*", default=[], help="controller.quorum.*=value")
+    asyncio.run(serve(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()

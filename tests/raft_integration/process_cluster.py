@@ -1,0 +1,157 @@
+"""Starts, kills and queries Raft node processes (node_process.py) on loopback.
+
+Used by the integration tests and by bench/bench_raft.py. Every wait is bounded and says
+what it waited for when it gives up.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import grpc
+
+NODE_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "node_process.py")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(NODE_SCRIPT)))
+T = TypeVar("T")
+
+
+def free_ports(n: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(n)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def wait_until(predicate: Callable[[], T | None], timeout_s: float, what: str) -> T:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        result = predicate()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout_s}s waiting for {what}")
+        time.sleep(0.01)
+
+
+class ProcessCluster:
+    def __init__(
+        self, base_dir: str, voters: int = 3, observers: int = 0, config: Sequence[str] = ()
+    ) -> None:
+        ids = list(range(1, voters + observers + 1))
+        raft_ports = free_ports(len(ids))
+        control_ports = free_ports(len(ids))
+        self.voter_ids = ids[:voters]
+        self.observer_ids = ids[voters:]
+        self.raft_address = {i: f"127.0.0.1:{p}" for i, p in zip(ids, raft_ports, strict=True)}
+        self.control_port = dict(zip(ids, control_ports, strict=True))
+        self.voters_arg = ",".join(f"{i}@{self.raft_address[i]}" for i in self.voter_ids)
+        self.base_dir = base_dir
+        self.config = list(config)
+        self.procs: dict[int, subprocess.Popen[bytes]] = {}
+        self._channels: dict[int, grpc.Channel] = {}
+
+    # --- processes -----------------------------------------------------------------------
+
+    def start(self, node: int) -> None:
+        args = [
+            sys.executable,
+            NODE_SCRIPT,
+            "--node-id",
+            str(node),
+            "--voters",
+            self.voters_arg,
+            "--dir",
+            os.path.join(self.base_dir, f"node{node}"),
+            "--control-port",
+            str(self.control_port[node]),
+        ]
+        if node in self.observer_ids:
+            args += ["--observer-address", self.raft_address[node]]
+        if self.config:
+            args += ["--config", *self.config]
+        env = dict(os.environ, PYTHONPATH=ROOT)
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        self.procs[node] = proc
+        line = proc.stdout.readline() if proc.stdout else b""
+        if line.strip() != b"ready":
+            proc.kill()
+            _, err = proc.communicate(timeout=5)
+            raise RuntimeError(f"node {node} did not start: {err.decode(errors='replace')}")
+
+    def start_all(self) -> None:
+        for node in self.voter_ids + self.observer_ids:
+            self.start(node)
+
+    def kill(self, node: int, sig: int = signal.SIGKILL) -> None:
+        proc = self.procs.pop(node)
+        proc.send_signal(sig)
+        proc.wait(timeout=15)
+        channel = self._channels.pop(node, None)
+        if channel is not None:
+            channel.close()
+
+    def stop_all(self) -> None:
+        for node in list(self.procs):
+            self.kill(node, signal.SIGKILL)
+
+    # --- the control service -------------------------------------------------------------
+
+    def _call(self, node: int, method: str, payload: bytes, timeout_s: float = 5) -> bytes:
+        channel = self._channels.get(node)
+        if channel is None:
+            channel = grpc.insecure_channel(f"127.0.0.1:{self.control_port[node]}")
+            self._channels[node] = channel
+        stub = channel.unary_unary(f"/strom.test.RaftNode/{method}")
+        response: bytes = stub(payload, timeout=timeout_s)
+        return response
+
+    def status(self, node: int) -> dict[str, Any] | None:
+        try:
+            result: dict[str, Any] = json.loads(self._call(node, "Status", b"", 2))
+            return result
+        except grpc.RpcError:
+            return None
+
+    def records(self, node: int) -> list[bytes]:
+        data = self._call(node, "Records", b"", 10)
+        return data.split(b"\n") if data else []
+
+    def leader(self) -> int | None:
+        for node in self.procs:
+            status = self.status(node)
+            if status and status["role"] == "Leader":
+                return node
+        return None
+
+    def wait_for_leader(self, timeout_s: float = 15, other_than: int | None = None) -> int:
+        return wait_until(
+            lambda: (lambda n: n if n is not None and n != other_than else None)(self.leader()),
+            timeout_s,
+            "a leader",
+        )
+
+    def append(self, records: Sequence[bytes], node: int | None = None) -> int | None:
+        """Appends through `node` (default: the current leader); the offset once committed,
+        or None when that node is not the leader."""
+        node = node if node is not None else self.leader()
+        if node is None:
+            return None
+        try:
+            reply = self._call(node, "Append", b"\n".join(records), 10)
+        except grpc.RpcError:
+            return None
+        return None if reply.startswith(b"ERR") else int(reply)
+
+    def append_until_committed(self, records: Sequence[bytes], timeout_s: float = 20) -> int:
+        return wait_until(lambda: self.append(records), timeout_s, "an append to commit")
