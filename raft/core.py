@@ -110,6 +110,7 @@ class RaftCore:
         self.fetch_in_flight = False
         self.last_fetch_success_ms = -1
         self.votes: set[int] = set()
+        self.rejections: set[int] = set()
         # The leader of this epoch that we gave up on (fetch timeout, or it resigned): a peer
         # still naming it is no news, and following it again would keep a quorum of
         # followers circling a dead leader instead of electing a new one.
@@ -273,6 +274,7 @@ class RaftCore:
         self.leader = None
         self.parked.clear()
         self.votes = set()
+        self.rejections = set()
         self.fetch_in_flight = False
         self.fetch_deadline = self.request_deadline = self.election_deadline = NEVER
         if role is Role.UNATTACHED:
@@ -296,7 +298,7 @@ class RaftCore:
         elif role is Role.LEADER:
             self._start_leading()
         elif role is Role.FOLLOWER:
-            self.last_fetch_success_ms = self.now_ms
+            self.last_fetch_success_ms = -1  # not yet: see the pre-vote rule
             self.fetch_deadline = self.now_ms + self.config.fetch_timeout_ms
             self._send_fetch()
         elif role is Role.RESIGNED:
@@ -341,12 +343,15 @@ class RaftCore:
 
     def _handle_vote_request(self, request: VoteRequest) -> None:
         granted = False
-        if request.src not in self.voters:
+        if request.src not in self.voters or not self.is_voter:
             self._reply_vote(request, False, INCONSISTENT_VOTER_SET)
             return
         if request.pre_vote:
+            # A follower vouches for its leader only after it has fetched from it, and only
+            # for a fetch timeout since (Kafka's FollowerState.hasFetchedFromLeader).
             leader_alive = self.role is Role.LEADER or (
                 self.role is Role.FOLLOWER
+                and self.last_fetch_success_ms >= 0
                 and self.now_ms - self.last_fetch_success_ms < self.config.fetch_timeout_ms
             )
             granted = (
@@ -373,16 +378,16 @@ class RaftCore:
                 granted,
                 request.pre_vote,
                 error,
+                candidate_epoch=request.epoch,
             )
         )
 
     def _names_new_leader(self, leader_id: int, epoch: int) -> bool:
-        """Whether a peer's hint names a leader of our epoch that we may follow."""
-        return epoch == self.epoch and leader_id not in (
-            NO_LEADER,
-            self.node_id,
-            self.abandoned_leader,
-        )
+        """Whether a peer's hint names a leader of our epoch that we may follow. For a voter,
+        the leader it gave up on is no news (one peer still naming it proves nothing); for
+        an observer, which never votes, any voter's word is good."""
+        ignored = (NO_LEADER, self.node_id, self.abandoned_leader if self.is_voter else NO_LEADER)
+        return epoch == self.epoch and leader_id not in ignored
 
     def _handle_vote_response(self, response: VoteResponse) -> None:
         if self._names_new_leader(response.leader_id, response.epoch):
@@ -395,12 +400,27 @@ class RaftCore:
                 )
                 return
         expected = Role.PROSPECTIVE if response.pre_vote else Role.CANDIDATE
-        if self.role is not expected or response.epoch > self.epoch or not response.granted:
+        round_epoch = self.epoch + 1 if response.pre_vote else self.epoch
+        if self.role is not expected or response.candidate_epoch != round_epoch:
+            return  # not an answer to the round we are in now
+        if response.granted:
+            self.votes.add(response.src)
+            self._count_votes(response.pre_vote)
             return
-        if not response.pre_vote and response.epoch != self.epoch:
-            return
-        self.votes.add(response.src)
-        self._count_votes(response.pre_vote)
+        self.rejections.add(response.src)
+        if (
+            response.pre_vote
+            and self._majority(len(self.rejections))
+            and response.leader_id == self.abandoned_leader != NO_LEADER
+        ):
+            # A majority refused because they still hear from the leader we gave up on: it
+            # is alive after all (our fetches were lost), so follow it again (KIP-996).
+            self._become(
+                Role.FOLLOWER,
+                self.epoch,
+                "a majority still follows the leader",
+                leader_id=self.abandoned_leader,
+            )
 
     # --- leadership ----------------------------------------------------------------------
 
@@ -429,6 +449,9 @@ class RaftCore:
     def _tick_leader(self, now: int) -> None:
         assert self.leader is not None
         if not self.leader.quorum_alive(now, self.config.check_quorum_timeout_ms):
+            # As Kafka: say so, with no preferred successor; whoever hears it stops waiting.
+            for voter in sorted(self.voters - {self.node_id}):
+                self._send(EndQuorumEpochRequest(self.node_id, voter, self.epoch, ()))
             self._become(Role.RESIGNED, self.epoch, "check-quorum: no majority heard from")
             return
         if now - self.leader.begin_epoch_sent_ms >= self.config.request_timeout_ms:
@@ -614,7 +637,11 @@ class RaftCore:
                 )
             return
         if self.role is not Role.FOLLOWER or response.src != self.leader_id:
-            if self.role is Role.UNATTACHED and response.leader_id == response.src:
+            if (
+                self.role is Role.UNATTACHED
+                and response.leader_id == response.src
+                and self._names_new_leader(response.src, response.epoch)
+            ):
                 self._become(
                     Role.FOLLOWER, self.epoch, "fetched from the leader", leader_id=response.src
                 )

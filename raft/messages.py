@@ -48,6 +48,9 @@ class VoteResponse:
     granted: bool
     pre_vote: bool
     error: str = NONE
+    # The epoch the request stood in (echoed): a candidate counts only answers to the round
+    # it is in now, never a grant that was meant for an older one.
+    candidate_epoch: int = -1
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,6 +40,7 @@ def to_proto(message: m.Message) -> raft_pb2.RaftMessage:
                 granted=message.granted,
                 pre_vote=message.pre_vote,
                 error=message.error,
+                candidate_epoch=message.candidate_epoch,
             )
         )
     elif isinstance(message, m.BeginQuorumEpochRequest):
@@ -101,7 +102,9 @@ def from_proto(pb: raft_pb2.RaftMessage) -> m.Message:
         return m.VoteRequest(src, dst, v.epoch, v.last_epoch, v.end_offset, v.pre_vote)
     if kind == "vote_response":
         r = pb.vote_response
-        return m.VoteResponse(src, dst, r.epoch, r.leader_id, r.granted, r.pre_vote, _name(r.error))
+        return m.VoteResponse(
+            src, dst, r.epoch, r.leader_id, r.granted, r.pre_vote, _name(r.error), r.candidate_epoch
+        )
     if kind == "begin_quorum_epoch_request":
         return m.BeginQuorumEpochRequest(src, dst, pb.begin_quorum_epoch_request.epoch)
     if kind == "begin_quorum_epoch_response":

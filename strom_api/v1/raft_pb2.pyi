@@ -32,18 +32,20 @@ class RaftVoteRequest(_message.Message):
     def __init__(self, epoch: _Optional[int] = ..., last_epoch: _Optional[int] = ..., end_offset: _Optional[int] = ..., pre_vote: _Optional[bool] = ...) -> None: ...
 
 class RaftVoteResponse(_message.Message):
-    __slots__ = ("epoch", "leader_id", "granted", "pre_vote", "error")
+    __slots__ = ("epoch", "leader_id", "granted", "pre_vote", "error", "candidate_epoch")
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     LEADER_ID_FIELD_NUMBER: _ClassVar[int]
     GRANTED_FIELD_NUMBER: _ClassVar[int]
     PRE_VOTE_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    CANDIDATE_EPOCH_FIELD_NUMBER: _ClassVar[int]
     epoch: int
     leader_id: int
     granted: bool
     pre_vote: bool
     error: _common_pb2.ErrorCode
-    def __init__(self, epoch: _Optional[int] = ..., leader_id: _Optional[int] = ..., granted: _Optional[bool] = ..., pre_vote: _Optional[bool] = ..., error: _Optional[_Union[_common_pb2.ErrorCode, str]] = ...) -> None: ...
+    candidate_epoch: int
+    def __init__(self, epoch: _Optional[int] = ..., leader_id: _Optional[int] = ..., granted: _Optional[bool] = ..., pre_vote: _Optional[bool] = ..., error: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., candidate_epoch: _Optional[int] = ...) -> None: ...
 
 class RaftBeginQuorumEpochRequest(_message.Message):
     __slots__ = ("epoch",)
