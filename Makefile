@@ -5,7 +5,7 @@ PY = $(VENV)/bin/python
 STAMP = $(VENV)/.installed
 PROTOS = $(wildcard proto/strom_api/v1/*.proto)
 
-.PHONY: venv proto lint test bench run clean
+.PHONY: venv proto lint test bench run clean sim
 
 venv: $(STAMP)
 
@@ -27,6 +27,13 @@ lint: venv
 
 test: venv lint
 	$(PY) -m pytest -q
+
+# The seeded Raft simulation (tests/sim): `make sim` runs SEEDS seeds from START and prints a
+# summary; `make sim SEED=N` replays one seed with its event trace. CI runs 1000 seeds in pytest.
+SEEDS ?= 1000
+START ?= 0
+sim: venv
+	$(PY) -m tests.sim $(if $(SEED),--seed $(SEED) --trace,--seeds $(SEEDS) --start $(START))
 
 bench: venv
 	@set -e; scripts="$(wildcard bench/*.py)"; \

@@ -157,7 +157,13 @@ class RaftCore:
             raise ValueError(f"message for node {message.dst} stepped into node {self.node_id}")
         handler = self._handlers[type(message)]
         if isinstance(message, VoteRequest) and message.pre_vote:
-            handler(self, message)  # a pre-vote never moves the receiver's epoch (KIP-996)
+            # A pre-vote does not move the receiver to the epoch it asks for (KIP-996). But
+            # asking for e+1 proves the sender already stands in e, which it reached only by
+            # winning a pre-vote majority: a node there whose VoteRequests were lost would
+            # otherwise stay there for good, unheard. So the receiver catches up to e.
+            if message.epoch - 1 > self.epoch:
+                self._become(Role.UNATTACHED, message.epoch - 1, "a pre-vote from a later epoch")
+            handler(self, message)
             return
         if message.epoch > self.epoch:
             self._on_higher_epoch(message)

@@ -1,0 +1,310 @@
+"""A simulated cluster: one RaftCore per node, driven as a real node drives it.
+
+Each node owns a disk (a SimLog and its durable ElectionState, the `quorum-state` file) that
+outlives crashes, and, while it is up, a RaftCore over them. The driver loop is the one
+messages.Ready documents, in its order, because the order is what makes Raft safe:
+    1. persist `election_state` (the simulated fsync is instant: once handed over it is durable);
+    2. fsync the log if `sync_log`;
+    3. send `messages` into the network;
+    4. hand `committed` to the state machine (here: count it as applied);
+    5. `advance(ready)`; and again while `has_ready()`.
+A crash can be armed to strike between steps 1 and 2 or 2 and 3 of the next Ready that has
+something to persist, as a power cut partway through that sequence would: between 1 and 2
+the log writes of that Ready are lost (or, torn, partly kept).
+
+Time: with TickMode.INTERVAL every node ticks every `tick_interval_ms` and messages are stepped
+as they arrive (the loop in /tmp/smoke_raft.py); with TickMode.WAKEUP a node ticks only at its
+next_wakeup_ms, and its clock is brought up to date before each message (an event-loop driver).
+The seed picks one, so both ways of driving the core are exercised.
+"""
+
+from __future__ import annotations
+
+import enum
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from raft.config import RaftConfig
+from raft.core import NEVER, RaftCore
+from raft.messages import ElectionState, Message, Ready
+from raft.roles import Role
+from tests.sim.disk import SimLog
+from tests.sim.events import EventQueue
+from tests.sim.network import Network
+from tests.sim.trace import Lazy, Trace, format_entries
+
+# A node that never stops producing Readies is a livelock in the core, not a slow run.
+MAX_READIES_PER_DRAIN = 10_000
+
+
+class TickMode(enum.Enum):
+    INTERVAL = "interval"
+    WAKEUP = "wakeup"
+
+
+class CrashPoint(enum.Enum):
+    """Where in the next Ready that has something to persist an armed power cut strikes."""
+
+    BEFORE_LOG_SYNC = "after persisting the election state, before syncing the log"
+    BEFORE_SEND = "after syncing the log, before sending"
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterConfig:
+    voters: int = 3
+    observers: int = 0
+    tick_mode: TickMode = TickMode.WAKEUP
+    tick_interval_ms: int = 10
+    raft: RaftConfig = field(default_factory=RaftConfig)
+
+
+@dataclass(slots=True)
+class SimNode:
+    node_id: int
+    is_voter: bool
+    log: SimLog = field(default_factory=SimLog)
+    durable: ElectionState = field(default_factory=ElectionState)  # the quorum-state file
+    core: RaftCore | None = None  # None while crashed
+    incarnation: int = 0
+    applied: int = 0  # entries handed to the state machine by this incarnation
+    tick_token: int = 0  # a tick event carrying an older token is void
+    tick_at: int = NEVER
+    crash_point: CrashPoint | None = None
+    torn_on_crash: bool = False
+    view: tuple[Role, int, int, int] | None = None  # role, epoch, leader, hw last traced
+
+    @property
+    def up(self) -> bool:
+        return self.core is not None
+
+    def describe(self) -> str:
+        if self.core is None:
+            return f"node {self.node_id}: down, log end {self.log.end_offset()}"
+        c = self.core
+        return (
+            f"node {self.node_id}: {c.role.value} e{c.epoch} leader={c.leader_id} "
+            f"voted={c.voted_for} hw={c.high_watermark} end={self.log.end_offset()}"
+        )
+
+
+class ClusterListener(Protocol):
+    """What the invariant checker hears from the driver, beyond looking at the nodes."""
+
+    def on_start(self, node: SimNode) -> None: ...
+
+    def on_crash(self, node: SimNode) -> None: ...
+
+    def on_ready(self, node: SimNode, ready: Ready) -> None: ...
+
+
+class Cluster:
+    def __init__(
+        self,
+        config: ClusterConfig,
+        rng: random.Random,
+        queue: EventQueue,
+        network: Network,
+        listener: ClusterListener,
+        trace: Trace,
+    ) -> None:
+        self.config = config
+        self.rng = rng
+        self.queue = queue
+        self.network = network
+        self.listener = listener
+        self.trace = trace
+        self.voter_ids = frozenset(range(1, config.voters + 1))
+        ids = range(1, config.voters + config.observers + 1)
+        self.nodes = {i: SimNode(i, i in self.voter_ids) for i in ids}
+        self.touched: set[int] = set()  # nodes the current event reached
+        self.sent: list[Message] | None = None  # a scenario test sets a list to see every message
+        # Told when a crash happens on its own (armed in a Ready), so a restart gets scheduled.
+        self.after_crash: Callable[[int], None] = lambda node_id: None
+        for node in self.nodes.values():
+            self._start(node)
+
+    # --- what the faults and the clients do -------------------------------------------------
+
+    def crash(self, node_id: int, torn: bool = False) -> None:
+        node = self.nodes[node_id]
+        assert node.core is not None, f"node {node_id} is already down"
+        node.core = None
+        node.tick_token += 1
+        node.tick_at = NEVER
+        node.crash_point = None
+        unsynced = node.log.unsynced_writes
+        torn_writes = self.rng.randint(0, unsynced) if torn and unsynced else 0
+        before = node.log.end_offset()
+        node.log.crash(torn_writes)
+        self.touched.add(node_id)
+        self.listener.on_crash(node)
+        self.trace.record(
+            f"CRASH node {node_id}: log end {before} -> {node.log.end_offset()}",
+            f"({unsynced} unsynced writes, {torn_writes} of them reached the disk)",
+        )
+
+    def restart(self, node_id: int) -> None:
+        node = self.nodes[node_id]
+        assert node.core is None, f"node {node_id} is up"
+        self._start(node)
+
+    def propose(self, node_id: int, records: Sequence[bytes]) -> int:
+        """Raises raft.core.NotLeaderError when the node does not lead."""
+        node = self.nodes[node_id]
+        assert node.core is not None
+        self.touched.add(node_id)
+        last = node.core.propose(records)
+        self.trace.record(f"propose to node {node_id}: {[r.decode() for r in records]} -> {last}")
+        self._after(node)
+        return last
+
+    def resign(self, node_id: int) -> None:
+        node = self.nodes[node_id]
+        assert node.core is not None
+        self.touched.add(node_id)
+        self.trace.record(f"RESIGN node {node_id} ({node.core.role.value} e{node.core.epoch})")
+        node.core.resign()
+        self._after(node)
+
+    def arm_crash(self, node_id: int, point: CrashPoint, torn: bool) -> None:
+        node = self.nodes[node_id]
+        node.crash_point = point
+        node.torn_on_crash = torn
+
+    def leaders(self) -> list[SimNode]:
+        return [n for n in self.nodes.values() if n.core is not None and n.core.role is Role.LEADER]
+
+    def up_nodes(self) -> list[SimNode]:
+        return [n for n in self.nodes.values() if n.core is not None]
+
+    # --- driving one node -------------------------------------------------------------------
+
+    def _start(self, node: SimNode) -> None:
+        now = self.queue.now_ms
+        node.incarnation += 1
+        node.applied = 0
+        node.tick_token += 1
+        node.tick_at = NEVER
+        node.view = None
+        node.core = RaftCore(
+            node.node_id,
+            self.voter_ids,
+            node.log,
+            node.durable,
+            self.config.raft,
+            random.Random(self.rng.getrandbits(64)),
+            now,
+        )
+        self.touched.add(node.node_id)
+        self.listener.on_start(node)
+        if node.incarnation > 1:
+            self.trace.record(
+                f"RESTART node {node.node_id} from {node.durable}, log end {node.log.end_offset()}"
+            )
+        if self.config.tick_mode is TickMode.INTERVAL:
+            # A random phase, so the nodes do not all tick in the same millisecond.
+            interval = self.config.tick_interval_ms
+            self.queue.at(now + 1 + self.rng.randrange(interval), self._tick, node, node.tick_token)
+        self._after(node)
+
+    def _send(self, message: Message) -> None:
+        if self.sent is not None:
+            self.sent.append(message)
+        times = self.network.delivery_times(message, self.queue.now_ms)
+        if not times:
+            self.trace.record("lost", message)
+        for at_ms in times:
+            self.queue.at(at_ms, self._deliver, message)
+
+    def _deliver(self, message: Message) -> None:
+        node = self.nodes[message.dst]
+        if not self.network.arrives(message.src, message.dst):
+            self.trace.record("cut", message)
+            return
+        if node.core is None:
+            self.trace.record("to a down node", message)
+            return
+        self.touched.add(node.node_id)
+        self.trace.record("deliver", message)
+        if self.config.tick_mode is TickMode.WAKEUP:
+            node.core.tick(self.queue.now_ms)
+        node.core.step(message)
+        self._after(node)
+
+    def _tick(self, node: SimNode, token: int) -> None:
+        if token != node.tick_token or node.core is None:
+            return  # superseded by an earlier wakeup, or the node crashed since
+        self.touched.add(node.node_id)
+        node.tick_at = NEVER
+        node.core.tick(self.queue.now_ms)
+        if self.config.tick_mode is TickMode.INTERVAL:
+            self.queue.after(self.config.tick_interval_ms, self._tick, node, token)
+        self._after(node)
+
+    def _after(self, node: SimNode) -> None:
+        """After anything reached the core: carry out its Readies, trace what changed, and
+        (WAKEUP) make sure it is ticked when it next needs to be."""
+        self._drain(node)
+        core = node.core
+        if core is None:
+            return  # crashed partway through a Ready
+        view = (core.role, core.epoch, core.leader_id, core.high_watermark)
+        if view != node.view:
+            self._trace_view(node, view)
+            node.view = view
+        if self.config.tick_mode is TickMode.WAKEUP:
+            wakeup = core.next_wakeup_ms()
+            if wakeup < node.tick_at:
+                # A tick scheduled later stays queued but is voided by the new token. At least
+                # 1 ms ahead, so a deadline the core does not clear cannot spin the clock.
+                node.tick_token += 1
+                node.tick_at = max(wakeup, self.queue.now_ms + 1)
+                self.queue.at(node.tick_at, self._tick, node, node.tick_token)
+
+    def _drain(self, node: SimNode) -> None:
+        for _ in range(MAX_READIES_PER_DRAIN):
+            core = node.core
+            if core is None or not core.has_ready():
+                return
+            ready = core.ready()
+            if ready.election_state is not None:
+                node.durable = ready.election_state  # fsynced: durable from here on
+            point = node.crash_point
+            if point is not None and (ready.election_state is not None or ready.sync_log):
+                if point is CrashPoint.BEFORE_SEND and ready.sync_log:
+                    node.log.sync()
+                self._crash_in_ready(node)
+                return
+            if ready.sync_log:
+                node.log.sync()
+            self.listener.on_ready(node, ready)
+            for message in ready.messages:
+                self._send(message)
+            node.applied += len(ready.committed)
+            core.advance(ready)
+        raise AssertionError(
+            f"node {node.node_id}: still has_ready() after {MAX_READIES_PER_DRAIN} Readies"
+        )
+
+    def _crash_in_ready(self, node: SimNode) -> None:
+        point = node.crash_point
+        assert point is not None
+        self.trace.record(f"power cut on node {node.node_id} in a Ready, {point.value}")
+        self.crash(node.node_id, torn=node.torn_on_crash)
+        self.after_crash(node.node_id)
+
+    def _trace_view(self, node: SimNode, view: tuple[Role, int, int, int]) -> None:
+        role, epoch, leader, hw = view
+        old = node.view
+        if old is None or old[:3] != view[:3]:
+            was = "start" if old is None else f"{old[0].value} e{old[1]} leader={old[2]}"
+            self.trace.record(
+                f"node {node.node_id}: {was} -> {role.value} e{epoch} leader={leader}"
+            )
+        if old is not None and old[3] != hw:
+            newly = tuple(node.log.read(old[3], hw - old[3])) if hw > old[3] else ()
+            self.trace.record(
+                f"node {node.node_id}: hw {old[3]} -> {hw}", Lazy(format_entries, newly)
+            )
