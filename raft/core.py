@@ -305,10 +305,17 @@ class RaftCore:
             self._start_leading()
         elif role is Role.FOLLOWER:
             self.last_fetch_success_ms = -1  # not yet: see the pre-vote rule
-            self.fetch_deadline = self.now_ms + self.config.fetch_timeout_ms
+            self.fetch_deadline = self._fetch_deadline()
             self._send_fetch()
         elif role is Role.RESIGNED:
             self._reset_election_timer()
+
+    def _fetch_deadline(self) -> int:
+        """When a follower gives up on a silent leader: the fetch timeout plus up to a tenth
+        more at random, so the followers of a dead leader do not all stand at the same
+        instant and split the vote (the same broadcast set all their deadlines)."""
+        timeout = self.config.fetch_timeout_ms
+        return self.now_ms + timeout + self.rng.randrange(timeout // 10 + 1)
 
     def _reset_election_timer(self) -> None:
         timeout = self.config.election_timeout_ms
@@ -414,6 +421,11 @@ class RaftCore:
             self._count_votes(response.pre_vote)
             return
         self.rejections.add(response.src)
+        if not response.pre_vote and not self._majority(len(self.voters) - len(self.rejections)):
+            # This election can no longer be won (Kafka's isVoteRejected): back off now
+            # instead of waiting out the election timeout.
+            self._become(Role.UNATTACHED, self.epoch, "lost the election", backoff=True)
+            return
         if (
             response.pre_vote
             and self._majority(len(self.rejections))
@@ -659,7 +671,7 @@ class RaftCore:
             return  # the answer to an older request (late or duplicated): ignore it
         self.fetch_in_flight = False
         self.last_fetch_success_ms = self.now_ms
-        self.fetch_deadline = self.now_ms + self.config.fetch_timeout_ms
+        self.fetch_deadline = self._fetch_deadline()
         if response.diverging is not None:
             _, own_end = self.log.end_offset_for_epoch(response.diverging.epoch)
             self._truncate(min(response.diverging.end_offset, own_end))

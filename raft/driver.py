@@ -19,7 +19,7 @@ from typing import Protocol
 
 from raft.config import RaftConfig
 from raft.core import NotLeaderError, RaftCore
-from raft.messages import Entry, LeaderAndEpoch, Message, Ready
+from raft.messages import Entry, FetchResponse, LeaderAndEpoch, Message, Ready
 from raft.quorum_state import QuorumStateStore
 from raft.roles import Role
 from raft.storage_log import METADATA_PARTITION, StorageRaftLog
@@ -194,8 +194,18 @@ class RaftDriver:
         core = self._require_core()
         while core.has_ready():
             ready = core.ready()
-            await self._persist(ready)
+            # A leader's entries may travel while it fsyncs them (as etcd's leaders do): it
+            # counts only its flushed log toward the high watermark. Everything else waits for
+            # the disk: votes for quorum-state, a follower's fetch offset for its log.
+            early: list[Message] = []
+            later: list[Message] = []
             for message in ready.messages:
+                entries_only = ready.election_state is None and isinstance(message, FetchResponse)
+                (early if entries_only else later).append(message)
+            for message in early:
+                self.transport.send(message)
+            await self._persist(ready)
+            for message in later:
                 self.transport.send(message)
             if ready.committed:
                 self.listener.handle_commit(ready.committed)

@@ -35,6 +35,11 @@ class _Route:
         self.queue: asyncio.Queue[raft_pb2.RaftMessage] = asyncio.Queue(QUEUE_LIMIT)
 
 
+def _drain(queue: asyncio.Queue[raft_pb2.RaftMessage]) -> None:
+    while not queue.empty():
+        queue.get_nowait()
+
+
 class GrpcTransport(raft_pb2_grpc.RaftServiceServicer):
     def __init__(
         self, node_id: int, peers: Mapping[int, str], deliver: Callable[[Message], None]
@@ -94,6 +99,9 @@ class GrpcTransport(raft_pb2_grpc.RaftServiceServicer):
                     await self._pump(call, route, call.read, call.write)
             except (grpc.aio.AioRpcError, grpc.aio.UsageError, ConnectionError):
                 pass
+            # What queued for a peer while it was unreachable is stale by the time it is back
+            # (old votes, old fetches); Raft resends what still matters.
+            _drain(route.queue)
             delay = _BACKOFF_MS[min(attempt, len(_BACKOFF_MS) - 1)]
             attempt += 1
             await asyncio.sleep(delay / 1000)

@@ -327,9 +327,10 @@ class Log:
         recovery point to `offset` (default: the log end)."""
         offset = self.log_end_offset if offset is None else min(offset, self.log_end_offset)
         if offset > self.recovery_point or self._dir_dirty:
+            active = self.active_segment
             for segment in self._segments:
                 if segment.next_offset > self.recovery_point and segment.base_offset < offset:
-                    segment.flush()
+                    segment.flush(indexes=segment is not active)
             if self._dir_dirty:
                 fsync_dir(self.directory)
                 self._dir_dirty = False

@@ -204,15 +204,19 @@ class LogSegment:
             position += size
 
     def on_roll(self) -> None:
-        """The segment becomes read-only: record its final max timestamp, write indexes out."""
+        """The segment becomes read-only: record its final max timestamp and make both
+        indexes durable (small files; the log itself is fsynced by the next flush)."""
         self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
-        self.index.write()
-        self.time_index.write()
-
-    def flush(self) -> None:
-        os.fsync(self.fd)
         self.index.flush()
         self.time_index.flush()
+
+    def flush(self, indexes: bool = True) -> None:
+        """fsyncs the log file and, unless told not to, both indexes. The active segment's
+        indexes need no fsync: recovery rebuilds them (it scans from the recovery point)."""
+        os.fsync(self.fd)
+        if indexes:
+            self.index.flush()
+            self.time_index.flush()
 
     def truncate_to(self, offset: int) -> int:
         """Removes every batch whose last offset is at or above `offset`; returns bytes cut."""
