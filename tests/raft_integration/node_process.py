@@ -23,6 +23,8 @@ import asyncio
 import hashlib
 import json
 import signal
+import sys
+import threading
 from collections.abc import Sequence
 
 import grpc
@@ -110,7 +112,17 @@ async def serve(args: argparse.Namespace) -> None:
     control.add_insecure_port(f"127.0.0.1:{args.control_port}")
     await control.start()
     stop = asyncio.Event()
-    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+
+    # The parent holds our stdin: when it goes away (even by kill -9), stdin ends and so do
+    # we, so a crashed test or benchmark never leaves nodes running. A daemon thread, not the
+    # loop's executor: asyncio.run would wait for that blocked read at exit.
+    def watch_stdin() -> None:
+        sys.stdin.buffer.read()
+        loop.call_soon_threadsafe(stop.set)
+
+    threading.Thread(target=watch_stdin, daemon=True).start()
     print("ready", flush=True)
     await stop.wait()
     await driver.stop(graceful=True)

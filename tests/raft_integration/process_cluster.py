@@ -49,8 +49,8 @@ class ProcessCluster:
         self, base_dir: str, voters: int = 3, observers: int = 0, config: Sequence[str] = ()
     ) -> None:
         ids = list(range(1, voters + observers + 1))
-        raft_ports = free_ports(len(ids))
-        control_ports = free_ports(len(ids))
+        ports = free_ports(2 * len(ids))  # one call: the two halves cannot collide
+        raft_ports, control_ports = ports[: len(ids)], ports[len(ids) :]
         self.voter_ids = ids[:voters]
         self.observer_ids = ids[voters:]
         self.raft_address = {i: f"127.0.0.1:{p}" for i, p in zip(ids, raft_ports, strict=True)}
@@ -81,13 +81,22 @@ class ProcessCluster:
         if self.config:
             args += ["--config", *self.config]
         env = dict(os.environ, PYTHONPATH=ROOT)
-        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        # stdin=PIPE: the node exits when its stdin ends, i.e. when this process goes away.
+        # stderr goes to a file beside its data (a pipe nobody reads could fill and block it).
+        os.makedirs(self.base_dir, exist_ok=True)
+        log_path = os.path.join(self.base_dir, f"node{node}.stderr")
+        with open(log_path, "ab") as stderr:
+            proc = subprocess.Popen(
+                args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=env
+            )
         self.procs[node] = proc
         line = proc.stdout.readline() if proc.stdout else b""
         if line.strip() != b"ready":
             proc.kill()
-            _, err = proc.communicate(timeout=5)
-            raise RuntimeError(f"node {node} did not start: {err.decode(errors='replace')}")
+            proc.wait(timeout=5)
+            with open(log_path, "rb") as f:
+                tail = f.read()[-2000:].decode(errors="replace")
+            raise RuntimeError(f"node {node} did not start (exit {proc.returncode}): {tail}")
 
     def start_all(self) -> None:
         for node in self.voter_ids + self.observer_ids:
