@@ -8,8 +8,9 @@ own disk and catches up; nothing committed is lost.
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
+
+from process_cluster import free_ports
 
 from raft.config import RaftConfig
 from raft.core import NotLeaderError
@@ -36,16 +37,6 @@ class Recorder:
 
     def handle_leader_change(self, leader: LeaderAndEpoch) -> None:
         self.leaders.append(leader)
-
-
-def free_ports(n: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(n)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
 
 
 async def wait_for(predicate, timeout_s: float, what: str):
