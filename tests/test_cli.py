@@ -64,7 +64,9 @@ def test_commands_not_built_yet_do_not_exist(args: tuple[str, ...]) -> None:
 def test_module_entry_point() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "strom.cli", "storage", "random-uuid"],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert result.returncode == 0, result.stderr
     assert len(result.stdout.strip()) == 22

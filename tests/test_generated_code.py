@@ -22,8 +22,13 @@ def test_generated_code_is_current(tmp_path: Path) -> None:
     # The same command as `make proto`, with the output sent to tmp_path instead of the tree.
     subprocess.run(
         [
-            sys.executable, "-m", "grpc_tools.protoc", "-Iproto",
-            f"--python_out={tmp_path}", f"--pyi_out={tmp_path}", f"--grpc_python_out={tmp_path}",
+            sys.executable,
+            "-m",
+            "grpc_tools.protoc",
+            "-Iproto",
+            f"--python_out={tmp_path}",
+            f"--pyi_out={tmp_path}",
+            f"--grpc_python_out={tmp_path}",
             *protos,
         ],
         cwd=ROOT,

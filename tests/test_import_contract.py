@@ -16,7 +16,10 @@ def lint_imports(cwd: Path) -> subprocess.CompletedProcess[str]:
     # --no-cache: the check must see the tree as it is, and leave no cache behind.
     return subprocess.run(
         [str(LINT_IMPORTS), "--no-cache", "--no-logo"],
-        cwd=cwd, capture_output=True, text=True, timeout=120,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
@@ -30,8 +33,9 @@ def test_contracts_can_break(tmp_path: Path) -> None:
     # storage core importing asyncio (a standard-library module, so an "external" one).
     shutil.copy(ROOT / "pyproject.toml", tmp_path)
     for package in PACKAGES:
-        shutil.copytree(ROOT / package, tmp_path / package,
-                        ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(
+            ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__")
+        )
     (tmp_path / "storage" / "_bad.py").write_text("import broker\n")
     (tmp_path / "storage" / "_bad_async.py").write_text("import asyncio\n")
 

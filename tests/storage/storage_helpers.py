@@ -76,8 +76,9 @@ def append(log: Log, batch: bytes, epoch: int = 0) -> Stored:
     return Stored(info.first_offset, info.last_offset, raw, tuple(records))
 
 
-def random_batch(rng: random.Random, *, ts_spread: int = 0, max_records: int = 4,
-                 max_value: int = 200) -> bytes:
+def random_batch(
+    rng: random.Random, *, ts_spread: int = 0, max_records: int = 4, max_value: int = 200
+) -> bytes:
     """Random record count, value sizes and (when ts_spread > 0) non-monotonic timestamps."""
     n = rng.randint(1, max_records)
     values = [rng.randbytes(rng.randint(0, max_value)) for _ in range(n)]
@@ -85,8 +86,9 @@ def random_batch(rng: random.Random, *, ts_spread: int = 0, max_records: int = 4
     return producer_batch(values, timestamps=timestamps)
 
 
-def fill(log: Log, rng: random.Random, count: int, *, epochs: bool = False,
-         **batch_options: int) -> list[Stored]:
+def fill(
+    log: Log, rng: random.Random, count: int, *, epochs: bool = False, **batch_options: int
+) -> list[Stored]:
     """Appends `count` random batches; with `epochs`, the leader epoch rises now and then."""
     out = []
     epoch = 0
@@ -186,7 +188,12 @@ def check_timestamps(log: Log, model: list[Stored], context: str = "") -> None:
         assert log.offset_for_timestamp(t) == want, f"{context} offset_for_timestamp({t})"
 
 
-def open_log(path: str | os.PathLike[str], config: LogConfig | None = None,
-             clock: ManualClock | None = None, **kwargs: object) -> Log:
-    return Log.open(str(path), config or log_config(), clock=clock or ManualClock(BASE_TS),
-                    **kwargs)  # type: ignore[arg-type]
+def open_log(
+    path: str | os.PathLike[str],
+    config: LogConfig | None = None,
+    clock: ManualClock | None = None,
+    **kwargs: object,
+) -> Log:
+    return Log.open(
+        str(path), config or log_config(), clock=clock or ManualClock(BASE_TS), **kwargs
+    )  # type: ignore[arg-type]

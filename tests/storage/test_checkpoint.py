@@ -27,8 +27,11 @@ def test_offsets_round_trip_in_kafka_format(tmp_path):
     path = str(tmp_path / "recovery-point-offset-checkpoint")
     checkpoint.write_offsets(path, {("topic-b", 0): 7, ("topic-a", 1): 42, ("topic-a", 0): 0})
     assert read_bytes(path) == b"0\n3\ntopic-a 0 0\ntopic-a 1 42\ntopic-b 0 7\n"
-    assert checkpoint.read_offsets(path) == {("topic-a", 0): 0, ("topic-a", 1): 42,
-                                             ("topic-b", 0): 7}
+    assert checkpoint.read_offsets(path) == {
+        ("topic-a", 0): 0,
+        ("topic-a", 1): 42,
+        ("topic-b", 0): 7,
+    }
 
 
 def test_empty_and_missing(tmp_path):

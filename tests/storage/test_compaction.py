@@ -69,8 +69,9 @@ def build(path, rng, clock, **config):
             epoch = segment // 2
             info = log.append(batch, epoch)
             raw = stamped(batch, info.first_offset, epoch)
-            model.append(Stored(info.first_offset, info.last_offset, raw,
-                                tuple(decode_batch(raw)[1])))
+            model.append(
+                Stored(info.first_offset, info.last_offset, raw, tuple(decode_batch(raw)[1]))
+            )
     return log, model
 
 
@@ -102,9 +103,13 @@ def expected_after_clean(log, model, now, *, lag_ms, delete_retention_ms):
             kept = list(stored.records)
         else:
             expired = largest[i] < now - delete_retention_ms
-            kept = [r for r in stored.records
-                    if r.key is not None and latest[r.key] == r.offset
-                    and not (r.value is None and expired)]
+            kept = [
+                r
+                for r in stored.records
+                if r.key is not None
+                and latest[r.key] == r.offset
+                and not (r.value is None and expired)
+            ]
         kept_records += kept
         if kept:
             kept_batches.append((stored, len(kept) == len(stored.records)))
@@ -128,14 +133,31 @@ def check_cleaned(log, model, kept_records, kept_batches, rng, context):
         if whole:
             assert raw == stored.raw, f"{context}: a batch keeping every record was rewritten"
         header, original = parse_header(raw), parse_header(stored.raw)
-        assert (header.base_offset, header.last_offset) == (original.base_offset,
-                                                           original.last_offset), context
+        assert (header.base_offset, header.last_offset) == (
+            original.base_offset,
+            original.last_offset,
+        ), context
         assert header.partition_leader_epoch == original.partition_leader_epoch, context
-        assert (header.producer_id, header.producer_epoch, header.base_sequence,
-                header.compression) == (original.producer_id, original.producer_epoch,
-                                        original.base_sequence, original.compression), context
-    remaining = [Stored(parse_header(raw).base_offset, parse_header(raw).last_offset, raw,
-                        tuple(decode_batch(raw)[1])) for raw in everything]
+        assert (
+            header.producer_id,
+            header.producer_epoch,
+            header.base_sequence,
+            header.compression,
+        ) == (
+            original.producer_id,
+            original.producer_epoch,
+            original.base_sequence,
+            original.compression,
+        ), context
+    remaining = [
+        Stored(
+            parse_header(raw).base_offset,
+            parse_header(raw).last_offset,
+            raw,
+            tuple(decode_batch(raw)[1]),
+        )
+        for raw in everything
+    ]
     check_reads(log, remaining, rng, context)
     if kept_records:
         check_timestamps(log, remaining, context)
@@ -146,8 +168,9 @@ def test_compaction_keeps_what_kafka_keeps(tmp_path, clock, seed):
     rng = random.Random(seed)
     lag_ms = rng.choice([0, 0, 200, 100_000])
     delete_retention_ms = rng.choice([0, 300, 10_000])
-    log, model = build(tmp_path, rng, clock, min_compaction_lag_ms=lag_ms,
-                       delete_retention_ms=delete_retention_ms)
+    log, model = build(
+        tmp_path, rng, clock, min_compaction_lag_ms=lag_ms, delete_retention_ms=delete_retention_ms
+    )
     leo = log.log_end_offset
     bases = [s.base_offset for s in log.segments]
     log.update_high_watermark(rng.choice([leo, rng.choice(bases), rng.randrange(leo + 1)]))
@@ -156,7 +179,8 @@ def test_compaction_keeps_what_kafka_keeps(tmp_path, clock, seed):
     active_path = tmp_path / f"{log.active_segment.base_offset:020d}.log"
     active_before = active_path.read_bytes()
     kept_records, kept_batches, cleanable = expected_after_clean(
-        log, model, now, lag_ms=lag_ms, delete_retention_ms=delete_retention_ms)
+        log, model, now, lag_ms=lag_ms, delete_retention_ms=delete_retention_ms
+    )
     context = f"seed={seed} lag={lag_ms} dr={delete_retention_ms} cleanable={sorted(cleanable)}"
 
     result = clean(log)
@@ -183,8 +207,11 @@ def test_compaction_keeps_what_kafka_keeps(tmp_path, clock, seed):
 
 
 def tombstone_log(tmp_path, clock, delete_retention_ms):
-    log = open_log(tmp_path, log_config(cleanup_policy="compact",
-                                        delete_retention_ms=delete_retention_ms), clock=clock)
+    log = open_log(
+        tmp_path,
+        log_config(cleanup_policy="compact", delete_retention_ms=delete_retention_ms),
+        clock=clock,
+    )
     log.append(encode_batch([Record(0, BASE_TS, b"a", b"1"), Record(1, BASE_TS, b"b", b"2")]), 0)
     log.append(encode_batch([Record(0, BASE_TS + 10, b"a", None)]), 0)  # tombstone for a
     log.roll()
@@ -198,11 +225,16 @@ def test_tombstone_kept_within_delete_retention_then_removed(tmp_path, clock):
     clock.now_ms = BASE_TS + 10 + 1000  # newest record of the segment is exactly 1000 ms old
     clean(log)
     assert [(r.offset, r.key, r.value) for r in records_of(read_all(log))] == [
-        (1, b"b", b"2"), (2, b"a", None), (3, b"c", b"3")]
+        (1, b"b", b"2"),
+        (2, b"a", None),
+        (3, b"c", b"3"),
+    ]
     clock.advance(1)
     clean(log)
     assert [(r.offset, r.key, r.value) for r in records_of(read_all(log))] == [
-        (1, b"b", b"2"), (3, b"c", b"3")]
+        (1, b"b", b"2"),
+        (3, b"c", b"3"),
+    ]
     assert log.read(0, 1) == log.read(1, 1)  # offset 0 is gone: a read lands on the next
 
 
@@ -239,8 +271,10 @@ def prepared(tmp_path, clock, keyless_tail=False):
     log, _ = build(before_dir, rng, clock, segment_bytes=1 << 20)
     if keyless_tail:
         log.roll()
-        log.append(encode_batch([Record(0, BASE_TS, None, b"no key"),
-                                 Record(1, BASE_TS, None, b"none")]), 0)
+        log.append(
+            encode_batch([Record(0, BASE_TS, None, b"no key"), Record(1, BASE_TS, None, b"none")]),
+            0,
+        )
         log.roll()
         log.append(encode_batch([Record(0, BASE_TS, b"k0", b"active")]), 0)
     log.update_high_watermark(log.log_end_offset)
@@ -248,8 +282,9 @@ def prepared(tmp_path, clock, keyless_tail=False):
     shutil.copytree(before_dir, after_dir)
     config = log.config
     leo = log.log_end_offset
-    log = open_log(after_dir, config, clock=clock, clean_shutdown=True, recovery_point=leo,
-                   high_watermark=leo)
+    log = open_log(
+        after_dir, config, clock=clock, clean_shutdown=True, recovery_point=leo, high_watermark=leo
+    )
     old_bases = [s.base_offset for s in log.segments[:-1]]
     result = clean(log)
     assert result.segments_before == len(old_bases) and result.segments_after == 1
@@ -310,9 +345,7 @@ def test_crash_during_the_swap_is_finished_or_undone(tmp_path, clock, step, keyl
     assert contents(crashed, config, clock) == got  # a second open is stable
 
 
-def test_compacted_segments_survive_a_crash_reopen_after_the_policy_becomes_delete(
-    tmp_path, clock
-):
+def test_compacted_segments_survive_a_crash_reopen_after_the_policy_becomes_delete(tmp_path, clock):
     """When a cleaned group's last records all go (here: keyless), the cleaner keeps their
     batch empty so the segment still ends at the next segment's base. If the topic later
     switches cleanup.policy to delete, a crash reopen that scans those segments (recovery

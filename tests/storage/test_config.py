@@ -41,7 +41,10 @@ def test_values_parse_from_strings_and_round_trip():
         {"segment.bytes": "2048", "retention.ms": "-1", "cleanup.policy": "compact"}
     )
     assert (config.segment_bytes, config.retention_ms, config.cleanup_policy) == (
-        2048, -1, "compact")
+        2048,
+        -1,
+        "compact",
+    )
     assert LogConfig.from_properties(config.to_properties()) == config
 
 
@@ -104,8 +107,13 @@ def test_bad_values_name_the_key(key, value):
 
 def test_accepted_edges():
     config = LogConfig.from_properties(
-        {"segment.bytes": 14, "index.interval.bytes": 0, "retention.ms": -1,
-         "flush.messages": 1, "max.message.bytes": 0}
+        {
+            "segment.bytes": 14,
+            "index.interval.bytes": 0,
+            "retention.ms": -1,
+            "flush.messages": 1,
+            "max.message.bytes": 0,
+        }
     )
     assert (config.segment_bytes, config.index_interval_bytes) == (14, 0)
 

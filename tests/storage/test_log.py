@@ -334,8 +334,14 @@ def test_log_start_survives_reopen_through_the_caller(tmp_path):
     log.update_high_watermark(20)
     log.delete_records_before(13)
     log.close()
-    log = open_log(tmp_path, log.config, log_start_offset=13, clean_shutdown=True,
-                   recovery_point=36, high_watermark=20)
+    log = open_log(
+        tmp_path,
+        log.config,
+        log_start_offset=13,
+        clean_shutdown=True,
+        recovery_point=36,
+        high_watermark=20,
+    )
     assert (log.log_start_offset, log.high_watermark, log.log_end_offset) == (13, 20, 36)
     assert read_all(log) == [s.raw for s in model[6:]]
 

@@ -59,8 +59,7 @@ def test_partitions_live_in_topic_partition_dirs_spread_over_log_dirs(tmp_path):
 
 @pytest.mark.parametrize(
     "topic, partition",
-    [("", 0), (".", 0), ("..", 0), ("a/b", 0), ("a b", 0), ("x" * 250, 0), ("ok", -1),
-     ("ünï", 0)],
+    [("", 0), (".", 0), ("..", 0), ("a/b", 0), ("a b", 0), ("x" * 250, 0), ("ok", -1), ("ünï", 0)],
 )
 def test_illegal_topic_names(tmp_path, topic, partition):
     lm, dirs = manager(tmp_path)
@@ -123,8 +122,7 @@ def test_start_after_a_crash_scans_from_the_checkpointed_recovery_point(tmp_path
     for tp, point in points.items():
         log = lm2.get_log(*tp)
         bases = [s.base_offset for s in log.segments]
-        scanned = sum(1 for i in range(len(bases))
-                      if i + 1 == len(bases) or bases[i + 1] > point)
+        scanned = sum(1 for i in range(len(bases)) if i + 1 == len(bases) or bases[i + 1] > point)
         assert log.load_info.recovered_segments == scanned, tp
         assert read_all(log)[: len(contents[tp])] == [s.raw for s in contents[tp]]
 
@@ -196,8 +194,9 @@ def test_cleanup_applies_retention_and_compaction(tmp_path):
     deleted, removed = lm.cleanup()
     assert (deleted, removed) == (2, 1)
     assert deleting.log_start_offset == 2
-    values = [r.value for _, records in decode_batches(b"".join(read_all(compacted)))
-              for r in records]
+    values = [
+        r.value for _, records in decode_batches(b"".join(read_all(compacted))) for r in records
+    ]
     assert values == [b"2", b"x"]
 
 
@@ -212,4 +211,3 @@ def test_flush_dirty_logs_flushes_only_logs_past_their_flush_ms(tmp_path):
     clock.advance(100)
     assert lm.flush_dirty_logs() == 1
     assert fast.recovery_point == 1 and slow.recovery_point == 0
-

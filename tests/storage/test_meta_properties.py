@@ -39,8 +39,16 @@ def test_random_uuid_is_kafka_style():
 
 @pytest.mark.parametrize(
     "text",
-    ["", "short", "A" * 21, "A" * 23, "A" * 20 + "!!", "A" * 21 + "+", "A" * 21 + "/",
-     "A" * 21 + "="],
+    [
+        "",
+        "short",
+        "A" * 21,
+        "A" * 23,
+        "A" * 20 + "!!",
+        "A" * 21 + "+",
+        "A" * 21 + "/",
+        "A" * 21 + "=",
+    ],
 )
 def test_check_uuid_rejects(text):
     with pytest.raises(LogDirError, match="cluster id"):
@@ -59,8 +67,8 @@ def test_format_and_check(tmp_path):
     assert check_dirs(dirs, node_id=3) == cluster
     text = (tmp_path / "a" / FILE_NAME).read_text()
     assert sorted(text.splitlines()) == sorted(
-        ["version=1", f"cluster.id={cluster}", "node.id=3",
-         f"directory.id={metas[0].directory_id}"])
+        ["version=1", f"cluster.id={cluster}", "node.id=3", f"directory.id={metas[0].directory_id}"]
+    )
 
 
 def test_format_refuses_formatted_unless_ignored(tmp_path):

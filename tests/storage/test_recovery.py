@@ -49,8 +49,7 @@ class Built:
             segment_bytes=rng.choice([1024, 2048]), index_interval_bytes=rng.choice([0, 300])
         )
         log = open_log(path, self.config)
-        self.model: list[Stored] = fill(log, rng, rng.randint(25, 45), epochs=True,
-                                        ts_spread=1000)
+        self.model: list[Stored] = fill(log, rng, rng.randint(25, 45), epochs=True, ts_spread=1000)
         log.update_high_watermark(log.log_end_offset)
         assert len(log.segments) >= 4
         self.bases = [s.base_offset for s in log.segments]
@@ -75,8 +74,12 @@ class Built:
     def reopen(self, rng: random.Random):
         # Low enough that the last two segments are scanned; sometimes all of them.
         recovery_point = rng.choice([0, rng.randrange(0, self.bases[-1])])
-        return open_log(self.path, self.config, recovery_point=recovery_point,
-                        high_watermark=self.model[-1].next)
+        return open_log(
+            self.path,
+            self.config,
+            recovery_point=recovery_point,
+            high_watermark=self.model[-1].next,
+        )
 
 
 def epoch_of(raw: bytes) -> int:
@@ -122,7 +125,8 @@ def test_cut_at_a_random_byte(tmp_path, case):
     cut = rng.choice(choices)
     os.truncate(built.files[seg], cut)
     survivors = sum(
-        1 for i, (s, pos) in enumerate(built.where)
+        1
+        for i, (s, pos) in enumerate(built.where)
         if s < seg or (s == seg and pos + len(built.model[i].raw) <= cut)
     )
     context = f"case={case} segment={seg} cut={cut}"
@@ -157,7 +161,8 @@ def test_single_bit_flip(tmp_path, case):
 
     rewrite(built.files[seg], flip)
     damaged = next(
-        i for i in built.batches_in(seg)
+        i
+        for i in built.batches_in(seg)
         if built.where[i][1] <= byte < built.where[i][1] + len(built.model[i].raw)
     )
     context = f"case={case} segment={seg} byte={byte} bit={bit} batch={damaged}"

@@ -80,13 +80,13 @@ def logs(draw):
     now=st.integers(0, 200),
     log_start_delta=st.integers(0, 60),
 )
-def test_segments_to_delete_matches_kafka(log, policy, retention_ms, retention_bytes, now,
-                                         log_start_delta):
+def test_segments_to_delete_matches_kafka(
+    log, policy, retention_ms, retention_bytes, now, log_start_delta
+):
     segments, high_watermark = log
     log_start = segments[0].base_offset + log_start_delta
     config = LogConfig.from_properties(
-        {"cleanup.policy": policy, "retention.ms": retention_ms,
-         "retention.bytes": retention_bytes}
+        {"cleanup.policy": policy, "retention.ms": retention_ms, "retention.bytes": retention_bytes}
     )
     got = segments_to_delete(segments, config, now, high_watermark, log_start)
     assert got == kafka_deletable(segments, config, now, high_watermark, log_start)
@@ -152,10 +152,12 @@ def test_delete_old_segments_keeps_what_kafka_keeps(tmp_path, clock, seed):
     log.delete_records_before(start) if start > log.log_start_offset else None
     clock.advance(case.advance_ms)
 
-    infos = [SegmentInfo(s.base_offset, s.next_offset, s.size, s.largest_timestamp)
-             for s in log.segments]
-    want = kafka_deletable(infos, log.config, clock.time_ms(), log.high_watermark,
-                           log.log_start_offset)
+    infos = [
+        SegmentInfo(s.base_offset, s.next_offset, s.size, s.largest_timestamp) for s in log.segments
+    ]
+    want = kafka_deletable(
+        infos, log.config, clock.time_ms(), log.high_watermark, log.log_start_offset
+    )
     expected_bases = [s.base_offset for s in log.segments][want:]
     old_start = log.log_start_offset
     context = f"seed={seed} {case}"

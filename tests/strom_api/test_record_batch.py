@@ -43,9 +43,7 @@ from strom_api.record_batch import (
 )
 from strom_api.records import Record, decode_batch, decode_batches, encode_batch
 
-SETTINGS = settings(
-    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 CODECS = [compression.NONE, compression.GZIP, compression.SNAPPY, compression.LZ4, compression.ZSTD]
 # What kafka-python can (de)compress here depends on optional packages (lz4, python-snappy,
 # zstandard); codecs it cannot handle are skipped in the oracle tests, never faked.
@@ -200,12 +198,17 @@ def test_kafka_python_reads_our_bytes(codec, records, fields):
 def test_we_read_kafka_python_bytes(codec, records, transactional):
     _oracle_codec(codec)
     # kafka-python's producer numbers records 0..n-1 and leaves baseOffset to the broker.
-    records = [Record(i, max(r.timestamp, 0), r.key, r.value, r.headers) for i, r in
-               enumerate(records)]
+    records = [
+        Record(i, max(r.timestamp, 0), r.key, r.value, r.headers) for i, r in enumerate(records)
+    ]
     producer_id, epoch, seq = (7, 3, 11) if transactional else (-1, -1, -1)
     builder = DefaultRecordBatchBuilder(
-        magic=2, compression_type=codec, is_transactional=transactional,
-        producer_id=producer_id, producer_epoch=epoch, base_sequence=seq,
+        magic=2,
+        compression_type=codec,
+        is_transactional=transactional,
+        producer_id=producer_id,
+        producer_epoch=epoch,
+        base_sequence=seq,
         batch_size=1 << 30,
     )
     for r in records:
@@ -215,7 +218,10 @@ def test_we_read_kafka_python_bytes(codec, records, transactional):
     assert decoded == records
     assert header.is_transactional == transactional
     assert (header.producer_id, header.producer_epoch, header.base_sequence) == (
-        producer_id, epoch, seq)
+        producer_id,
+        epoch,
+        seq,
+    )
     # kafka-python falls back to no compression when compressing would not shrink the batch.
     assert header.compression == DefaultRecordBatch(raw).compression_type
     assert header.compression in (codec, compression.NONE)
@@ -278,9 +284,9 @@ def test_hand_built_batch_decodes():
     ]
     payload = b"".join(hand_record(*r) for r in recs)
     attributes = 0  # no compression, CreateTime, not transactional, not control
-    after_crc = struct.pack(
-        ">hiqqqhii", attributes, 2, base_ts, base_ts + 5, 42, 1, 9, len(recs)
-    ) + payload
+    after_crc = (
+        struct.pack(">hiqqqhii", attributes, 2, base_ts, base_ts + 5, 42, 1, 9, len(recs)) + payload
+    )
     crc = crc32c(after_crc)
     batch_length = 4 + 1 + 4 + len(after_crc)  # leader epoch, magic, crc, rest
     raw = struct.pack(">qiibI", base_offset, batch_length, 17, 2, crc) + after_crc
@@ -398,7 +404,7 @@ def mutate(raw: bytes, ops) -> bytearray:
         elif op == "set":
             bad[where % len(bad)] = arg
         else:
-            del bad[where % len(bad):]
+            del bad[where % len(bad) :]
     return bad
 
 
