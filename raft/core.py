@@ -42,6 +42,7 @@ from raft.messages import (
     FetchResponse,
     LeaderAndEpoch,
     Message,
+    RaftStats,
     Ready,
     VoteRequest,
     VoteResponse,
@@ -116,6 +117,11 @@ class RaftCore:
         # followers circling a dead leader instead of electing a new one.
         self.abandoned_leader = NO_LEADER
         self.leader: LeaderState | None = None
+        # Counters for stats(); the election clock starts when a pre-vote round begins.
+        self.elections_started = self.elections_won = 0
+        self.election_started_ms = -1
+        self.last_election_ms = -1
+        self.fetches_served = self.entries_proposed = self.entries_replicated = 0
         self.parked: dict[int, tuple[FetchRequest, int]] = {}  # leader: long-polled fetches
         if self.leader_id != NO_LEADER and self.leader_id != node_id:
             self._become(
@@ -176,6 +182,7 @@ class RaftCore:
             raise NotLeaderError(LeaderAndEpoch(self.leader_id, self.epoch))
         start = self.log.end_offset()
         self._append([Entry(start + i, self.epoch, r) for i, r in enumerate(records)])
+        self.entries_proposed += len(records)
         self._answer_parked_fetches()
         return self.log.end_offset() - 1
 
@@ -295,15 +302,23 @@ class RaftCore:
             if not self.is_voter:
                 self._find_leader_as_observer()
         elif role is Role.PROSPECTIVE:
+            if self.election_started_ms < 0:
+                self.election_started_ms = self.now_ms
             self._reset_election_timer()
             self._request_votes(pre_vote=True)
         elif role is Role.CANDIDATE:
+            self.elections_started += 1
             self.voted_for = self.node_id
             self._reset_election_timer()
             self._request_votes(pre_vote=False)
         elif role is Role.LEADER:
+            self.elections_won += 1
+            if self.election_started_ms >= 0:
+                self.last_election_ms = self.now_ms - self.election_started_ms
+            self.election_started_ms = -1  # a leader is known: the next election starts afresh
             self._start_leading()
         elif role is Role.FOLLOWER:
+            self.election_started_ms = -1
             self.last_fetch_success_ms = -1  # not yet: see the pre-vote rule
             self.fetch_deadline = self._fetch_deadline()
             self._send_fetch()
@@ -561,7 +576,25 @@ class RaftCore:
             return DivergingEpoch(epoch, end)
         return None
 
+    def stats(self) -> RaftStats:
+        return RaftStats(
+            self.node_id,
+            self.role.value,
+            self.leader_id,
+            self.epoch,
+            self.voted_for,
+            self.high_watermark,
+            self.log.end_offset(),
+            self.elections_started,
+            self.elections_won,
+            self.last_election_ms,
+            self.fetches_served,
+            self.entries_proposed,
+            self.entries_replicated,
+        )
+
     def _answer_fetch(self, request: FetchRequest) -> None:
+        self.fetches_served += 1
         count = min(request.max_entries, self.config.fetch_max_entries)
         self._send(self._fetch_response(request, tuple(self.log.read(request.fetch_offset, count))))
 
@@ -679,6 +712,7 @@ class RaftCore:
             fresh = [e for e in response.entries if e.offset >= self.log.end_offset()]
             if fresh and fresh[0].offset == self.log.end_offset():
                 self._append(fresh)
+                self.entries_replicated += len(fresh)
             hw = min(response.high_watermark, self.log.end_offset())
             if hw > self.high_watermark:
                 self.high_watermark = hw

@@ -15,17 +15,32 @@ import random
 import time
 from collections import deque
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from raft.config import RaftConfig
 from raft.core import NotLeaderError, RaftCore
-from raft.messages import Entry, FetchResponse, LeaderAndEpoch, Message, Ready
+from raft.messages import Entry, FetchResponse, LeaderAndEpoch, Message, RaftStats, Ready
 from raft.quorum_state import QuorumStateStore
 from raft.roles import Role
 from raft.storage_log import METADATA_PARTITION, StorageRaftLog
 from raft.transport import GrpcTransport, RaftServer
 from storage.config import LogConfig
 from storage.log import Log
+
+
+@dataclass(frozen=True, slots=True)
+class DriverStats:
+    """The core's numbers plus what only the driver sees: commit latency of appends (from
+    append() to commit) and the transport's message counts."""
+
+    core: RaftStats
+    appends_committed: int
+    commit_latency_avg_ms: float
+    commit_latency_max_ms: int
+    messages_sent: int
+    messages_received: int
+    messages_dropped: int
 
 
 class RaftListener(Protocol):
@@ -63,7 +78,10 @@ class RaftDriver:
         self._wake = asyncio.Event()
         self._pending: list[tuple[bytes, asyncio.Future[int]]] = []  # lingering appends
         self._linger_deadline: int | None = None
-        self._awaiting: list[tuple[int, asyncio.Future[int]]] = []  # (offset, commit future)
+        # (offset, commit future, when append() was called) of proposed, uncommitted records
+        self._awaiting: list[tuple[int, asyncio.Future[int], int]] = []
+        self._appended_ms: dict[asyncio.Future[int], int] = {}
+        self.appends_committed = self._latency_total_ms = self._latency_max_ms = 0
         self._task: asyncio.Task[None] | None = None
         self._server: RaftServer | None = None
         self._stopping = False
@@ -122,6 +140,9 @@ class RaftDriver:
             raise NotLeaderError(LeaderAndEpoch(core.leader_id, core.epoch))
         loop = asyncio.get_running_loop()
         futures = [loop.create_future() for _ in records]
+        now = _now_ms()
+        for future in futures:
+            self._appended_ms[future] = now
         self._pending.extend(zip(records, futures, strict=True))
         if self._linger_deadline is None:
             self._linger_deadline = _now_ms() + self.config.append_linger_ms
@@ -188,7 +209,9 @@ class RaftDriver:
                     future.set_exception(exc)
             return
         first = last - len(pending) + 1
-        self._awaiting.extend((first + i, f) for i, (_, f) in enumerate(pending))
+        self._awaiting.extend(
+            (first + i, f, self._appended_ms.pop(f, _now_ms())) for i, (_, f) in enumerate(pending)
+        )
 
     async def _process_ready(self) -> None:
         core = self._require_core()
@@ -224,16 +247,35 @@ class RaftDriver:
 
     def _complete_committed(self, high_watermark: int) -> None:
         still = []
-        for offset, future in self._awaiting:
+        now = _now_ms()
+        for offset, future, appended_ms in self._awaiting:
             if offset < high_watermark:
                 if not future.done():
                     future.set_result(offset)
+                    latency = now - appended_ms
+                    self.appends_committed += 1
+                    self._latency_total_ms += latency
+                    self._latency_max_ms = max(self._latency_max_ms, latency)
             else:
-                still.append((offset, future))
+                still.append((offset, future, appended_ms))
         self._awaiting = still
 
     def _fail_all(self, error: Exception) -> None:
-        for _, future in self._awaiting + [(0, f) for _, f in self._pending]:
+        futures = [f for _, f, _ in self._awaiting] + [f for _, f in self._pending]
+        for future in futures:
             if not future.done():
                 future.set_exception(error)
         self._awaiting, self._pending, self._linger_deadline = [], [], None
+        self._appended_ms.clear()
+
+    def stats(self) -> DriverStats:
+        committed = self.appends_committed
+        return DriverStats(
+            core=self._require_core().stats(),
+            appends_committed=committed,
+            commit_latency_avg_ms=self._latency_total_ms / committed if committed else 0.0,
+            commit_latency_max_ms=self._latency_max_ms,
+            messages_sent=self.transport.sent,
+            messages_received=self.transport.received,
+            messages_dropped=self.transport.dropped,
+        )

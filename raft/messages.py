@@ -161,3 +161,23 @@ class Ready:
     committed: tuple[Entry, ...]
     leader_change: LeaderAndEpoch | None
     high_watermark: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class RaftStats:
+    """Plain numbers about one node, for the metrics edge to read when scraped (the core
+    never imports a metrics library). Counters only grow within one process."""
+
+    node_id: int
+    role: str
+    leader_id: int
+    epoch: int
+    voted_for: int
+    high_watermark: int
+    log_end_offset: int
+    elections_started: int  # times this node stood as Candidate
+    elections_won: int
+    last_election_ms: int  # from the start of its pre-vote to leading; -1 if never led
+    fetches_served: int  # fetch requests answered as leader
+    entries_proposed: int  # entries appended as leader
+    entries_replicated: int  # entries appended from a leader's fetch responses

@@ -84,6 +84,9 @@ def test_three_voters_elect_replicate_fail_over_and_recover(tmp_path):
             first = [b"a%d" % i for i in range(50)]
             for i in range(0, 50, 10):
                 await append_via_leader(list(drivers.values()), first[i : i + 10])
+            stats = leader.stats()
+            assert stats.appends_committed == 50 and stats.commit_latency_avg_ms > 0
+            assert stats.core.role == "Leader" and stats.messages_sent > 0
             await wait_for(
                 lambda: all(r.data == first for r in recorders.values()),
                 10,
