@@ -23,10 +23,9 @@ from raft.core import NotLeaderError, RaftCore
 from raft.messages import Entry, FetchResponse, LeaderAndEpoch, Message, RaftStats, Ready
 from raft.quorum_state import QuorumStateStore
 from raft.roles import Role
-from raft.storage_log import METADATA_PARTITION, StorageRaftLog
+from raft.storage_log import METADATA_TOPIC_PARTITION, StorageRaftLog
 from raft.transport import GrpcTransport, RaftServer
-from storage.config import LogConfig
-from storage.log import Log
+from storage.log_manager import LogManager
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,10 +89,12 @@ class RaftDriver:
     # --- lifecycle -----------------------------------------------------------------------
 
     async def start(self) -> None:
-        directory = f"{self.metadata_dir}/{METADATA_PARTITION}"
-        log = await asyncio.to_thread(
-            Log.open, directory, LogConfig(), recovery_point=0, high_watermark=0
-        )
+        # The metadata log lives under a LogManager like any partition, so its recovery point
+        # and clean-shutdown marker are kept: a clean restart scans nothing.
+        self.log_manager = LogManager([self.metadata_dir])
+        await asyncio.to_thread(self.log_manager.startup)
+        log = self.log_manager.get_or_create_log(*METADATA_TOPIC_PARTITION)
+        directory = log.directory
         self.raft_log = StorageRaftLog(log)
         self.store = QuorumStateStore(directory, frozenset(self.voters))
         state = await asyncio.to_thread(self.store.read)
@@ -128,7 +129,7 @@ class RaftDriver:
         if self._server is not None:
             await self._server.stop(0.2)
         self._fail_all(NotLeaderError(LeaderAndEpoch(-1, self.epoch)))
-        await asyncio.to_thread(self.raft_log.log.close)
+        await asyncio.to_thread(self.log_manager.shutdown)  # flush, checkpoint, mark clean
 
     # --- the state machine's API ---------------------------------------------------------
 

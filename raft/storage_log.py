@@ -14,7 +14,7 @@ from raft.messages import Entry
 from storage.log import Log
 from strom_api.records import Record, decode_batches, encode_batch
 
-METADATA_PARTITION = "__cluster_metadata-0"
+METADATA_TOPIC_PARTITION = ("__cluster_metadata", 0)
 _READ_BYTES = 8 * 1024 * 1024
 
 
