@@ -20,6 +20,7 @@ from tests.sim.scenario import (
     try_propose,
     wait_for,
 )
+from tests.sim.world import World
 
 CONFIG = RaftConfig()
 # A leader ticks every request_timeout/4, so it notices a lost quorum up to that much late.
@@ -35,6 +36,20 @@ def _records(prefix: str, count: int) -> list[bytes]:
 
 def _others(world_ids: list[int], node_id: int) -> list[int]:
     return [i for i in world_ids if i != node_id]
+
+
+def _lose_next_fetch_response(world: World, dst: int) -> list[FetchResponse]:
+    """Makes the network drop the next FetchResponse to `dst`; the list holds it once lost."""
+    lost: list[FetchResponse] = []
+
+    def lose_one(m: object) -> bool:
+        if not lost and isinstance(m, FetchResponse) and m.dst == dst:
+            lost.append(m)
+            return True
+        return False
+
+    world.network.drop_rules.append(lose_one)
+    return lost
 
 
 def test_leader_partitioned_away_is_replaced_and_steps_down_by_check_quorum() -> None:
@@ -263,15 +278,7 @@ def test_follower_rejoins_a_live_leader_after_one_lost_fetch_response() -> None:
     leader = stable_leader(world)
     ids = sorted(world.cluster.nodes)
     follower = _others(ids, leader.node_id)[0]
-    lost: list[FetchResponse] = []
-
-    def lose_one(m: object) -> bool:
-        if not lost and isinstance(m, FetchResponse) and m.dst == follower:
-            lost.append(m)
-            return True
-        return False
-
-    world.network.drop_rules.append(lose_one)
+    lost = _lose_next_fetch_response(world, follower)
     records = _records("after-loss", 5)
     propose(world, records)
     wait_for(world, lambda: bool(lost), 1_000, "a fetch response to lose")
@@ -314,15 +321,7 @@ def test_observer_follows_the_redirect_after_one_lost_fetch_response() -> None:
     world = make_world(voters=5, observers=1, seed=OBSERVER_SEED)
     stable_leader(world)
     observer = max(world.cluster.nodes)
-    lost: list[FetchResponse] = []
-
-    def lose_one(m: object) -> bool:
-        if not lost and isinstance(m, FetchResponse) and m.dst == observer:
-            lost.append(m)
-            return True
-        return False
-
-    world.network.drop_rules.append(lose_one)
+    lost = _lose_next_fetch_response(world, observer)
     records = _records("observed", 5)
     propose(world, records)
     wait_for(world, lambda: bool(lost), 1_000, "a fetch response to lose")
