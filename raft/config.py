@@ -21,6 +21,9 @@ class RaftConfig:
     # How long a leader holds a fetch that finds nothing new (long poll).
     fetch_max_wait_ms: int = 500
     fetch_max_entries: int = 1000
+    # The largest FetchSnapshot chunk (Kafka sends up to 8 MiB; gRPC's default message limit
+    # is 4 MiB, so 1 MiB chunks leave room).
+    fetch_snapshot_max_bytes: int = 1 << 20
 
     @property
     def long_poll_ms(self) -> int:

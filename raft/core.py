@@ -36,10 +36,13 @@ from raft.messages import (
     Entry,
     FetchRequest,
     FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
     LeaderAndEpoch,
     Message,
     RaftStats,
     Ready,
+    SnapshotId,
     VoteRequest,
     VoteResponse,
 )
@@ -129,6 +132,10 @@ class RaftCore(ElectionRules, FetchProtocol):
         state = None
         if self._state_dirty:
             state = ElectionState(self.epoch, self.voted_for, self.leader_id)
+        load = self._snapshot_to_load
+        if load is not None:
+            self._snapshot_to_load = None
+            self.applied = load.end_offset
         committed: tuple[Entry, ...] = ()
         if self.high_watermark > self.applied:
             committed = tuple(self.log.read(self.applied, self.high_watermark - self.applied))
@@ -145,6 +152,7 @@ class RaftCore(ElectionRules, FetchProtocol):
             committed=committed,
             leader_change=change,
             high_watermark=self.high_watermark,
+            load_snapshot=load,
         )
         self._outbox.clear()
         self._state_dirty = self._log_dirty = False
@@ -156,6 +164,7 @@ class RaftCore(ElectionRules, FetchProtocol):
             or self._log_dirty
             or self._outbox
             or self.high_watermark > self.applied
+            or self._snapshot_to_load is not None
             or LeaderAndEpoch(self.leader_id, self.epoch) != self._announced
         )
 
@@ -166,6 +175,34 @@ class RaftCore(ElectionRules, FetchProtocol):
         self.flushed_end = min(self.flushed_end, self.log.end_offset())
         if self.role is Role.LEADER:
             self._update_leader_high_watermark()
+
+    # --- snapshots (KIP-630) ----------------------------------------------------------------
+
+    def snapshot_id_for(self, end_offset: int) -> SnapshotId:
+        """The id of a snapshot the state machine takes after applying every entry below
+        `end_offset` (Kafka's createSnapshot checks the same): it must have applied them."""
+        start = self.log.start()
+        if not start.end_offset <= end_offset <= self.applied or end_offset == 0:
+            raise ValueError(
+                f"cannot snapshot at offset {end_offset}: the state machine has applied up to "
+                f"{self.applied} and the log starts at {start.end_offset}"
+            )
+        if end_offset == start.end_offset:
+            return start
+        return SnapshotId(end_offset, self.log.read(end_offset - 1, 1)[0].epoch)
+
+    def compact_log(self, snapshot_id: SnapshotId) -> None:
+        """Log-prefix cleanup: the log starts at `snapshot_id` (a snapshot in the store),
+        its entries below go, and so do older snapshots. Fetchers that need them get the
+        snapshot instead."""
+        if self.snapshots.size(snapshot_id) is None:
+            raise ValueError(f"no snapshot {snapshot_id} to start the log at")
+        if snapshot_id.end_offset > self.applied:
+            raise ValueError(f"snapshot {snapshot_id} is beyond what was applied ({self.applied})")
+        if snapshot_id.end_offset <= self.log.start().end_offset:
+            return
+        self.log.delete_before(snapshot_id)
+        self.snapshots.delete_before(snapshot_id)
 
     def next_wakeup_ms(self) -> int:
         """When tick() next has something to do."""
@@ -192,6 +229,9 @@ class RaftCore(ElectionRules, FetchProtocol):
             self.fetches_served,
             self.entries_proposed,
             self.entries_replicated,
+            self.log.start().end_offset,
+            latest.end_offset if (latest := self.snapshots.latest()) is not None else 0,
+            self.snapshots_fetched,
         )
 
     _handlers: dict[type, Callable[[Any, Any], None]] = {
@@ -203,4 +243,6 @@ class RaftCore(ElectionRules, FetchProtocol):
         EndQuorumEpochResponse: ElectionRules._handle_end_quorum_epoch_response,
         FetchRequest: FetchProtocol._handle_fetch_request,
         FetchResponse: FetchProtocol._handle_fetch_response,
+        FetchSnapshotRequest: FetchProtocol._handle_fetch_snapshot_request,
+        FetchSnapshotResponse: FetchProtocol._handle_fetch_snapshot_response,
     }

@@ -1,20 +1,30 @@
-"""The pull-based fetch protocol of KIP-595, both sides.
+"""The pull-based fetch protocol of KIP-595, both sides, with FetchSnapshot (KIP-630).
 
 Followers and observers send Fetch with their log end offset and the epoch of their last
 entry; the leader answers with entries and its high watermark, or with the point where the
 follower's log diverges from its own (DivergingEpoch: the follower truncates there and
-fetches again), or holds the fetch (long poll) until there is something new.
+fetches again), or holds the fetch (long poll) until there is something new. When the
+entries asked for are gone from the leader's log (they are in a snapshot), it answers with
+the id of its latest snapshot instead: the follower downloads it in chunks (FetchSnapshot),
+makes it durable, restarts its log at the snapshot's end, has its state machine load it,
+and goes on fetching from there.
 """
 
 from __future__ import annotations
 
 from raft.messages import (
     FENCED_LEADER_EPOCH,
+    NONE,
     NOT_LEADER_OR_FOLLOWER,
+    POSITION_OUT_OF_RANGE,
+    SNAPSHOT_NOT_FOUND,
     DivergingEpoch,
     Entry,
     FetchRequest,
     FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
+    SnapshotId,
 )
 from raft.node_state import NodeState
 from raft.roles import Role
@@ -29,6 +39,12 @@ class FetchProtocol(NodeState):
             return
         if self.role is not Role.LEADER or self.leader is None:
             self._reply_fetch_error(request, NOT_LEADER_OR_FOLLOWER)
+            return
+        snapshot = self._snapshot_needed(request.fetch_offset, request.last_fetched_epoch)
+        if snapshot is not None:
+            self.parked.pop(request.src, None)
+            self.leader.record_alive(request.src, self.now_ms)
+            self._send(self._fetch_response(request, (), snapshot_id=snapshot))
             return
         diverging = self._diverging(request)
         if diverging is not None:
@@ -51,6 +67,25 @@ class FetchProtocol(NodeState):
                 del self.parked[replica]
                 self._answer_fetch(request)
 
+    def _snapshot_needed(self, fetch_offset: int, last_fetched_epoch: int) -> SnapshotId | None:
+        """The snapshot a fetcher must download first, if its log cannot continue from ours
+        (Kafka's validateOffsetAndEpoch): it asks for entries below our log start, or its
+        last epoch is older than the snapshot at our log start (its log diverges inside
+        what that snapshot holds)."""
+        start = self.log.start()
+        if start.end_offset == 0:
+            return None
+        if (
+            fetch_offset < start.end_offset
+            or (fetch_offset == start.end_offset and last_fetched_epoch != start.epoch)
+            or last_fetched_epoch < start.epoch
+        ):
+            latest = self.snapshots.latest()
+            if latest is None:
+                raise AssertionError(f"node {self.node_id}: the log starts at {start}, no snapshot")
+            return latest
+        return None
+
     def _diverging(self, request: FetchRequest) -> DivergingEpoch | None:
         if request.fetch_offset == 0 and request.last_fetched_epoch == 0:
             return None
@@ -69,6 +104,7 @@ class FetchProtocol(NodeState):
         request: FetchRequest,
         entries: tuple[Entry, ...],
         diverging: DivergingEpoch | None = None,
+        snapshot_id: SnapshotId | None = None,
     ) -> FetchResponse:
         assert self.leader is not None
         return FetchResponse(
@@ -81,6 +117,52 @@ class FetchProtocol(NodeState):
             diverging,
             fetch_offset=request.fetch_offset,
             last_fetched_epoch=request.last_fetched_epoch,
+            snapshot_id=snapshot_id,
+        )
+
+    def _handle_fetch_snapshot_request(self, request: FetchSnapshotRequest) -> None:
+        if request.epoch < self.epoch:
+            self._reply_fetch_snapshot_error(request, FENCED_LEADER_EPOCH)
+            return
+        if self.role is not Role.LEADER or self.leader is None:
+            self._reply_fetch_snapshot_error(request, NOT_LEADER_OR_FOLLOWER)
+            return
+        self.leader.record_alive(request.src, self.now_ms)
+        size = self.snapshots.size(request.snapshot_id)
+        if size is None:
+            # Deleted since (a newer one took its place): the follower fetches again and
+            # learns the newer one.
+            self._reply_fetch_snapshot_error(request, SNAPSHOT_NOT_FOUND)
+            return
+        if not 0 <= request.position < max(size, 1):
+            self._reply_fetch_snapshot_error(request, POSITION_OUT_OF_RANGE)
+            return
+        max_bytes = max(1, min(request.max_bytes, self.config.fetch_snapshot_max_bytes))
+        data = self.snapshots.read(request.snapshot_id, request.position, max_bytes)
+        self._send(
+            FetchSnapshotResponse(
+                self.node_id,
+                request.src,
+                self.epoch,
+                self.node_id,
+                request.snapshot_id,
+                request.position,
+                size,
+                data,
+            )
+        )
+
+    def _reply_fetch_snapshot_error(self, request: FetchSnapshotRequest, error: str) -> None:
+        self._send(
+            FetchSnapshotResponse(
+                self.node_id,
+                request.src,
+                self.epoch,
+                self.leader_id,
+                request.snapshot_id,
+                request.position,
+                error=error,
+            )
         )
 
     def _update_leader_high_watermark(self) -> bool:
@@ -115,6 +197,19 @@ class FetchProtocol(NodeState):
     def _send_fetch(self) -> None:
         self.fetch_in_flight = True
         self.request_deadline = self.now_ms + self.config.request_timeout_ms
+        if self.snapshot_fetch is not None:
+            snapshot_id, position = self.snapshot_fetch
+            self._send(
+                FetchSnapshotRequest(
+                    self.node_id,
+                    self.leader_id,
+                    self.epoch,
+                    snapshot_id,
+                    position,
+                    self.config.fetch_snapshot_max_bytes,
+                )
+            )
+            return
         self._send(
             FetchRequest(
                 self.node_id,
@@ -171,7 +266,11 @@ class FetchProtocol(NodeState):
         self.fetch_in_flight = False
         self.last_fetch_success_ms = self.now_ms
         self.fetch_deadline = self._fetch_deadline()
-        if response.diverging is not None:
+        if response.snapshot_id is not None:
+            # The leader's log starts after ours ends (or diverges inside its snapshot).
+            self.snapshot_fetch = (response.snapshot_id, 0)
+            self.snapshots.begin(response.snapshot_id)
+        elif response.diverging is not None:
             _, own_end = self.log.end_offset_for_epoch(response.diverging.epoch)
             self._truncate(min(response.diverging.end_offset, own_end))
         else:
@@ -183,3 +282,49 @@ class FetchProtocol(NodeState):
             if hw > self.high_watermark:
                 self.high_watermark = hw
         self._send_fetch()
+
+    def _handle_fetch_snapshot_response(self, response: FetchSnapshotResponse) -> None:
+        if (
+            self.role is not Role.FOLLOWER
+            or response.src != self.leader_id
+            or response.epoch != self.epoch
+            or self.snapshot_fetch is None
+        ):
+            return
+        snapshot_id, position = self.snapshot_fetch
+        if (response.snapshot_id, response.position) != (snapshot_id, position):
+            return  # the answer to an older request (late or duplicated): ignore it
+        if response.error != NONE or (not response.data and position < response.size):
+            if response.error in (SNAPSHOT_NOT_FOUND, POSITION_OUT_OF_RANGE):
+                # The leader has moved on to a newer snapshot: ask again from our log.
+                self.snapshot_fetch = None
+                self._send_fetch()
+            return  # NOT_LEADER_OR_FOLLOWER: the fetch timeout decides, as for Fetch
+        self.fetch_in_flight = False
+        self.last_fetch_success_ms = self.now_ms
+        self.fetch_deadline = self._fetch_deadline()
+        self.snapshots.write(snapshot_id, position, response.data)
+        position += len(response.data)
+        if position < response.size:
+            self.snapshot_fetch = (snapshot_id, position)
+        else:
+            self.snapshot_fetch = None
+            self._install_snapshot(snapshot_id)
+        self._send_fetch()
+
+    def _install_snapshot(self, snapshot_id: SnapshotId) -> None:
+        """A downloaded snapshot replaces the log: durable first, then the log restarts at
+        its end, then the state machine loads it (Ready.load_snapshot)."""
+        if snapshot_id.end_offset < self.high_watermark:
+            raise AssertionError(
+                f"node {self.node_id} got snapshot {snapshot_id}, below its high watermark "
+                f"{self.high_watermark}"
+            )
+        self.snapshots.freeze(snapshot_id)
+        self.log.reset_to_snapshot(snapshot_id)
+        self.snapshots.delete_before(snapshot_id)
+        self.flushed_end = snapshot_id.end_offset
+        self.high_watermark = snapshot_id.end_offset  # a snapshot holds only committed entries
+        self._snapshot_to_load = snapshot_id
+        self._log_dirty = True
+        self.snapshots_fetched += 1

@@ -39,6 +39,12 @@ class LeaderState:
         state.last_fetch_ms = now_ms
         state.acknowledged_epoch = True
 
+    def record_alive(self, replica: int, now_ms: int) -> None:
+        """A replica fetching a snapshot: alive (check-quorum counts it), no log end news."""
+        state = self.replicas.setdefault(replica, ReplicaState())
+        state.last_fetch_ms = now_ms
+        state.acknowledged_epoch = True
+
     def acknowledge(self, replica: int) -> None:
         if replica in self.replicas:
             self.replicas[replica].acknowledged_epoch = True

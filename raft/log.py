@@ -4,6 +4,11 @@ The core reads and writes the log through `RaftLog` and never syncs it: a Ready 
 `sync_log` tells the driver to fsync before sending. Production backs this with a
 `storage.Log` (the `__cluster_metadata-0` partition); tests and the simulator use
 `MemoryRaftLog`, whose `crash()` loses what was not synced, as a power cut would.
+
+Once snapshots exist the log need not start at offset 0: `start()` is the snapshot at the
+log start (KIP-630's "earliest snapshot"), which stands in for the entries before it: an
+empty log's last epoch is that snapshot's epoch, and an epoch that ended inside it ends at
+its end offset.
 """
 
 from __future__ import annotations
@@ -11,16 +16,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from raft.messages import Entry
+from raft.messages import NO_SNAPSHOT, Entry, SnapshotId
 
 
 class RaftLog(Protocol):
+    def start(self) -> SnapshotId:
+        """The snapshot the log starts at (NO_SNAPSHOT: it starts at offset 0)."""
+        ...
+
     def end_offset(self) -> int:
         """The next offset to be written (the log end offset)."""
         ...
 
     def last_epoch(self) -> int:
-        """The epoch of the last entry, 0 for an empty log."""
+        """The epoch of the last entry; for an empty log, the start snapshot's epoch."""
         ...
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
@@ -40,22 +49,43 @@ class RaftLog(Protocol):
         """Removes every entry at `offset` and above."""
         ...
 
+    def delete_before(self, snapshot_id: SnapshotId) -> None:
+        """Log-prefix cleanup: the log now starts at `snapshot_id` (a snapshot holding
+        everything before it exists), and the entries below its end offset go."""
+        ...
+
+    def reset_to_snapshot(self, snapshot_id: SnapshotId) -> None:
+        """Drops every entry; the log starts (and ends) at `snapshot_id`: a follower that
+        installed that snapshot from its leader."""
+        ...
+
 
 class MemoryRaftLog:
-    """A RaftLog in a list. `synced` entries survive crash(); the rest are lost."""
+    """A RaftLog in a list. `synced` entries survive crash(); the rest are lost. Moving the
+    log start (delete_before, reset_to_snapshot) is durable at once."""
 
     def __init__(self) -> None:
-        self.entries: list[Entry] = []
+        self.entries: list[Entry] = []  # entries[i] is at offset start_offset + i
+        self.base = NO_SNAPSHOT
         self.synced = 0  # how many leading entries are durable
 
+    @property
+    def start_offset(self) -> int:
+        return self.base.end_offset
+
+    def start(self) -> SnapshotId:
+        return self.base
+
     def end_offset(self) -> int:
-        return len(self.entries)
+        return self.base.end_offset + len(self.entries)
 
     def last_epoch(self) -> int:
-        return self.entries[-1].epoch if self.entries else 0
+        return self.entries[-1].epoch if self.entries else self.base.epoch
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
-        floor_epoch, end = 0, 0
+        floor_epoch, end = (
+            (self.base.epoch, self.base.end_offset) if epoch >= self.base.epoch else (0, 0)
+        )
         for entry in self.entries:
             if entry.epoch > epoch:
                 break
@@ -63,17 +93,36 @@ class MemoryRaftLog:
         return floor_epoch, end
 
     def read(self, offset: int, max_entries: int) -> Sequence[Entry]:
-        return self.entries[offset : offset + max_entries]
+        if offset < self.base.end_offset:
+            raise AssertionError(f"read at {offset}, below the log start {self.base.end_offset}")
+        index = offset - self.base.end_offset
+        return self.entries[index : index + max_entries]
 
     def append(self, entries: Sequence[Entry]) -> None:
         for entry in entries:
-            if entry.offset != len(self.entries):
-                raise AssertionError(f"append at {entry.offset}, log end is {len(self.entries)}")
+            if entry.offset != self.end_offset():
+                raise AssertionError(f"append at {entry.offset}, log end is {self.end_offset()}")
             self.entries.append(entry)
 
     def truncate_to(self, offset: int) -> None:
-        del self.entries[offset:]
-        self.synced = min(self.synced, offset)
+        if offset < self.base.end_offset:
+            raise AssertionError(f"truncate to {offset}, below the log start {self.base}")
+        index = offset - self.base.end_offset
+        del self.entries[index:]
+        self.synced = min(self.synced, index)
+
+    def delete_before(self, snapshot_id: SnapshotId) -> None:
+        if not self.base.end_offset <= snapshot_id.end_offset <= self.end_offset():
+            raise AssertionError(f"log start {snapshot_id} outside the log {self.base}..")
+        dropped = snapshot_id.end_offset - self.base.end_offset
+        del self.entries[:dropped]
+        self.synced = max(0, self.synced - dropped)
+        self.base = snapshot_id
+
+    def reset_to_snapshot(self, snapshot_id: SnapshotId) -> None:
+        self.entries = []
+        self.synced = 0
+        self.base = snapshot_id
 
     def sync(self) -> None:
         self.synced = len(self.entries)

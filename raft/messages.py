@@ -17,6 +17,8 @@ NONE = "NONE"
 FENCED_LEADER_EPOCH = "FENCED_LEADER_EPOCH"  # the request's epoch is older than ours
 NOT_LEADER_OR_FOLLOWER = "NOT_LEADER_OR_FOLLOWER"  # a fetch reached a node that is not leader
 INCONSISTENT_VOTER_SET = "INCONSISTENT_VOTER_SET"  # the sender is not a voter
+SNAPSHOT_NOT_FOUND = "SNAPSHOT_NOT_FOUND"  # the leader no longer has the snapshot asked for
+POSITION_OUT_OF_RANGE = "POSITION_OUT_OF_RANGE"  # a snapshot chunk beyond the snapshot's end
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +29,19 @@ class Entry:
     epoch: int
     data: bytes
     control: bool = False
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class SnapshotId:
+    """A snapshot of the state machine (KIP-630): it holds the effect of every entry below
+    `end_offset`, the last of which has epoch `epoch`. Its file is
+    `<end_offset:020d>-<epoch:010d>.checkpoint`."""
+
+    end_offset: int
+    epoch: int
+
+
+NO_SNAPSHOT = SnapshotId(0, 0)  # the log still starts at offset 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +133,32 @@ class FetchResponse:
     # on the answer to the log it has now, never on a late or duplicated one.
     fetch_offset: int = -1
     last_fetched_epoch: int = -1
+    # The leader no longer has the entries asked for (they are in a snapshot, KIP-630): the
+    # follower fetches this snapshot with FetchSnapshot, then fetches from its end.
+    snapshot_id: SnapshotId | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FetchSnapshotRequest:
+    src: int  # the follower or observer
+    dst: int
+    epoch: int
+    snapshot_id: SnapshotId
+    position: int  # the byte offset in the snapshot to read from
+    max_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchSnapshotResponse:
+    src: int
+    dst: int
+    epoch: int
+    leader_id: int
+    snapshot_id: SnapshotId | None = None
+    position: int = 0  # where `data` starts in the snapshot
+    size: int = 0  # the snapshot's whole size in bytes
+    data: bytes = b""
+    error: str = NONE
 
 
 Message = (
@@ -129,6 +170,8 @@ Message = (
     | EndQuorumEpochResponse
     | FetchRequest
     | FetchResponse
+    | FetchSnapshotRequest
+    | FetchSnapshotResponse
 )
 
 
@@ -151,7 +194,8 @@ class LeaderAndEpoch:
 @dataclass(frozen=True, slots=True)
 class Ready:
     """What the driver must do, in order: persist `election_state` (fsync) if set; fsync the
-    log if `sync_log`; then send `messages`; hand `committed` to the state machine; report
+    log if `sync_log`; then send `messages`; have the state machine load `load_snapshot` (if
+    set: its state is replaced by the snapshot's) and then apply `committed`; report
     `leader_change`. Then call `advance(ready)`."""
 
     election_state: ElectionState | None
@@ -161,6 +205,7 @@ class Ready:
     committed: tuple[Entry, ...]
     leader_change: LeaderAndEpoch | None
     high_watermark: int = 0
+    load_snapshot: SnapshotId | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,3 +226,6 @@ class RaftStats:
     fetches_served: int  # fetch requests answered as leader
     entries_proposed: int  # entries appended as leader
     entries_replicated: int  # entries appended from a leader's fetch responses
+    log_start_offset: int = 0  # entries below are only in the snapshot at log start
+    latest_snapshot_end: int = 0  # end offset of the newest snapshot, 0 when none
+    snapshots_fetched: int = 0  # snapshots this node downloaded from a leader

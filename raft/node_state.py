@@ -24,8 +24,10 @@ from raft.messages import (
     FetchRequest,
     LeaderAndEpoch,
     Message,
+    SnapshotId,
 )
 from raft.roles import Role, check_transition
+from raft.snapshots import MemorySnapshotStore, SnapshotStore
 
 NEVER = 2**62
 
@@ -40,11 +42,15 @@ class NodeState:
         config: RaftConfig,
         rng: random.Random,
         now_ms: int,
+        snapshots: SnapshotStore | None = None,
     ) -> None:
         self.node_id = node_id
         self.voters = voters
         self.is_voter = node_id in voters
         self.log = log
+        self.snapshots: SnapshotStore = (
+            snapshots if snapshots is not None else MemorySnapshotStore()
+        )
         self.config = config
         self.rng = rng
         self.now_ms = now_ms
@@ -57,9 +63,24 @@ class NodeState:
         self._outbox: list[Message] = []
         self._announced: LeaderAndEpoch | None = None
         # The durable log end (what the last fsync covered) and what is committed/applied.
-        self.flushed_end = log.end_offset()
         self.high_watermark = 0
         self.applied = 0
+        # A snapshot the state machine must load before it applies entries (at start, and
+        # after a follower installed one), and the one being downloaded: (id, bytes so far).
+        self._snapshot_to_load: SnapshotId | None = None
+        self.snapshot_fetch: tuple[SnapshotId, int] | None = None
+        self.snapshots_fetched = 0
+        latest = self.snapshots.latest()
+        if latest is not None:
+            if (latest.epoch, latest.end_offset) > (log.last_epoch(), log.end_offset()):
+                # The snapshot is ahead of the log (the log's reset after installing it, or
+                # the entries it covers, did not reach the disk): the log restarts from it,
+                # as Kafka's truncateToLatestSnapshot does.
+                log.reset_to_snapshot(latest)
+            # A snapshot holds only committed entries.
+            self.high_watermark = latest.end_offset
+            self._snapshot_to_load = latest
+        self.flushed_end = log.end_offset()
         # Role and timers.
         self.role = Role.UNATTACHED
         self.election_deadline = NEVER
@@ -146,6 +167,7 @@ class NodeState:
         self.votes = set()
         self.rejections = set()
         self.fetch_in_flight = False
+        self.snapshot_fetch = None  # a download from the old leader is not resumed
         self.fetch_deadline = self.request_deadline = self.election_deadline = NEVER
         if role is Role.UNATTACHED:
             if election_delay_ms is not None:

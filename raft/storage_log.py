@@ -4,13 +4,17 @@ Entries are stored as Kafka RecordBatch v2 batches, one batch per run of entries
 an epoch and kind: the entry's epoch is the batch's partitionLeaderEpoch (so storage's
 leader-epoch cache answers end_offset_for_epoch), its data the record value, and Raft's own
 records (LeaderChange) go in control batches, as in Kafka's metadata log. Not thread-safe.
+
+The log may start after offset 0 once a snapshot holds its prefix: `base` is that snapshot's
+id, which the driver finds among the snapshot files when it opens the log (raft/log.py says
+what it stands in for).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from raft.messages import Entry
+from raft.messages import NO_SNAPSHOT, Entry, SnapshotId
 from storage.log import Log
 from strom_api.records import Record, decode_batches, encode_batch
 
@@ -21,19 +25,32 @@ _READ_BYTES = 8 * 1024 * 1024
 class StorageRaftLog:
     """A RaftLog (raft.log) backed by a storage.Log; sync() is its fsync."""
 
-    def __init__(self, log: Log) -> None:
+    def __init__(self, log: Log, base: SnapshotId = NO_SNAPSHOT) -> None:
+        if log.log_start_offset != base.end_offset:
+            raise ValueError(
+                f"the metadata log starts at offset {log.log_start_offset}, not at the end of "
+                f"its snapshot {base}"
+            )
         self.log = log
+        self.base = base
+
+    def start(self) -> SnapshotId:
+        return self.base
 
     def end_offset(self) -> int:
         return self.log.log_end_offset
 
     def last_epoch(self) -> int:
+        if self.log.log_end_offset == self.base.end_offset:
+            return self.base.epoch
         return max(self.log.leader_epochs.latest_epoch(), 0)
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         entries = self.log.leader_epochs.entries
         floor = [i for i, (e, _) in enumerate(entries) if e <= epoch]
         if not floor:
+            if epoch >= self.base.epoch:
+                return self.base.epoch, self.base.end_offset
             return 0, 0
         i = floor[-1]
         end = entries[i + 1][1] if i + 1 < len(entries) else self.log.log_end_offset
@@ -91,6 +108,20 @@ class StorageRaftLog:
             ]
         self.log.truncate_to(offset)
         self.append(survivors)
+
+    def delete_before(self, snapshot_id: SnapshotId) -> None:
+        if not self.base.end_offset <= snapshot_id.end_offset <= self.log.log_end_offset:
+            raise ValueError(f"cannot start the log at {snapshot_id}: outside the log")
+        # Only committed entries are ever in a snapshot: the storage high watermark may go
+        # up to its end (the Raft core, not storage, knows what is committed).
+        if self.log.high_watermark < snapshot_id.end_offset:
+            self.log.update_high_watermark(snapshot_id.end_offset)
+        self.log.delete_records_before(snapshot_id.end_offset)
+        self.base = snapshot_id
+
+    def reset_to_snapshot(self, snapshot_id: SnapshotId) -> None:
+        self.log.truncate_fully_and_start_at(snapshot_id.end_offset)
+        self.base = snapshot_id
 
     def sync(self) -> None:
         self.log.flush()

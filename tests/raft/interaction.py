@@ -13,7 +13,7 @@ tick nodes one at a time where their timers must not fire together.
 Commands (one per block; `<n>` is a node id, `all` means every node in id order):
     add-nodes voters=1,2,3 [observers=4] [election-timeout=100] [fetch-timeout=200]
               [backoff-max=100] [request-timeout=200] [fetch-max-wait=50]
-              [fetch-max-entries=1000]
+              [fetch-max-entries=1000] [snapshot-chunk=1048576]
     tick <n|all> <ms>          time passes on that node's clock; the node is ticked at every
                                wake-up it asks for (next_wakeup_ms) up to the new time
     process-ready <n|all>      take the node's Ready: persist the election state, fsync the
@@ -36,11 +36,19 @@ Commands (one per block; `<n>` is a node id, `all` means every node in id order)
                                if lower (with no vote); sets up divergent logs
     partition 1 | 2,3          messages between groups are dropped on delivery (nodes named in
                                no group form one more group); `heal` ends it
-    status [n]                 role, epoch, leader, vote, log end, last epoch, hw, clock
+    snapshot <n> [end=O]       the node's state machine writes a snapshot of what it applied
+                               below O (default: all it applied); its content is one line
+                               `offset@epoch data` per entry, so loading it shows what it holds
+    compact <n> end=O          log-prefix cleanup: the log starts at the snapshot ending at O
+    delete-snapshots <n> end=O the node's snapshots older than the one ending at O go
+    status [n]                 role, epoch, leader, vote, log end, last epoch, hw, clock (and
+                               `start=O-E`, the snapshot the log starts at, once there is one)
     log <n>                    the node's entries, `offset@epoch data`
 
 Message notation: `last=E/O` and `diverging=E/O` are an epoch and a log end offset (the epoch
-of the last entry and the offset after it); `O@E` is one entry, at offset O of epoch E.
+of the last entry and the offset after it); `O@E` is one entry, at offset O of epoch E;
+`snapshot=O-E` is a snapshot's id as its file is named (end offset, epoch), and a
+FetchSnapshot chunk prints as `at=position` (and `size=`, `bytes=` in the response).
 A role change prints as `n: <before> -> <after> (<the core's reason>)`, with `[t=..]` when a
 timer caused it (the harness learns the reason by wrapping RaftCore._become).
 
@@ -72,12 +80,16 @@ from raft.messages import (
     Entry,
     FetchRequest,
     FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
     Message,
     Ready,
+    SnapshotId,
     VoteRequest,
     VoteResponse,
 )
 from raft.roles import Role
+from raft.snapshots import MemorySnapshotStore
 
 # Small numbers so that a script's times read at a glance.
 SCRIPT_CONFIG = RaftConfig(
@@ -94,6 +106,7 @@ _CONFIG_ARGS = {
     "request-timeout": "request_timeout_ms",
     "fetch-max-wait": "fetch_max_wait_ms",
     "fetch-max-entries": "fetch_max_entries",
+    "snapshot-chunk": "fetch_snapshot_max_bytes",
 }
 MAX_STABILIZE_ROUNDS = 100
 
@@ -186,8 +199,28 @@ def fmt_message(m: Message) -> str:
             return text + _error(m.error)
         if m.diverging is not None:
             return text + f" diverging={m.diverging.epoch}/{m.diverging.end_offset}"
+        if m.snapshot_id is not None:
+            return text + f" snapshot={fmt_snapshot(m.snapshot_id)}"
         return text + " entries=[" + " ".join(fmt_entry(e) for e in m.entries) + "]"
+    if isinstance(m, FetchSnapshotRequest):
+        return (
+            f"{head} FetchSnapshot epoch={m.epoch} snapshot={fmt_snapshot(m.snapshot_id)}"
+            f" at={m.position}"
+        )
+    if isinstance(m, FetchSnapshotResponse):
+        text = f"{head} FetchSnapshotResponse epoch={m.epoch}"
+        if m.leader_id != m.src or m.error != NONE:
+            text += f" leader={_leader(m.leader_id)}"
+        if m.snapshot_id is not None:
+            text += f" snapshot={fmt_snapshot(m.snapshot_id)} at={m.position}"
+        if m.error != NONE:
+            return text + _error(m.error)
+        return text + f" size={m.size} bytes={len(m.data)}"
     raise TypeError(f"unknown message {m!r}")
+
+
+def fmt_snapshot(snapshot_id: SnapshotId) -> str:
+    return f"{snapshot_id.end_offset}-{snapshot_id.epoch}"
 
 
 def fmt_state(state: ElectionState) -> str:
@@ -205,6 +238,10 @@ class Node:
     log: MemoryRaftLog
     rng: ScriptedRandom
     core: RaftCore
+    snapshots: MemorySnapshotStore = field(default_factory=MemorySnapshotStore)
+    # The state machine: one line `offset@epoch data` per entry applied, from a loaded
+    # snapshot on (its lines first).
+    state: list[str] = field(default_factory=list)
     persisted: ElectionState = field(default_factory=ElectionState)
     now: int = 0
     applied: list[Entry] = field(default_factory=list)  # this incarnation's applied entries
@@ -314,8 +351,11 @@ class Cluster:
         for node_id in voters + observers:
             log = MemoryRaftLog()
             rng = ScriptedRandom()
-            core = RaftCore(node_id, self.voters, log, ElectionState(), self.config, rng, 0)
-            self.nodes[node_id] = Node(node_id, node_id in self.voters, log, rng, core)
+            snapshots = MemorySnapshotStore()
+            core = RaftCore(
+                node_id, self.voters, log, ElectionState(), self.config, rng, 0, snapshots
+            )
+            self.nodes[node_id] = Node(node_id, node_id in self.voters, log, rng, core, snapshots)
             self.nodes[node_id].start(core)
         c = self.config
         out = [
@@ -323,6 +363,11 @@ class Cluster:
             f" check-quorum={c.check_quorum_timeout_ms} backoff-max={c.election_backoff_max_ms}"
             f" request-timeout={c.request_timeout_ms} fetch-max-wait={c.fetch_max_wait_ms}"
             f" fetch-max-entries={c.fetch_max_entries}"
+            + (
+                f" snapshot-chunk={c.fetch_snapshot_max_bytes}"
+                if c.fetch_snapshot_max_bytes != SCRIPT_CONFIG.fetch_snapshot_max_bytes
+                else ""
+            )
         ]
         return out + [self._status_line(self.nodes[i]) for i in voters + observers]
 
@@ -347,9 +392,17 @@ class Cluster:
 
     def _restart(self, node: Node) -> None:
         node.rng = ScriptedRandom()
+        node.state = []
         node.start(
             RaftCore(
-                node.node_id, self.voters, node.log, node.persisted, self.config, node.rng, node.now
+                node.node_id,
+                self.voters,
+                node.log,
+                node.persisted,
+                self.config,
+                node.rng,
+                node.now,
+                node.snapshots,
             )
         )
         node.applied = []
@@ -405,10 +458,17 @@ class Cluster:
             out.append("  send:")
             out += [f"  {fmt_message(m)}" for m in ready.messages]
             self.queue.extend(ready.messages)
+        if ready.load_snapshot is not None:
+            data = node.snapshots.snapshots[ready.load_snapshot]
+            node.state = data.decode().splitlines()
+            out.append(f"  load snapshot {fmt_snapshot(ready.load_snapshot)}:")
+            out += [f"  {line}" for line in node.state] or ["  (empty)"]
+            self._check_snapshot(node, ready.load_snapshot)
         if ready.committed:
             out.append(f"  apply (hw={ready.high_watermark}):")
             out += [f"  {fmt_entry_data(e)}" for e in ready.committed]
             node.applied.extend(ready.committed)
+            node.state += [fmt_entry_data(e) for e in ready.committed]
         if ready.leader_change is not None:
             lc = ready.leader_change
             out.append(f"  leader change: leader={_leader(lc.leader_id)} epoch={lc.epoch}")
@@ -497,11 +557,61 @@ class Cluster:
         node = self._node(args[0])
         return self._watch([node], node.core.resign)
 
+    def cmd_snapshot(self, args: list[str]) -> list[str]:
+        node = self._node(args[0])
+        kw = self._kwargs(args[1:])
+        end = int(kw.get("end", node.core.applied))
+        try:
+            snapshot_id = node.core.snapshot_id_for(end)
+        except ValueError as e:
+            return [f"error: {e}"]
+        lines = [line for line in node.state if int(line.split("@")[0]) < end]
+        data = "".join(line + "\n" for line in lines).encode()
+        node.snapshots.create(snapshot_id, data)
+        return [f"snapshot {fmt_snapshot(snapshot_id)}: {len(lines)} entries, {len(data)} bytes"]
+
+    def _snapshot_at(self, node: Node, args: list[str]) -> SnapshotId:
+        end = int(self._kwargs(args).get("end", -1))
+        for snapshot_id in node.snapshots.snapshots:
+            if snapshot_id.end_offset == end:
+                return snapshot_id
+        raise ScriptError(f"node {node.node_id} has no snapshot ending at {end}")
+
+    def cmd_compact(self, args: list[str]) -> list[str]:
+        node = self._node(args[0])
+        try:
+            node.core.compact_log(self._snapshot_at(node, args[1:]))
+        except ValueError as e:
+            return [f"error: {e}"]
+        return [self._status_line(node)]
+
+    def cmd_delete_snapshots(self, args: list[str]) -> list[str]:
+        node = self._node(args[0])
+        node.snapshots.delete_before(self._snapshot_at(node, args[1:]))
+        left = " ".join(fmt_snapshot(s) for s in sorted(node.snapshots.snapshots))
+        return [f"{node.node_id} snapshots: {left}"]
+
+    def _check_snapshot(self, node: Node, snapshot_id: SnapshotId) -> None:
+        """A loaded snapshot holds exactly the committed entries below its end."""
+        for line in node.state:
+            offset = int(line.split("@")[0])
+            known = self.committed.get(offset)
+            if known is not None and fmt_entry_data(known) != line:
+                raise InvariantViolation(
+                    f"node {node.node_id} loaded snapshot {fmt_snapshot(snapshot_id)} with "
+                    f"{line!r} at offset {offset}, committed there: {fmt_entry_data(known)}"
+                )
+        if len(node.state) != snapshot_id.end_offset:
+            raise InvariantViolation(
+                f"snapshot {fmt_snapshot(snapshot_id)} holds {len(node.state)} entries"
+            )
+
     def cmd_crash(self, args: list[str]) -> list[str]:
         node = self._node(args[0])
         lost = node.log.entries[node.log.synced :]
         before = node.summary()
         node.log.crash()
+        node.snapshots.crash()
         self._restart(node)
         out = [f"{node.node_id}: {before} -> crashed"]
         if lost:
@@ -530,8 +640,10 @@ class Cluster:
         c = node.core
         wake = c.next_wakeup_ms()
         kind = "" if node.voter else " (observer)"
+        start = c.log.start()
+        where = f" start={fmt_snapshot(start)}" if start.end_offset else ""
         return (
-            f"{node.node_id}: {node.summary()} end={c.log.end_offset()}"
+            f"{node.node_id}: {node.summary()}{where} end={c.log.end_offset()}"
             f" last-epoch={c.log.last_epoch()} hw={c.high_watermark} t={node.now}"
             f" wake={'never' if wake >= 2**62 else wake}{kind}"
         )
@@ -542,9 +654,11 @@ class Cluster:
     def cmd_log(self, args: list[str]) -> list[str]:
         node = self._node(args[0])
         out = []
-        for entry in node.log.entries:
+        if node.log.start_offset:
+            out.append(f"(starts at snapshot {fmt_snapshot(node.log.start())})")
+        for index, entry in enumerate(node.log.entries):
             text = fmt_entry_data(entry)
-            if entry.offset >= node.log.synced:
+            if index >= node.log.synced:
                 text += " (unsynced)"
             out.append(text)
         return out or ["(empty)"]
@@ -574,17 +688,22 @@ class Cluster:
                         f"{entry.offset}, another node applied {fmt_entry_data(known)}"
                     )
         majority = len(self.voters) // 2 + 1
-        for offset, entry in self.committed.items():
-            holders = [
-                n.node_id
-                for n in self.nodes.values()
-                if n.voter and offset < n.log.synced and n.log.entries[offset] == entry
-            ]
+        for entry in self.committed.values():
+            holders = [n.node_id for n in self.nodes.values() if n.voter and _holds(n, entry)]
             if len(holders) < majority:
                 raise InvariantViolation(
                     f"committed entry {fmt_entry_data(entry)} is on the synced logs of "
                     f"voters {holders} only, not a majority"
                 )
+
+
+def _holds(node: Node, entry: Entry) -> bool:
+    """Whether the node's disk keeps the committed entry: on its synced log, or in the
+    snapshot its log starts at (which holds only committed entries)."""
+    index = entry.offset - node.log.start_offset
+    if index < 0:
+        return True
+    return index < node.log.synced and node.log.entries[index] == entry
 
 
 def _config_dict(config: RaftConfig) -> dict[str, int]:
