@@ -1,4 +1,4 @@
-"""Raft settings with Kafka's names (`controller.quorum.*`) and defaults."""
+"""Raft settings with Kafka's names (`controller.quorum.*`, `metadata.*`) and defaults."""
 
 from __future__ import annotations
 
@@ -24,6 +24,9 @@ class RaftConfig:
     # The largest FetchSnapshot chunk (Kafka sends up to 8 MiB; gRPC's default message limit
     # is 4 MiB, so 1 MiB chunks leave room).
     fetch_snapshot_max_bytes: int = 1 << 20
+    # Log-prefix cleanup (Kafka's metadata.max.retention.bytes): once the metadata log is
+    # larger than this, it starts at the latest snapshot. 0: at every snapshot.
+    max_retention_bytes: int = 100 * 1024 * 1024
 
     @property
     def long_poll_ms(self) -> int:
@@ -49,7 +52,7 @@ class RaftConfig:
                 raise InvalidRaftConfigError(
                     f"invalid value '{raw}' for config '{name}': expected a positive integer"
                 ) from None
-            if value < (0 if attr == "append_linger_ms" else 1):
+            if value < (0 if attr in _ZERO_ALLOWED else 1):
                 raise InvalidRaftConfigError(
                     f"invalid value '{raw}' for config '{name}': expected a positive integer"
                 )
@@ -63,4 +66,6 @@ _NAMES = {
     "controller.quorum.election.backoff.max.ms": "election_backoff_max_ms",
     "controller.quorum.request.timeout.ms": "request_timeout_ms",
     "controller.quorum.append.linger.ms": "append_linger_ms",
+    "metadata.max.retention.bytes": "max_retention_bytes",
 }
+_ZERO_ALLOWED = {"append_linger_ms", "max_retention_bytes"}

@@ -3,9 +3,15 @@
 One task owns the core and is its only caller: it steps inbound messages and ticks timers,
 batches proposals for `controller.quorum.append.linger.ms` so that one fsync and one round
 of fetches carry many records, and carries out each Ready in order: write quorum-state and
-fsync the log (in a worker thread, off the loop), send the messages, hand committed entries
-to the state machine, complete the appends they commit. While it awaits a disk write no
-other code touches the core or the log: inbound messages and appends only queue up.
+fsync the log (in a worker thread, off the loop), send the messages, have the state
+machine load a snapshot and apply committed entries, complete the appends they commit.
+While it awaits a disk write no other code touches the core or the log: inbound messages
+and appends only queue up.
+
+Snapshots (KIP-630) live beside the log as `<end_offset>-<epoch>.checkpoint` files
+(raft/snapshot_files.py). The state machine writes one with create_snapshot(); once the
+log is larger than `metadata.max.retention.bytes` it then starts at the latest snapshot.
+A follower's download is made durable on the loop itself (one fsync, rarely).
 """
 
 from __future__ import annotations
@@ -20,10 +26,19 @@ from typing import Protocol
 
 from raft.config import RaftConfig
 from raft.core import NotLeaderError, RaftCore
-from raft.messages import Entry, FetchResponse, LeaderAndEpoch, Message, RaftStats, Ready
+from raft.messages import (
+    Entry,
+    FetchResponse,
+    LeaderAndEpoch,
+    Message,
+    RaftStats,
+    Ready,
+    SnapshotId,
+)
 from raft.quorum_state import QuorumStateStore
 from raft.roles import Role
-from raft.storage_log import METADATA_TOPIC_PARTITION, StorageRaftLog
+from raft.snapshot_files import FileSnapshotStore
+from raft.storage_log import METADATA_TOPIC_PARTITION, open_raft_log
 from raft.transport import GrpcTransport, RaftServer
 from storage.log_manager import LogManager
 
@@ -46,6 +61,11 @@ class RaftListener(Protocol):
     """The state machine's side (Kafka's RaftClient.Listener)."""
 
     def handle_commit(self, entries: Sequence[Entry]) -> None: ...
+
+    def handle_load_snapshot(self, snapshot_id: SnapshotId, records: Sequence[bytes]) -> None:
+        """Replace the whole state with the snapshot's (the records create_snapshot was
+        given); handle_commit then goes on from snapshot_id.end_offset."""
+        ...
 
     def handle_leader_change(self, leader: LeaderAndEpoch) -> None: ...
 
@@ -95,7 +115,8 @@ class RaftDriver:
         await asyncio.to_thread(self.log_manager.startup)
         log = self.log_manager.get_or_create_log(*METADATA_TOPIC_PARTITION)
         directory = log.directory
-        self.raft_log = StorageRaftLog(log)
+        self.snapshots = FileSnapshotStore(directory)
+        self.raft_log = open_raft_log(log, self.snapshots.ids())
         self.store = QuorumStateStore(directory, frozenset(self.voters))
         state = await asyncio.to_thread(self.store.read)
         self.core = RaftCore(
@@ -106,6 +127,7 @@ class RaftDriver:
             self.config,
             random.Random(),
             _now_ms(),
+            self.snapshots,
         )
         self.transport = GrpcTransport(self.node_id, self.voters, self._deliver)
         self._server = RaftServer(self.transport, self.listen_address)
@@ -129,6 +151,7 @@ class RaftDriver:
         if self._server is not None:
             await self._server.stop(0.2)
         self._fail_all(NotLeaderError(LeaderAndEpoch(-1, self.epoch)))
+        self.snapshots.close()
         await asyncio.to_thread(self.log_manager.shutdown)  # flush, checkpoint, mark clean
 
     # --- the state machine's API ---------------------------------------------------------
@@ -150,6 +173,24 @@ class RaftDriver:
             self._wake.set()
         offsets: list[int] = await asyncio.gather(*futures)
         return offsets[-1]
+
+    async def create_snapshot(self, end_offset: int, records: Sequence[bytes]) -> SnapshotId:
+        """Stores a snapshot of the state machine after it applied every entry below
+        `end_offset`: `records` rebuild that state (handle_load_snapshot gets them back).
+        Then, if the log is over `metadata.max.retention.bytes`, it starts there."""
+        snapshot_id = self._require_core().snapshot_id_for(end_offset)
+        await asyncio.to_thread(self.snapshots.write_file, snapshot_id, list(records))
+        self.snapshots.add(snapshot_id)
+        self._maybe_clean_log()
+        return snapshot_id
+
+    def _maybe_clean_log(self) -> None:
+        core = self._require_core()
+        latest = self.snapshots.latest()
+        if latest is None or latest.end_offset > core.applied:
+            return
+        if self.raft_log.log.size > self.config.max_retention_bytes:
+            core.compact_log(latest)
 
     @property
     def role(self) -> Role:
@@ -231,6 +272,9 @@ class RaftDriver:
             await self._persist(ready)
             for message in later:
                 self.transport.send(message)
+            if ready.load_snapshot is not None:
+                records = await asyncio.to_thread(self.snapshots.read_records, ready.load_snapshot)
+                self.listener.handle_load_snapshot(ready.load_snapshot, records)
             if ready.committed:
                 self.listener.handle_commit(ready.committed)
             if ready.leader_change is not None:

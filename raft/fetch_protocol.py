@@ -309,18 +309,19 @@ class FetchProtocol(NodeState):
             self.snapshot_fetch = (snapshot_id, position)
         else:
             self.snapshot_fetch = None
-            self._install_snapshot(snapshot_id)
+            if self.snapshots.freeze(snapshot_id):
+                self._install_snapshot(snapshot_id)
+            # else: it arrived damaged and was dropped; fetching again starts it afresh
         self._send_fetch()
 
     def _install_snapshot(self, snapshot_id: SnapshotId) -> None:
-        """A downloaded snapshot replaces the log: durable first, then the log restarts at
-        its end, then the state machine loads it (Ready.load_snapshot)."""
+        """A downloaded snapshot, now durable, replaces the log: the log restarts at its
+        end, then the state machine loads it (Ready.load_snapshot)."""
         if snapshot_id.end_offset < self.high_watermark:
             raise AssertionError(
                 f"node {self.node_id} got snapshot {snapshot_id}, below its high watermark "
                 f"{self.high_watermark}"
             )
-        self.snapshots.freeze(snapshot_id)
         self.log.reset_to_snapshot(snapshot_id)
         self.snapshots.delete_before(snapshot_id)
         self.flushed_end = snapshot_id.end_offset

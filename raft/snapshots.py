@@ -36,9 +36,10 @@ class SnapshotStore(Protocol):
         """Adds the next chunk of the snapshot being received (`position` = bytes so far)."""
         ...
 
-    def freeze(self, snapshot_id: SnapshotId) -> None:
-        """Completes the snapshot being received. Durable when this returns: the caller
-        drops the log it replaces right after."""
+    def freeze(self, snapshot_id: SnapshotId) -> bool:
+        """Completes the snapshot being received. Durable when this returns True: the caller
+        drops the log it replaces right after. False: the bytes received do not form a valid
+        snapshot (checksums), and they were dropped."""
         ...
 
     def delete_before(self, snapshot_id: SnapshotId) -> None:
@@ -78,11 +79,12 @@ class MemorySnapshotStore:
             raise AssertionError(f"chunk at {position}, have {len(self.partial[1])} bytes")
         self.partial[1].extend(data)
 
-    def freeze(self, snapshot_id: SnapshotId) -> None:
+    def freeze(self, snapshot_id: SnapshotId) -> bool:
         if self.partial is None or self.partial[0] != snapshot_id:
             raise AssertionError(f"no download of {snapshot_id} in progress")
         self.snapshots[snapshot_id] = bytes(self.partial[1])
         self.partial = None
+        return True
 
     def delete_before(self, snapshot_id: SnapshotId) -> None:
         for old in [s for s in self.snapshots if s < snapshot_id]:

@@ -15,11 +15,34 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from raft.messages import NO_SNAPSHOT, Entry, SnapshotId
+from storage.errors import CorruptRecordError
 from storage.log import Log
 from strom_api.records import Record, decode_batches, encode_batch
 
 METADATA_TOPIC_PARTITION = ("__cluster_metadata", 0)
 _READ_BYTES = 8 * 1024 * 1024
+
+
+def open_raft_log(log: Log, snapshots: Sequence[SnapshotId]) -> StorageRaftLog:
+    """The Raft log over `log`, starting at the snapshot (of `snapshots`) where the log
+    starts. A crash can leave the log starting before that snapshot's end (segments deleted,
+    the new log start not yet checkpointed): it then starts at the next snapshot again."""
+    start = log.log_start_offset
+    if start == 0:
+        return StorageRaftLog(log)
+    for snapshot_id in sorted(snapshots):
+        if snapshot_id.end_offset == start:
+            return StorageRaftLog(log, snapshot_id)
+        if snapshot_id.end_offset > start:
+            if snapshot_id.end_offset <= log.log_end_offset:
+                _start_log_at(log, snapshot_id.end_offset)
+            else:
+                log.truncate_fully_and_start_at(snapshot_id.end_offset)
+            return StorageRaftLog(log, snapshot_id)
+    raise CorruptRecordError(
+        f"the metadata log in {log.directory} starts at offset {start}, and no snapshot holds "
+        "the entries before it"
+    )
 
 
 class StorageRaftLog:
@@ -112,11 +135,7 @@ class StorageRaftLog:
     def delete_before(self, snapshot_id: SnapshotId) -> None:
         if not self.base.end_offset <= snapshot_id.end_offset <= self.log.log_end_offset:
             raise ValueError(f"cannot start the log at {snapshot_id}: outside the log")
-        # Only committed entries are ever in a snapshot: the storage high watermark may go
-        # up to its end (the Raft core, not storage, knows what is committed).
-        if self.log.high_watermark < snapshot_id.end_offset:
-            self.log.update_high_watermark(snapshot_id.end_offset)
-        self.log.delete_records_before(snapshot_id.end_offset)
+        _start_log_at(self.log, snapshot_id.end_offset)
         self.base = snapshot_id
 
     def reset_to_snapshot(self, snapshot_id: SnapshotId) -> None:
@@ -125,6 +144,14 @@ class StorageRaftLog:
 
     def sync(self) -> None:
         self.log.flush()
+
+
+def _start_log_at(log: Log, offset: int) -> None:
+    # Only committed entries are ever in a snapshot: the storage high watermark may go up to
+    # its end (the Raft core, not storage, knows what is committed).
+    if log.high_watermark < offset:
+        log.update_high_watermark(offset)
+    log.delete_records_before(offset)
 
 
 def _encode(run: list[Entry]) -> bytes:

@@ -21,6 +21,14 @@ def _entries_to_proto(entries: tuple[m.Entry, ...]) -> list[raft_pb2.RaftEntry]:
     ]
 
 
+def _snapshot_to_proto(snapshot_id: m.SnapshotId) -> raft_pb2.RaftSnapshotId:
+    return raft_pb2.RaftSnapshotId(end_offset=snapshot_id.end_offset, epoch=snapshot_id.epoch)
+
+
+def _snapshot_from_proto(pb: raft_pb2.RaftSnapshotId) -> m.SnapshotId:
+    return m.SnapshotId(pb.end_offset, pb.epoch)
+
+
 def to_proto(message: m.Message) -> raft_pb2.RaftMessage:
     out = raft_pb2.RaftMessage(src=message.src, dst=message.dst)
     if isinstance(message, m.VoteRequest):
@@ -88,7 +96,30 @@ def to_proto(message: m.Message) -> raft_pb2.RaftMessage:
                     epoch=message.diverging.epoch, end_offset=message.diverging.end_offset
                 )
             )
+        if message.snapshot_id is not None:
+            response.snapshot_id.CopyFrom(_snapshot_to_proto(message.snapshot_id))
         out.fetch_response.CopyFrom(response)
+    elif isinstance(message, m.FetchSnapshotRequest):
+        out.fetch_snapshot_request.CopyFrom(
+            raft_pb2.RaftFetchSnapshotRequest(
+                epoch=message.epoch,
+                snapshot_id=_snapshot_to_proto(message.snapshot_id),
+                position=message.position,
+                max_bytes=message.max_bytes,
+            )
+        )
+    elif isinstance(message, m.FetchSnapshotResponse):
+        chunk = raft_pb2.RaftFetchSnapshotResponse(
+            epoch=message.epoch,
+            leader_id=message.leader_id,
+            position=message.position,
+            size=message.size,
+            data=message.data,
+            error=message.error,
+        )
+        if message.snapshot_id is not None:
+            chunk.snapshot_id.CopyFrom(_snapshot_to_proto(message.snapshot_id))
+        out.fetch_snapshot_response.CopyFrom(chunk)
     else:
         raise TypeError(f"not a Raft message: {message!r}")
     return out
@@ -138,5 +169,24 @@ def from_proto(pb: raft_pb2.RaftMessage) -> m.Message:
             _name(r2.error),
             r2.fetch_offset,
             r2.last_fetched_epoch,
+            _snapshot_from_proto(r2.snapshot_id) if r2.HasField("snapshot_id") else None,
+        )
+    if kind == "fetch_snapshot_request":
+        q = pb.fetch_snapshot_request
+        return m.FetchSnapshotRequest(
+            src, dst, q.epoch, _snapshot_from_proto(q.snapshot_id), q.position, q.max_bytes
+        )
+    if kind == "fetch_snapshot_response":
+        c = pb.fetch_snapshot_response
+        return m.FetchSnapshotResponse(
+            src,
+            dst,
+            c.epoch,
+            c.leader_id,
+            _snapshot_from_proto(c.snapshot_id) if c.HasField("snapshot_id") else None,
+            c.position,
+            c.size,
+            c.data,
+            _name(c.error),
         )
     raise ValueError(f"Raft message from {src} carries no body")

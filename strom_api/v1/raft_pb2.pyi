@@ -101,8 +101,16 @@ class RaftDivergingEpoch(_message.Message):
     end_offset: int
     def __init__(self, epoch: _Optional[int] = ..., end_offset: _Optional[int] = ...) -> None: ...
 
+class RaftSnapshotId(_message.Message):
+    __slots__ = ("end_offset", "epoch")
+    END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    end_offset: int
+    epoch: int
+    def __init__(self, end_offset: _Optional[int] = ..., epoch: _Optional[int] = ...) -> None: ...
+
 class RaftFetchResponse(_message.Message):
-    __slots__ = ("epoch", "leader_id", "high_watermark", "entries", "diverging", "error", "fetch_offset", "last_fetched_epoch")
+    __slots__ = ("epoch", "leader_id", "high_watermark", "entries", "diverging", "error", "fetch_offset", "last_fetched_epoch", "snapshot_id")
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     LEADER_ID_FIELD_NUMBER: _ClassVar[int]
     HIGH_WATERMARK_FIELD_NUMBER: _ClassVar[int]
@@ -111,6 +119,7 @@ class RaftFetchResponse(_message.Message):
     ERROR_FIELD_NUMBER: _ClassVar[int]
     FETCH_OFFSET_FIELD_NUMBER: _ClassVar[int]
     LAST_FETCHED_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_ID_FIELD_NUMBER: _ClassVar[int]
     epoch: int
     leader_id: int
     high_watermark: int
@@ -119,10 +128,41 @@ class RaftFetchResponse(_message.Message):
     error: _common_pb2.ErrorCode
     fetch_offset: int
     last_fetched_epoch: int
-    def __init__(self, epoch: _Optional[int] = ..., leader_id: _Optional[int] = ..., high_watermark: _Optional[int] = ..., entries: _Optional[_Iterable[_Union[RaftEntry, _Mapping]]] = ..., diverging: _Optional[_Union[RaftDivergingEpoch, _Mapping]] = ..., error: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., fetch_offset: _Optional[int] = ..., last_fetched_epoch: _Optional[int] = ...) -> None: ...
+    snapshot_id: RaftSnapshotId
+    def __init__(self, epoch: _Optional[int] = ..., leader_id: _Optional[int] = ..., high_watermark: _Optional[int] = ..., entries: _Optional[_Iterable[_Union[RaftEntry, _Mapping]]] = ..., diverging: _Optional[_Union[RaftDivergingEpoch, _Mapping]] = ..., error: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., fetch_offset: _Optional[int] = ..., last_fetched_epoch: _Optional[int] = ..., snapshot_id: _Optional[_Union[RaftSnapshotId, _Mapping]] = ...) -> None: ...
+
+class RaftFetchSnapshotRequest(_message.Message):
+    __slots__ = ("epoch", "snapshot_id", "position", "max_bytes")
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_ID_FIELD_NUMBER: _ClassVar[int]
+    POSITION_FIELD_NUMBER: _ClassVar[int]
+    MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    snapshot_id: RaftSnapshotId
+    position: int
+    max_bytes: int
+    def __init__(self, epoch: _Optional[int] = ..., snapshot_id: _Optional[_Union[RaftSnapshotId, _Mapping]] = ..., position: _Optional[int] = ..., max_bytes: _Optional[int] = ...) -> None: ...
+
+class RaftFetchSnapshotResponse(_message.Message):
+    __slots__ = ("epoch", "leader_id", "snapshot_id", "position", "size", "data", "error")
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ID_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_ID_FIELD_NUMBER: _ClassVar[int]
+    POSITION_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    leader_id: int
+    snapshot_id: RaftSnapshotId
+    position: int
+    size: int
+    data: bytes
+    error: _common_pb2.ErrorCode
+    def __init__(self, epoch: _Optional[int] = ..., leader_id: _Optional[int] = ..., snapshot_id: _Optional[_Union[RaftSnapshotId, _Mapping]] = ..., position: _Optional[int] = ..., size: _Optional[int] = ..., data: _Optional[bytes] = ..., error: _Optional[_Union[_common_pb2.ErrorCode, str]] = ...) -> None: ...
 
 class RaftMessage(_message.Message):
-    __slots__ = ("src", "dst", "vote_request", "vote_response", "begin_quorum_epoch_request", "begin_quorum_epoch_response", "end_quorum_epoch_request", "end_quorum_epoch_response", "fetch_request", "fetch_response")
+    __slots__ = ("src", "dst", "vote_request", "vote_response", "begin_quorum_epoch_request", "begin_quorum_epoch_response", "end_quorum_epoch_request", "end_quorum_epoch_response", "fetch_request", "fetch_response", "fetch_snapshot_request", "fetch_snapshot_response")
     SRC_FIELD_NUMBER: _ClassVar[int]
     DST_FIELD_NUMBER: _ClassVar[int]
     VOTE_REQUEST_FIELD_NUMBER: _ClassVar[int]
@@ -133,6 +173,8 @@ class RaftMessage(_message.Message):
     END_QUORUM_EPOCH_RESPONSE_FIELD_NUMBER: _ClassVar[int]
     FETCH_REQUEST_FIELD_NUMBER: _ClassVar[int]
     FETCH_RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    FETCH_SNAPSHOT_REQUEST_FIELD_NUMBER: _ClassVar[int]
+    FETCH_SNAPSHOT_RESPONSE_FIELD_NUMBER: _ClassVar[int]
     src: int
     dst: int
     vote_request: RaftVoteRequest
@@ -143,4 +185,6 @@ class RaftMessage(_message.Message):
     end_quorum_epoch_response: RaftEndQuorumEpochResponse
     fetch_request: RaftFetchRequest
     fetch_response: RaftFetchResponse
-    def __init__(self, src: _Optional[int] = ..., dst: _Optional[int] = ..., vote_request: _Optional[_Union[RaftVoteRequest, _Mapping]] = ..., vote_response: _Optional[_Union[RaftVoteResponse, _Mapping]] = ..., begin_quorum_epoch_request: _Optional[_Union[RaftBeginQuorumEpochRequest, _Mapping]] = ..., begin_quorum_epoch_response: _Optional[_Union[RaftBeginQuorumEpochResponse, _Mapping]] = ..., end_quorum_epoch_request: _Optional[_Union[RaftEndQuorumEpochRequest, _Mapping]] = ..., end_quorum_epoch_response: _Optional[_Union[RaftEndQuorumEpochResponse, _Mapping]] = ..., fetch_request: _Optional[_Union[RaftFetchRequest, _Mapping]] = ..., fetch_response: _Optional[_Union[RaftFetchResponse, _Mapping]] = ...) -> None: ...
+    fetch_snapshot_request: RaftFetchSnapshotRequest
+    fetch_snapshot_response: RaftFetchSnapshotResponse
+    def __init__(self, src: _Optional[int] = ..., dst: _Optional[int] = ..., vote_request: _Optional[_Union[RaftVoteRequest, _Mapping]] = ..., vote_response: _Optional[_Union[RaftVoteResponse, _Mapping]] = ..., begin_quorum_epoch_request: _Optional[_Union[RaftBeginQuorumEpochRequest, _Mapping]] = ..., begin_quorum_epoch_response: _Optional[_Union[RaftBeginQuorumEpochResponse, _Mapping]] = ..., end_quorum_epoch_request: _Optional[_Union[RaftEndQuorumEpochRequest, _Mapping]] = ..., end_quorum_epoch_response: _Optional[_Union[RaftEndQuorumEpochResponse, _Mapping]] = ..., fetch_request: _Optional[_Union[RaftFetchRequest, _Mapping]] = ..., fetch_response: _Optional[_Union[RaftFetchResponse, _Mapping]] = ..., fetch_snapshot_request: _Optional[_Union[RaftFetchSnapshotRequest, _Mapping]] = ..., fetch_snapshot_response: _Optional[_Union[RaftFetchSnapshotResponse, _Mapping]] = ...) -> None: ...

@@ -9,8 +9,10 @@ Runs a RaftDriver (real gRPC, real metadata log on disk). The product's node pro
 `--control-port`, a gRPC generic handler with raw bytes so no test API enters the
 contract:
     strom.test.RaftNode/Append  records separated by b"\\n" -> b"<offset>" or b"ERR <name> <msg>"
-    strom.test.RaftNode/Status  b"" -> JSON: role, epoch, leader, hw, applied, digest
+    strom.test.RaftNode/Status  b"" -> JSON: role, epoch, leader, hw, applied, digest,
+                                log_start, snapshots_fetched
     strom.test.RaftNode/Records b"" -> every committed record, b"\n"-separated
+    strom.test.RaftNode/Snapshot b"" -> b"<end>-<epoch>": a snapshot of all it applied
 `digest` is a SHA-256 over every committed non-control record, in order, so two nodes agree
 on their committed history exactly when their digests at equal `applied` counts match.
 SIGTERM stops gracefully (the leader resigns first); SIGKILL is the crash.
@@ -33,7 +35,7 @@ import grpc.aio
 from raft.config import RaftConfig
 from raft.core import NotLeaderError
 from raft.driver import RaftDriver
-from raft.messages import Entry, LeaderAndEpoch
+from raft.messages import Entry, LeaderAndEpoch, SnapshotId
 
 SERVICE = "strom.test.RaftNode"
 
@@ -50,6 +52,12 @@ class DigestListener:
                 self.applied += 1
                 self.records.append(entry.data)
                 self.digest.update(len(entry.data).to_bytes(4, "big") + entry.data)
+
+    def handle_load_snapshot(self, snapshot_id: SnapshotId, records: Sequence[bytes]) -> None:
+        self.applied = 0
+        self.digest = hashlib.sha256()
+        self.records = []
+        self.handle_commit([Entry(i, snapshot_id.epoch, r) for i, r in enumerate(records)])
 
     def handle_leader_change(self, leader: LeaderAndEpoch) -> None:
         pass
@@ -90,11 +98,19 @@ async def serve(args: argparse.Namespace) -> None:
                 "log_end": core.log.end_offset(),
                 "applied": listener.applied,
                 "digest": listener.digest.hexdigest(),
+                "log_start": core.log.start().end_offset,
+                "snapshots_fetched": core.snapshots_fetched,
             }
         ).encode()
 
     async def records(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
         return b"\n".join(listener.records)
+
+    async def snapshot(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        core = driver.core
+        assert core is not None
+        taken = await driver.create_snapshot(core.applied, list(listener.records))
+        return f"{taken.end_offset}-{taken.epoch}".encode()
 
     control = grpc.aio.server()
     control.add_generic_rpc_handlers(
@@ -105,6 +121,7 @@ async def serve(args: argparse.Namespace) -> None:
                     "Append": grpc.unary_unary_rpc_method_handler(append),
                     "Status": grpc.unary_unary_rpc_method_handler(status),
                     "Records": grpc.unary_unary_rpc_method_handler(records),
+                    "Snapshot": grpc.unary_unary_rpc_method_handler(snapshot),
                 },
             )
         ]

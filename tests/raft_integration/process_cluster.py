@@ -136,6 +136,10 @@ class ProcessCluster:
         data = self._call(node, "Records", b"", 10)
         return data.split(b"\n") if data else []
 
+    def snapshot(self, node: int) -> str:
+        """Has the node snapshot all it applied; returns the snapshot id, `<end>-<epoch>`."""
+        return self._call(node, "Snapshot", b"").decode()
+
     def leader(self) -> int | None:
         for node in self.procs:
             status = self.status(node)

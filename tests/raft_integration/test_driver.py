@@ -3,6 +3,8 @@
 A leader is elected; appends commit on every node in the same order; a graceful stop of
 the leader hands over within a fraction of a second; the stopped node restarts from its
 own disk (a clean restart: no segment scanned) and catches up; nothing committed is lost.
+Snapshots: a node left behind while the leader's log moved past it catches up by
+downloading the leader's snapshot file in chunks; a node restarts from its own snapshot.
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ from process_cluster import free_ports
 from raft.config import RaftConfig
 from raft.core import NotLeaderError
 from raft.driver import RaftDriver
-from raft.messages import LeaderAndEpoch
+from raft.messages import LeaderAndEpoch, SnapshotId
 from raft.roles import Role
+from raft.snapshot_files import file_name
 
 FAST = RaftConfig(
     election_timeout_ms=300,
@@ -31,6 +34,11 @@ class Recorder:
     def __init__(self) -> None:
         self.data: list[bytes] = []
         self.leaders: list[LeaderAndEpoch] = []
+        self.loaded: list[SnapshotId] = []
+
+    def handle_load_snapshot(self, snapshot_id: SnapshotId, records) -> None:
+        self.loaded.append(snapshot_id)
+        self.data = list(records)
 
     def handle_commit(self, entries) -> None:
         self.data += [e.data for e in entries if not e.control]
@@ -117,6 +125,86 @@ def test_three_voters_elect_replicate_fail_over_and_recover(tmp_path):
             )
             for r in recorders.values():
                 assert r.data[: len(first)] == first
+        finally:
+            for d in drivers.values():
+                if d._task is not None and not d._task.done():
+                    await d.stop(graceful=False)
+
+    asyncio.run(scenario())
+
+
+def test_a_node_left_behind_catches_up_from_the_leaders_snapshot(tmp_path):
+    # Log-prefix cleanup at every snapshot, and small chunks so the download takes several.
+    config = RaftConfig(
+        election_timeout_ms=300,
+        fetch_timeout_ms=600,
+        election_backoff_max_ms=200,
+        request_timeout_ms=300,
+        append_linger_ms=5,
+        fetch_snapshot_max_bytes=1000,
+        max_retention_bytes=0,
+    )
+
+    async def scenario() -> None:
+        ports = free_ports(3)
+        voters = {i + 1: f"127.0.0.1:{p}" for i, p in enumerate(ports)}
+
+        def make(node_id: int, recorder: Recorder) -> RaftDriver:
+            return RaftDriver(
+                node_id, voters, voters[node_id], str(tmp_path / f"n{node_id}"), recorder, config
+            )
+
+        recorders = {i: Recorder() for i in voters}
+        drivers = {i: make(i, recorders[i]) for i in voters}
+        for d in drivers.values():
+            await d.start()
+        try:
+            leader = await wait_for(
+                lambda: next((d for d in drivers.values() if d.role is Role.LEADER), None),
+                10,
+                "a leader",
+            )
+            lagging = next(d for d in drivers.values() if d is not leader)
+            await lagging.stop(graceful=False)
+            rest = [d for d in drivers.values() if d is not lagging]
+            records = [b"record-%04d" % i for i in range(300)]
+            for i in range(0, 300, 50):
+                await append_via_leader(rest, records[i : i + 50])
+            await wait_for(lambda: recorders[leader.node_id].data == records, 10, "apply")
+
+            # The leader's state machine snapshots all it applied; the log then starts there.
+            core = leader.core
+            assert core is not None
+            snapshot_id = await leader.create_snapshot(core.applied, recorders[leader.node_id].data)
+            assert (
+                tmp_path / f"n{leader.node_id}" / "__cluster_metadata-0" / file_name(snapshot_id)
+            ).exists()
+            assert core.log.start() == snapshot_id and core.stats().log_start_offset > 0
+
+            # The lagging node restarts with what it had; the entries it needs are gone from
+            # the leader's log, so it downloads the snapshot (several 1000-byte chunks).
+            node = lagging.node_id
+            recorders[node] = Recorder()
+            drivers[node] = make(node, recorders[node])
+            await drivers[node].start()
+            await append_via_leader(list(drivers.values()), [b"after"])
+            await wait_for(
+                lambda: recorders[node].data == records + [b"after"], 10, "the snapshot and more"
+            )
+            assert recorders[node].loaded == [snapshot_id]
+            assert drivers[node].stats().core.snapshots_fetched == 1
+            assert drivers[node].raft_log.start() == snapshot_id
+
+            # The leader restarts from its own snapshot: it loads it before the log's tail.
+            old = leader.node_id
+            await leader.stop(graceful=True)
+            recorders[old] = Recorder()
+            drivers[old] = make(old, recorders[old])
+            await drivers[old].start()
+            await wait_for(
+                lambda: recorders[old].data == records + [b"after"], 10, "the restarted node"
+            )
+            assert recorders[old].loaded == [snapshot_id]
         finally:
             for d in drivers.values():
                 if d._task is not None and not d._task.done():

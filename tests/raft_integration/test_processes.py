@@ -1,9 +1,11 @@
 """Three voter processes and an observer on loopback, with kill -9.
 
 Kill -9 the leader: a new one is elected and commits; the old one restarts from its disk,
-rejoins and ends with exactly the same committed history. Then kill -9 all three voters
-at once and restart them: nothing that was acknowledged is lost, and every node, the
-observer included, agrees on the committed history.
+rejoins and ends with exactly the same committed history. Kill -9 the observer, and
+while it is down the leader snapshots its state and its log starts there: the observer
+comes back and catches up from the snapshot. Then kill -9 all three voters at once and
+restart them (the leader from its snapshot): nothing that was acknowledged is lost, and
+every node, the observer included, agrees on the committed history.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ FAST = [
     "controller.quorum.election.backoff.max.ms=200",
     "controller.quorum.request.timeout.ms=300",
     "controller.quorum.append.linger.ms=5",
+    "metadata.max.retention.bytes=0",  # the log starts at every new snapshot
 ]
 
 
@@ -61,6 +64,21 @@ def test_kill_leader_and_restart_everything_loses_nothing_acknowledged(tmp_path)
 
         cluster.start(first_leader)  # rejoins from its own disk
         agree(cluster, everyone, len(acknowledged))
+
+        observer = cluster.observer_ids[0]
+        cluster.kill(observer, signal.SIGKILL)
+        for i in range(5):
+            batch = [b"c%d-%d" % (i, j) for j in range(5)]
+            cluster.append_until_committed(batch)
+            acknowledged += batch
+        leader = cluster.wait_for_leader()
+        end, _, epoch = cluster.snapshot(leader).partition("-")
+        assert int(end) > 0 and int(epoch) > 0
+        cluster.start(observer)  # its next entry is gone from the leader's log
+        agree(cluster, everyone, len(acknowledged))
+        status = cluster.status(observer)
+        assert status is not None and status["snapshots_fetched"] == 1
+        assert status["log_start"] == int(end)
 
         for node in cluster.voter_ids:  # a power cut of the whole quorum
             cluster.kill(node, signal.SIGKILL)

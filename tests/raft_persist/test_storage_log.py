@@ -1,9 +1,10 @@
 """StorageRaftLog behaves exactly as MemoryRaftLog, the model, and survives a reopen.
 
-Random sequences of appends (runs of epochs, control entries among them) and truncations
-go to both logs; after every step end offset, last epoch, end_offset_for_epoch for every
-epoch, and reads from every offset must agree. Then the storage log is flushed, closed
-and reopened from disk, and must still agree.
+Random sequences of appends (runs of epochs, control entries among them), truncations,
+log-prefix cleanups (the log starts at a snapshot) and resets to a snapshot go to both logs;
+after every step start, end offset, last epoch, end_offset_for_epoch for every epoch, and
+reads from every offset must agree. Then the storage log is flushed, closed and reopened
+from disk (with the snapshot it starts at, as the driver does), and must still agree.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ import tempfile
 import pytest
 
 from raft.log import MemoryRaftLog
-from raft.messages import Entry
-from raft.storage_log import StorageRaftLog
+from raft.messages import Entry, SnapshotId
+from raft.storage_log import StorageRaftLog, open_raft_log
 from storage.config import LogConfig
 from storage.log import Log
 
@@ -23,6 +24,7 @@ CONFIG = LogConfig.from_properties({"segment.bytes": 2048, "index.interval.bytes
 
 
 def agree(model: MemoryRaftLog, real: StorageRaftLog, context: str) -> None:
+    assert real.start() == model.start(), context
     assert real.end_offset() == model.end_offset(), context
     assert real.last_epoch() == model.last_epoch(), context
     top = model.last_epoch() + 2
@@ -30,7 +32,7 @@ def agree(model: MemoryRaftLog, real: StorageRaftLog, context: str) -> None:
         assert real.end_offset_for_epoch(epoch) == model.end_offset_for_epoch(epoch), (
             f"{context}: end_offset_for_epoch({epoch})"
         )
-    for offset in range(0, model.end_offset() + 1, 3):
+    for offset in range(model.start_offset, model.end_offset() + 1, 3):
         assert list(real.read(offset, 7)) == list(model.read(offset, 7)), (
             f"{context}: read({offset})"
         )
@@ -43,11 +45,24 @@ def test_storage_log_matches_the_memory_model(seed: int) -> None:
     model, real = MemoryRaftLog(), StorageRaftLog(Log.open(directory, CONFIG))
     epoch = 1
     for step in range(60):
-        if rng.random() < 0.2 and model.end_offset():
-            cut = rng.randrange(model.end_offset() + 1)
+        roll = rng.random()
+        if roll < 0.2 and model.end_offset() > model.start_offset:
+            cut = rng.randrange(model.start_offset, model.end_offset() + 1)
             model.truncate_to(cut)
             real.truncate_to(cut)
             epoch = max(epoch, model.last_epoch()) + 1  # a new leader writes a newer epoch
+        elif roll < 0.3 and model.end_offset() > model.start_offset:
+            # A snapshot of a prefix; the log now starts there.
+            end = rng.randrange(model.start_offset + 1, model.end_offset() + 1)
+            snapshot = SnapshotId(end, model.read(end - 1, 1)[0].epoch)
+            model.delete_before(snapshot)
+            real.delete_before(snapshot)
+        elif roll < 0.35:
+            # A follower installs a leader's snapshot beyond its log end.
+            epoch += 1
+            snapshot = SnapshotId(model.end_offset() + rng.randrange(1, 20), epoch)
+            model.reset_to_snapshot(snapshot)
+            real.reset_to_snapshot(snapshot)
         else:
             start = model.end_offset()
             entries = []
@@ -67,5 +82,8 @@ def test_storage_log_matches_the_memory_model(seed: int) -> None:
         agree(model, real, f"seed {seed} step {step}")
     real.sync()
     real.log.close()
-    reopened = StorageRaftLog(Log.open(directory, CONFIG, recovery_point=0))
+    # The log start offset was never checkpointed: the log reopens at its first segment,
+    # and open_raft_log starts it at its snapshot again.
+    snapshots = [model.start()] if model.start_offset else []
+    reopened = open_raft_log(Log.open(directory, CONFIG, recovery_point=0), snapshots)
     agree(model, reopened, f"seed {seed} after reopen")
