@@ -100,6 +100,8 @@ async def serve(args: argparse.Namespace) -> None:
                 "digest": listener.digest.hexdigest(),
                 "log_start": core.log.start().end_offset,
                 "snapshots_fetched": core.snapshots_fetched,
+                "commit_latency_avg_ms": driver.stats().commit_latency_avg_ms,
+                "appends_committed": driver.stats().appends_committed,
             }
         ).encode()
 
