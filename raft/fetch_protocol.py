@@ -261,8 +261,11 @@ class FetchProtocol(NodeState):
         if (response.fetch_offset, response.last_fetched_epoch) != (
             self.log.end_offset(),
             self.log.last_epoch(),
-        ):
-            return  # the answer to an older request (late or duplicated): ignore it
+        ) or self.snapshot_fetch is not None:
+            # The answer to an older request (late or duplicated): ignore it. While a
+            # snapshot downloads no Fetch is out, so any answer is a late one; taking its
+            # entries would move the log and high watermark past the snapshot being fetched.
+            return
         self.fetch_in_flight = False
         self.last_fetch_success_ms = self.now_ms
         self.fetch_deadline = self._fetch_deadline()

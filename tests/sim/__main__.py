@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections import Counter
 
 from tests.sim.plan import Plan
 from tests.sim.simulation import replay_command, run_seed
@@ -51,11 +52,13 @@ def _many(start: int, count: int) -> int:
     failures: list[int] = []
     known: dict[str, list[int]] = {}
     events = leaders = committed = 0
+    coverage: Counter[str] = Counter()
     for seed in range(start, start + count):
         result = run_seed(seed)
         events += result.events
         leaders += result.leaders
         committed += result.committed
+        coverage.update(result.coverage)
         if result.known_bug is not None:
             known.setdefault(result.known_bug, []).append(seed)
         elif result.failure is not None:
@@ -75,6 +78,7 @@ def _many(start: int, count: int) -> int:
         f"{known_count} failed with a known core bug's signature; {events} events checked, "
         f"{leaders} leaders elected, {committed} entries committed; {elapsed:.1f} s"
     )
+    print("snapshot paths taken: " + ", ".join(f"{k} {v}" for k, v in sorted(coverage.items())))
     for name, seeds in known.items():
         shown = " ".join(map(str, seeds[:20])) + (" ..." if len(seeds) > 20 else "")
         print(f"known bug '{name}' (tests/sim/known_bugs.py): {len(seeds)} seeds: {shown}")

@@ -1,16 +1,22 @@
 """A simulated cluster: one RaftCore per node, driven as a real node drives it.
 
-Each node owns a disk (a SimLog and its durable ElectionState, the `quorum-state` file) that
-outlives crashes, and, while it is up, a RaftCore over them. The driver loop is the one
-messages.Ready documents, in its order, because the order is what makes Raft safe:
+Each node owns a disk (a SimLog, a SimSnapshotStore and its durable ElectionState, the
+`quorum-state` file) that outlives crashes, and, while it is up, a RaftCore over them and a
+state machine (state_machine.py). The driver loop is the one messages.Ready documents, in its
+order, because the order is what makes Raft safe:
     1. persist `election_state` (the simulated fsync is instant: once handed over it is durable);
     2. fsync the log if `sync_log`;
     3. send `messages` into the network;
-    4. hand `committed` to the state machine (here: count it as applied);
+    4. have the state machine load `load_snapshot` (from the node's store), then apply
+       `committed`;
     5. `advance(ready)`; and again while `has_ready()`.
 A crash can be armed to strike between steps 1 and 2 or 2 and 3 of the next Ready that has
 something to persist, as a power cut partway through that sequence would: between 1 and 2
-the log writes of that Ready are lost (or, torn, partly kept).
+the log writes of that Ready are lost (or, torn, partly kept); or on the next Ready that
+loads a snapshot, before the state machine does (right after a snapshot was installed).
+
+Between events the state machine takes snapshots when told to (`snapshot`), and the log may
+be compacted to one of them (log-prefix cleanup), as a controller's snapshot generator does.
 
 Time: with TickMode.INTERVAL every node ticks every `tick_interval_ms` and messages are stepped
 as they arrive (the loop in /tmp/smoke_raft.py); with TickMode.WAKEUP a node ticks only at its
@@ -22,17 +28,26 @@ from __future__ import annotations
 
 import enum
 import random
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from raft.config import RaftConfig
 from raft.core import NEVER, RaftCore
-from raft.messages import ElectionState, Message, Ready
+from raft.messages import (
+    SNAPSHOT_NOT_FOUND,
+    ElectionState,
+    FetchSnapshotResponse,
+    Message,
+    Ready,
+    SnapshotId,
+)
 from raft.roles import Role
-from tests.sim.disk import SimLog
+from tests.sim.disk import SimLog, SimSnapshotStore
 from tests.sim.events import EventQueue
 from tests.sim.network import Network
+from tests.sim.state_machine import StateMachine
 from tests.sim.trace import Lazy, Trace, format_entries
 
 # A node that never stops producing Readies is a livelock in the core, not a slow run.
@@ -49,6 +64,14 @@ class CrashPoint(enum.Enum):
 
     BEFORE_LOG_SYNC = "after persisting the election state, before syncing the log"
     BEFORE_SEND = "after syncing the log, before sending"
+    # Strikes on the next Ready that loads a snapshot instead: right after a download was
+    # installed (snapshot durable, log reset), before the state machine loaded it.
+    BEFORE_SNAPSHOT_LOAD = "after installing a snapshot, before loading it"
+
+
+# The points a random power cut picks from; BEFORE_SNAPSHOT_LOAD is armed on purpose only,
+# on a node that is downloading a snapshot (faults.py), or it might wait for good.
+READY_CRASH_POINTS = (CrashPoint.BEFORE_LOG_SYNC, CrashPoint.BEFORE_SEND)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,10 +88,11 @@ class SimNode:
     node_id: int
     is_voter: bool
     log: SimLog = field(default_factory=SimLog)
+    snapshots: SimSnapshotStore = field(default_factory=SimSnapshotStore)
     durable: ElectionState = field(default_factory=ElectionState)  # the quorum-state file
     core: RaftCore | None = None  # None while crashed
     incarnation: int = 0
-    applied: int = 0  # entries handed to the state machine by this incarnation
+    sm: StateMachine = field(default_factory=StateMachine)  # this incarnation's, in memory
     tick_token: int = 0  # a tick event carrying an older token is void
     tick_at: int = NEVER
     crash_point: CrashPoint | None = None
@@ -79,13 +103,23 @@ class SimNode:
     def up(self) -> bool:
         return self.core is not None
 
+    @property
+    def applied(self) -> int:
+        """The next offset this incarnation's state machine applies (what it has applied,
+        counting the entries of the snapshot it loaded)."""
+        return self.sm.applied
+
     def describe(self) -> str:
+        log = f"log {self.log.start_offset}..{self.log.end_offset()}"
+        latest = self.snapshots.latest()
+        if latest is not None:
+            log += f", snapshot {latest.end_offset}-{latest.epoch}"
         if self.core is None:
-            return f"node {self.node_id}: down, log end {self.log.end_offset()}"
+            return f"node {self.node_id}: down, {log}"
         c = self.core
         return (
             f"node {self.node_id}: {c.role.value} e{c.epoch} leader={c.leader_id} "
-            f"voted={c.voted_for} hw={c.high_watermark} end={self.log.end_offset()}"
+            f"voted={c.voted_for} hw={c.high_watermark} applied={self.applied} {log}"
         )
 
 
@@ -119,9 +153,14 @@ class Cluster:
         ids = range(1, config.voters + config.observers + 1)
         self.nodes = {i: SimNode(i, i in self.voter_ids) for i in ids}
         self.touched: set[int] = set()  # nodes the current event reached
+        # How often the snapshot paths were taken (reported, and checked by a test, so a
+        # change that stops exercising them does not go unnoticed).
+        self.coverage: Counter[str] = Counter()
         self.sent: list[Message] | None = None  # a scenario test sets a list to see every message
         # Told when a crash happens on its own (armed in a Ready), so a restart gets scheduled.
         self.after_crash: Callable[[int], None] = lambda node_id: None
+        # Told when a node starts downloading a snapshot, so faults can aim at that window.
+        self.download_started: Callable[[int], None] = lambda node_id: None
         for node in self.nodes.values():
             self._start(node)
 
@@ -130,6 +169,8 @@ class Cluster:
     def crash(self, node_id: int, torn: bool = False) -> None:
         node = self.nodes[node_id]
         assert node.core is not None, f"node {node_id} is already down"
+        if node.core.snapshot_fetch is not None:
+            self.coverage["crash mid-download"] += 1
         node.core = None
         node.tick_token += 1
         node.tick_at = NEVER
@@ -138,6 +179,7 @@ class Cluster:
         torn_writes = self.rng.randint(0, unsynced) if torn and unsynced else 0
         before = node.log.end_offset()
         node.log.crash(torn_writes)
+        node.snapshots.crash()  # a partial download is lost; complete snapshots are durable
         self.touched.add(node_id)
         self.listener.on_crash(node)
         self.trace.record(
@@ -168,6 +210,32 @@ class Cluster:
         node.core.resign()
         self._after(node)
 
+    def snapshot(self, node_id: int, end_offset: int, compact: bool) -> SnapshotId:
+        """The node's state machine writes a snapshot of its state at `end_offset`; with
+        `compact`, the log then starts at it (its prefix and older snapshots go)."""
+        node = self.nodes[node_id]
+        core = node.core
+        assert core is not None
+        self.touched.add(node_id)
+        snapshot_id = core.snapshot_id_for(end_offset)
+        node.snapshots.create(snapshot_id, node.sm.snapshot(end_offset))
+        start = node.log.start_offset
+        if compact:
+            core.compact_log(snapshot_id)
+            self.coverage["compactions"] += 1
+        self.coverage["snapshots taken"] += 1
+        self.trace.record(
+            f"SNAPSHOT node {node_id} at {snapshot_id.end_offset}-{snapshot_id.epoch}"
+            + (f", log start {start} -> {node.log.start_offset}" if compact else "")
+        )
+        self._after(node)
+        return snapshot_id
+
+    def deliver_copy(self, message: Message, delay_ms: int = 0) -> None:
+        """Delivers `message` (once more) `delay_ms` from now, as a network that duplicates
+        or holds back messages could: scenario tests replay a request or a late answer."""
+        self.queue.after(delay_ms, self._deliver, message)
+
     def arm_crash(self, node_id: int, point: CrashPoint, torn: bool) -> None:
         node = self.nodes[node_id]
         node.crash_point = point
@@ -184,7 +252,7 @@ class Cluster:
     def _start(self, node: SimNode) -> None:
         now = self.queue.now_ms
         node.incarnation += 1
-        node.applied = 0
+        node.sm = StateMachine()  # rebuilt from the latest snapshot, then the log
         node.tick_token += 1
         node.tick_at = NEVER
         node.view = None
@@ -196,12 +264,16 @@ class Cluster:
             self.config.raft,
             random.Random(self.rng.getrandbits(64)),
             now,
+            snapshots=node.snapshots,
         )
         self.touched.add(node.node_id)
         self.listener.on_start(node)
         if node.incarnation > 1:
+            latest = node.snapshots.latest()
             self.trace.record(
-                f"RESTART node {node.node_id} from {node.durable}, log end {node.log.end_offset()}"
+                f"RESTART node {node.node_id} from {node.durable}, log "
+                f"{node.log.start_offset}..{node.log.end_offset()}"
+                + ("" if latest is None else f", snapshot {latest.end_offset}-{latest.epoch}")
             )
         if self.config.tick_mode is TickMode.INTERVAL:
             # A random phase, so the nodes do not all tick in the same millisecond.
@@ -230,7 +302,16 @@ class Cluster:
         self.trace.record("deliver", message)
         if self.config.tick_mode is TickMode.WAKEUP:
             node.core.tick(self.queue.now_ms)
-        node.core.step(message)
+        core = node.core
+        downloading, fetched = core.snapshot_fetch is not None, core.snapshots_fetched
+        core.step(message)
+        if core.snapshot_fetch is not None and not downloading:
+            self.coverage["downloads started"] += 1
+            self.download_started(node.node_id)
+        if core.snapshots_fetched > fetched:
+            self.coverage["snapshots installed"] += 1
+        if type(message) is FetchSnapshotResponse and message.error == SNAPSHOT_NOT_FOUND:
+            self.coverage["snapshot gone mid-download"] += 1
         self._after(node)
 
     def _tick(self, node: SimNode, token: int) -> None:
@@ -272,7 +353,12 @@ class Cluster:
             if ready.election_state is not None:
                 node.durable = ready.election_state  # fsynced: durable from here on
             point = node.crash_point
-            if point is not None and (ready.election_state is not None or ready.sync_log):
+            if point is CrashPoint.BEFORE_SNAPSHOT_LOAD:
+                if ready.load_snapshot is not None:
+                    self.coverage["crash right after install"] += 1
+                    self._crash_in_ready(node)
+                    return
+            elif point is not None and (ready.election_state is not None or ready.sync_log):
                 if point is CrashPoint.BEFORE_SEND and ready.sync_log:
                     node.log.sync()
                 self._crash_in_ready(node)
@@ -282,7 +368,16 @@ class Cluster:
             self.listener.on_ready(node, ready)
             for message in ready.messages:
                 self._send(message)
-            node.applied += len(ready.committed)
+            if ready.load_snapshot is not None:
+                node.sm.load(node.snapshots.snapshots[ready.load_snapshot])
+                self.coverage["snapshots loaded"] += 1
+                loaded = ready.load_snapshot
+                self.trace.record(
+                    f"node {node.node_id}: state machine loads snapshot "
+                    f"{loaded.end_offset}-{loaded.epoch}"
+                )
+            for entry in ready.committed:
+                node.sm.apply(entry)
             core.advance(ready)
         raise AssertionError(
             f"node {node.node_id}: still has_ready() after {MAX_READIES_PER_DRAIN} Readies"
@@ -304,7 +399,9 @@ class Cluster:
                 f"node {node.node_id}: {was} -> {role.value} e{epoch} leader={leader}"
             )
         if old is not None and old[3] != hw:
-            newly = tuple(node.log.read(old[3], hw - old[3])) if hw > old[3] else ()
+            # An installed snapshot moves the high watermark past entries the log never held.
+            low = max(old[3], node.log.start_offset)
+            newly = tuple(node.log.read(low, hw - low)) if hw > low else ()
             self.trace.record(
                 f"node {node.node_id}: hw {old[3]} -> {hw}", Lazy(format_entries, newly)
             )

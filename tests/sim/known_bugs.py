@@ -1,7 +1,9 @@
 """Core bugs the simulator has found and that are not fixed yet.
 
 Each entry says how to recognise a run that failed because of it (`matches`, looking at the
-cluster when the run failed) and names a few seeds that show it. test_simulation.py
+cluster when the run failed; for a bug that shows as one of the core's own assertions rather
+than as a liveness failure, also `raised`, the exception's message) and names a few seeds
+that show it. An invariant violation is never a known bug. test_simulation.py
 - runs those seeds as xfail(strict=True): once the core is fixed they pass, and the strict
   mark turns that into a failure that says "remove the entry";
 - tolerates (reports as xfailed) a seed of its CI range that fails *with this signature*, so
@@ -12,6 +14,7 @@ that reproduces it (test_scenarios.py names the entry), which turns into a regre
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -26,6 +29,9 @@ class KnownBug:
     reason: str
     seeds: tuple[int, ...]
     matches: Callable[[World], bool]
+    # A pattern the exception out of the core ("Type: message") matches; None: the bug
+    # shows as a liveness failure.
+    raised: str | None = None
 
 
 def _settled_but(world: World, stuck: Callable[[SimNode, int], bool]) -> bool:
@@ -88,6 +94,11 @@ def _observer_unattached(node: SimNode, epoch: int) -> bool:
 # None open. Fixed so far (each now guarded by a scenario test in test_scenarios.py):
 # - voter-stuck-in-a-later-epoch (seed 8234): a voter that became Candidate in epoch e+1 and
 #   lost its VoteRequests stayed in e+1 for good; a pre-vote now moves its receiver to e+1.
+# - late-fetch-response-during-snapshot-download (seed 4665, an AssertionError out of
+#   _install_snapshot, so recorded with `raised`): a Fetch reached the leader twice, answered
+#   with entries, then (after a compaction) with the snapshot; the follower started the
+#   download, then took the late entries too, its high watermark passing the snapshot's end.
+#   A follower downloading a snapshot now ignores every FetchResponse.
 KNOWN_BUGS: tuple[KnownBug, ...] = ()
 
 
@@ -95,11 +106,17 @@ def known_bug(name: str) -> KnownBug:
     return next(bug for bug in KNOWN_BUGS if bug.name == name)
 
 
-def classify(world: World | None) -> KnownBug | None:
-    """The known bug a failed run shows, if any."""
+def classify(world: World | None, error: BaseException | None = None) -> KnownBug | None:
+    """The known bug a failed run shows, if any: a liveness failure (no `error`), or the
+    exception `error` out of the core."""
     if world is None:
         return None
+    raised = None if error is None else f"{type(error).__name__}: {error}"
     for bug in KNOWN_BUGS:
+        if (bug.raised is None) != (raised is None):
+            continue
+        if bug.raised is not None and raised is not None and not re.search(bug.raised, raised):
+            continue
         if bug.matches(world):
             return bug
     return None

@@ -39,6 +39,13 @@ class Plan:
     # How many entries one FetchResponse carries at most: small values make followers catch
     # up page by page, so high watermarks run ahead of their log ends.
     fetch_max_entries: int
+    # Snapshots (KIP-630): how often some node's state machine takes one (None: never), how
+    # often the log is then compacted to it, and the largest FetchSnapshot chunk (tiny ones
+    # make a download take many round trips, so it is more often cut short by a crash, a
+    # leader change or a newer snapshot deleting the one being downloaded).
+    snapshot_every_ms: int | None = None
+    compact: float = 0.0
+    fetch_snapshot_max_bytes: int = 1 << 20
     liveness_bound_ms: int = 30_000
 
     @classmethod
@@ -83,6 +90,11 @@ class Plan:
             propose_every_ms=rng.choice((20, 100, 300)),
             liveness_records=rng.randint(3, 20),
             fetch_max_entries=rng.choice((1000, 1000, 100, 25)),
+            # Frequent on purpose: a follower that was cut off or down for a second or two
+            # should often find the entries it needs compacted away.
+            snapshot_every_ms=sometimes(0.85, 1_000),
+            compact=rng.choice((0.3, 0.7, 1.0)),
+            fetch_snapshot_max_bytes=rng.choice((16, 50, 200, 1 << 20)),
         )
 
     def describe(self) -> str:
@@ -99,5 +111,7 @@ class Plan:
             f"resign every ~{self.resign_every_ms or off} ms; "
             f"propose every ~{self.propose_every_ms} ms; "
             f"fetch pages of <= {self.fetch_max_entries} entries; "
+            f"snapshot every ~{self.snapshot_every_ms or off} ms (compact {self.compact}, "
+            f"chunks <= {self.fetch_snapshot_max_bytes} bytes); "
             f"liveness: {self.liveness_records} records within {self.liveness_bound_ms} ms"
         )

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from raft.config import RaftConfig
 from raft.core import NotLeaderError
+from raft.messages import SnapshotId
 from tests.sim.cluster import ClusterConfig, SimNode, TickMode
 from tests.sim.network import NetworkConfig
 from tests.sim.world import World
@@ -28,8 +30,11 @@ def make_world(
     seed: int = 1,
     network: NetworkConfig = CALM,
     tick_mode: TickMode = TickMode.WAKEUP,
+    raft: RaftConfig | None = None,
 ) -> World:
-    config = ClusterConfig(voters=voters, observers=observers, tick_mode=tick_mode)
+    config = ClusterConfig(
+        voters=voters, observers=observers, tick_mode=tick_mode, raft=raft or RaftConfig()
+    )
     return World(seed, config, network)
 
 
@@ -79,6 +84,16 @@ def propose(world: World, records: list[bytes], node_id: int | None = None) -> i
     finally:
         world.after_event()
     return last
+
+
+def snapshot(world: World, node_id: int, compact: bool = True) -> SnapshotId:
+    """The node's state machine snapshots everything it applied; with `compact` the log
+    then starts there."""
+    node = world.cluster.nodes[node_id]
+    try:
+        return world.cluster.snapshot(node_id, node.applied, compact)
+    finally:
+        world.after_event()
 
 
 def try_propose(world: World, records: list[bytes]) -> bool:

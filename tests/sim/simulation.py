@@ -13,7 +13,7 @@ failure that names the seed and the command that replays it.
 from __future__ import annotations
 
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from raft.config import RaftConfig
 from tests.sim.client import Clients
@@ -54,7 +54,9 @@ class RunResult:
     leaders: int  # epochs that had a leader
     committed: int  # entries committed
     sim_ms: int
-    known_bug: str | None = None  # the known_bugs.py entry a liveness failure matches
+    known_bug: str | None = None  # the known_bugs.py entry the failure matches
+    # How often the run took each snapshot path (Cluster.coverage).
+    coverage: dict[str, int] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -77,7 +79,10 @@ class Simulation:
                 voters=plan.voters,
                 observers=plan.observers,
                 tick_mode=plan.tick_mode,
-                raft=RaftConfig(fetch_max_entries=plan.fetch_max_entries),
+                raft=RaftConfig(
+                    fetch_max_entries=plan.fetch_max_entries,
+                    fetch_snapshot_max_bytes=plan.fetch_snapshot_max_bytes,
+                ),
             )
             self.world = world = World(plan.seed, config, plan.network, echo=self.echo)
             self.faults = Faults(
@@ -100,10 +105,14 @@ class Simulation:
             self._liveness_phase(world)
             world.checker.check_all(world.cluster)
         except Exception as error:  # noqa: BLE001 - any failure of a run is reported the same way
+            bug = None
             if isinstance(error, LivenessFailure):
-                # Only a liveness failure can be a known bug: safety violations never are.
                 bug = classify(self.world)
-                known_bug = bug.name if bug is not None else None
+            elif not isinstance(error, (InvariantViolation, SimulationFailure, RunawayError)):
+                # An exception out of the core (one of its own assertions) can be a known bug
+                # too; a safety violation (an invariant) never is.
+                bug = classify(self.world, error)
+            known_bug = bug.name if bug is not None else None
             failure = self._describe_failure(error, known_bug)
         ran = self.world
         return RunResult(
@@ -114,6 +123,7 @@ class Simulation:
             committed=len(ran.checker.committed) if ran else 0,
             sim_ms=ran.now_ms if ran else 0,
             known_bug=known_bug,
+            coverage=dict(ran.cluster.coverage) if ran else {},
         )
 
     # --- phases -----------------------------------------------------------------------------

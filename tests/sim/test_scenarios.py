@@ -9,13 +9,25 @@ from __future__ import annotations
 import pytest
 
 from raft.config import RaftConfig
-from raft.messages import NO_LEADER, ElectionState, FetchResponse, VoteRequest, VoteResponse
+from raft.messages import (
+    NO_LEADER,
+    SNAPSHOT_NOT_FOUND,
+    ElectionState,
+    FetchRequest,
+    FetchResponse,
+    FetchSnapshotResponse,
+    Ready,
+    SnapshotId,
+    VoteRequest,
+    VoteResponse,
+)
 from raft.roles import Role
-from tests.sim.cluster import CrashPoint
+from tests.sim.cluster import CrashPoint, SimNode
 from tests.sim.scenario import (
     applied_everywhere,
     make_world,
     propose,
+    snapshot,
     stable_leader,
     try_propose,
     wait_for,
@@ -361,3 +373,230 @@ def test_a_voter_left_in_a_later_epoch_rejoins() -> None:
         10_000,
         f"voter {voter} rejoining from epoch {epoch + 1}",
     )
+
+
+# --- snapshots (KIP-630) -------------------------------------------------------------------
+
+# Snapshots here are a few hundred bytes (state_machine.py): 16-byte chunks make a download
+# take a dozen round trips, a window a scenario can act in.
+SMALL_CHUNKS = RaftConfig(fetch_snapshot_max_bytes=16)
+
+
+def _compact_while_cut_off(world: World, node_id: int, count: int = 20) -> SnapshotId:
+    """Cuts `node_id` off, has the others commit `count` records, and has the leader snapshot
+    and compact its log past everything `node_id` holds. Heal to let it back."""
+    ids = sorted(world.cluster.nodes)
+    rest = _others(ids, node_id)
+    world.network.partition([[node_id], rest])
+    records = _records(f"while-{node_id}-is-cut-off", count)
+    propose(world, records)
+    leader = world.leader()
+    assert leader is not None
+    wait_for(world, applied_everywhere(world, records, rest), 2_000, "the others committing")
+    taken = snapshot(world, leader.node_id)
+    node = world.cluster.nodes[node_id]
+    assert leader.log.start_offset == taken.end_offset > node.log.end_offset()
+    return taken
+
+
+def _downloading(node: SimNode) -> bool:
+    """Partway through a snapshot download: some chunks in, more to come."""
+    return (
+        node.core is not None
+        and node.core.snapshot_fetch is not None
+        and (node.core.snapshot_fetch[1] > 0)
+    )
+
+
+def _chunks_to(world: World, node_id: int) -> list[FetchSnapshotResponse]:
+    assert world.cluster.sent is not None
+    return [
+        m for m in world.cluster.sent if isinstance(m, FetchSnapshotResponse) and m.dst == node_id
+    ]
+
+
+def test_a_partitioned_follower_installs_the_leaders_snapshot_and_catches_up() -> None:
+    world = make_world(voters=3, seed=10, raft=SMALL_CHUNKS)
+    world.cluster.sent = []
+    leader = stable_leader(world)
+    ids = sorted(world.cluster.nodes)
+    follower = _others(ids, leader.node_id)[0]
+    taken = _compact_while_cut_off(world, follower)
+    world.network.heal()
+    after = _records("after-heal", 5)
+    propose(world, after)
+    wait_for(
+        world,
+        applied_everywhere(world, after, ids),
+        10_000,
+        f"follower {follower} installing snapshot {taken} and catching up",
+    )
+    node = world.cluster.nodes[follower]
+    assert node.core is not None and node.core.snapshots_fetched == 1
+    assert node.log.start_offset == taken.end_offset and node.sm.start == taken.end_offset
+    assert len([m for m in _chunks_to(world, follower) if m.data]) > 1, "one chunk only"
+
+
+def test_a_restarted_node_loads_its_snapshot_before_applying_its_log() -> None:
+    world = make_world(voters=3, seed=11)
+    leader = stable_leader(world)
+    ids = sorted(world.cluster.nodes)
+    first = _records("first", 10)
+    propose(world, first)
+    wait_for(world, applied_everywhere(world, first, ids), 2_000, "the first records")
+    victim = _others(ids, leader.node_id)[0]
+    taken = snapshot(world, victim)  # a follower's own snapshot and log-prefix cleanup
+    second = _records("second", 5)
+    propose(world, second)
+    wait_for(world, applied_everywhere(world, second, ids), 2_000, "the second records")
+
+    world.cluster.crash(victim)
+    world.after_event()
+    readies: list[Ready] = []
+    on_ready = world.checker.on_ready
+
+    def spy(node: SimNode, ready: Ready) -> None:
+        if node.node_id == victim:
+            readies.append(ready)
+        on_ready(node, ready)
+
+    world.checker.on_ready = spy  # type: ignore[method-assign]
+    world.cluster.restart(victim)
+    world.after_event()
+    third = _records("third", 5)
+    propose(world, third)
+    wait_for(world, applied_everywhere(world, third, ids), 5_000, "the restarted node catching up")
+    assert readies[0].load_snapshot == taken
+    applied = [e.offset for r in readies for e in r.committed]
+    assert applied[0] == taken.end_offset, "applied from its log, not from the snapshot's end"
+    node = world.cluster.nodes[victim]
+    assert node.sm.start == taken.end_offset and node.log.start_offset == taken.end_offset
+    assert node.core is not None and node.core.snapshots_fetched == 0
+
+
+def test_an_observer_that_was_down_catches_up_from_a_snapshot() -> None:
+    world = make_world(voters=3, observers=1, seed=12, raft=RaftConfig(fetch_snapshot_max_bytes=50))
+    stable_leader(world)
+    ids = sorted(world.cluster.nodes)
+    observer = max(ids)
+    world.cluster.crash(observer)
+    world.after_event()
+    taken = _compact_while_cut_off(world, observer)
+    world.network.heal()
+    world.cluster.restart(observer)
+    world.after_event()
+    after = _records("after-restart", 5)
+    propose(world, after)
+    wait_for(
+        world,
+        applied_everywhere(world, after, [observer]),
+        5_000,
+        f"observer {observer} installing snapshot {taken} and catching up",
+    )
+    node = world.cluster.nodes[observer]
+    assert node.core is not None and node.core.snapshots_fetched == 1
+    assert node.sm.start == taken.end_offset
+
+
+def test_a_download_whose_snapshot_the_leader_deletes_starts_again_from_the_newer_one() -> None:
+    world = make_world(voters=3, seed=13, raft=SMALL_CHUNKS)
+    world.cluster.sent = []
+    leader = stable_leader(world)
+    ids = sorted(world.cluster.nodes)
+    follower = _others(ids, leader.node_id)[0]
+    rest = _others(ids, follower)
+    world.network.partition([[follower], rest])
+    records = _records("cut-off", 20)
+    propose(world, records)
+    wait_for(world, applied_everywhere(world, records, rest), 2_000, "the others committing")
+    # The first snapshot leaves some applied entries out, so a newer one can be taken later
+    # without waiting for anything to commit.
+    old = world.cluster.snapshot(leader.node_id, leader.applied - 5, compact=True)
+    world.after_event()
+    world.network.heal()
+    node = world.cluster.nodes[follower]
+    wait_for(world, lambda: _downloading(node), 10_000, f"follower {follower} downloading")
+    assert node.core is not None and node.core.snapshot_fetch is not None
+    assert node.core.snapshot_fetch[0] == old
+    new = snapshot(world, leader.node_id)  # and compact: `old` is deleted
+    assert leader.snapshots.size(old) is None
+    wait_for(world, applied_everywhere(world, records, ids), 5_000, "the follower catching up")
+    assert any(m.error == SNAPSHOT_NOT_FOUND for m in _chunks_to(world, follower))
+    assert node.core.snapshots_fetched == 1 and node.log.start_offset == new.end_offset
+
+
+@pytest.mark.parametrize("when", ["mid-download", "after-install"])
+def test_a_follower_that_crashes_while_installing_a_snapshot_recovers(when: str) -> None:
+    """Partway through a download the partial snapshot dies with the node, which downloads
+    it again; right after the install (before its state machine loaded it) the snapshot is
+    durable and the log restarts at it, so the restarted node loads it and fetches on."""
+    world = make_world(voters=3, seed=14, raft=SMALL_CHUNKS)
+    leader = stable_leader(world)
+    ids = sorted(world.cluster.nodes)
+    follower = _others(ids, leader.node_id)[0]
+    taken = _compact_while_cut_off(world, follower)
+    node = world.cluster.nodes[follower]
+    if when == "after-install":
+        world.cluster.arm_crash(follower, CrashPoint.BEFORE_SNAPSHOT_LOAD, torn=False)
+    world.network.heal()
+    if when == "mid-download":
+        wait_for(world, lambda: _downloading(node), 10_000, f"follower {follower} downloading")
+        world.cluster.crash(follower)
+        world.after_event()
+        assert node.snapshots.partial is None and node.snapshots.latest() is None
+    else:
+        wait_for(world, lambda: not node.up, 10_000, f"follower {follower} crashing on install")
+        assert node.snapshots.latest() == taken and node.log.start_offset == taken.end_offset
+    world.run_for(500)
+    world.cluster.restart(follower)
+    world.after_event()
+    after = _records("after-restart", 5)
+    propose(world, after)
+    wait_for(world, applied_everywhere(world, after, ids), 10_000, "the follower catching up")
+    assert node.core is not None and node.sm.start == taken.end_offset
+    # Downloaded again after a mid-download crash; loaded from its own store otherwise.
+    assert node.core.snapshots_fetched == (1 if when == "mid-download" else 0)
+
+
+def test_a_late_fetch_response_does_not_overtake_a_snapshot_download() -> None:
+    """Seed 4665 made deterministic (known_bugs.py: late-fetch-response-during-snapshot-
+    download, fixed). A follower's Fetch reaches the leader twice. The first copy is answered
+    with the entries the follower lacks, late; the leader then snapshots below its high
+    watermark and compacts, so the second copy is answered with the snapshot, which the
+    follower starts downloading. The late answer matches the follower's log all the same:
+    the follower must not take it (its high watermark would pass the snapshot's end, and the
+    install then fails), and must catch up."""
+    world = make_world(voters=3, seed=15, raft=SMALL_CHUNKS)
+    world.cluster.sent = []
+    leader = stable_leader(world)
+    ids = sorted(world.cluster.nodes)
+    follower = _others(ids, leader.node_id)[0]
+    node = world.cluster.nodes[follower]
+    # The leader's answers stop reaching the follower, whose fetches still reach the leader.
+    world.network.cut_one_way(leader.node_id, follower)
+    records = _records("unheard", 10)
+    propose(world, records)
+    wait_for(world, applied_everywhere(world, records, _others(ids, follower)), 2_000, "commit")
+    fetch = [m for m in world.cluster.sent if isinstance(m, FetchRequest) and m.src == follower][-1]
+    assert fetch.fetch_offset == node.log.end_offset()
+    world.cluster.deliver_copy(fetch)  # the first copy: its answer is held back (cut)
+    world.run_for(20)
+    late = [m for m in world.cluster.sent if isinstance(m, FetchResponse) and m.dst == follower][-1]
+    assert late.entries and late.fetch_offset == fetch.fetch_offset
+    taken = world.cluster.snapshot(leader.node_id, late.high_watermark - 3, compact=True)
+    world.after_event()
+    assert fetch.fetch_offset < taken.end_offset < late.high_watermark
+    world.network.heal()
+    world.cluster.deliver_copy(fetch)  # the second copy: answered with the snapshot
+    wait_for(world, lambda: _downloading(node), 1_000, f"follower {follower} downloading")
+    world.cluster.deliver_copy(late)
+    caught_up = applied_everywhere(world, records, ids)
+    # Caught up, and done with the download.
+    wait_for(
+        world,
+        lambda: caught_up() and node.core is not None and node.core.snapshot_fetch is None,
+        5_000,
+        "the follower catching up",
+    )
+    assert node.core is not None and node.core.snapshots_fetched == 1
+    assert node.log.start_offset == taken.end_offset

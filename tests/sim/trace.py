@@ -20,6 +20,9 @@ from raft.messages import (
     Entry,
     FetchRequest,
     FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
+    SnapshotId,
     VoteRequest,
     VoteResponse,
 )
@@ -57,8 +60,21 @@ def format_message(m: Any) -> str:
             body += f" DIVERGING(epoch={m.diverging.epoch} end={m.diverging.end_offset})"
         if m.entries:
             body += f" entries={format_entries(m.entries)}"
+        if m.snapshot_id is not None:
+            body += f" SNAPSHOT={_snapshot(m.snapshot_id)}"
         return body + err
+    if isinstance(m, FetchSnapshotRequest):
+        return f"{head}FetchSnapshot e{m.epoch} {_snapshot(m.snapshot_id)} at={m.position}"
+    if isinstance(m, FetchSnapshotResponse):
+        snap = "-" if m.snapshot_id is None else _snapshot(m.snapshot_id)
+        chunk = f" bytes {m.position}..{m.position + len(m.data)} of {m.size}" if m.data else ""
+        return f"{head}FetchSnapshotResp e{m.epoch} leader={m.leader_id} {snap}{chunk}{err}"
     return f"{head}{m!r}"
+
+
+def _snapshot(snapshot_id: SnapshotId) -> str:
+    """A snapshot id as its file is named: end offset and epoch."""
+    return f"{snapshot_id.end_offset}-{snapshot_id.epoch}"
 
 
 def format_entries(entries: tuple[Entry, ...] | list[Entry]) -> str:
