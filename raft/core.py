@@ -204,15 +204,6 @@ class RaftCore(ElectionRules, FetchProtocol):
         self.log.delete_before(snapshot_id)
         self.snapshots.delete_before(snapshot_id)
 
-    def log_flushed(self, end_offset: int) -> None:
-        """An fsync of the log up to `end_offset` completed outside a Ready: a leader's
-        driver may fsync while the core goes on (its own log counts toward the high
-        watermark only once flushed; its followers already have the entries). The
-        driver reports only fsyncs that no truncation overtook."""
-        self.flushed_end = max(self.flushed_end, min(end_offset, self.log.end_offset()))
-        if self.role is Role.LEADER:
-            self._update_leader_high_watermark()
-
     def next_wakeup_ms(self) -> int:
         """When tick() next has something to do."""
         if self.role is Role.LEADER:

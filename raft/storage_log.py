@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from raft.messages import NO_SNAPSHOT, Entry, SnapshotId
 from storage.errors import CorruptRecordError
-from storage.log import Log, PendingFlush
+from storage.log import Log
 from strom_api.records import Record, decode_batches, encode_batch
 
 METADATA_TOPIC_PARTITION = ("__cluster_metadata", 0)
@@ -144,18 +144,6 @@ class StorageRaftLog:
 
     def sync(self) -> None:
         self.log.flush()
-
-    def begin_sync(self) -> PendingFlush:
-        """sync() in two halves, so the fsync can run on a worker thread while the log
-        takes appends (PendingFlush.run there, then finish_sync here)."""
-        return self.log.begin_flush()
-
-    def finish_sync(self, pending: PendingFlush) -> bool:
-        """Records the fsync; False when the log was truncated meanwhile, so what it
-        covered cannot be counted as durable."""
-        applied = pending.generation == self.log.truncations
-        self.log.finish_flush(pending)
-        return applied
 
 
 def _start_log_at(log: Log, offset: int) -> None:

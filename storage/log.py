@@ -63,28 +63,6 @@ class AppendInfo(NamedTuple):
     bytes: int
 
 
-@dataclass(slots=True)
-class PendingFlush:
-    """An fsync prepared by Log.begin_flush on the log's own thread; run() may go on any
-    other thread while the log takes appends, and Log.finish_flush records it after."""
-
-    offset: int  # the recovery point it makes good
-    generation: int  # the log's truncation count when it was prepared
-    fds: list[int]
-    directory: str | None  # fsync this directory too (new segment files in it)
-
-    def run(self) -> None:
-        try:
-            for fd in self.fds:
-                os.fsync(fd)
-            if self.directory is not None:
-                fsync_dir(self.directory)
-        finally:
-            for fd in self.fds:
-                os.close(fd)
-            self.fds = []
-
-
 @dataclass(frozen=True, slots=True)
 class LoadInfo:
     """What opening the log found: how much it scanned and cut off."""
@@ -117,7 +95,6 @@ class Log:
         self.last_flush_ms = clock.time_ms()
         self.load_info = LoadInfo(len(segments), 0, 0, 0)
         self._dir_dirty = False  # segments created since the directory was last fsynced
-        self.truncations = 0  # a flush prepared before a truncation must not move the point
 
     # --- opening -------------------------------------------------------------------------
 
@@ -348,39 +325,18 @@ class Log:
     def flush(self, offset: int | None = None) -> None:
         """fsyncs every segment holding offsets in [recovery point, offset), then moves the
         recovery point to `offset` (default: the log end)."""
-        pending = self.begin_flush(offset)
-        try:
-            pending.run()
-        except BaseException:
-            self._dir_dirty = self._dir_dirty or pending.directory is not None
-            raise
-        self.finish_flush(pending)
-
-    def begin_flush(self, offset: int | None = None) -> PendingFlush:
-        """The first half of flush(): what to fsync, for PendingFlush.run() on another
-        thread (the Raft leader fsyncs while it goes on replicating). Not thread-safe
-        itself: call it, and finish_flush, where the log is used."""
         offset = self.log_end_offset if offset is None else min(offset, self.log_end_offset)
-        fds: list[int] = []
-        directory = None
         if offset > self.recovery_point or self._dir_dirty:
             active = self.active_segment
             for segment in self._segments:
                 if segment.next_offset > self.recovery_point and segment.base_offset < offset:
-                    fds += segment.fds_to_sync(indexes=segment is not active)
+                    segment.flush(indexes=segment is not active)
             if self._dir_dirty:
-                directory = self.directory
+                fsync_dir(self.directory)
                 self._dir_dirty = False
-        return PendingFlush(offset, self.truncations, fds, directory)
-
-    def finish_flush(self, pending: PendingFlush) -> None:
-        """Records a flush whose run() completed: the recovery point moves up to its
-        offset, unless the log was truncated since (what lies there now is newer)."""
-        if pending.generation != self.truncations:
-            return
-        if pending.offset >= self.log_end_offset:
+        if offset >= self.log_end_offset:
             self.unflushed_messages = 0
-        self.recovery_point = max(self.recovery_point, pending.offset)
+        self.recovery_point = max(self.recovery_point, offset)
         self.last_flush_ms = self.clock.time_ms()
 
     def flush_if_due(self) -> bool:
@@ -464,7 +420,6 @@ class Log:
         self._after_truncation()
 
     def _after_truncation(self) -> None:
-        self.truncations += 1
         leo = self.log_end_offset
         self.leader_epochs.truncate_from_end(leo)
         self.recovery_point = min(self.recovery_point, leo)

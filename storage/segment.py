@@ -213,24 +213,10 @@ class LogSegment:
     def flush(self, indexes: bool = True) -> None:
         """fsyncs the log file and, unless told not to, both indexes. The active segment's
         indexes need no fsync: recovery rebuilds them (it scans from the recovery point)."""
-        fds = self.fds_to_sync(indexes)
-        try:
-            for fd in fds:
-                os.fsync(fd)
-        finally:
-            for fd in fds:
-                os.close(fd)
-
-    def fds_to_sync(self, indexes: bool = True) -> list[int]:
-        """New descriptors of the files flush() makes durable, for an fsync on another
-        thread: duplicates, so closing or deleting the segment meanwhile cannot turn them
-        into someone else's file. The caller closes them."""
-        fds = [os.dup(self.fd)]
+        os.fsync(self.fd)
         if indexes:
-            for index in (self.index, self.time_index):
-                index.write()
-                fds.append(os.open(index.path, os.O_RDONLY | os.O_CREAT, 0o644))
-        return fds
+            self.index.flush()
+            self.time_index.flush()
 
     def truncate_to(self, offset: int) -> int:
         """Removes every batch whose last offset is at or above `offset`; returns bytes cut."""

@@ -16,12 +16,9 @@ Commands (one per block; `<n>` is a node id, `all` means every node in id order)
               [fetch-max-entries=1000] [snapshot-chunk=1048576]
     tick <n|all> <ms>          time passes on that node's clock; the node is ticked at every
                                wake-up it asks for (next_wakeup_ms) up to the new time
-    process-ready <n|all> [flush=later]
-                               take the node's Ready: persist the election state, fsync the
+    process-ready <n|all>      take the node's Ready: persist the election state, fsync the
                                log if asked, queue the messages, apply the committed entries;
-                               print all of it; then advance(). flush=later: the fsync is
-                               left for `log-flushed` (a leader's background fsync)
-    log-flushed <n>            the background fsync of the node's log completes (log_flushed)
+                               print all of it; then advance()
     deliver-msgs [from=N] [to=N] [type=Fetch] [drop=true]
                                deliver (or drop) the queued messages that match (type: the
                                name as printed, e.g. VoteResponse), oldest first;
@@ -65,7 +62,7 @@ from __future__ import annotations
 import random
 import shlex
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -441,27 +438,20 @@ class Cluster:
 
     def cmd_process_ready(self, args: list[str]) -> list[str]:
         out: list[str] = []
-        flush_later = "flush=later" in args
-        args = [a for a in args if a != "flush=later"]
         for node in self._targets(args):
             if node.core.has_ready():
-                out += self._process_ready(node, flush_later)
+                out += self._process_ready(node)
             elif args and args[0] != "all":
                 out.append(f"> {node.node_id}: no Ready")
         return out or ["no Ready"]
 
-    def _process_ready(self, node: Node, flush_later: bool = False) -> list[str]:
+    def _process_ready(self, node: Node) -> list[str]:
         ready: Ready = node.core.ready()
         out = [f"> {node.node_id} handling Ready"]
         if ready.election_state is not None:
             node.persisted = ready.election_state
             out.append(f"  persist: {fmt_state(ready.election_state)}")
-        if ready.sync_log and flush_later:
-            # As the driver does for a leader: the fsync runs in the background and is
-            # reported later (log-flushed); this Ready is advanced as if nothing was synced.
-            ready = replace(ready, sync_log=False)
-            out.append(f"  sync log later: end={ready.log_end_offset}")
-        elif ready.sync_log:
+        if ready.sync_log:
             node.log.sync()
             out.append(f"  sync log: end={ready.log_end_offset}")
         if ready.messages:
@@ -566,16 +556,6 @@ class Cluster:
     def cmd_resign(self, args: list[str]) -> list[str]:
         node = self._node(args[0])
         return self._watch([node], node.core.resign)
-
-    def cmd_log_flushed(self, args: list[str]) -> list[str]:
-        node = self._node(args[0])
-        end = node.log.end_offset()
-        node.log.sync()
-
-        def act() -> None:
-            node.core.log_flushed(end)
-
-        return [f"{node.node_id}: log flushed to {end}"] + self._watch([node], act)
 
     def cmd_snapshot(self, args: list[str]) -> list[str]:
         node = self._node(args[0])

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import random
-import threading
 
 import pytest
 from storage_helpers import (
@@ -362,44 +361,6 @@ def test_flush_moves_the_recovery_point(tmp_path):
     assert log.recovery_point == log.log_end_offset and log.unflushed_messages == 0
     log.flush(log.log_end_offset + 50)
     assert log.recovery_point == log.log_end_offset
-
-
-def test_a_flush_in_two_halves_runs_on_another_thread_while_the_log_takes_appends(tmp_path):
-    log = open_log(tmp_path, log_config(segment_bytes=1500))
-    fill(log, random.Random(4), 10)
-    pending = log.begin_flush()
-    prepared = log.log_end_offset
-    fill(log, random.Random(5), 10)  # appends (and rolls) while the fsync runs elsewhere
-    worker = threading.Thread(target=pending.run)
-    worker.start()
-    worker.join()
-    assert pending.fds == []  # its descriptors are closed
-    log.finish_flush(pending)
-    assert log.recovery_point == prepared < log.log_end_offset  # only what it covered
-    assert log.unflushed_messages > 0
-    log.flush()
-    assert log.recovery_point == log.log_end_offset
-
-
-def test_a_flush_overtaken_by_a_truncation_does_not_move_the_recovery_point(tmp_path):
-    log = open_log(tmp_path, log_config(segment_bytes=1500))
-    fill(log, random.Random(6), 12)
-    pending = log.begin_flush()
-    log.truncate_to(log.log_end_offset // 2)
-    fill(log, random.Random(7), 12)  # new data where the flushed data was
-    pending.run()
-    log.finish_flush(pending)
-    assert log.recovery_point == 0
-
-
-def test_a_flush_survives_its_segments_being_deleted_meanwhile(tmp_path):
-    log = open_log(tmp_path, log_config(segment_bytes=1500))
-    fill(log, random.Random(8), 20)
-    pending = log.begin_flush()
-    assert len(log.segments) > 2 and pending.directory is not None
-    log.truncate_fully_and_start_at(log.log_end_offset)  # closes and deletes every segment
-    pending.run()  # fsyncs its own descriptors of the deleted files: no EBADF, no stray fd
-    log.finish_flush(pending)
 
 
 def test_flush_ms_flushes_once_unflushed_data_has_waited_that_long(tmp_path, clock):
