@@ -1,0 +1,74 @@
+"""Metadata records as Raft entries: one MetadataRecord (strom_api/v1/metadata.proto) each.
+
+The controller builds the inner records (RegisterBrokerRecord, PartitionRecord, ...); this
+module wraps them for the log and unwraps what the log hands back, so the rest of
+metadata/ deals in the inner messages only.
+"""
+
+from __future__ import annotations
+
+import base64
+import uuid
+
+from google.protobuf.message import DecodeError, Message
+
+from strom_api.v1 import metadata_pb2 as pb
+
+NO_LEADER = -1
+
+# The oneof field of MetadataRecord for each inner record type.
+_FIELD_OF = {
+    pb.RegisterBrokerRecord: "register_broker",
+    pb.UnregisterBrokerRecord: "unregister_broker",
+    pb.FenceBrokerRecord: "fence_broker",
+    pb.UnfenceBrokerRecord: "unfence_broker",
+    pb.BrokerRegistrationChangeRecord: "broker_registration_change",
+    pb.TopicRecord: "topic",
+    pb.PartitionRecord: "partition",
+    pb.PartitionChangeRecord: "partition_change",
+    pb.RemoveTopicRecord: "remove_topic",
+    pb.ConfigRecord: "config",
+    pb.ProducerIdsRecord: "producer_ids",
+    pb.FeatureLevelRecord: "feature_level",
+    pb.NoOpRecord: "no_op",
+}
+
+
+class MetadataRecordError(ValueError):
+    """Bytes in the metadata log that are not a metadata record (Kafka: CORRUPT_MESSAGE)."""
+
+    error_name = "CORRUPT_MESSAGE"
+
+
+def encode(record: Message) -> bytes:
+    """The bytes of one Raft entry holding `record`."""
+    field = _FIELD_OF.get(type(record))
+    if field is None:
+        raise TypeError(f"not a metadata record: {type(record).__name__}")
+    wrapper = pb.MetadataRecord()
+    getattr(wrapper, field).CopyFrom(record)
+    return wrapper.SerializeToString()
+
+
+def decode(data: bytes) -> Message:
+    """The inner record of one Raft entry's bytes."""
+    wrapper = pb.MetadataRecord()
+    try:
+        wrapper.ParseFromString(data)
+    except DecodeError as exc:
+        raise MetadataRecordError(f"metadata record does not parse: {exc}") from exc
+    field = wrapper.WhichOneof("record")
+    if field is None:
+        raise MetadataRecordError("metadata record holds no record")
+    inner: Message = getattr(wrapper, field)
+    return inner
+
+
+def new_topic_id() -> bytes:
+    """A random topic id (a version-4 UUID, as Kafka's Uuid.randomUuid)."""
+    return uuid.uuid4().bytes
+
+
+def topic_id_str(topic_id: bytes) -> str:
+    """A topic id as Kafka prints it: URL-safe base64 without padding, 22 characters."""
+    return base64.urlsafe_b64encode(topic_id).rstrip(b"=").decode()
