@@ -1,0 +1,111 @@
+"""Building one partition's change: a new ISR, replica set or leader, as a PartitionChangeRecord
+(after Kafka's PartitionChangeBuilder).
+
+The controller says what it wants (a target ISR, target replicas, which brokers may lead,
+what kind of election) and gets back the record that gets there, or None when nothing
+changes. Leader election, as in Kafka:
+- ONLINE (the default): keep the leader while it is in the ISR and may lead; else the first
+  replica, in replica order, that is in the ISR and may lead; else, if unclean election is
+  enabled (`unclean.leader.election.enable`), the first replica that may lead at all, which
+  becomes the whole ISR and leads in RECOVERING state; else no leader (offline).
+- PREFERRED: the first replica if it is in the ISR and may lead (else as ONLINE).
+- UNCLEAN: as ONLINE with unclean election enabled.
+The replay side (PartitionRegistration.merge) bumps the partition epoch for every change
+and the leader epoch when the record names a leader.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from metadata.image import PartitionRegistration
+from metadata.records import NO_LEADER
+from strom_api.v1 import metadata_pb2 as pb
+
+
+class Election(enum.Enum):
+    ONLINE = "online"
+    PREFERRED = "preferred"
+    UNCLEAN = "unclean"
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderChoice:
+    leader: int
+    unclean: bool  # chosen from outside the ISR: the ISR becomes just this replica
+
+
+def elect_leader(
+    replicas: Sequence[int],
+    isr: Sequence[int],
+    current: int,
+    acceptable: Callable[[int], bool],
+    election: Election = Election.ONLINE,
+    unclean_enabled: bool = False,
+) -> LeaderChoice:
+    in_isr = set(isr)
+    if election is Election.PREFERRED and replicas:
+        preferred = replicas[0]
+        if preferred in in_isr and acceptable(preferred):
+            return LeaderChoice(preferred, unclean=False)
+    if current != NO_LEADER and current in in_isr and acceptable(current):
+        return LeaderChoice(current, unclean=False)
+    for replica in replicas:
+        if replica in in_isr and acceptable(replica):
+            return LeaderChoice(replica, unclean=False)
+    if unclean_enabled or election is Election.UNCLEAN:
+        for replica in replicas:
+            if acceptable(replica):
+                return LeaderChoice(replica, unclean=True)
+    return LeaderChoice(NO_LEADER, unclean=False)
+
+
+def isr_without(isr: Sequence[int], broker: int) -> tuple[int, ...]:
+    """The ISR after `broker` leaves it (fenced, shutting down), keeping the last member:
+    with no ISR at all the partition could never again elect a leader cleanly (Kafka keeps
+    the last one too, before KIP-966's eligible leader replicas)."""
+    remaining = tuple(b for b in isr if b != broker)
+    return remaining if remaining else tuple(isr)
+
+
+def build_partition_change(
+    topic_id: bytes,
+    partition_id: int,
+    current: PartitionRegistration,
+    acceptable: Callable[[int], bool],
+    *,
+    target_isr: Sequence[int] | None = None,
+    target_replicas: Sequence[int] | None = None,
+    target_removing: Sequence[int] | None = None,
+    target_adding: Sequence[int] | None = None,
+    election: Election = Election.ONLINE,
+    unclean_enabled: bool = False,
+) -> pb.PartitionChangeRecord | None:
+    replicas = tuple(current.replicas if target_replicas is None else target_replicas)
+    isr = tuple(current.isr if target_isr is None else target_isr)
+    removing = tuple(current.removing_replicas if target_removing is None else target_removing)
+    adding = tuple(current.adding_replicas if target_adding is None else target_adding)
+    isr = tuple(b for b in isr if b in replicas) or isr  # never outside the replica set
+    choice = elect_leader(replicas, isr, current.leader, acceptable, election, unclean_enabled)
+    record = pb.PartitionChangeRecord(partition_id=partition_id, topic_id=topic_id)
+    if choice.unclean:
+        isr = (choice.leader,)
+        record.leader_recovery_state = pb.RECOVERING
+    if choice.leader != current.leader:
+        record.leader = choice.leader
+    if isr != current.isr:
+        record.isr.SetInParent()
+        record.isr.ids.extend(isr)
+    if replicas != current.replicas:
+        record.replicas.SetInParent()
+        record.replicas.ids.extend(replicas)
+    if removing != current.removing_replicas:
+        record.removing_replicas.SetInParent()
+        record.removing_replicas.ids.extend(removing)
+    if adding != current.adding_replicas:
+        record.adding_replicas.SetInParent()
+        record.adding_replicas.ids.extend(adding)
+    changed = [f.name for f, _ in record.ListFields()]
+    return record if set(changed) - {"partition_id", "topic_id"} else None
