@@ -1,0 +1,280 @@
+"""Broker membership as the active controller runs it (DESIGN.md §5, after Kafka's
+ClusterControlManager, BrokerHeartbeatManager and ReplicationControlManager):
+
+    register  -> fenced (epoch = the offset of its RegisterBrokerRecord)
+              -> unfenced once its heartbeats show it has replayed its own registration
+              -> fenced again after broker.session.timeout.ms without a heartbeat
+    controlled shutdown: leaderships move away first; it may stop once it leads nothing.
+
+Operations take the current image and return records, changing nothing themselves. The one
+piece of state outside the image is when each broker last sent a heartbeat, which is not
+replicated (Kafka keeps it in memory too): HeartbeatTracker, fed the time by the caller. A
+controller that becomes active re-seeds it with "now" for every registered broker, so a
+broker that died under the old controller is still fenced one session timeout later.
+Fencing a broker, or its controlled shutdown, takes it out of every ISR (keeping a last
+member) and moves the leadership of the partitions it led; unfencing gives offline
+partitions it can lead their leader back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from google.protobuf.message import Message
+
+from metadata.delta import MetadataDelta
+from metadata.errors import ApiError
+from metadata.image import Endpoint, MetadataImage
+from metadata.partition_change import build_partition_change, isr_without
+from metadata.records import NO_LEADER
+from strom_api.v1 import metadata_pb2 as pb
+
+
+def may_lead(image: MetadataImage, excluded: int | None = None) -> Callable[[int], bool]:
+    """Whether a broker may lead: registered, unfenced, not shutting down (nor `excluded`)."""
+    brokers = image.cluster.brokers
+
+    def check(broker_id: int) -> bool:
+        b = brokers.get(broker_id)
+        return (
+            b is not None
+            and not b.fenced
+            and not b.in_controlled_shutdown
+            and broker_id != excluded
+        )
+
+    return check
+
+
+def unclean_election_enabled(image: MetadataImage, topic: str) -> bool:
+    """`unclean.leader.election.enable`: the topic's value, else the cluster default."""
+    value = image.configs.of(pb.TOPIC, topic).get("unclean.leader.election.enable")
+    if value is None:
+        value = image.configs.of(pb.BROKER, "").get("unclean.leader.election.enable", "false")
+    return value.strip().lower() == "true"
+
+
+# --- partitions when a broker goes or comes ---------------------------------------------------
+
+
+def move_away_from(image: MetadataImage, broker_id: int) -> list[Message]:
+    """Partition changes for a broker that is fenced or shutting down: out of every ISR
+    (unless it is the last member) and, where it led, a new leader from the ISR (or none)."""
+    acceptable = may_lead(image, excluded=broker_id)
+    records: list[Message] = []
+    for name in sorted(image.topics.by_name):
+        topic = image.topics.by_name[name]
+        unclean = unclean_election_enabled(image, name)
+        for partition_id in sorted(topic.partitions):
+            current = topic.partitions[partition_id]
+            if broker_id not in current.isr and current.leader != broker_id:
+                continue
+            change = build_partition_change(
+                topic.topic_id,
+                partition_id,
+                current,
+                acceptable,
+                target_isr=isr_without(current.isr, broker_id),
+                unclean_enabled=unclean,
+            )
+            if change is not None:
+                records.append(change)
+    return records
+
+
+def leaders_for_offline(image: MetadataImage, acceptable: Callable[[int], bool]) -> list[Message]:
+    """Partition changes giving leaderless partitions a leader where one may now lead."""
+    records: list[Message] = []
+    for name in sorted(image.topics.by_name):
+        topic = image.topics.by_name[name]
+        unclean = unclean_election_enabled(image, name)
+        for partition_id in sorted(topic.partitions):
+            current = topic.partitions[partition_id]
+            if current.leader != NO_LEADER:
+                continue
+            change = build_partition_change(
+                topic.topic_id, partition_id, current, acceptable, unclean_enabled=unclean
+            )
+            if change is not None:
+                records.append(change)
+    return records
+
+
+def led_by(image: MetadataImage, broker_id: int) -> int:
+    return sum(
+        1
+        for topic in image.topics.by_id.values()
+        for p in topic.partitions.values()
+        if p.leader == broker_id
+    )
+
+
+# --- registration -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BrokerRegistrationRequest:
+    broker_id: int
+    incarnation_id: bytes
+    endpoints: Sequence[Endpoint]
+    rack: str | None = None
+
+
+class HeartbeatTracker:
+    """When each broker last sent a heartbeat (in the caller's clock, milliseconds)."""
+
+    def __init__(self, session_timeout_ms: int = 9000) -> None:
+        self.session_timeout_ms = session_timeout_ms
+        self.last_contact: dict[int, int] = {}
+
+    def reseed(self, image: MetadataImage, now_ms: int) -> None:
+        """A newly active controller knows nothing of past heartbeats: every registered
+        broker gets a full session from now."""
+        self.last_contact = {b: now_ms for b in image.cluster.brokers}
+
+    def touch(self, broker_id: int, now_ms: int) -> None:
+        self.last_contact[broker_id] = now_ms
+
+    def forget(self, broker_id: int) -> None:
+        self.last_contact.pop(broker_id, None)
+
+    def session_alive(self, broker_id: int, now_ms: int) -> bool:
+        last = self.last_contact.get(broker_id)
+        return last is not None and now_ms - last < self.session_timeout_ms
+
+    def expired(self, image: MetadataImage, now_ms: int) -> list[int]:
+        """Unfenced brokers whose session ran out: the controller fences them."""
+        return sorted(
+            b.broker_id
+            for b in image.cluster.brokers.values()
+            if not b.fenced and not self.session_alive(b.broker_id, now_ms)
+        )
+
+
+def register_broker(
+    image: MetadataImage,
+    tracker: HeartbeatTracker,
+    request: BrokerRegistrationRequest,
+    record_offset: int,
+    now_ms: int,
+) -> tuple[list[Message], int]:
+    """Records registering the broker, and its broker epoch: `record_offset`, the offset its
+    RegisterBrokerRecord will have. A broker id still held by another live incarnation is
+    refused (DUPLICATE_BROKER_REGISTRATION); a restart (new incarnation, old session over)
+    replaces the old registration, whose partitions move away first."""
+    existing = image.cluster.brokers.get(request.broker_id)
+    records: list[Message] = []
+    if existing is not None and existing.incarnation_id != request.incarnation_id:
+        if tracker.session_alive(request.broker_id, now_ms) and not existing.fenced:
+            raise ApiError(
+                "DUPLICATE_BROKER_REGISTRATION",
+                f"Another broker is registered with broker id {request.broker_id}.",
+            )
+        records += move_away_from(image, request.broker_id)
+    records.insert(
+        0,
+        pb.RegisterBrokerRecord(
+            broker_id=request.broker_id,
+            incarnation_id=request.incarnation_id,
+            broker_epoch=record_offset,
+            endpoints=[
+                pb.BrokerEndpoint(
+                    name=e.name, host=e.host, port=e.port, security_protocol=e.security_protocol
+                )
+                for e in request.endpoints
+            ],
+            rack=request.rack or "",
+            fenced=True,
+        ),
+    )
+    tracker.touch(request.broker_id, now_ms)
+    return records, record_offset
+
+
+# --- heartbeats -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HeartbeatRequest:
+    broker_id: int
+    broker_epoch: int
+    current_metadata_offset: int  # the offset after the last record the broker replayed
+    want_fence: bool = False
+    want_shutdown: bool = False
+
+
+@dataclass(frozen=True)
+class HeartbeatResponse:
+    is_caught_up: bool
+    is_fenced: bool
+    should_shut_down: bool
+
+
+def heartbeat(
+    image: MetadataImage, tracker: HeartbeatTracker, request: HeartbeatRequest, now_ms: int
+) -> tuple[list[Message], HeartbeatResponse]:
+    """A broker's heartbeat: records for the state it moves to, and the answer, which
+    describes the state once those records are committed."""
+    broker = image.cluster.brokers.get(request.broker_id)
+    if broker is None:
+        raise ApiError("BROKER_ID_NOT_REGISTERED", f"Broker {request.broker_id} is not registered.")
+    if broker.epoch != request.broker_epoch:
+        raise ApiError(
+            "STALE_BROKER_EPOCH",
+            f"Broker {request.broker_id} epoch {request.broker_epoch} is not the current "
+            f"epoch {broker.epoch}.",
+        )
+    tracker.touch(request.broker_id, now_ms)
+    caught_up = request.current_metadata_offset > broker.epoch  # it replayed its registration
+    records: list[Message] = []
+    fenced = broker.fenced
+    if request.want_shutdown and not broker.in_controlled_shutdown:
+        records.append(
+            pb.BrokerRegistrationChangeRecord(
+                broker_id=broker.broker_id,
+                broker_epoch=broker.epoch,
+                in_controlled_shutdown=True,
+            )
+        )
+        records += move_away_from(image, broker.broker_id)
+    elif request.want_fence and not fenced:
+        records += fence_broker(image, broker.broker_id)
+        fenced = True
+    elif fenced and caught_up and not request.want_fence and not broker.in_controlled_shutdown:
+        records += unfence_broker(image, broker.broker_id)
+        fenced = False
+    should_stop = False
+    if request.want_shutdown or broker.in_controlled_shutdown:
+        # It may stop once it leads nothing, as it will once these records apply (a
+        # partition no other replica may lead stays with it, and so does the broker).
+        after = MetadataDelta(image).replay_all(records).apply(image.offset, image.epoch)
+        should_stop = led_by(after, broker.broker_id) == 0
+    return records, HeartbeatResponse(caught_up, fenced, should_stop)
+
+
+def fence_broker(image: MetadataImage, broker_id: int) -> list[Message]:
+    broker = image.cluster.brokers[broker_id]
+    return [
+        pb.FenceBrokerRecord(broker_id=broker_id, broker_epoch=broker.epoch),
+        *move_away_from(image, broker_id),
+    ]
+
+
+def unfence_broker(image: MetadataImage, broker_id: int) -> list[Message]:
+    broker = image.cluster.brokers[broker_id]
+    base = may_lead(image)
+    return [
+        pb.UnfenceBrokerRecord(broker_id=broker_id, broker_epoch=broker.epoch),
+        *leaders_for_offline(image, lambda b: b == broker_id or base(b)),
+    ]
+
+
+def unregister_broker(image: MetadataImage, broker_id: int) -> list[Message]:
+    broker = image.cluster.brokers.get(broker_id)
+    if broker is None:
+        raise ApiError("BROKER_ID_NOT_REGISTERED", f"Broker {broker_id} is not registered.")
+    return [
+        *move_away_from(image, broker_id),
+        pb.UnregisterBrokerRecord(broker_id=broker_id, broker_epoch=broker.epoch),
+    ]

@@ -1,0 +1,176 @@
+"""Broker lifecycle: registration, unfencing once caught up, fencing after the session
+timeout (also under a newly active controller), controlled shutdown moving leaderships
+away first, and the partition changes each brings."""
+
+from __future__ import annotations
+
+import pytest
+
+from metadata.broker_lifecycle import (
+    BrokerRegistrationRequest,
+    HeartbeatRequest,
+    HeartbeatTracker,
+    fence_broker,
+    heartbeat,
+    register_broker,
+    unfence_broker,
+    unregister_broker,
+)
+from metadata.delta import MetadataDelta
+from metadata.errors import ApiError
+from metadata.image import EMPTY_IMAGE, Endpoint, MetadataImage
+from metadata.records import NO_LEADER
+from metadata.topic_control import NewTopic, create_topics
+from strom_api.v1 import metadata_pb2 as pb
+
+
+class Controller:
+    """Just enough of an active controller: it commits records at once."""
+
+    def __init__(self) -> None:
+        self.image = EMPTY_IMAGE
+        self.tracker = HeartbeatTracker(session_timeout_ms=9000)
+        self.now = 0
+
+    def commit(self, records) -> MetadataImage:
+        end = self.image.offset + len(records)
+        self.image = MetadataDelta(self.image).replay_all(records).apply(end, 1)
+        return self.image
+
+    def register(self, broker_id: int, incarnation: int = 0, rack: str | None = None) -> int:
+        request = BrokerRegistrationRequest(
+            broker_id,
+            bytes([incarnation]) * 16,
+            [Endpoint("PLAINTEXT", "h", 9000 + broker_id)],
+            rack,
+        )
+        records, epoch = register_broker(
+            self.image, self.tracker, request, self.image.offset, self.now
+        )
+        self.commit(records)
+        return epoch
+
+    def beat(self, broker_id: int, epoch: int, **kw):
+        request = HeartbeatRequest(broker_id, epoch, kw.pop("offset", self.image.offset), **kw)
+        records, response = heartbeat(self.image, self.tracker, request, self.now)
+        self.commit(records)
+        return response
+
+
+def started(brokers=3) -> tuple[Controller, dict[int, int]]:
+    c = Controller()
+    epochs = {b: c.register(b) for b in range(1, brokers + 1)}
+    for b, e in epochs.items():
+        c.beat(b, e)
+    return c, epochs
+
+
+def test_a_registered_broker_is_fenced_until_it_has_replayed_its_registration():
+    c = Controller()
+    epoch = c.register(1)
+    assert epoch == 0 and c.image.cluster.brokers[1].fenced
+    response = c.beat(1, epoch, offset=0)  # not yet replayed its own record
+    assert not response.is_caught_up and response.is_fenced
+    response = c.beat(1, epoch, offset=1)
+    assert response.is_caught_up and not response.is_fenced
+    assert not c.image.cluster.brokers[1].fenced
+
+
+def test_heartbeats_with_a_stale_epoch_or_from_strangers_are_refused():
+    c, epochs = started(1)
+    with pytest.raises(ApiError) as caught:
+        c.beat(1, epochs[1] + 5)
+    assert caught.value.error_name == "STALE_BROKER_EPOCH"
+    with pytest.raises(ApiError) as caught:
+        c.beat(7, 0)
+    assert caught.value.error_name == "BROKER_ID_NOT_REGISTERED"
+
+
+def test_a_second_live_incarnation_of_an_id_is_refused_a_restart_is_not():
+    c, _ = started(1)
+    with pytest.raises(ApiError) as caught:
+        c.register(1, incarnation=9)
+    assert caught.value.error_name == "DUPLICATE_BROKER_REGISTRATION"
+    c.now += 9000  # the old incarnation's session ran out: it is a restart
+    epoch = c.register(1, incarnation=9)
+    assert c.image.cluster.brokers[1].epoch == epoch and c.image.cluster.brokers[1].fenced
+
+
+def test_a_silent_broker_is_fenced_and_its_partitions_move():
+    c, epochs = started(3)
+    records, _ = create_topics(c.image, [NewTopic("t", 3, 3)])
+    c.commit(records)
+    c.now = 5000
+    for b in (1, 2):
+        c.beat(b, epochs[b])
+    c.now = 9500
+    assert c.tracker.expired(c.image, c.now) == [3]
+    c.commit(fence_broker(c.image, 3))
+    for p in c.image.topics.by_name["t"].partitions.values():
+        assert 3 not in p.isr and p.leader in (1, 2)
+
+
+def test_a_new_active_controller_still_fences_a_broker_that_died_before_it():
+    c, epochs = started(2)
+    c.tracker = HeartbeatTracker(session_timeout_ms=9000)  # failover: nothing remembered
+    c.now = 100_000
+    c.tracker.reseed(c.image, c.now)
+    assert c.tracker.expired(c.image, c.now + 8999) == []
+    c.tracker.touch(1, c.now + 8000)  # broker 1 heartbeats to the new controller
+    assert c.tracker.expired(c.image, c.now + 9000) == [2]
+
+
+def test_the_last_isr_member_going_away_leaves_the_partition_offline_until_it_returns():
+    c, epochs = started(2)
+    records, _ = create_topics(c.image, [NewTopic("t", assignments={0: [1, 2]})])
+    c.commit(records)
+    c.commit(fence_broker(c.image, 2))
+    c.commit(fence_broker(c.image, 1))
+    p = c.image.topics.partition("t", 0)
+    assert p.leader == NO_LEADER and p.isr == (1,)
+    c.commit(unfence_broker(c.image, 2))  # not in the ISR: no clean leader
+    assert c.image.topics.partition("t", 0).leader == NO_LEADER
+    c.commit(unfence_broker(c.image, 1))
+    assert c.image.topics.partition("t", 0).leader == 1
+
+
+def test_unclean_election_when_the_topic_allows_it():
+    c, epochs = started(2)
+    records, _ = create_topics(
+        c.image,
+        [
+            NewTopic(
+                "t", assignments={0: [1, 2]}, configs={"unclean.leader.election.enable": "true"}
+            )
+        ],
+    )
+    c.commit(records)
+    c.commit(fence_broker(c.image, 2))
+    c.commit(fence_broker(c.image, 1))
+    c.commit(unfence_broker(c.image, 2))
+    p = c.image.topics.partition("t", 0)
+    assert (p.leader, p.isr, p.leader_recovery_state) == (2, (2,), pb.RECOVERING)
+
+
+def test_controlled_shutdown_moves_leaderships_then_lets_the_broker_stop():
+    c, epochs = started(3)
+    records, _ = create_topics(c.image, [NewTopic("t", 6, 2)])
+    c.commit(records)
+    assert any(p.leader == 1 for p in c.image.topics.by_name["t"].partitions.values())
+    response = c.beat(1, epochs[1], want_shutdown=True)
+    assert response.should_shut_down
+    assert c.image.cluster.brokers[1].in_controlled_shutdown
+    for p in c.image.topics.by_name["t"].partitions.values():
+        assert p.leader != 1 and 1 not in p.isr
+    # While shutting down it takes no new replicas.
+    records, [result] = create_topics(c.image, [NewTopic("u", 1, 3)])
+    assert result.error is not None
+
+
+def test_unregistering_moves_partitions_and_removes_the_broker():
+    c, epochs = started(3)
+    records, _ = create_topics(c.image, [NewTopic("t", 3, 3)])
+    c.commit(records)
+    c.commit(unregister_broker(c.image, 2))
+    assert 2 not in c.image.cluster.brokers
+    assert all(p.leader != 2 for p in c.image.topics.by_name["t"].partitions.values())
