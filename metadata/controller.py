@@ -1,0 +1,222 @@
+"""The active controller: operations on the metadata log, run one at a time on the node's
+event loop (after Kafka's QuorumController).
+
+Every controller node runs one, over its Raft driver and its MetadataLoader; only the one
+on the Raft leader is active, and an operation reaching another is refused with
+NOT_CONTROLLER naming the leader. An operation reads the current image, computes records
+(the pure functions of metadata/), appends them through Raft and returns once they are
+committed, and so replayed into the image by the loader: the next operation sees its
+effect. A controller becomes active once its image holds the first entry of its own epoch
+(everything the previous leaders committed is in it); it then re-seeds the heartbeat
+tracker, so brokers that died meanwhile are still fenced a session later, and runs the
+periodic session check. Standby controllers replay the same log and take over without a
+reload.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from google.protobuf.message import Message
+
+from metadata.broker_lifecycle import (
+    BrokerRegistrationRequest,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    HeartbeatTracker,
+    fence_broker,
+    heartbeat,
+    register_broker,
+)
+from metadata.errors import ApiError
+from metadata.image import MetadataImage
+from metadata.loader import MetadataLoader
+from metadata.records import encode
+from metadata.topic_control import (
+    CreateTopicResult,
+    NewTopic,
+    TopicDefaults,
+    create_partitions,
+    create_topics,
+    delete_topics,
+)
+from raft.core import NotLeaderError
+from raft.driver import RaftDriver
+from raft.roles import Role
+
+
+@dataclass(frozen=True)
+class ControllerConfig:
+    """Kafka's names: broker.heartbeat.interval.ms, broker.session.timeout.ms,
+    num.partitions, default.replication.factor,
+    metadata.log.max.record.bytes.between.snapshots."""
+
+    heartbeat_interval_ms: int = 2000
+    session_timeout_ms: int = 9000
+    num_partitions: int = 1
+    default_replication_factor: int = 1
+    max_bytes_between_snapshots: int = 20 * 1024 * 1024
+
+
+def _now_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+class QuorumController:
+    def __init__(
+        self,
+        driver: RaftDriver,
+        loader: MetadataLoader,
+        config: ControllerConfig | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.driver = driver
+        self.loader = loader
+        self.config = config or ControllerConfig()
+        self.rng = rng or random.Random()
+        self.tracker = HeartbeatTracker(self.config.session_timeout_ms)
+        self._lock = asyncio.Lock()  # one operation at a time
+        self._active_epoch = -1  # the Raft epoch we last became active in
+        self._task: asyncio.Task[None] | None = None
+
+    # --- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._periodic())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+
+    @property
+    def image(self) -> MetadataImage:
+        return self.loader.image
+
+    def is_active(self) -> bool:
+        """Leader, and the image holds its epoch's first entry (all before it, too)."""
+        core = self.driver.core
+        if core is None or core.role is not Role.LEADER:
+            return False
+        if self.loader.image.epoch != core.epoch:
+            return False
+        if self._active_epoch != core.epoch:
+            # Newly active: heartbeats seen by an earlier controller are unknown here.
+            self._active_epoch = core.epoch
+            self.tracker.reseed(self.loader.image, _now_ms())
+        return True
+
+    def _require_active(self) -> None:
+        if not self.is_active():
+            leader = self.driver.core.leader_id if self.driver.core is not None else -1
+            raise ApiError(
+                "NOT_CONTROLLER",
+                f"This node is not the active controller; the Raft leader is {leader}.",
+            )
+
+    async def _commit(self, records: Sequence[Message]) -> int:
+        """Appends and waits for commit (and so for the loader's replay); returns the
+        offset of the first record."""
+        if not records:
+            return self.loader.image.offset
+        try:
+            last = await self.driver.append([encode(r) for r in records])
+        except NotLeaderError as exc:
+            raise ApiError(
+                "NOT_CONTROLLER",
+                f"Leadership moved to {exc.leader.leader_id} before the change committed.",
+            ) from None
+        return last - len(records) + 1
+
+    # --- operations ------------------------------------------------------------------------
+
+    async def create_topics(self, topics: Sequence[NewTopic]) -> list[CreateTopicResult]:
+        async with self._lock:
+            self._require_active()
+            defaults = TopicDefaults(
+                self.config.num_partitions, self.config.default_replication_factor
+            )
+            records, results = create_topics(
+                self.image, topics, defaults=defaults, start=self.rng.randrange(1 << 16)
+            )
+            await self._commit(records)
+            return results
+
+    async def delete_topics(self, names: Sequence[str]) -> dict[str, ApiError | None]:
+        async with self._lock:
+            self._require_active()
+            records, results = delete_topics(self.image, names)
+            await self._commit(records)
+            return results
+
+    async def create_partitions(
+        self, name: str, count: int, assignments: Sequence[Sequence[int]] | None = None
+    ) -> None:
+        async with self._lock:
+            self._require_active()
+            records = create_partitions(
+                self.image, name, count, assignments, start=self.rng.randrange(1 << 16)
+            )
+            await self._commit(records)
+
+    async def register_broker(self, request: BrokerRegistrationRequest) -> int:
+        """Registers a broker; returns its broker epoch (the offset of its record)."""
+        async with self._lock:
+            self._require_active()
+            core = self.driver.core
+            assert core is not None
+            # No other append is in flight (one operation at a time), so the record goes
+            # at the log end.
+            offset = core.log.end_offset()
+            records, epoch = register_broker(self.image, self.tracker, request, offset, _now_ms())
+            first = await self._commit(records)
+            if first != offset:
+                raise ApiError(
+                    "UNKNOWN_SERVER_ERROR",
+                    f"broker {request.broker_id}'s registration landed at {first}, not {offset}",
+                )
+            return epoch
+
+    async def broker_heartbeat(self, request: HeartbeatRequest) -> HeartbeatResponse:
+        async with self._lock:
+            self._require_active()
+            records, response = heartbeat(self.image, self.tracker, request, _now_ms())
+            await self._commit(records)
+            return response
+
+    # --- timers ----------------------------------------------------------------------------
+
+    async def fence_expired_brokers(self) -> list[int]:
+        async with self._lock:
+            if not self.is_active():
+                return []
+            expired = self.tracker.expired(self.image, _now_ms())
+            for broker_id in expired:
+                await self._commit(fence_broker(self.image, broker_id))
+            return expired
+
+    async def maybe_snapshot(self) -> None:
+        """Every node snapshots its own image once enough has been written since the last
+        (Kafka's metadata.log.max.record.bytes.between.snapshots)."""
+        if self.loader.bytes_since_snapshot < self.config.max_bytes_between_snapshots:
+            return
+        end, records = self.loader.snapshot()
+        if end > 0:
+            await self.driver.create_snapshot(end, records)
+
+    async def _periodic(self) -> None:
+        interval = max(self.config.heartbeat_interval_ms // 4, 10) / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.fence_expired_brokers()
+                await self.maybe_snapshot()
+            except ApiError:
+                pass  # lost leadership meanwhile: the next controller takes over

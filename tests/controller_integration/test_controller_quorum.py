@@ -1,0 +1,158 @@
+"""Three controller nodes in one process: real Raft drivers over gRPC on loopback, each with
+its MetadataLoader and QuorumController.
+
+Operations go to the active controller and every node's image follows; a standby refuses
+them with NOT_CONTROLLER; when the active controller stops, a standby takes over without a
+reload, re-seeds broker sessions and still fences a broker that stopped heartbeating; a
+node restarted from its snapshot plus the log's tail reaches the same image.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from metadata.broker_lifecycle import BrokerRegistrationRequest, HeartbeatRequest
+from metadata.controller import ControllerConfig, QuorumController
+from metadata.errors import ApiError
+from metadata.image import Endpoint
+from metadata.loader import MetadataLoader
+from metadata.topic_control import NewTopic
+from raft.config import RaftConfig
+from raft.driver import RaftDriver
+from tests.raft_integration.process_cluster import free_ports
+
+RAFT = RaftConfig(
+    election_timeout_ms=500,
+    fetch_timeout_ms=1500,
+    election_backoff_max_ms=200,
+    request_timeout_ms=500,
+    append_linger_ms=2,
+    max_retention_bytes=0,
+)
+CONTROLLER = ControllerConfig(
+    heartbeat_interval_ms=200, session_timeout_ms=1500, max_bytes_between_snapshots=1
+)
+
+
+class Node:
+    def __init__(self, node_id: int, voters: dict[int, str], data: str) -> None:
+        self.loader = MetadataLoader()
+        self.driver = RaftDriver(node_id, voters, voters[node_id], data, self.loader, RAFT)
+        self.controller = QuorumController(self.driver, self.loader, CONTROLLER)
+
+    async def start(self) -> None:
+        await self.driver.start()
+        self.controller.start()
+
+    async def stop(self, graceful: bool = True) -> None:
+        await self.controller.stop()
+        await self.driver.stop(graceful)
+
+
+async def wait_for(predicate, timeout_s: float, what: str):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        result = predicate()
+        if result:
+            return result
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+
+
+def active(nodes) -> Node | None:
+    return next((n for n in nodes if n.driver.core and n.controller.is_active()), None)
+
+
+def test_controllers_agree_fail_over_fence_and_restart_from_snapshots(tmp_path):
+    async def scenario() -> None:
+        voters = {i + 1: f"127.0.0.1:{p}" for i, p in enumerate(free_ports(3))}
+        nodes = {i: Node(i, voters, str(tmp_path / f"c{i}")) for i in voters}
+        for n in nodes.values():
+            await n.start()
+        try:
+            first = await wait_for(lambda: active(nodes.values()), 10, "an active controller")
+            standby = next(n for n in nodes.values() if n is not first)
+            with pytest.raises(ApiError) as refused:
+                await standby.controller.create_topics([NewTopic("x", 1, 1)])
+            assert refused.value.error_name == "NOT_CONTROLLER"
+
+            epochs = {}
+            for broker_id in (101, 102, 103):
+                epochs[broker_id] = await first.controller.register_broker(
+                    BrokerRegistrationRequest(
+                        broker_id, bytes([broker_id]) * 16, [Endpoint("PLAINTEXT", "h", broker_id)]
+                    )
+                )
+            for broker_id, epoch in epochs.items():
+                response = await first.controller.broker_heartbeat(
+                    HeartbeatRequest(broker_id, epoch, first.loader.image.offset)
+                )
+                assert not response.is_fenced
+            results = await first.controller.create_topics(
+                [NewTopic("orders", 6, 3), NewTopic("bad", 1, 4)]
+            )
+            assert results[0].error is None
+            assert results[1].error is not None
+            assert results[1].error.error_name == "INVALID_REPLICATION_FACTOR"
+            image = first.loader.image
+            await wait_for(
+                lambda: all(n.loader.image.topics == image.topics for n in nodes.values()),
+                10,
+                "every controller's image to hold the topic",
+            )
+
+            # Brokers 101 and 102 keep heartbeating; 103 has stopped. The active controller
+            # stops, a standby takes over and fences 103 a session timeout later.
+            async def keep_beating(stop: asyncio.Event) -> None:
+                while not stop.is_set():
+                    for broker_id in (101, 102):
+                        for n in nodes.values():
+                            try:
+                                await n.controller.broker_heartbeat(
+                                    HeartbeatRequest(
+                                        broker_id, epochs[broker_id], n.loader.image.offset
+                                    )
+                                )
+                            except ApiError:
+                                pass
+                    await asyncio.sleep(0.1)
+
+            stop = asyncio.Event()
+            beating = asyncio.create_task(keep_beating(stop))
+            await first.stop(graceful=True)
+            rest = [n for n in nodes.values() if n is not first]
+            second = await wait_for(lambda: active(rest), 10, "a new active controller")
+            await wait_for(
+                lambda: second.loader.image.cluster.brokers[103].fenced, 10, "broker 103 fenced"
+            )
+            brokers = second.loader.image.cluster.brokers
+            assert not brokers[101].fenced and not brokers[102].fenced
+            for p in second.loader.image.topics.by_name["orders"].partitions.values():
+                assert 103 not in p.isr and p.leader in (101, 102)
+            stop.set()
+            await beating
+            await second.controller.create_topics([NewTopic("after", 2, 2)])
+
+            # The old controller restarts from its own snapshot plus the log's tail.
+            old = first.driver.node_id
+            nodes[old] = Node(old, voters, str(tmp_path / f"c{old}"))
+            await nodes[old].start()
+
+            def same_image() -> bool:
+                mine, theirs = nodes[old].loader.image, second.loader.image
+                return mine.offset == theirs.offset and (mine.cluster, mine.topics) == (
+                    theirs.cluster,
+                    theirs.topics,
+                )
+
+            await wait_for(same_image, 10, "the restarted controller to reach the same image")
+            assert nodes[old].driver.snapshots.latest() is not None
+        finally:
+            for n in nodes.values():
+                if n.driver._task is not None and not n.driver._task.done():
+                    await n.stop(graceful=False)
+
+    asyncio.run(scenario())
