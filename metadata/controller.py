@@ -23,6 +23,12 @@ from dataclasses import dataclass
 
 from google.protobuf.message import Message
 
+from metadata.alter_partition import (
+    IsrProposal,
+    IsrResult,
+    allocate_producer_ids,
+    alter_partition,
+)
 from metadata.broker_lifecycle import (
     BrokerRegistrationRequest,
     HeartbeatRequest,
@@ -190,6 +196,23 @@ class QuorumController:
             records, response = heartbeat(self.image, self.tracker, request, _now_ms())
             await self._commit(records)
             return response
+
+    async def alter_partition(
+        self, broker_id: int, broker_epoch: int, proposals: Sequence[IsrProposal]
+    ) -> list[IsrResult]:
+        async with self._lock:
+            self._require_active()
+            records, results = alter_partition(self.image, broker_id, broker_epoch, proposals)
+            await self._commit(records)
+            return results
+
+    async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> tuple[int, int]:
+        """A block of producer ids for the broker: (first id, count)."""
+        async with self._lock:
+            self._require_active()
+            record, first = allocate_producer_ids(self.image, broker_id, broker_epoch)
+            await self._commit([record])
+            return first, record.next_producer_id - first
 
     # --- timers ----------------------------------------------------------------------------
 

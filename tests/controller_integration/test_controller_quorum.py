@@ -14,6 +14,7 @@ import time
 
 import pytest
 
+from metadata.alter_partition import IsrProposal
 from metadata.broker_lifecycle import BrokerRegistrationRequest, HeartbeatRequest
 from metadata.controller import ControllerConfig, QuorumController
 from metadata.errors import ApiError
@@ -97,6 +98,24 @@ def test_controllers_agree_fail_over_fence_and_restart_from_snapshots(tmp_path):
             assert results[0].error is None
             assert results[1].error is not None
             assert results[1].error.error_name == "INVALID_REPLICATION_FACTOR"
+            # The leader of orders-0 shrinks its ISR; a stale repeat of it is refused.
+            topic = first.loader.image.topics.by_name["orders"]
+            p0 = topic.partitions[0]
+            shrink = IsrProposal(
+                topic.topic_id, 0, p0.leader_epoch, p0.partition_epoch, (p0.leader,)
+            )
+            [result] = await first.controller.alter_partition(
+                p0.leader, epochs[p0.leader], [shrink]
+            )
+            assert result.error is None
+            assert first.loader.image.topics.partition("orders", 0).isr == (p0.leader,)
+            [result] = await first.controller.alter_partition(
+                p0.leader, epochs[p0.leader], [shrink]
+            )
+            assert result.error is not None and result.error.error_name == "INVALID_UPDATE_VERSION"
+            blocks = [await first.controller.allocate_producer_ids(101, epochs[101]) for _ in "ab"]
+            assert blocks == [(0, 1000), (1000, 1000)]
+
             image = first.loader.image
             await wait_for(
                 lambda: all(n.loader.image.topics == image.topics for n in nodes.values()),
