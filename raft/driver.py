@@ -20,9 +20,9 @@ import asyncio
 import random
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from raft.config import RaftConfig
 from raft.core import NotLeaderError, RaftCore
@@ -57,6 +57,26 @@ class DriverStats:
     messages_dropped: int
 
 
+@dataclass(frozen=True, slots=True)
+class ReplicaDescription:
+    """One replica as the leader sees it (Kafka's DescribeQuorum); times are wall-clock
+    milliseconds since the epoch, -1 when unknown."""
+
+    replica_id: int
+    log_end_offset: int
+    last_fetch_timestamp: int
+    last_caught_up_timestamp: int
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumDescription:
+    leader_id: int
+    leader_epoch: int
+    high_watermark: int
+    voters: tuple[ReplicaDescription, ...]
+    observers: tuple[ReplicaDescription, ...]
+
+
 class RaftListener(Protocol):
     """The state machine's side (Kafka's RaftClient.Listener)."""
 
@@ -83,15 +103,19 @@ class RaftDriver:
         metadata_dir: str,
         listener: RaftListener,
         config: RaftConfig | None = None,
+        add_services: Callable[[Any], None] | None = None,
     ) -> None:
         """`voters` maps each voter id to its "host:port"; a node not among them is an
-        observer. The metadata log lives in `<metadata_dir>/__cluster_metadata-0`."""
+        observer. The metadata log lives in `<metadata_dir>/__cluster_metadata-0`.
+        `add_services` gets the node's gRPC server before it starts, to add the node's
+        other services on the same listener (the controller's API)."""
         self.node_id = node_id
         self.voters = dict(voters)
         self.listen_address = listen_address
         self.metadata_dir = metadata_dir
         self.listener = listener
         self.config = config or RaftConfig()
+        self.add_services = add_services
         self.core: RaftCore | None = None
         self._inbox: deque[Message] = deque()
         self._wake = asyncio.Event()
@@ -132,6 +156,8 @@ class RaftDriver:
         self.transport = GrpcTransport(self.node_id, self.voters, self._deliver)
         self._server = RaftServer(self.transport, self.listen_address)
         self.bound_port = self._server.port
+        if self.add_services is not None:
+            self.add_services(self._server.server)
         await self._server.start()
         self.transport.start()
         self._task = asyncio.create_task(self._run())
@@ -312,6 +338,30 @@ class RaftDriver:
                 future.set_exception(error)
         self._awaiting, self._pending, self._linger_deadline = [], [], None
         self._appended_ms.clear()
+
+    def describe_quorum(self) -> QuorumDescription | None:
+        """The quorum as this node leads it; None when it does not lead."""
+        core = self._require_core()
+        leader = core.leader
+        if core.role is not Role.LEADER or leader is None:
+            return None
+        now_mono, now_wall = _now_ms(), time.time_ns() // 1_000_000
+
+        def wall(mono_ms: int) -> int:
+            return -1 if mono_ms < 0 else now_wall - (now_mono - mono_ms)
+
+        me = ReplicaDescription(self.node_id, core.log.end_offset(), now_wall, now_wall)
+        others = [
+            ReplicaDescription(r, s.end_offset, wall(s.last_fetch_ms), wall(s.last_caught_up_ms))
+            for r, s in sorted(leader.replicas.items())
+        ]
+        return QuorumDescription(
+            self.node_id,
+            core.epoch,
+            core.high_watermark,
+            tuple([me] + [r for r in others if r.replica_id in core.voters]),
+            tuple(r for r in others if r.replica_id not in core.voters),
+        )
 
     def stats(self) -> DriverStats:
         committed = self.appends_committed

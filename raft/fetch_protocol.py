@@ -51,7 +51,9 @@ class FetchProtocol(NodeState):
             self._send(self._fetch_response(request, (), diverging))
             return
         self.parked.pop(request.src, None)
-        self.leader.record_fetch(request.src, request.fetch_offset, self.now_ms)
+        self.leader.record_fetch(
+            request.src, request.fetch_offset, self.now_ms, self.log.end_offset()
+        )
         moved = self._update_leader_high_watermark()  # answers the parked fetches if it moved
         if not moved and request.fetch_offset >= self.log.end_offset():
             # Long poll: nothing new for it; hold the fetch until there is data or a new high

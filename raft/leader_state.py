@@ -16,6 +16,7 @@ class ReplicaState:
     end_offset: int = 0  # the fetch offset it last sent: everything below is on its log
     last_fetch_ms: int = -1
     acknowledged_epoch: bool = False  # has fetched (or acknowledged BeginQuorumEpoch) this epoch
+    last_caught_up_ms: int = -1  # it last fetched from the leader's log end (DescribeQuorum)
 
 
 @dataclass(slots=True)
@@ -33,11 +34,15 @@ class LeaderState:
             if voter != self.node_id:
                 self.replicas[voter] = ReplicaState()
 
-    def record_fetch(self, replica: int, fetch_offset: int, now_ms: int) -> None:
+    def record_fetch(
+        self, replica: int, fetch_offset: int, now_ms: int, leader_end_offset: int
+    ) -> None:
         state = self.replicas.setdefault(replica, ReplicaState())  # observers too
         state.end_offset = fetch_offset
         state.last_fetch_ms = now_ms
         state.acknowledged_epoch = True
+        if fetch_offset >= leader_end_offset:
+            state.last_caught_up_ms = now_ms
 
     def record_alive(self, replica: int, now_ms: int) -> None:
         """A replica fetching a snapshot: alive (check-quorum counts it), no log end news."""

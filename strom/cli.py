@@ -42,6 +42,18 @@ def _storage_random_uuid(args: argparse.Namespace) -> int:
     return 0
 
 
+def _storage_format(args: argparse.Namespace) -> int:
+    from broker.main import format_storage  # the server side, loaded only when asked for
+
+    return format_storage(args.config, args.cluster_id, args.override, args.ignore_formatted)
+
+
+def _server(args: argparse.Namespace) -> int:
+    from broker.main import run_server
+
+    return run_server(args.config, args.override)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="strom", description="Strom: a Kafka-style commit log.")
     parser.add_argument("--version", action="version", version=_package_version())
@@ -53,6 +65,25 @@ def build_parser() -> argparse.ArgumentParser:
         "random-uuid", help="print a new random cluster id"
     )
     random_uuid_cmd.set_defaults(handler=_storage_random_uuid)
+    format_cmd = storage_commands.add_parser(
+        "format", help="format the log directories of a node (writes meta.properties)"
+    )
+    format_cmd.add_argument("--config", "-c", required=True, help="the server.properties file")
+    format_cmd.add_argument("--cluster-id", "-t", required=True, help="the cluster id")
+    format_cmd.add_argument(
+        "--ignore-formatted", "-g", action="store_true", help="skip formatted directories"
+    )
+    format_cmd.add_argument(
+        "--override", action="append", default=[], metavar="KEY=VALUE", help="a config value"
+    )
+    format_cmd.set_defaults(handler=_storage_format)
+
+    server = commands.add_parser("server", help="run a node (as kafka-server-start.sh)")
+    server.add_argument("config", help="the server.properties file")
+    server.add_argument(
+        "--override", action="append", default=[], metavar="KEY=VALUE", help="a config value"
+    )
+    server.set_defaults(handler=_server)
     # A command group given without its subcommand prints that group's help.
     storage.set_defaults(help_parser=storage)
     parser.set_defaults(help_parser=parser)

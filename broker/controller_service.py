@@ -1,0 +1,246 @@
+"""ControllerService (strom_api/v1/controller.proto) on a controller's CONTROLLER listener.
+
+A thin edge: requests become QuorumController calls, ApiErrors become ControllerError
+answers with Kafka's code, a sentence, whether a retry may succeed, and (NOT_CONTROLLER)
+the active controller's id so the caller goes there. Descriptions are answered from this
+node's own image, as Kafka's controllers answer DescribeCluster.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from metadata.alter_partition import IsrProposal
+from metadata.broker_lifecycle import BrokerRegistrationRequest, HeartbeatRequest
+from metadata.controller import QuorumController
+from metadata.errors import ApiError
+from metadata.image import Endpoint
+from metadata.topic_control import NewTopic
+from strom_api.v1 import common_pb2, controller_pb2, controller_pb2_grpc
+from strom_api.v1 import metadata_pb2 as mpb
+
+# Errors after which the same request may succeed (Kafka's RetriableException subclasses).
+RETRIABLE = {"NOT_CONTROLLER", "UNKNOWN_TOPIC_OR_PARTITION", "REQUEST_TIMED_OUT"}
+
+
+def error_pb(error: ApiError) -> common_pb2.Error:
+    return common_pb2.Error(
+        code=error.error_name,  # an ErrorCode name (ApiError checked it)
+        message=error.message,
+        retriable=error.error_name in RETRIABLE,
+    )
+
+
+class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
+    def __init__(self, controller: QuorumController, cluster_id: str) -> None:
+        self.controller = controller
+        self.cluster_id = cluster_id
+
+    def _controller_error(self, error: ApiError) -> controller_pb2.ControllerError:
+        core = self.controller.driver.core
+        leader = core.leader_id if core is not None else -1
+        return controller_pb2.ControllerError(error=error_pb(error), active_controller_id=leader)
+
+    async def RegisterBroker(self, request: Any, context: Any) -> Any:  # noqa: N802
+        if request.cluster_id != self.cluster_id:
+            error = ApiError(
+                "INCONSISTENT_CLUSTER_ID",
+                f"The broker's cluster id {request.cluster_id} is not this cluster's "
+                f"{self.cluster_id}.",
+            )
+            return controller_pb2.RegisterBrokerResponse(error=self._controller_error(error))
+        try:
+            epoch = await self.controller.register_broker(
+                BrokerRegistrationRequest(
+                    request.broker_id,
+                    request.incarnation_id,
+                    [
+                        Endpoint(e.name, e.host, e.port, e.security_protocol or "PLAINTEXT")
+                        for e in request.endpoints
+                    ],
+                    request.rack or None,
+                )
+            )
+        except ApiError as error:
+            return controller_pb2.RegisterBrokerResponse(error=self._controller_error(error))
+        return controller_pb2.RegisterBrokerResponse(broker_epoch=epoch)
+
+    async def BrokerHeartbeat(self, request: Any, context: Any) -> Any:  # noqa: N802
+        try:
+            response = await self.controller.broker_heartbeat(
+                HeartbeatRequest(
+                    request.broker_id,
+                    request.broker_epoch,
+                    request.current_metadata_offset,
+                    want_fence=request.want_fence,
+                    want_shutdown=request.want_shut_down,
+                )
+            )
+        except ApiError as error:
+            return controller_pb2.BrokerHeartbeatResponse(error=self._controller_error(error))
+        return controller_pb2.BrokerHeartbeatResponse(
+            is_caught_up=response.is_caught_up,
+            is_fenced=response.is_fenced,
+            should_shut_down=response.should_shut_down,
+        )
+
+    async def AlterPartition(self, request: Any, context: Any) -> Any:  # noqa: N802
+        proposals = [
+            IsrProposal(
+                p.topic_id,
+                p.partition,
+                p.leader_epoch,
+                p.partition_epoch,
+                tuple(p.new_isr),
+                p.leader_recovery_state,
+            )
+            for p in request.partitions
+        ]
+        try:
+            results = await self.controller.alter_partition(
+                request.broker_id, request.broker_epoch, proposals
+            )
+        except ApiError as error:
+            return controller_pb2.AlterPartitionResponse(error=self._controller_error(error))
+        out = controller_pb2.AlterPartitionResponse()
+        for result in results:
+            part = out.partitions.add(topic_id=result.topic_id, partition=result.partition_id)
+            if result.error is not None:
+                part.error.CopyFrom(error_pb(result.error))
+            elif result.registration is not None:
+                reg = result.registration
+                part.leader, part.leader_epoch = reg.leader, reg.leader_epoch
+                part.isr.extend(reg.isr)
+                part.partition_epoch = reg.partition_epoch
+        return out
+
+    async def AllocateProducerIds(self, request: Any, context: Any) -> Any:  # noqa: N802
+        try:
+            first, count = await self.controller.allocate_producer_ids(
+                request.broker_id, request.broker_epoch
+            )
+        except ApiError as error:
+            return controller_pb2.AllocateProducerIdsResponse(error=self._controller_error(error))
+        return controller_pb2.AllocateProducerIdsResponse(first_producer_id=first, count=count)
+
+    async def CreateTopics(self, request: Any, context: Any) -> Any:  # noqa: N802
+        topics = [
+            NewTopic(
+                t.name,
+                t.num_partitions,
+                t.replication_factor,
+                {p: list(r.ids) for p, r in t.assignments.items()} or None,
+                dict(t.configs),
+            )
+            for t in request.topics
+        ]
+        try:
+            results = await self.controller.create_topics(topics)
+        except ApiError as error:
+            return controller_pb2.CreateTopicsResponse(error=self._controller_error(error))
+        out = controller_pb2.CreateTopicsResponse()
+        for r in results:
+            item = out.topics.add(
+                name=r.name,
+                topic_id=r.topic_id,
+                num_partitions=r.num_partitions,
+                replication_factor=r.replication_factor,
+            )
+            if r.error is not None:
+                item.error.CopyFrom(error_pb(r.error))
+        return out
+
+    async def DeleteTopics(self, request: Any, context: Any) -> Any:  # noqa: N802
+        try:
+            results = await self.controller.delete_topics(list(request.names))
+        except ApiError as error:
+            return controller_pb2.DeleteTopicsResponse(error=self._controller_error(error))
+        out = controller_pb2.DeleteTopicsResponse()
+        for name, err in results.items():
+            item = out.topics.add(name=name)
+            if err is not None:
+                item.error.CopyFrom(error_pb(err))
+        return out
+
+    async def CreatePartitions(self, request: Any, context: Any) -> Any:  # noqa: N802
+        assignments = [list(a.ids) for a in request.assignments] or None
+        try:
+            await self.controller.create_partitions(request.name, request.count, assignments)
+        except ApiError as error:
+            return controller_pb2.CreatePartitionsResponse(error=self._controller_error(error))
+        return controller_pb2.CreatePartitionsResponse()
+
+    async def DescribeCluster(self, request: Any, context: Any) -> Any:  # noqa: N802
+        image = self.controller.image
+        core = self.controller.driver.core
+        out = controller_pb2.DescribeClusterResponse(
+            cluster_id=self.cluster_id,
+            controller_id=core.leader_id if core is not None else -1,
+            metadata_offset=image.offset,
+        )
+        for broker_id in sorted(image.cluster.brokers):
+            b = image.cluster.brokers[broker_id]
+            out.brokers.add(
+                broker_id=b.broker_id,
+                endpoints=[
+                    mpb.BrokerEndpoint(
+                        name=e.name, host=e.host, port=e.port, security_protocol=e.security_protocol
+                    )
+                    for e in b.endpoints
+                ],
+                rack=b.rack or "",
+                broker_epoch=b.epoch,
+                fenced=b.fenced,
+                in_controlled_shutdown=b.in_controlled_shutdown,
+            )
+        return out
+
+    async def DescribeTopics(self, request: Any, context: Any) -> Any:  # noqa: N802
+        image = self.controller.image
+        names = list(request.names) or sorted(image.topics.by_name)
+        out = controller_pb2.DescribeTopicsResponse(metadata_offset=image.offset)
+        for name in names:
+            topic = image.topics.by_name.get(name)
+            item = out.topics.add(name=name)
+            if topic is None:
+                item.error.CopyFrom(
+                    error_pb(
+                        ApiError("UNKNOWN_TOPIC_OR_PARTITION", f"Topic '{name}' does not exist.")
+                    )
+                )
+                continue
+            item.topic_id = topic.topic_id
+            for pid in sorted(topic.partitions):
+                p = topic.partitions[pid]
+                item.partitions.add(
+                    partition=pid,
+                    leader=p.leader,
+                    leader_epoch=p.leader_epoch,
+                    replicas=p.replicas,
+                    isr=p.isr,
+                    adding_replicas=p.adding_replicas,
+                    removing_replicas=p.removing_replicas,
+                )
+            for key, value in image.configs.of(mpb.TOPIC, name).items():
+                item.configs[key] = value
+        return out
+
+    async def DescribeQuorum(self, request: Any, context: Any) -> Any:  # noqa: N802
+        quorum = self.controller.driver.describe_quorum()
+        if quorum is None:
+            error = ApiError("NOT_CONTROLLER", "Only the Raft leader describes the quorum.")
+            return controller_pb2.DescribeQuorumResponse(error=self._controller_error(error))
+        out = controller_pb2.DescribeQuorumResponse(
+            leader_id=quorum.leader_id,
+            leader_epoch=quorum.leader_epoch,
+            high_watermark=quorum.high_watermark,
+        )
+        for target, replicas in ((out.voters, quorum.voters), (out.observers, quorum.observers)):
+            for r in replicas:
+                target.add(
+                    replica_id=r.replica_id,
+                    log_end_offset=r.log_end_offset,
+                    last_fetch_timestamp=r.last_fetch_timestamp,
+                    last_caught_up_timestamp=r.last_caught_up_timestamp,
+                )
+        return out

@@ -1,0 +1,155 @@
+"""A broker's side of its membership: register with the active controller, heartbeat, and
+shut down under control (Kafka's BrokerLifecycleManager).
+
+The active controller is found through the voters' CONTROLLER listeners: a standby answers
+NOT_CONTROLLER with the active one's id, and any failure moves on to the next voter. A
+heartbeat carries the offset the broker's metadata image stands at, so the controller
+unfences it once it has caught up; STALE_BROKER_EPOCH (its registration was replaced)
+registers again. Controlled shutdown heartbeats with want_shut_down until the controller
+says every leadership has moved (or the time runs out).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import grpc
+import grpc.aio
+
+from metadata.image import Endpoint
+from strom_api.v1 import common_pb2, controller_pb2, controller_pb2_grpc
+from strom_api.v1 import metadata_pb2 as mpb
+
+
+class LifecycleClient:
+    def __init__(
+        self,
+        broker_id: int,
+        cluster_id: str,
+        voters: Mapping[int, str],
+        endpoints: Sequence[Endpoint],
+        rack: str | None,
+        metadata_offset: Callable[[], int],
+        heartbeat_interval_ms: int = 2000,
+    ) -> None:
+        self.broker_id = broker_id
+        self.cluster_id = cluster_id
+        self.voters = dict(voters)
+        self.endpoints = list(endpoints)
+        self.rack = rack
+        self.metadata_offset = metadata_offset
+        self.interval = heartbeat_interval_ms / 1000
+        self.incarnation_id = uuid.uuid4().bytes
+        self.broker_epoch = -1
+        self.fenced = True
+        self.caught_up = False
+        self.last_error = ""
+        self._channels: dict[int, grpc.aio.Channel] = {}
+        self._active = min(self.voters)
+        self._task: asyncio.Task[None] | None = None
+        self._shutting_down = False
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+        for channel in self._channels.values():
+            await channel.close()
+
+    async def controlled_shutdown(self, timeout_s: float) -> bool:
+        """Heartbeats with want_shut_down until the controller lets the broker go; returns
+        whether it did in time."""
+        self._shutting_down = True
+        if self._task is not None:
+            self._task.cancel()
+        if self.broker_epoch < 0:
+            return True
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while asyncio.get_running_loop().time() < deadline:
+            response = await self._call("BrokerHeartbeat", self._heartbeat(want_shut_down=True))
+            if response is not None and response.should_shut_down:
+                return True
+            await asyncio.sleep(min(self.interval, 0.2))
+        return False
+
+    # --- the loop --------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        while not self._shutting_down:
+            if self.broker_epoch < 0:
+                await self._register()
+            else:
+                response = await self._call("BrokerHeartbeat", self._heartbeat())
+                if response is not None:
+                    self.fenced = response.is_fenced
+                    self.caught_up = response.is_caught_up
+            await asyncio.sleep(self.interval if self.broker_epoch >= 0 else 0.2)
+
+    async def _register(self) -> None:
+        request = controller_pb2.RegisterBrokerRequest(
+            broker_id=self.broker_id,
+            cluster_id=self.cluster_id,
+            incarnation_id=self.incarnation_id,
+            endpoints=[
+                mpb.BrokerEndpoint(
+                    name=e.name, host=e.host, port=e.port, security_protocol=e.security_protocol
+                )
+                for e in self.endpoints
+            ],
+            rack=self.rack or "",
+        )
+        response = await self._call("RegisterBroker", request)
+        if response is not None:
+            self.broker_epoch = response.broker_epoch
+
+    def _heartbeat(self, want_shut_down: bool = False) -> Any:
+        return controller_pb2.BrokerHeartbeatRequest(
+            broker_id=self.broker_id,
+            broker_epoch=self.broker_epoch,
+            current_metadata_offset=self.metadata_offset(),
+            want_shut_down=want_shut_down,
+        )
+
+    async def _call(self, method: str, request: Any) -> Any | None:
+        """The active controller's answer, or None (the error is kept in last_error and
+        the next try goes to the controller it names, or the next voter)."""
+        stub = controller_pb2_grpc.ControllerServiceStub(  # type: ignore[no-untyped-call]
+            self._channel(self._active)
+        )
+        try:
+            response = await getattr(stub, method)(request, timeout=max(self.interval, 1.0))
+        except grpc.aio.AioRpcError as exc:
+            self.last_error = f"{exc.code().name}: {exc.details()}"
+            self._next_voter()
+            return None
+        if response.HasField("error"):
+            error = response.error
+            name = common_pb2.ErrorCode.Name(error.error.code)
+            self.last_error = f"{name}: {error.error.message}"
+            if name == "STALE_BROKER_EPOCH" or name == "BROKER_ID_NOT_REGISTERED":
+                self.broker_epoch = -1
+            elif error.active_controller_id in self.voters:
+                self._active = error.active_controller_id
+            else:
+                self._next_voter()
+            return None
+        return response
+
+    def _next_voter(self) -> None:
+        ids = sorted(self.voters)
+        self._active = ids[(ids.index(self._active) + 1) % len(ids)]
+
+    def _channel(self, voter: int) -> grpc.aio.Channel:
+        channel = self._channels.get(voter)
+        if channel is None:
+            channel = self._channels[voter] = grpc.aio.insecure_channel(self.voters[voter])
+        return channel

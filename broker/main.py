@@ -1,0 +1,74 @@
+"""Entry points behind `strom server` and `strom storage format` (strom/cli.py imports this
+lazily, so the client side never loads the server).
+
+A bad configuration or an unformatted directory ends the command with one line naming the
+problem (Kafka's error name and a sentence) and exit code 1, never a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+
+import uvloop
+
+from broker import server_config
+from broker.node import Node
+from storage import meta_properties
+from storage.errors import StorageError
+
+
+def _fail(error: StorageError) -> int:
+    print(f"ERROR {error.error_name}: {error}", file=sys.stderr)
+    return 1
+
+
+def format_storage(
+    config_path: str, cluster_id: str, overrides: Sequence[str], ignore_formatted: bool
+) -> int:
+    """kafka-storage.sh format: meta.properties into every log dir and the metadata dir."""
+    try:
+        config = server_config.load(config_path, overrides)
+        directories = list(dict.fromkeys([*config.log_dirs, config.metadata_log_dir]))
+        formatted = meta_properties.format_dirs(
+            directories, cluster_id, config.node_id, ignore_formatted
+        )
+    except StorageError as error:
+        return _fail(error)
+    for directory in formatted:
+        print(f"Formatting {directory} with metadata.version (cluster id {cluster_id}).")
+    return 0
+
+
+def run_server(config_path: str, overrides: Sequence[str]) -> int:
+    logging.basicConfig(
+        level=logging.INFO, format="[%(asctime)s] %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        config = server_config.load(config_path, overrides)
+    except StorageError as error:
+        return _fail(error)
+    result: int = uvloop.run(_serve(config))
+    return result
+
+
+async def _serve(config: server_config.ServerConfig) -> int:
+    node = Node(config)
+    try:
+        await node.start()
+    except StorageError as error:
+        return _fail(error)
+    log = logging.getLogger("strom.server")
+    log.info("started %s", node.describe())
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    log.info("stopping (controlled shutdown)")
+    await node.stop()
+    log.info("stopped")
+    return 0

@@ -1,0 +1,223 @@
+"""server.properties: a node's configuration, with Kafka's names, file format and checks.
+
+    process.roles=broker,controller
+    node.id=1
+    controller.quorum.voters=1@127.0.0.1:9093,2@127.0.0.1:9095,3@127.0.0.1:9097
+    listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093
+    controller.listener.names=CONTROLLER
+    log.dirs=/var/lib/strom/data
+
+The file is Java properties (`key=value` or `key: value`, `#`/`!` comments); `--override
+key=value` wins over it. A missing required key or a bad value is an InvalidConfigError
+naming it. Keys this node does not know are reported (as Kafka warns "supplied but isn't a
+known config") and ignored. The Raft and controller settings go to RaftConfig and
+ControllerConfig under their Kafka names.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from metadata.controller import ControllerConfig
+from raft.config import InvalidRaftConfigError, RaftConfig
+from storage.errors import InvalidConfigError
+
+_LISTENER = re.compile(r"^([A-Z_][A-Z0-9_]*)://([^:/]*):(\d{1,5})$")
+_RAFT_KEYS = {
+    "controller.quorum.election.timeout.ms",
+    "controller.quorum.fetch.timeout.ms",
+    "controller.quorum.election.backoff.max.ms",
+    "controller.quorum.request.timeout.ms",
+    "controller.quorum.append.linger.ms",
+    "metadata.max.retention.bytes",
+}
+_CONTROLLER_KEYS = {
+    "broker.heartbeat.interval.ms": "heartbeat_interval_ms",
+    "broker.session.timeout.ms": "session_timeout_ms",
+    "num.partitions": "num_partitions",
+    "default.replication.factor": "default_replication_factor",
+    "metadata.log.max.record.bytes.between.snapshots": "max_bytes_between_snapshots",
+}
+_NODE_KEYS = {
+    "process.roles",
+    "node.id",
+    "controller.quorum.voters",
+    "listeners",
+    "advertised.listeners",
+    "controller.listener.names",
+    "inter.broker.listener.name",
+    "log.dirs",
+    "log.dir",
+    "metadata.log.dir",
+    "broker.rack",
+}
+
+
+@dataclass(frozen=True)
+class Listener:
+    name: str
+    host: str
+    port: int
+
+    @property
+    def address(self) -> str:
+        return f"{self.host or '0.0.0.0'}:{self.port}"
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    node_id: int
+    roles: frozenset[str]
+    voters: Mapping[int, str]  # node id -> host:port of its CONTROLLER listener
+    listeners: Mapping[str, Listener]
+    controller_listener: str
+    log_dirs: tuple[str, ...]
+    metadata_log_dir: str
+    rack: str | None = None
+    raft: RaftConfig = field(default_factory=RaftConfig)
+    controller: ControllerConfig = field(default_factory=ControllerConfig)
+    unknown: tuple[str, ...] = ()  # keys given that no part of the node reads
+
+    @property
+    def is_controller(self) -> bool:
+        return "controller" in self.roles
+
+    @property
+    def is_broker(self) -> bool:
+        return "broker" in self.roles
+
+    @property
+    def broker_listeners(self) -> list[Listener]:
+        return [x for n, x in self.listeners.items() if n != self.controller_listener]
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java properties, the parts server.properties files use: comments, `=` or `:`,
+    surrounding blanks, and lines continued with a trailing backslash."""
+    out: dict[str, str] = {}
+    pending = ""
+    for raw in text.splitlines():
+        line = pending + raw.strip()
+        pending = ""
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            pending = line[:-1]
+            continue
+        if not line or line[0] in "#!":
+            continue
+        match = re.match(r"^([^=:\s]+)\s*[=:\s]\s*(.*)$", line)
+        if match is None:
+            out[line] = ""
+        else:
+            out[match.group(1)] = match.group(2).strip()
+    return out
+
+
+def parse_overrides(overrides: Sequence[str]) -> dict[str, str]:
+    out = {}
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise InvalidConfigError(f"--override expects key=value, got '{item}'")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def load(path: str, overrides: Sequence[str] = ()) -> ServerConfig:
+    try:
+        with open(path, encoding="utf-8") as f:
+            props = parse_properties(f.read())
+    except OSError as exc:
+        raise InvalidConfigError(f"cannot read {path}: {exc.strerror}") from None
+    props.update(parse_overrides(overrides))
+    return from_properties(props)
+
+
+def _require(props: Mapping[str, str], key: str) -> str:
+    value = props.get(key, "").strip()
+    if not value:
+        raise InvalidConfigError(f"missing required config '{key}'")
+    return value
+
+
+def _int(props: Mapping[str, str], key: str) -> int:
+    value = _require(props, key)
+    try:
+        return int(value)
+    except ValueError:
+        raise InvalidConfigError(
+            f"invalid value '{value}' for config '{key}': expected an int"
+        ) from None
+
+
+def parse_voters(text: str) -> dict[int, str]:
+    voters = {}
+    for item in text.split(","):
+        node, at, address = item.strip().partition("@")
+        host, colon, port = address.rpartition(":")
+        if not at or not colon or not node.isdigit() or not port.isdigit() or not host:
+            raise InvalidConfigError(
+                f"invalid value '{text}' for config 'controller.quorum.voters': expected "
+                "id@host:port,..."
+            )
+        voters[int(node)] = address
+    return voters
+
+
+def from_properties(props: Mapping[str, str]) -> ServerConfig:
+    roles = frozenset(r.strip() for r in _require(props, "process.roles").split(","))
+    if not roles or not roles <= {"broker", "controller"}:
+        raise InvalidConfigError(
+            f"invalid value '{props['process.roles']}' for config 'process.roles': expected "
+            "broker, controller or broker,controller"
+        )
+    node_id = _int(props, "node.id")
+    voters = parse_voters(_require(props, "controller.quorum.voters"))
+    listeners: dict[str, Listener] = {}
+    for item in _require(props, "listeners").split(","):
+        match = _LISTENER.match(item.strip())
+        if match is None:
+            raise InvalidConfigError(
+                f"invalid listener '{item.strip()}' in config 'listeners': expected "
+                "NAME://host:port"
+            )
+        listeners[match.group(1)] = Listener(match.group(1), match.group(2), int(match.group(3)))
+    controller_listener = _require(props, "controller.listener.names").split(",")[0].strip()
+    if "controller" in roles:
+        if controller_listener not in listeners:
+            raise InvalidConfigError(
+                f"controller.listener.names names '{controller_listener}', which is not in "
+                "'listeners'"
+            )
+        if node_id not in voters:
+            raise InvalidConfigError(
+                f"node.id {node_id} has the controller role but is not in controller.quorum.voters"
+            )
+    log_dirs_text = props.get("log.dirs") or props.get("log.dir") or ""
+    log_dirs = tuple(d.strip() for d in log_dirs_text.split(",") if d.strip())
+    if not log_dirs:
+        raise InvalidConfigError("missing required config 'log.dirs'")
+    raft_props = {k: v for k, v in props.items() if k in _RAFT_KEYS}
+    try:
+        raft = RaftConfig.from_properties(raft_props)
+    except InvalidRaftConfigError as exc:
+        raise InvalidConfigError(str(exc)) from None
+    controller_values = {}
+    for key, attr in _CONTROLLER_KEYS.items():
+        if key in props:
+            controller_values[attr] = _int(props, key)
+    known = _NODE_KEYS | _RAFT_KEYS | set(_CONTROLLER_KEYS)
+    return ServerConfig(
+        node_id=node_id,
+        roles=roles,
+        voters=voters,
+        listeners=listeners,
+        controller_listener=controller_listener,
+        log_dirs=log_dirs,
+        metadata_log_dir=props.get("metadata.log.dir", "").strip() or log_dirs[0],
+        rack=props.get("broker.rack") or None,
+        raft=raft,
+        controller=ControllerConfig(**controller_values),
+        unknown=tuple(sorted(k for k in props if k not in known)),
+    )

@@ -1,0 +1,338 @@
+from strom_api.v1 import common_pb2 as _common_pb2
+from strom_api.v1 import metadata_pb2 as _metadata_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class ControllerError(_message.Message):
+    __slots__ = ("error", "active_controller_id")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
+    error: _common_pb2.Error
+    active_controller_id: int
+    def __init__(self, error: _Optional[_Union[_common_pb2.Error, _Mapping]] = ..., active_controller_id: _Optional[int] = ...) -> None: ...
+
+class RegisterBrokerRequest(_message.Message):
+    __slots__ = ("broker_id", "cluster_id", "incarnation_id", "endpoints", "rack")
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    INCARNATION_ID_FIELD_NUMBER: _ClassVar[int]
+    ENDPOINTS_FIELD_NUMBER: _ClassVar[int]
+    RACK_FIELD_NUMBER: _ClassVar[int]
+    broker_id: int
+    cluster_id: str
+    incarnation_id: bytes
+    endpoints: _containers.RepeatedCompositeFieldContainer[_metadata_pb2.BrokerEndpoint]
+    rack: str
+    def __init__(self, broker_id: _Optional[int] = ..., cluster_id: _Optional[str] = ..., incarnation_id: _Optional[bytes] = ..., endpoints: _Optional[_Iterable[_Union[_metadata_pb2.BrokerEndpoint, _Mapping]]] = ..., rack: _Optional[str] = ...) -> None: ...
+
+class RegisterBrokerResponse(_message.Message):
+    __slots__ = ("error", "broker_epoch")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    BROKER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    error: ControllerError
+    broker_epoch: int
+    def __init__(self, error: _Optional[_Union[ControllerError, _Mapping]] = ..., broker_epoch: _Optional[int] = ...) -> None: ...
+
+class BrokerHeartbeatRequest(_message.Message):
+    __slots__ = ("broker_id", "broker_epoch", "current_metadata_offset", "want_fence", "want_shut_down")
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    BROKER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_METADATA_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    WANT_FENCE_FIELD_NUMBER: _ClassVar[int]
+    WANT_SHUT_DOWN_FIELD_NUMBER: _ClassVar[int]
+    broker_id: int
+    broker_epoch: int
+    current_metadata_offset: int
+    want_fence: bool
+    want_shut_down: bool
+    def __init__(self, broker_id: _Optional[int] = ..., broker_epoch: _Optional[int] = ..., current_metadata_offset: _Optional[int] = ..., want_fence: _Optional[bool] = ..., want_shut_down: _Optional[bool] = ...) -> None: ...
+
+class BrokerHeartbeatResponse(_message.Message):
+    __slots__ = ("error", "is_caught_up", "is_fenced", "should_shut_down")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    IS_CAUGHT_UP_FIELD_NUMBER: _ClassVar[int]
+    IS_FENCED_FIELD_NUMBER: _ClassVar[int]
+    SHOULD_SHUT_DOWN_FIELD_NUMBER: _ClassVar[int]
+    error: ControllerError
+    is_caught_up: bool
+    is_fenced: bool
+    should_shut_down: bool
+    def __init__(self, error: _Optional[_Union[ControllerError, _Mapping]] = ..., is_caught_up: _Optional[bool] = ..., is_fenced: _Optional[bool] = ..., should_shut_down: _Optional[bool] = ...) -> None: ...
+
+class AlterPartitionRequest(_message.Message):
+    __slots__ = ("broker_id", "broker_epoch", "partitions")
+    class Partition(_message.Message):
+        __slots__ = ("topic_id", "partition", "leader_epoch", "partition_epoch", "new_isr", "leader_recovery_state")
+        TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+        PARTITION_FIELD_NUMBER: _ClassVar[int]
+        LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+        PARTITION_EPOCH_FIELD_NUMBER: _ClassVar[int]
+        NEW_ISR_FIELD_NUMBER: _ClassVar[int]
+        LEADER_RECOVERY_STATE_FIELD_NUMBER: _ClassVar[int]
+        topic_id: bytes
+        partition: int
+        leader_epoch: int
+        partition_epoch: int
+        new_isr: _containers.RepeatedScalarFieldContainer[int]
+        leader_recovery_state: _metadata_pb2.LeaderRecoveryState
+        def __init__(self, topic_id: _Optional[bytes] = ..., partition: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., partition_epoch: _Optional[int] = ..., new_isr: _Optional[_Iterable[int]] = ..., leader_recovery_state: _Optional[_Union[_metadata_pb2.LeaderRecoveryState, str]] = ...) -> None: ...
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    BROKER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    broker_id: int
+    broker_epoch: int
+    partitions: _containers.RepeatedCompositeFieldContainer[AlterPartitionRequest.Partition]
+    def __init__(self, broker_id: _Optional[int] = ..., broker_epoch: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[AlterPartitionRequest.Partition, _Mapping]]] = ...) -> None: ...
+
+class AlterPartitionResponse(_message.Message):
+    __slots__ = ("error", "partitions")
+    class Partition(_message.Message):
+        __slots__ = ("topic_id", "partition", "error", "leader", "leader_epoch", "isr", "partition_epoch")
+        TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+        PARTITION_FIELD_NUMBER: _ClassVar[int]
+        ERROR_FIELD_NUMBER: _ClassVar[int]
+        LEADER_FIELD_NUMBER: _ClassVar[int]
+        LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+        ISR_FIELD_NUMBER: _ClassVar[int]
+        PARTITION_EPOCH_FIELD_NUMBER: _ClassVar[int]
+        topic_id: bytes
+        partition: int
+        error: _common_pb2.Error
+        leader: int
+        leader_epoch: int
+        isr: _containers.RepeatedScalarFieldContainer[int]
+        partition_epoch: int
+        def __init__(self, topic_id: _Optional[bytes] = ..., partition: _Optional[int] = ..., error: _Optional[_Union[_common_pb2.Error, _Mapping]] = ..., leader: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., isr: _Optional[_Iterable[int]] = ..., partition_epoch: _Optional[int] = ...) -> None: ...
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    error: ControllerError
+    partitions: _containers.RepeatedCompositeFieldContainer[AlterPartitionResponse.Partition]
+    def __init__(self, error: _Optional[_Union[ControllerError, _Mapping]] = ..., partitions: _Optional[_Iterable[_Union[AlterPartitionResponse.Partition, _Mapping]]] = ...) -> None: ...
+
+class AllocateProducerIdsRequest(_message.Message):
+    __slots__ = ("broker_id", "broker_epoch")
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    BROKER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    broker_id: int
+    broker_epoch: int
+    def __init__(self, broker_id: _Optional[int] = ..., broker_epoch: _Optional[int] = ...) -> None: ...
+
+class AllocateProducerIdsResponse(_message.Message):
+    __slots__ = ("error", "first_producer_id", "count")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    FIRST_PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    error: ControllerError
+    first_producer_id: int
+    count: int
+    def __init__(self, error: _Optional[_Union[ControllerError, _Mapping]] = ..., first_producer_id: _Optional[int] = ..., count: _Optional[int] = ...) -> None: ...
+
+class CreatableTopic(_message.Message):
+    __slots__ = ("name", "num_partitions", "replication_factor", "assignments", "configs")
+    class AssignmentsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: int
+        value: _metadata_pb2.BrokerIdList
+        def __init__(self, key: _Optional[int] = ..., value: _Optional[_Union[_metadata_pb2.BrokerIdList, _Mapping]] = ...) -> None: ...
+    class ConfigsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    NUM_PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    REPLICATION_FACTOR_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNMENTS_FIELD_NUMBER: _ClassVar[int]
+    CONFIGS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    num_partitions: int
+    replication_factor: int
+    assignments: _containers.MessageMap[int, _metadata_pb2.BrokerIdList]
+    configs: _containers.ScalarMap[str, str]
+    def __init__(self, name: _Optional[str] = ..., num_partitions: _Optional[int] = ..., replication_factor: _Optional[int] = ..., assignments: _Optional[_Mapping[int, _metadata_pb2.BrokerIdList]] = ..., configs: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class CreateTopicsRequest(_message.Message):
+    __slots__ = ("topics",)
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[CreatableTopic]
+    def __init__(self, topics: _Optional[_Iterable[_Union[CreatableTopic, _Mapping]]] = ...) -> None: ...
+
+class CreateTopicsResponse(_message.Message):
+    __slots__ = ("error", "topics")
+    class Result(_message.Message):
+        __slots__ = ("name", "error", "topic_id", "num_partitions", "replication_factor")
+        NAME_FIELD_NUMBER: _ClassVar[int]
+        ERROR_FIELD_NUMBER: _ClassVar[int]
+        TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+        NUM_PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+        REPLICATION_FACTOR_FIELD_NUMBER: _ClassVar[int]
+        name: str
+        error: _common_pb2.Error
+        topic_id: bytes
+        num_partitions: int
+        replication_factor: int
+        def __init__(self, name: _Optional[str] = ..., error: _Optional[_Union[_common_pb2.Error, _Mapping]] = ..., topic_id: _Optional[bytes] = ..., num_partitions: _Optional[int] = ..., replication_factor: _Optional[int] = ...) -> None: ...
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    error: ControllerError
+    topics: _containers.RepeatedCompositeFieldContainer[CreateTopicsResponse.Result]
+    def __init__(self, error: _Optional[_Union[ControllerError, _Mapping]] = ..., topics: _Optional[_Iterable[_Union[CreateTopicsResponse.Result, _Mapping]]] = ...) -> None: ...
+
+class DeleteTopicsRequest(_message.Message):
+    __slots__ = ("names",)
+    NAMES_FIELD_NUMBER: _ClassVar[int]
+    names: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, names: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class DeleteTopicsResponse(_message.Message):
+    __slots__ = ("error", "topics")
+    class Result(_message.Message):
+        __slots__ = ("name", "error")
+        NAME_FIELD_NUMBER: _ClassVar[int]
+        ERROR_FIELD_NUMBER: _ClassVar[int]
+        name: str
+        error: _common_pb2.Error
+        def __init__(self, name: _Optional[str] = ..., error: _Optional[_Union[_common_pb2.Error, _Mapping]] = ...) -> None: ...
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    error: ControllerError
+    topics: _containers.RepeatedCompositeFieldContainer[DeleteTopicsResponse.Result]
+    def __init__(self, error: _Optional[_Union[ControllerError, _Mapping]] = ..., topics: _Optional[_Iterable[_Union[DeleteTopicsResponse.Result, _Mapping]]] = ...) -> None: ...
+
+class CreatePartitionsRequest(_message.Message):
+    __slots__ = ("name", "count", "assignments")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNMENTS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    count: int
+    assignments: _containers.RepeatedCompositeFieldContainer[_metadata_pb2.BrokerIdList]
+    def __init__(self, name: _Optional[str] = ..., count: _Optional[int] = ..., assignments: _Optional[_Iterable[_Union[_metadata_pb2.BrokerIdList, _Mapping]]] = ...) -> None: ...
+
+class CreatePartitionsResponse(_message.Message):
+    __slots__ = ("error",)
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    error: ControllerError
+    def __init__(self, error: _Optional[_Union[ControllerError, _Mapping]] = ...) -> None: ...
+
+class DescribeClusterRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class DescribeClusterResponse(_message.Message):
+    __slots__ = ("cluster_id", "controller_id", "brokers", "metadata_offset")
+    class Broker(_message.Message):
+        __slots__ = ("broker_id", "endpoints", "rack", "broker_epoch", "fenced", "in_controlled_shutdown")
+        BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+        ENDPOINTS_FIELD_NUMBER: _ClassVar[int]
+        RACK_FIELD_NUMBER: _ClassVar[int]
+        BROKER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+        FENCED_FIELD_NUMBER: _ClassVar[int]
+        IN_CONTROLLED_SHUTDOWN_FIELD_NUMBER: _ClassVar[int]
+        broker_id: int
+        endpoints: _containers.RepeatedCompositeFieldContainer[_metadata_pb2.BrokerEndpoint]
+        rack: str
+        broker_epoch: int
+        fenced: bool
+        in_controlled_shutdown: bool
+        def __init__(self, broker_id: _Optional[int] = ..., endpoints: _Optional[_Iterable[_Union[_metadata_pb2.BrokerEndpoint, _Mapping]]] = ..., rack: _Optional[str] = ..., broker_epoch: _Optional[int] = ..., fenced: _Optional[bool] = ..., in_controlled_shutdown: _Optional[bool] = ...) -> None: ...
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
+    BROKERS_FIELD_NUMBER: _ClassVar[int]
+    METADATA_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    cluster_id: str
+    controller_id: int
+    brokers: _containers.RepeatedCompositeFieldContainer[DescribeClusterResponse.Broker]
+    metadata_offset: int
+    def __init__(self, cluster_id: _Optional[str] = ..., controller_id: _Optional[int] = ..., brokers: _Optional[_Iterable[_Union[DescribeClusterResponse.Broker, _Mapping]]] = ..., metadata_offset: _Optional[int] = ...) -> None: ...
+
+class DescribeQuorumRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class DescribeQuorumResponse(_message.Message):
+    __slots__ = ("error", "leader_id", "leader_epoch", "high_watermark", "voters", "observers")
+    class Replica(_message.Message):
+        __slots__ = ("replica_id", "log_end_offset", "last_fetch_timestamp", "last_caught_up_timestamp")
+        REPLICA_ID_FIELD_NUMBER: _ClassVar[int]
+        LOG_END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+        LAST_FETCH_TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+        LAST_CAUGHT_UP_TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+        replica_id: int
+        log_end_offset: int
+        last_fetch_timestamp: int
+        last_caught_up_timestamp: int
+        def __init__(self, replica_id: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., last_fetch_timestamp: _Optional[int] = ..., last_caught_up_timestamp: _Optional[int] = ...) -> None: ...
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ID_FIELD_NUMBER: _ClassVar[int]
+    LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    HIGH_WATERMARK_FIELD_NUMBER: _ClassVar[int]
+    VOTERS_FIELD_NUMBER: _ClassVar[int]
+    OBSERVERS_FIELD_NUMBER: _ClassVar[int]
+    error: ControllerError
+    leader_id: int
+    leader_epoch: int
+    high_watermark: int
+    voters: _containers.RepeatedCompositeFieldContainer[DescribeQuorumResponse.Replica]
+    observers: _containers.RepeatedCompositeFieldContainer[DescribeQuorumResponse.Replica]
+    def __init__(self, error: _Optional[_Union[ControllerError, _Mapping]] = ..., leader_id: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., high_watermark: _Optional[int] = ..., voters: _Optional[_Iterable[_Union[DescribeQuorumResponse.Replica, _Mapping]]] = ..., observers: _Optional[_Iterable[_Union[DescribeQuorumResponse.Replica, _Mapping]]] = ...) -> None: ...
+
+class DescribeTopicsRequest(_message.Message):
+    __slots__ = ("names",)
+    NAMES_FIELD_NUMBER: _ClassVar[int]
+    names: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, names: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class DescribeTopicsResponse(_message.Message):
+    __slots__ = ("topics", "metadata_offset")
+    class Partition(_message.Message):
+        __slots__ = ("partition", "leader", "leader_epoch", "replicas", "isr", "adding_replicas", "removing_replicas")
+        PARTITION_FIELD_NUMBER: _ClassVar[int]
+        LEADER_FIELD_NUMBER: _ClassVar[int]
+        LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+        REPLICAS_FIELD_NUMBER: _ClassVar[int]
+        ISR_FIELD_NUMBER: _ClassVar[int]
+        ADDING_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+        REMOVING_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+        partition: int
+        leader: int
+        leader_epoch: int
+        replicas: _containers.RepeatedScalarFieldContainer[int]
+        isr: _containers.RepeatedScalarFieldContainer[int]
+        adding_replicas: _containers.RepeatedScalarFieldContainer[int]
+        removing_replicas: _containers.RepeatedScalarFieldContainer[int]
+        def __init__(self, partition: _Optional[int] = ..., leader: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ..., isr: _Optional[_Iterable[int]] = ..., adding_replicas: _Optional[_Iterable[int]] = ..., removing_replicas: _Optional[_Iterable[int]] = ...) -> None: ...
+    class Topic(_message.Message):
+        __slots__ = ("name", "topic_id", "error", "partitions", "configs")
+        class ConfigsEntry(_message.Message):
+            __slots__ = ("key", "value")
+            KEY_FIELD_NUMBER: _ClassVar[int]
+            VALUE_FIELD_NUMBER: _ClassVar[int]
+            key: str
+            value: str
+            def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+        NAME_FIELD_NUMBER: _ClassVar[int]
+        TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+        ERROR_FIELD_NUMBER: _ClassVar[int]
+        PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+        CONFIGS_FIELD_NUMBER: _ClassVar[int]
+        name: str
+        topic_id: bytes
+        error: _common_pb2.Error
+        partitions: _containers.RepeatedCompositeFieldContainer[DescribeTopicsResponse.Partition]
+        configs: _containers.ScalarMap[str, str]
+        def __init__(self, name: _Optional[str] = ..., topic_id: _Optional[bytes] = ..., error: _Optional[_Union[_common_pb2.Error, _Mapping]] = ..., partitions: _Optional[_Iterable[_Union[DescribeTopicsResponse.Partition, _Mapping]]] = ..., configs: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    METADATA_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[DescribeTopicsResponse.Topic]
+    metadata_offset: int
+    def __init__(self, topics: _Optional[_Iterable[_Union[DescribeTopicsResponse.Topic, _Mapping]]] = ..., metadata_offset: _Optional[int] = ...) -> None: ...
