@@ -54,11 +54,19 @@ def test_no_arguments_prints_help_and_fails() -> None:
     assert "usage: strom" in result.stderr
 
 
-@pytest.mark.parametrize("args", [("server",), ("storage", "format"), ("topics",)])
+@pytest.mark.parametrize("args", [("topics",), ("consumer-groups",), ("storage", "info")])
 def test_commands_not_built_yet_do_not_exist(args: tuple[str, ...]) -> None:
     result = run(*args)
     assert result.returncode == 2
     assert "invalid choice" in result.stderr
+
+
+@pytest.mark.parametrize("args", [("server",), ("storage", "format")])
+def test_commands_without_their_required_arguments_say_which(args: tuple[str, ...]) -> None:
+    result = run(*args)
+    assert result.returncode == 2
+    assert "the following arguments are required" in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 def test_module_entry_point() -> None:
