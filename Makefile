@@ -41,11 +41,7 @@ bench: venv
 	for f in $$scripts; do echo "== $$f"; $(PY) $$f; done
 
 run: venv
-	@echo "The local 3-node cluster (make run) arrives with the controller issue."
-	@echo "What exists today:"
-	@echo "  - the storage engine (storage/), exercised by make test"
-	@echo "  - $(VENV)/bin/strom --version"
-	@echo "  - $(VENV)/bin/strom storage random-uuid"
+	$(PY) deploy/local/cluster.py
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -65,19 +65,25 @@ class LifecycleClient:
         for channel in self._channels.values():
             await channel.close()
 
-    async def controlled_shutdown(self, timeout_s: float) -> bool:
+    async def controlled_shutdown(self, timeout_s: float, no_controller_s: float = 5.0) -> bool:
         """Heartbeats with want_shut_down until the controller lets the broker go; returns
-        whether it did in time."""
+        whether it did in time. With no controller answering for `no_controller_s` (the
+        whole cluster is stopping and the quorum is gone) it gives up sooner: nobody is
+        left to move leaderships to."""
         self._shutting_down = True
         if self._task is not None:
             self._task.cancel()
         if self.broker_epoch < 0:
             return True
-        deadline = asyncio.get_running_loop().time() + timeout_s
-        while asyncio.get_running_loop().time() < deadline:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        last_answer = loop.time()
+        while loop.time() < deadline and loop.time() - last_answer < no_controller_s:
             response = await self._call("BrokerHeartbeat", self._heartbeat(want_shut_down=True))
-            if response is not None and response.should_shut_down:
-                return True
+            if response is not None:
+                last_answer = loop.time()
+                if response.should_shut_down:
+                    return True
             await asyncio.sleep(min(self.interval, 0.2))
         return False
 
