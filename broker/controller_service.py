@@ -8,13 +8,16 @@ node's own image, as Kafka's controllers answer DescribeCluster.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from metadata.alter_partition import IsrProposal
 from metadata.broker_lifecycle import BrokerRegistrationRequest, HeartbeatRequest
+from metadata.config_control import OpType, describe_configs
 from metadata.controller import QuorumController
 from metadata.errors import ApiError
 from metadata.image import Endpoint
+from metadata.partition_change import Election
 from metadata.topic_control import NewTopic
 from strom_api.v1 import common_pb2, controller_pb2, controller_pb2_grpc
 from strom_api.v1 import metadata_pb2 as mpb
@@ -31,10 +34,32 @@ def error_pb(error: ApiError) -> common_pb2.Error:
     )
 
 
+def _tp(p: Any) -> tuple[str, int]:
+    return (p.topic, p.partition)
+
+
+def _results(out: Any, results: Mapping[tuple[str, int], ApiError | None]) -> Any:
+    for (topic, partition), err in sorted(results.items()):
+        item = out.results.add(
+            partition=controller_pb2.TopicPartition(topic=topic, partition=partition)
+        )
+        if err is not None:
+            item.error.CopyFrom(error_pb(err))
+    return out
+
+
 class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
-    def __init__(self, controller: QuorumController, cluster_id: str) -> None:
+    def __init__(
+        self,
+        controller: QuorumController,
+        cluster_id: str,
+        static_config: Mapping[str, str] | None = None,
+        node_id: int | None = None,
+    ) -> None:
         self.controller = controller
         self.cluster_id = cluster_id
+        self.static_config = dict(static_config or {})  # this node's server.properties
+        self.node_id = node_id
 
     def _controller_error(self, error: ApiError) -> controller_pb2.ControllerError:
         core = self.controller.driver.core
@@ -243,4 +268,106 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
                     last_fetch_timestamp=r.last_fetch_timestamp,
                     last_caught_up_timestamp=r.last_caught_up_timestamp,
                 )
+        return out
+
+    async def ElectLeaders(self, request: Any, context: Any) -> Any:  # noqa: N802
+        election = Election.UNCLEAN if request.election_type == 1 else Election.PREFERRED
+        partitions = None if request.all_partitions else [_tp(p) for p in request.partitions]
+        try:
+            results = await self.controller.elect_leaders(partitions, election)
+        except ApiError as error:
+            return controller_pb2.ElectLeadersResponse(error=self._controller_error(error))
+        return _results(controller_pb2.ElectLeadersResponse(), results)
+
+    async def AlterPartitionReassignments(self, request: Any, context: Any) -> Any:  # noqa: N802
+        requests = {
+            _tp(r.partition): (list(r.replicas.ids) if r.HasField("replicas") else None)
+            for r in request.reassignments
+        }
+        try:
+            results = await self.controller.alter_partition_reassignments(requests)
+        except ApiError as error:
+            return controller_pb2.AlterPartitionReassignmentsResponse(
+                error=self._controller_error(error)
+            )
+        return _results(controller_pb2.AlterPartitionReassignmentsResponse(), results)
+
+    async def ListPartitionReassignments(self, request: Any, context: Any) -> Any:  # noqa: N802
+        partitions = [_tp(p) for p in request.partitions] or None
+        try:
+            ongoing = self.controller.list_partition_reassignments(partitions)
+        except ApiError as error:
+            return controller_pb2.ListPartitionReassignmentsResponse(
+                error=self._controller_error(error)
+            )
+        out = controller_pb2.ListPartitionReassignmentsResponse()
+        for (topic, partition), r in sorted(ongoing.items()):
+            out.reassignments.add(
+                partition=controller_pb2.TopicPartition(topic=topic, partition=partition),
+                replicas=r.replicas,
+                adding_replicas=r.adding,
+                removing_replicas=r.removing,
+            )
+        return out
+
+    async def IncrementalAlterConfigs(self, request: Any, context: Any) -> Any:  # noqa: N802
+        changes = [
+            (
+                (int(r.resource.type), r.resource.name),
+                [
+                    (op.name, OpType(op.op), op.value if op.HasField("value") else None)
+                    for op in r.ops
+                ],
+            )
+            for r in request.resources
+        ]
+        try:
+            results = await self.controller.incremental_alter_configs(
+                changes, request.validate_only
+            )
+        except ApiError as error:
+            return controller_pb2.IncrementalAlterConfigsResponse(
+                error=self._controller_error(error)
+            )
+        out = controller_pb2.IncrementalAlterConfigsResponse()
+        for (resource_type, name), err in results.items():
+            item = out.results.add(
+                resource=controller_pb2.ConfigResource(
+                    type=resource_type,  # type: ignore[arg-type]
+                    name=name,
+                )
+            )
+            if err is not None:
+                item.error.CopyFrom(error_pb(err))
+        return out
+
+    async def DescribeConfigs(self, request: Any, context: Any) -> Any:  # noqa: N802
+        out = controller_pb2.DescribeConfigsResponse()
+        keys = list(request.keys) or None
+        for resource in request.resources:
+            item = out.results.add(resource=resource)
+            try:
+                entries = describe_configs(
+                    self.controller.image,
+                    (int(resource.type), resource.name),
+                    self.static_config,
+                    keys,
+                    broker_id=self.node_id,
+                )
+            except ApiError as error:
+                item.error.CopyFrom(error_pb(error))
+                continue
+            for e in entries:
+                entry = item.entries.add(
+                    name=e.name,
+                    source=str(e.source),
+                    read_only=e.read_only,
+                    is_sensitive=e.is_sensitive,
+                )
+                if e.value is not None:
+                    entry.value = e.value
+                for syn in e.synonyms:
+                    synonym = entry.synonyms.add(name=syn.name, source=str(syn.source))
+                    if syn.value is not None:
+                        synonym.value = syn.value
         return out

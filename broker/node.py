@@ -83,7 +83,10 @@ class Node:
     def _add_services(self, server: object) -> None:
         assert self.controller is not None
         controller_pb2_grpc.add_ControllerServiceServicer_to_server(  # type: ignore[no-untyped-call]
-            ControllerServicer(self.controller, self.cluster_id), server
+            ControllerServicer(
+                self.controller, self.cluster_id, self.config.properties, self.config.node_id
+            ),
+            server,
         )
 
     async def stop(self) -> None:

@@ -39,6 +39,7 @@ _CONTROLLER_KEYS = {
     "num.partitions": "num_partitions",
     "default.replication.factor": "default_replication_factor",
     "metadata.log.max.record.bytes.between.snapshots": "max_bytes_between_snapshots",
+    "leader.imbalance.per.broker.percentage": "leader_imbalance_percentage",
 }
 _NODE_KEYS = {
     "process.roles",
@@ -79,6 +80,7 @@ class ServerConfig:
     raft: RaftConfig = field(default_factory=RaftConfig)
     controller: ControllerConfig = field(default_factory=ControllerConfig)
     unknown: tuple[str, ...] = ()  # keys given that no part of the node reads
+    properties: Mapping[str, str] = field(default_factory=dict)  # as given (DescribeConfigs)
 
     @property
     def is_controller(self) -> bool:
@@ -203,11 +205,23 @@ def from_properties(props: Mapping[str, str]) -> ServerConfig:
         raft = RaftConfig.from_properties(raft_props)
     except InvalidRaftConfigError as exc:
         raise InvalidConfigError(str(exc)) from None
-    controller_values = {}
+    controller_values: dict[str, int | bool] = {}
     for key, attr in _CONTROLLER_KEYS.items():
         if key in props:
             controller_values[attr] = _int(props, key)
+    if "leader.imbalance.check.interval.seconds" in props:
+        seconds = _int(props, "leader.imbalance.check.interval.seconds")
+        controller_values["leader_imbalance_check_interval_ms"] = seconds * 1000
+    if "auto.leader.rebalance.enable" in props:
+        flag = props["auto.leader.rebalance.enable"].strip().lower()
+        if flag not in ("true", "false"):
+            raise InvalidConfigError(
+                f"invalid value '{flag}' for config 'auto.leader.rebalance.enable': expected "
+                "true or false"
+            )
+        controller_values["auto_leader_rebalance"] = flag == "true"
     known = _NODE_KEYS | _RAFT_KEYS | set(_CONTROLLER_KEYS)
+    known |= {"leader.imbalance.check.interval.seconds", "auto.leader.rebalance.enable"}
     return ServerConfig(
         node_id=node_id,
         roles=roles,
@@ -218,6 +232,7 @@ def from_properties(props: Mapping[str, str]) -> ServerConfig:
         metadata_log_dir=props.get("metadata.log.dir", "").strip() or log_dirs[0],
         rack=props.get("broker.rack") or None,
         raft=raft,
-        controller=ControllerConfig(**controller_values),
+        controller=ControllerConfig(**controller_values),  # type: ignore[arg-type]
         unknown=tuple(sorted(k for k in props if k not in known)),
+        properties=dict(props),
     )

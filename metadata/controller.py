@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from google.protobuf.message import Message
@@ -38,9 +38,18 @@ from metadata.broker_lifecycle import (
     heartbeat,
     register_broker,
 )
+from metadata.config_control import ConfigOp, incremental_alter_configs
 from metadata.errors import ApiError
-from metadata.image import MetadataImage
+from metadata.image import ConfigResource, MetadataImage
+from metadata.leader_election import elect_leaders, rebalance_leaders
 from metadata.loader import MetadataLoader
+from metadata.partition_change import Election
+from metadata.reassignment import (
+    OngoingReassignment,
+    alter_partition_reassignments,
+    complete_reassignments,
+    list_partition_reassignments,
+)
 from metadata.records import encode
 from metadata.topic_control import (
     CreateTopicResult,
@@ -66,6 +75,11 @@ class ControllerConfig:
     num_partitions: int = 1
     default_replication_factor: int = 1
     max_bytes_between_snapshots: int = 20 * 1024 * 1024
+    # auto.leader.rebalance.enable, leader.imbalance.per.broker.percentage,
+    # leader.imbalance.check.interval.seconds (in ms here)
+    auto_leader_rebalance: bool = True
+    leader_imbalance_percentage: int = 10
+    leader_imbalance_check_interval_ms: int = 300_000
 
 
 def _now_ms() -> int:
@@ -204,6 +218,8 @@ class QuorumController:
             self._require_active()
             records, results = alter_partition(self.image, broker_id, broker_epoch, proposals)
             await self._commit(records)
+            # An ISR that grew may finish a reassignment (the new replicas caught up).
+            await self._commit(complete_reassignments(self.image))
             return results
 
     async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> tuple[int, int]:
@@ -213,6 +229,39 @@ class QuorumController:
             record, first = allocate_producer_ids(self.image, broker_id, broker_epoch)
             await self._commit([record])
             return first, record.next_producer_id - first
+
+    async def elect_leaders(
+        self, partitions: Sequence[tuple[str, int]] | None, election: Election
+    ) -> dict[tuple[str, int], ApiError | None]:
+        async with self._lock:
+            self._require_active()
+            records, results = elect_leaders(self.image, partitions, election)
+            await self._commit(records)
+            return results
+
+    async def alter_partition_reassignments(
+        self, requests: Mapping[tuple[str, int], Sequence[int] | None]
+    ) -> dict[tuple[str, int], ApiError | None]:
+        async with self._lock:
+            self._require_active()
+            records, results = alter_partition_reassignments(self.image, requests)
+            await self._commit(records)
+            return results
+
+    def list_partition_reassignments(
+        self, partitions: Sequence[tuple[str, int]] | None = None
+    ) -> dict[tuple[str, int], OngoingReassignment]:
+        self._require_active()
+        return list_partition_reassignments(self.image, partitions)
+
+    async def incremental_alter_configs(
+        self, changes: Sequence[tuple[ConfigResource, Sequence[ConfigOp]]], validate_only: bool
+    ) -> dict[ConfigResource, ApiError | None]:
+        async with self._lock:
+            self._require_active()
+            records, results = incremental_alter_configs(self.image, changes, validate_only)
+            await self._commit(records)
+            return results
 
     # --- timers ----------------------------------------------------------------------------
 
@@ -234,12 +283,26 @@ class QuorumController:
         if end > 0:
             await self.driver.create_snapshot(end, records)
 
+    async def rebalance_leaders(self) -> int:
+        """Preferred elections where a broker leads too few of the partitions it prefers
+        (auto.leader.rebalance.enable); returns how many partitions moved."""
+        async with self._lock:
+            if not self.is_active():
+                return 0
+            records = rebalance_leaders(self.image, self.config.leader_imbalance_percentage)
+            await self._commit(records)
+            return len(records)
+
     async def _periodic(self) -> None:
         interval = max(self.config.heartbeat_interval_ms // 4, 10) / 1000
+        next_rebalance = _now_ms() + self.config.leader_imbalance_check_interval_ms
         while True:
             await asyncio.sleep(interval)
             try:
                 await self.fence_expired_brokers()
                 await self.maybe_snapshot()
+                if self.config.auto_leader_rebalance and _now_ms() >= next_rebalance:
+                    next_rebalance = _now_ms() + self.config.leader_imbalance_check_interval_ms
+                    await self.rebalance_leaders()
             except ApiError:
                 pass  # lost leadership meanwhile: the next controller takes over

@@ -1,12 +1,31 @@
 from strom_api.v1 import common_pb2 as _common_pb2
 from strom_api.v1 import metadata_pb2 as _metadata_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class ElectionType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    PREFERRED: _ClassVar[ElectionType]
+    UNCLEAN: _ClassVar[ElectionType]
+
+class AlterConfigOpType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SET: _ClassVar[AlterConfigOpType]
+    DELETE: _ClassVar[AlterConfigOpType]
+    APPEND: _ClassVar[AlterConfigOpType]
+    SUBTRACT: _ClassVar[AlterConfigOpType]
+PREFERRED: ElectionType
+UNCLEAN: ElectionType
+SET: AlterConfigOpType
+DELETE: AlterConfigOpType
+APPEND: AlterConfigOpType
+SUBTRACT: AlterConfigOpType
 
 class ControllerError(_message.Message):
     __slots__ = ("error", "active_controller_id")
@@ -336,3 +355,177 @@ class DescribeTopicsResponse(_message.Message):
     topics: _containers.RepeatedCompositeFieldContainer[DescribeTopicsResponse.Topic]
     metadata_offset: int
     def __init__(self, topics: _Optional[_Iterable[_Union[DescribeTopicsResponse.Topic, _Mapping]]] = ..., metadata_offset: _Optional[int] = ...) -> None: ...
+
+class TopicPartition(_message.Message):
+    __slots__ = ("topic", "partition")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ...) -> None: ...
+
+class ElectLeadersRequest(_message.Message):
+    __slots__ = ("election_type", "partitions", "all_partitions")
+    ELECTION_TYPE_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    ALL_PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    election_type: ElectionType
+    partitions: _containers.RepeatedCompositeFieldContainer[TopicPartition]
+    all_partitions: bool
+    def __init__(self, election_type: _Optional[_Union[ElectionType, str]] = ..., partitions: _Optional[_Iterable[_Union[TopicPartition, _Mapping]]] = ..., all_partitions: _Optional[bool] = ...) -> None: ...
+
+class PartitionResult(_message.Message):
+    __slots__ = ("partition", "error")
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    partition: TopicPartition
+    error: _common_pb2.Error
+    def __init__(self, partition: _Optional[_Union[TopicPartition, _Mapping]] = ..., error: _Optional[_Union[_common_pb2.Error, _Mapping]] = ...) -> None: ...
+
+class ElectLeadersResponse(_message.Message):
+    __slots__ = ("error", "results")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    error: ControllerError
+    results: _containers.RepeatedCompositeFieldContainer[PartitionResult]
+    def __init__(self, error: _Optional[_Union[ControllerError, _Mapping]] = ..., results: _Optional[_Iterable[_Union[PartitionResult, _Mapping]]] = ...) -> None: ...
+
+class AlterPartitionReassignmentsRequest(_message.Message):
+    __slots__ = ("reassignments",)
+    class Reassignment(_message.Message):
+        __slots__ = ("partition", "replicas")
+        PARTITION_FIELD_NUMBER: _ClassVar[int]
+        REPLICAS_FIELD_NUMBER: _ClassVar[int]
+        partition: TopicPartition
+        replicas: _metadata_pb2.BrokerIdList
+        def __init__(self, partition: _Optional[_Union[TopicPartition, _Mapping]] = ..., replicas: _Optional[_Union[_metadata_pb2.BrokerIdList, _Mapping]] = ...) -> None: ...
+    REASSIGNMENTS_FIELD_NUMBER: _ClassVar[int]
+    reassignments: _containers.RepeatedCompositeFieldContainer[AlterPartitionReassignmentsRequest.Reassignment]
+    def __init__(self, reassignments: _Optional[_Iterable[_Union[AlterPartitionReassignmentsRequest.Reassignment, _Mapping]]] = ...) -> None: ...
+
+class AlterPartitionReassignmentsResponse(_message.Message):
+    __slots__ = ("error", "results")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    error: ControllerError
+    results: _containers.RepeatedCompositeFieldContainer[PartitionResult]
+    def __init__(self, error: _Optional[_Union[ControllerError, _Mapping]] = ..., results: _Optional[_Iterable[_Union[PartitionResult, _Mapping]]] = ...) -> None: ...
+
+class ListPartitionReassignmentsRequest(_message.Message):
+    __slots__ = ("partitions",)
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    partitions: _containers.RepeatedCompositeFieldContainer[TopicPartition]
+    def __init__(self, partitions: _Optional[_Iterable[_Union[TopicPartition, _Mapping]]] = ...) -> None: ...
+
+class ListPartitionReassignmentsResponse(_message.Message):
+    __slots__ = ("error", "reassignments")
+    class Ongoing(_message.Message):
+        __slots__ = ("partition", "replicas", "adding_replicas", "removing_replicas")
+        PARTITION_FIELD_NUMBER: _ClassVar[int]
+        REPLICAS_FIELD_NUMBER: _ClassVar[int]
+        ADDING_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+        REMOVING_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+        partition: TopicPartition
+        replicas: _containers.RepeatedScalarFieldContainer[int]
+        adding_replicas: _containers.RepeatedScalarFieldContainer[int]
+        removing_replicas: _containers.RepeatedScalarFieldContainer[int]
+        def __init__(self, partition: _Optional[_Union[TopicPartition, _Mapping]] = ..., replicas: _Optional[_Iterable[int]] = ..., adding_replicas: _Optional[_Iterable[int]] = ..., removing_replicas: _Optional[_Iterable[int]] = ...) -> None: ...
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    REASSIGNMENTS_FIELD_NUMBER: _ClassVar[int]
+    error: ControllerError
+    reassignments: _containers.RepeatedCompositeFieldContainer[ListPartitionReassignmentsResponse.Ongoing]
+    def __init__(self, error: _Optional[_Union[ControllerError, _Mapping]] = ..., reassignments: _Optional[_Iterable[_Union[ListPartitionReassignmentsResponse.Ongoing, _Mapping]]] = ...) -> None: ...
+
+class ConfigResource(_message.Message):
+    __slots__ = ("type", "name")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    type: _metadata_pb2.ConfigResourceType
+    name: str
+    def __init__(self, type: _Optional[_Union[_metadata_pb2.ConfigResourceType, str]] = ..., name: _Optional[str] = ...) -> None: ...
+
+class IncrementalAlterConfigsRequest(_message.Message):
+    __slots__ = ("resources", "validate_only")
+    class Op(_message.Message):
+        __slots__ = ("name", "op", "value")
+        NAME_FIELD_NUMBER: _ClassVar[int]
+        OP_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        name: str
+        op: AlterConfigOpType
+        value: str
+        def __init__(self, name: _Optional[str] = ..., op: _Optional[_Union[AlterConfigOpType, str]] = ..., value: _Optional[str] = ...) -> None: ...
+    class Resource(_message.Message):
+        __slots__ = ("resource", "ops")
+        RESOURCE_FIELD_NUMBER: _ClassVar[int]
+        OPS_FIELD_NUMBER: _ClassVar[int]
+        resource: ConfigResource
+        ops: _containers.RepeatedCompositeFieldContainer[IncrementalAlterConfigsRequest.Op]
+        def __init__(self, resource: _Optional[_Union[ConfigResource, _Mapping]] = ..., ops: _Optional[_Iterable[_Union[IncrementalAlterConfigsRequest.Op, _Mapping]]] = ...) -> None: ...
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
+    resources: _containers.RepeatedCompositeFieldContainer[IncrementalAlterConfigsRequest.Resource]
+    validate_only: bool
+    def __init__(self, resources: _Optional[_Iterable[_Union[IncrementalAlterConfigsRequest.Resource, _Mapping]]] = ..., validate_only: _Optional[bool] = ...) -> None: ...
+
+class IncrementalAlterConfigsResponse(_message.Message):
+    __slots__ = ("error", "results")
+    class Result(_message.Message):
+        __slots__ = ("resource", "error")
+        RESOURCE_FIELD_NUMBER: _ClassVar[int]
+        ERROR_FIELD_NUMBER: _ClassVar[int]
+        resource: ConfigResource
+        error: _common_pb2.Error
+        def __init__(self, resource: _Optional[_Union[ConfigResource, _Mapping]] = ..., error: _Optional[_Union[_common_pb2.Error, _Mapping]] = ...) -> None: ...
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    error: ControllerError
+    results: _containers.RepeatedCompositeFieldContainer[IncrementalAlterConfigsResponse.Result]
+    def __init__(self, error: _Optional[_Union[ControllerError, _Mapping]] = ..., results: _Optional[_Iterable[_Union[IncrementalAlterConfigsResponse.Result, _Mapping]]] = ...) -> None: ...
+
+class DescribeConfigsRequest(_message.Message):
+    __slots__ = ("resources", "keys")
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    KEYS_FIELD_NUMBER: _ClassVar[int]
+    resources: _containers.RepeatedCompositeFieldContainer[ConfigResource]
+    keys: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, resources: _Optional[_Iterable[_Union[ConfigResource, _Mapping]]] = ..., keys: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class DescribeConfigsResponse(_message.Message):
+    __slots__ = ("results",)
+    class Synonym(_message.Message):
+        __slots__ = ("name", "value", "source")
+        NAME_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        SOURCE_FIELD_NUMBER: _ClassVar[int]
+        name: str
+        value: str
+        source: str
+        def __init__(self, name: _Optional[str] = ..., value: _Optional[str] = ..., source: _Optional[str] = ...) -> None: ...
+    class Entry(_message.Message):
+        __slots__ = ("name", "value", "source", "read_only", "is_sensitive", "synonyms")
+        NAME_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        SOURCE_FIELD_NUMBER: _ClassVar[int]
+        READ_ONLY_FIELD_NUMBER: _ClassVar[int]
+        IS_SENSITIVE_FIELD_NUMBER: _ClassVar[int]
+        SYNONYMS_FIELD_NUMBER: _ClassVar[int]
+        name: str
+        value: str
+        source: str
+        read_only: bool
+        is_sensitive: bool
+        synonyms: _containers.RepeatedCompositeFieldContainer[DescribeConfigsResponse.Synonym]
+        def __init__(self, name: _Optional[str] = ..., value: _Optional[str] = ..., source: _Optional[str] = ..., read_only: _Optional[bool] = ..., is_sensitive: _Optional[bool] = ..., synonyms: _Optional[_Iterable[_Union[DescribeConfigsResponse.Synonym, _Mapping]]] = ...) -> None: ...
+    class Result(_message.Message):
+        __slots__ = ("resource", "error", "entries")
+        RESOURCE_FIELD_NUMBER: _ClassVar[int]
+        ERROR_FIELD_NUMBER: _ClassVar[int]
+        ENTRIES_FIELD_NUMBER: _ClassVar[int]
+        resource: ConfigResource
+        error: _common_pb2.Error
+        entries: _containers.RepeatedCompositeFieldContainer[DescribeConfigsResponse.Entry]
+        def __init__(self, resource: _Optional[_Union[ConfigResource, _Mapping]] = ..., error: _Optional[_Union[_common_pb2.Error, _Mapping]] = ..., entries: _Optional[_Iterable[_Union[DescribeConfigsResponse.Entry, _Mapping]]] = ...) -> None: ...
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[DescribeConfigsResponse.Result]
+    def __init__(self, results: _Optional[_Iterable[_Union[DescribeConfigsResponse.Result, _Mapping]]] = ...) -> None: ...

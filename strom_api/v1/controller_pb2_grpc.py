@@ -84,6 +84,31 @@ class ControllerServiceStub:
                 request_serializer=strom__api_dot_v1_dot_controller__pb2.DescribeQuorumRequest.SerializeToString,
                 response_deserializer=strom__api_dot_v1_dot_controller__pb2.DescribeQuorumResponse.FromString,
                 _registered_method=True)
+        self.ElectLeaders = channel.unary_unary(
+                '/strom_api.v1.ControllerService/ElectLeaders',
+                request_serializer=strom__api_dot_v1_dot_controller__pb2.ElectLeadersRequest.SerializeToString,
+                response_deserializer=strom__api_dot_v1_dot_controller__pb2.ElectLeadersResponse.FromString,
+                _registered_method=True)
+        self.AlterPartitionReassignments = channel.unary_unary(
+                '/strom_api.v1.ControllerService/AlterPartitionReassignments',
+                request_serializer=strom__api_dot_v1_dot_controller__pb2.AlterPartitionReassignmentsRequest.SerializeToString,
+                response_deserializer=strom__api_dot_v1_dot_controller__pb2.AlterPartitionReassignmentsResponse.FromString,
+                _registered_method=True)
+        self.ListPartitionReassignments = channel.unary_unary(
+                '/strom_api.v1.ControllerService/ListPartitionReassignments',
+                request_serializer=strom__api_dot_v1_dot_controller__pb2.ListPartitionReassignmentsRequest.SerializeToString,
+                response_deserializer=strom__api_dot_v1_dot_controller__pb2.ListPartitionReassignmentsResponse.FromString,
+                _registered_method=True)
+        self.IncrementalAlterConfigs = channel.unary_unary(
+                '/strom_api.v1.ControllerService/IncrementalAlterConfigs',
+                request_serializer=strom__api_dot_v1_dot_controller__pb2.IncrementalAlterConfigsRequest.SerializeToString,
+                response_deserializer=strom__api_dot_v1_dot_controller__pb2.IncrementalAlterConfigsResponse.FromString,
+                _registered_method=True)
+        self.DescribeConfigs = channel.unary_unary(
+                '/strom_api.v1.ControllerService/DescribeConfigs',
+                request_serializer=strom__api_dot_v1_dot_controller__pb2.DescribeConfigsRequest.SerializeToString,
+                response_deserializer=strom__api_dot_v1_dot_controller__pb2.DescribeConfigsResponse.FromString,
+                _registered_method=True)
 
 
 class ControllerServiceServicer:
@@ -150,6 +175,36 @@ class ControllerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ElectLeaders(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AlterPartitionReassignments(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListPartitionReassignments(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def IncrementalAlterConfigs(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeConfigs(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControllerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -202,6 +257,31 @@ def add_ControllerServiceServicer_to_server(servicer, server):
                     servicer.DescribeQuorum,
                     request_deserializer=strom__api_dot_v1_dot_controller__pb2.DescribeQuorumRequest.FromString,
                     response_serializer=strom__api_dot_v1_dot_controller__pb2.DescribeQuorumResponse.SerializeToString,
+            ),
+            'ElectLeaders': grpc.unary_unary_rpc_method_handler(
+                    servicer.ElectLeaders,
+                    request_deserializer=strom__api_dot_v1_dot_controller__pb2.ElectLeadersRequest.FromString,
+                    response_serializer=strom__api_dot_v1_dot_controller__pb2.ElectLeadersResponse.SerializeToString,
+            ),
+            'AlterPartitionReassignments': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterPartitionReassignments,
+                    request_deserializer=strom__api_dot_v1_dot_controller__pb2.AlterPartitionReassignmentsRequest.FromString,
+                    response_serializer=strom__api_dot_v1_dot_controller__pb2.AlterPartitionReassignmentsResponse.SerializeToString,
+            ),
+            'ListPartitionReassignments': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPartitionReassignments,
+                    request_deserializer=strom__api_dot_v1_dot_controller__pb2.ListPartitionReassignmentsRequest.FromString,
+                    response_serializer=strom__api_dot_v1_dot_controller__pb2.ListPartitionReassignmentsResponse.SerializeToString,
+            ),
+            'IncrementalAlterConfigs': grpc.unary_unary_rpc_method_handler(
+                    servicer.IncrementalAlterConfigs,
+                    request_deserializer=strom__api_dot_v1_dot_controller__pb2.IncrementalAlterConfigsRequest.FromString,
+                    response_serializer=strom__api_dot_v1_dot_controller__pb2.IncrementalAlterConfigsResponse.SerializeToString,
+            ),
+            'DescribeConfigs': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeConfigs,
+                    request_deserializer=strom__api_dot_v1_dot_controller__pb2.DescribeConfigsRequest.FromString,
+                    response_serializer=strom__api_dot_v1_dot_controller__pb2.DescribeConfigsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -474,6 +554,141 @@ class ControllerService:
             '/strom_api.v1.ControllerService/DescribeQuorum',
             strom__api_dot_v1_dot_controller__pb2.DescribeQuorumRequest.SerializeToString,
             strom__api_dot_v1_dot_controller__pb2.DescribeQuorumResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ElectLeaders(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strom_api.v1.ControllerService/ElectLeaders',
+            strom__api_dot_v1_dot_controller__pb2.ElectLeadersRequest.SerializeToString,
+            strom__api_dot_v1_dot_controller__pb2.ElectLeadersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterPartitionReassignments(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strom_api.v1.ControllerService/AlterPartitionReassignments',
+            strom__api_dot_v1_dot_controller__pb2.AlterPartitionReassignmentsRequest.SerializeToString,
+            strom__api_dot_v1_dot_controller__pb2.AlterPartitionReassignmentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListPartitionReassignments(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strom_api.v1.ControllerService/ListPartitionReassignments',
+            strom__api_dot_v1_dot_controller__pb2.ListPartitionReassignmentsRequest.SerializeToString,
+            strom__api_dot_v1_dot_controller__pb2.ListPartitionReassignmentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def IncrementalAlterConfigs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strom_api.v1.ControllerService/IncrementalAlterConfigs',
+            strom__api_dot_v1_dot_controller__pb2.IncrementalAlterConfigsRequest.SerializeToString,
+            strom__api_dot_v1_dot_controller__pb2.IncrementalAlterConfigsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeConfigs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strom_api.v1.ControllerService/DescribeConfigs',
+            strom__api_dot_v1_dot_controller__pb2.DescribeConfigsRequest.SerializeToString,
+            strom__api_dot_v1_dot_controller__pb2.DescribeConfigsResponse.FromString,
             options,
             channel_credentials,
             insecure,

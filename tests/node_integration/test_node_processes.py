@@ -16,7 +16,8 @@ import sys
 
 from node_cluster import ROOT, NodeCluster, wait_until
 
-from strom_api.v1 import controller_pb2
+from strom_api.v1 import common_pb2, controller_pb2
+from strom_api.v1 import metadata_pb2 as mpb
 
 
 def unfenced(cluster: NodeCluster, expected: set[int]):
@@ -58,6 +59,60 @@ def test_three_combined_nodes(tmp_path):
             for replica in p.replicas:
                 path = os.path.join(cluster.data_dir(replica), f"orders-{pid}")
                 wait_until(lambda path=path: os.path.isdir(path), 10, f"log dir {path}")
+
+        # Configs, reassignment and elections through the controller API.
+        topic_resource = controller_pb2.ConfigResource(type=mpb.TOPIC, name="orders")
+        altered = cluster.call(
+            "IncrementalAlterConfigs",
+            controller_pb2.IncrementalAlterConfigsRequest(
+                resources=[
+                    controller_pb2.IncrementalAlterConfigsRequest.Resource(
+                        resource=topic_resource,
+                        ops=[
+                            controller_pb2.IncrementalAlterConfigsRequest.Op(
+                                name="retention.ms", op=controller_pb2.SET, value="60000"
+                            )
+                        ],
+                    )
+                ]
+            ),
+        )
+        assert not altered.results[0].HasField("error"), altered
+        described = cluster.call(
+            "DescribeConfigs",
+            controller_pb2.DescribeConfigsRequest(
+                resources=[topic_resource], keys=["retention.ms"]
+            ),
+        )
+        [entry] = described.results[0].entries
+        assert (entry.value, entry.source) == ("60000", "DYNAMIC_TOPIC_CONFIG")
+        p0 = parts[0]
+        target = [b for b in (1, 2, 3) if b not in p0.replicas] + [p0.replicas[0]]
+        moved = cluster.call(
+            "AlterPartitionReassignments",
+            controller_pb2.AlterPartitionReassignmentsRequest(
+                reassignments=[
+                    controller_pb2.AlterPartitionReassignmentsRequest.Reassignment(
+                        partition=controller_pb2.TopicPartition(topic="orders", partition=0),
+                        replicas=mpb.BrokerIdList(ids=target),
+                    )
+                ]
+            ),
+        )
+        assert not moved.results[0].HasField("error"), moved
+        ongoing = cluster.call(
+            "ListPartitionReassignments", controller_pb2.ListPartitionReassignmentsRequest()
+        )
+        # Nothing replicates yet (the data path is the next layer): it stays in progress.
+        assert [r.partition.partition for r in ongoing.reassignments] == [0]
+        elected = cluster.call(
+            "ElectLeaders",
+            controller_pb2.ElectLeadersRequest(
+                election_type=controller_pb2.PREFERRED,
+                partitions=[controller_pb2.TopicPartition(topic="orders", partition=1)],
+            ),
+        )
+        assert elected.results[0].error.code == common_pb2.ELECTION_NOT_NEEDED
 
         # kill -9 of the active controller (and broker): another controller takes over and
         # fences the dead broker once its session runs out; its leaderships move.
