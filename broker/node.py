@@ -12,6 +12,7 @@ fills them is the next layer). Stopping a broker first moves its leaderships awa
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 
@@ -39,6 +40,8 @@ class Node:
         self.lifecycle: LifecycleClient | None = None
         self.log_manager: LogManager | None = None
         self.cluster_id = ""
+        self._local_changes: asyncio.Queue[MetadataDelta] = asyncio.Queue()
+        self._local_changes_task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         config = self.config
@@ -61,8 +64,9 @@ class Node:
             self.controller = QuorumController(self.driver, self.loader, config.controller)
         if config.is_broker:
             self.log_manager = LogManager(list(config.log_dirs))
-            self.log_manager.startup()
-            self.loader.publishers.append(self._apply_to_local_logs)
+            await asyncio.to_thread(self.log_manager.startup)
+            self.loader.publishers.append(self._queue_local_changes)
+            self._local_changes_task = asyncio.create_task(self._apply_local_changes())
         await self.driver.start()
         if self.controller is not None:
             self.controller.start()
@@ -99,11 +103,29 @@ class Node:
             await self.controller.stop()
         await self.driver.stop(graceful=True)
         if self.log_manager is not None:
-            self.log_manager.shutdown()
+            await self._local_changes.join()
+            if self._local_changes_task is not None:
+                self._local_changes_task.cancel()
+            await asyncio.to_thread(self.log_manager.shutdown)
 
     # --- the broker acting on metadata -------------------------------------------------------
 
-    def _apply_to_local_logs(self, delta: MetadataDelta, image: MetadataImage) -> None:
+    def _queue_local_changes(self, delta: MetadataDelta, image: MetadataImage) -> None:
+        # Creating a log is disk work (directories, files, fsyncs): done off the loop, in
+        # log order, so a combined node's Raft and controller never wait for it.
+        self._local_changes.put_nowait(delta)
+
+    async def _apply_local_changes(self) -> None:
+        while True:
+            delta = await self._local_changes.get()
+            try:
+                await asyncio.to_thread(self._apply_to_local_logs, delta)
+            except Exception:
+                log.exception("could not apply a metadata change to the local logs")
+            finally:
+                self._local_changes.task_done()
+
+    def _apply_to_local_logs(self, delta: MetadataDelta) -> None:
         manager = self.log_manager
         assert manager is not None
         me = self.config.node_id

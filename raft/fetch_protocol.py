@@ -55,9 +55,10 @@ class FetchProtocol(NodeState):
             request.src, request.fetch_offset, self.now_ms, self.log.end_offset()
         )
         moved = self._update_leader_high_watermark()  # answers the parked fetches if it moved
-        if not moved and request.fetch_offset >= self.log.end_offset():
-            # Long poll: nothing new for it; hold the fetch until there is data or a new high
-            # watermark, or the wait runs out.
+        fetcher_behind = request.high_watermark < self.leader.high_watermark
+        if not moved and not fetcher_behind and request.fetch_offset >= self.log.end_offset():
+            # Long poll: nothing new for it (no entries, and it knows our high watermark);
+            # hold the fetch until there is data or a new high watermark, or the wait runs out.
             self.parked[request.src] = (request, self.now_ms + self.config.long_poll_ms)
             return
         self._answer_fetch(request)
@@ -220,6 +221,7 @@ class FetchProtocol(NodeState):
                 self.log.end_offset(),
                 self.log.last_epoch(),
                 self.config.fetch_max_entries,
+                self.high_watermark,
             )
         )
 
@@ -234,6 +236,7 @@ class FetchProtocol(NodeState):
                 self.log.end_offset(),
                 self.log.last_epoch(),
                 self.config.fetch_max_entries,
+                self.high_watermark,
             )
         )
         self.election_deadline = self.now_ms + self.config.request_timeout_ms

@@ -109,6 +109,9 @@ class FetchRequest:
     fetch_offset: int  # its log end offset
     last_fetched_epoch: int  # epoch of its last entry
     max_entries: int = 1000
+    # The high watermark the fetcher knows (KIP-1166): a leader whose own is ahead answers
+    # at once instead of holding the fetch, so every follower learns a commit promptly.
+    high_watermark: int = -1
 
 
 @dataclass(frozen=True, slots=True)

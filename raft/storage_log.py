@@ -21,6 +21,9 @@ from strom_api.records import Record, decode_batches, encode_batch
 
 METADATA_TOPIC_PARTITION = ("__cluster_metadata", 0)
 _READ_BYTES = 8 * 1024 * 1024
+# Entries per stored batch: a read decodes whole batches, so a huge proposal (10,000 records
+# of a CreateTopics) is cut into batches a fetch of a few entries can read cheaply.
+MAX_BATCH_ENTRIES = 256
 
 
 def open_raft_log(log: Log, snapshots: Sequence[SnapshotId]) -> StorageRaftLog:
@@ -85,6 +88,8 @@ class StorageRaftLog:
             data = self.log.read(offset, _READ_BYTES)
             if not data:
                 break
+            # Batches decode lazily, and only until enough entries are in hand: a fetch of
+            # a few entries must not decode megabytes of batches behind them.
             for header, records in decode_batches(data):
                 for record in records:
                     if record.offset >= offset and len(out) < max_entries:
@@ -97,13 +102,18 @@ class StorageRaftLog:
                             )
                         )
                 offset = max(offset, header.next_offset)
+                if len(out) >= max_entries:
+                    break
         return out
 
     def append(self, entries: Sequence[Entry]) -> None:
         batches = []
         run: list[Entry] = []
         for entry in entries:
-            if run and (entry.epoch, entry.control) != (run[0].epoch, run[0].control):
+            if run and (
+                (entry.epoch, entry.control) != (run[0].epoch, run[0].control)
+                or len(run) >= MAX_BATCH_ENTRIES
+            ):
                 batches.append(_encode(run))
                 run = []
             run.append(entry)

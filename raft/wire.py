@@ -78,6 +78,7 @@ def to_proto(message: m.Message) -> raft_pb2.RaftMessage:
                 fetch_offset=message.fetch_offset,
                 last_fetched_epoch=message.last_fetched_epoch,
                 max_entries=message.max_entries,
+                high_watermark=message.high_watermark,
             )
         )
     elif isinstance(message, m.FetchResponse):
@@ -150,7 +151,7 @@ def from_proto(pb: raft_pb2.RaftMessage) -> m.Message:
     if kind == "fetch_request":
         f = pb.fetch_request
         return m.FetchRequest(
-            src, dst, f.epoch, f.fetch_offset, f.last_fetched_epoch, f.max_entries
+            src, dst, f.epoch, f.fetch_offset, f.last_fetched_epoch, f.max_entries, f.high_watermark
         )
     if kind == "fetch_response":
         r2 = pb.fetch_response

@@ -82,16 +82,18 @@ class RaftEndQuorumEpochResponse(_message.Message):
     def __init__(self, epoch: _Optional[int] = ..., leader_id: _Optional[int] = ..., error: _Optional[_Union[_common_pb2.ErrorCode, str]] = ...) -> None: ...
 
 class RaftFetchRequest(_message.Message):
-    __slots__ = ("epoch", "fetch_offset", "last_fetched_epoch", "max_entries")
+    __slots__ = ("epoch", "fetch_offset", "last_fetched_epoch", "max_entries", "high_watermark")
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     FETCH_OFFSET_FIELD_NUMBER: _ClassVar[int]
     LAST_FETCHED_EPOCH_FIELD_NUMBER: _ClassVar[int]
     MAX_ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    HIGH_WATERMARK_FIELD_NUMBER: _ClassVar[int]
     epoch: int
     fetch_offset: int
     last_fetched_epoch: int
     max_entries: int
-    def __init__(self, epoch: _Optional[int] = ..., fetch_offset: _Optional[int] = ..., last_fetched_epoch: _Optional[int] = ..., max_entries: _Optional[int] = ...) -> None: ...
+    high_watermark: int
+    def __init__(self, epoch: _Optional[int] = ..., fetch_offset: _Optional[int] = ..., last_fetched_epoch: _Optional[int] = ..., max_entries: _Optional[int] = ..., high_watermark: _Optional[int] = ...) -> None: ...
 
 class RaftDivergingEpoch(_message.Message):
     __slots__ = ("epoch", "end_offset")

@@ -15,7 +15,7 @@ MESSAGES = [
     m.BeginQuorumEpochResponse(3, 1, 5, 1),
     m.EndQuorumEpochRequest(1, 2, 5, (3, 2)),
     m.EndQuorumEpochResponse(2, 1, 5, m.NO_LEADER, m.NOT_LEADER_OR_FOLLOWER),
-    m.FetchRequest(2, 1, 5, 100, 4, 500),
+    m.FetchRequest(2, 1, 5, 100, 4, 500, 90),
     m.FetchResponse(
         1,
         2,
