@@ -45,13 +45,26 @@ def wait_until(predicate: Callable[[], T | None], timeout_s: float, what: str) -
 
 
 class NodeCluster:
-    def __init__(self, base: str, nodes: int = 3, extra: dict[str, str] | None = None) -> None:
+    """`nodes` combined nodes (ids 1..nodes); with `brokers` > 0, the first `nodes` are
+    controllers only and `brokers` broker-only nodes follow (ids nodes+1..)."""
+
+    def __init__(
+        self,
+        base: str,
+        nodes: int = 3,
+        extra: dict[str, str] | None = None,
+        brokers: int = 0,
+    ) -> None:
         self.base = base
-        self.ids = list(range(1, nodes + 1))
-        ports = free_ports(2 * nodes)
-        self.broker_port = dict(zip(self.ids, ports[:nodes], strict=True))
-        self.controller_port = dict(zip(self.ids, ports[nodes:], strict=True))
-        self.voters = ",".join(f"{i}@127.0.0.1:{self.controller_port[i]}" for i in self.ids)
+        self.ids = list(range(1, nodes + brokers + 1))
+        self.controller_ids = self.ids[:nodes]
+        self.split = brokers > 0
+        ports = free_ports(2 * len(self.ids))
+        self.broker_port = dict(zip(self.ids, ports[: len(self.ids)], strict=True))
+        self.controller_port = dict(zip(self.ids, ports[len(self.ids) :], strict=True))
+        self.voters = ",".join(
+            f"{i}@127.0.0.1:{self.controller_port[i]}" for i in self.controller_ids
+        )
         self.extra = {**FAST, **(extra or {})}
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
         self.cluster_id = subprocess.run(
@@ -80,12 +93,21 @@ class NodeCluster:
 
     def _write_config(self, node: int) -> None:
         os.makedirs(os.path.dirname(self.config_path(node)), exist_ok=True)
+        if not self.split:
+            roles = "broker,controller"
+            listeners = (
+                f"PLAINTEXT://127.0.0.1:{self.broker_port[node]},"
+                f"CONTROLLER://127.0.0.1:{self.controller_port[node]}"
+            )
+        elif node in self.controller_ids:
+            roles, listeners = "controller", f"CONTROLLER://127.0.0.1:{self.controller_port[node]}"
+        else:
+            roles, listeners = "broker", f"PLAINTEXT://127.0.0.1:{self.broker_port[node]}"
         lines = {
-            "process.roles": "broker,controller",
+            "process.roles": roles,
             "node.id": str(node),
             "controller.quorum.voters": self.voters,
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.broker_port[node]},"
-            f"CONTROLLER://127.0.0.1:{self.controller_port[node]}",
+            "listeners": listeners,
             "controller.listener.names": "CONTROLLER",
             "log.dirs": self.data_dir(node),
             **self.extra,
@@ -141,7 +163,7 @@ class NodeCluster:
         return controller_pb2_grpc.ControllerServiceStub(channel)  # type: ignore[no-untyped-call]
 
     def describe_cluster(self, node: int | None = None) -> Any | None:
-        for n in [node] if node else list(self.procs):
+        for n in [node] if node else [c for c in self.controller_ids if c in self.procs]:
             try:
                 return self.stub(n).DescribeCluster(
                     controller_pb2.DescribeClusterRequest(), timeout=2
@@ -155,7 +177,7 @@ class NodeCluster:
         is none."""
 
         def attempt() -> Any | None:
-            for node in list(self.procs):
+            for node in [c for c in self.controller_ids if c in self.procs]:
                 try:
                     response = getattr(self.stub(node), method)(request, timeout=5)
                 except grpc.RpcError:
@@ -170,7 +192,7 @@ class NodeCluster:
 
     def active_controller(self) -> int:
         def find() -> int | None:
-            for node in list(self.procs):
+            for node in [c for c in self.controller_ids if c in self.procs]:
                 cluster = self.describe_cluster(node)
                 if cluster is not None and cluster.controller_id in self.procs:
                     return int(cluster.controller_id)

@@ -162,3 +162,31 @@ def test_bad_configuration_and_unformatted_directories_are_one_line_errors(tmp_p
     )
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert "format it first" in result.stderr
+
+
+def test_three_controllers_and_three_brokers(tmp_path):
+    """Split roles: a standby controller takes over from a killed active one and keeps
+    fencing; a killed broker's partitions move to the other ISR members."""
+    cluster = NodeCluster(str(tmp_path), 3, brokers=3)
+    try:
+        cluster.start_all()
+        wait_until(unfenced(cluster, {4, 5, 6}), 30, "three unfenced brokers")
+        response = cluster.call(
+            "CreateTopics",
+            controller_pb2.CreateTopicsRequest(
+                topics=[
+                    controller_pb2.CreatableTopic(name="t", num_partitions=6, replication_factor=3)
+                ]
+            ),
+        )
+        assert not response.topics[0].HasField("error"), response
+        first = cluster.active_controller()
+        cluster.stop(first, signal.SIGKILL)
+        assert cluster.active_controller() != first
+        victim = 5
+        cluster.stop(victim, signal.SIGKILL)
+        wait_until(unfenced(cluster, {4, 6}), 20, f"broker {victim} fenced")
+        for p in partitions(cluster, "t").values():
+            assert p.leader in (4, 6) and victim not in p.isr
+    finally:
+        cluster.stop_all()
