@@ -79,10 +79,7 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
                 BrokerRegistrationRequest(
                     request.broker_id,
                     request.incarnation_id,
-                    [
-                        Endpoint(e.name, e.host, e.port, e.security_protocol or "PLAINTEXT")
-                        for e in request.endpoints
-                    ],
+                    [Endpoint.from_pb(e) for e in request.endpoints],
                     request.rack or None,
                 )
             )
@@ -207,12 +204,7 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
             b = image.cluster.brokers[broker_id]
             out.brokers.add(
                 broker_id=b.broker_id,
-                endpoints=[
-                    mpb.BrokerEndpoint(
-                        name=e.name, host=e.host, port=e.port, security_protocol=e.security_protocol
-                    )
-                    for e in b.endpoints
-                ],
+                endpoints=[e.to_pb() for e in b.endpoints],
                 rack=b.rack or "",
                 broker_epoch=b.epoch,
                 fenced=b.fenced,

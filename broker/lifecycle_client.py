@@ -21,7 +21,6 @@ import grpc.aio
 
 from metadata.image import Endpoint
 from strom_api.v1 import common_pb2, controller_pb2, controller_pb2_grpc
-from strom_api.v1 import metadata_pb2 as mpb
 
 
 class LifecycleClient:
@@ -105,12 +104,7 @@ class LifecycleClient:
             broker_id=self.broker_id,
             cluster_id=self.cluster_id,
             incarnation_id=self.incarnation_id,
-            endpoints=[
-                mpb.BrokerEndpoint(
-                    name=e.name, host=e.host, port=e.port, security_protocol=e.security_protocol
-                )
-                for e in self.endpoints
-            ],
+            endpoints=[e.to_pb() for e in self.endpoints],
             rack=self.rack or "",
         )
         response = await self._call("RegisterBroker", request)

@@ -178,12 +178,7 @@ def register_broker(
             broker_id=request.broker_id,
             incarnation_id=request.incarnation_id,
             broker_epoch=record_offset,
-            endpoints=[
-                pb.BrokerEndpoint(
-                    name=e.name, host=e.host, port=e.port, security_protocol=e.security_protocol
-                )
-                for e in request.endpoints
-            ],
+            endpoints=[e.to_pb() for e in request.endpoints],
             rack=request.rack or "",
             fenced=True,
         ),

@@ -68,10 +68,7 @@ class ClusterDelta:
             broker_id=r.broker_id,
             epoch=r.broker_epoch,
             incarnation_id=r.incarnation_id,
-            endpoints=tuple(
-                Endpoint(e.name, e.host, e.port, e.security_protocol or "PLAINTEXT")
-                for e in r.endpoints
-            ),
+            endpoints=tuple(Endpoint.from_pb(e) for e in r.endpoints),
             rack=r.rack or None,
             fenced=r.fenced,
             in_controlled_shutdown=r.in_controlled_shutdown,

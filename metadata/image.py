@@ -43,6 +43,15 @@ class Endpoint:
     port: int
     security_protocol: str = "PLAINTEXT"
 
+    def to_pb(self) -> pb.BrokerEndpoint:
+        return pb.BrokerEndpoint(
+            name=self.name, host=self.host, port=self.port, security_protocol=self.security_protocol
+        )
+
+    @staticmethod
+    def from_pb(e: pb.BrokerEndpoint) -> Endpoint:
+        return Endpoint(e.name, e.host, e.port, e.security_protocol or "PLAINTEXT")
+
 
 @dataclass(frozen=True, slots=True)
 class BrokerRegistration:
@@ -59,12 +68,7 @@ class BrokerRegistration:
             broker_id=self.broker_id,
             incarnation_id=self.incarnation_id,
             broker_epoch=self.epoch,
-            endpoints=[
-                pb.BrokerEndpoint(
-                    name=e.name, host=e.host, port=e.port, security_protocol=e.security_protocol
-                )
-                for e in self.endpoints
-            ],
+            endpoints=[e.to_pb() for e in self.endpoints],
             rack=self.rack or "",
             fenced=self.fenced,
             in_controlled_shutdown=self.in_controlled_shutdown,

@@ -12,16 +12,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import grpc
 
 from strom_api.v1 import common_pb2, controller_pb2, controller_pb2_grpc
-from tests.raft_integration.process_cluster import free_ports
+from tests.raft_integration.process_cluster import free_ports, wait_until
 
-T = TypeVar("T")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FAST = {
     "controller.quorum.election.timeout.ms": "500",
@@ -31,17 +28,6 @@ FAST = {
     "broker.heartbeat.interval.ms": "200",
     "broker.session.timeout.ms": "1500",
 }
-
-
-def wait_until(predicate: Callable[[], T | None], timeout_s: float, what: str) -> T:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = predicate()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout_s}s waiting for {what}")
-        time.sleep(0.05)
 
 
 class NodeCluster:
