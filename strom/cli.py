@@ -1,33 +1,23 @@
 """The `strom` command line, shaped after Kafka's tools (`kafka-storage.sh random-uuid` is
-`strom storage random-uuid`). Only commands that really work are registered: anything else is
-an invalid choice for argparse (exit code 2)."""
+`strom storage random-uuid`, `kafka-topics.sh` is `strom topics`). Only commands that really
+work are registered: anything else is an invalid choice for argparse (exit code 2).
+
+The admin commands (`topics`, `metadata-quorum`, `cluster`) live in strom/admin_tools.py;
+`server` and `storage format` hand over to the server side (broker.main), imported only when
+they run.
+"""
 
 from __future__ import annotations
 
 import argparse
-import base64
 import sys
-import uuid
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 
-# Kafka's Uuid.RESERVED: ZERO_UUID (null id) and ONE_UUID (METADATA_TOPIC_ID); never handed out.
-_RESERVED = frozenset({uuid.UUID(int=0), uuid.UUID(int=1)})
+from strom.admin_tools import add_commands as add_admin_commands
+from strom.uuids import kafka_uuid_string, random_uuid
 
-
-def kafka_uuid_string(u: uuid.UUID) -> str:
-    """Kafka's Uuid.toString(): the 16 bytes, base64url without padding (22 characters)."""
-    return base64.urlsafe_b64encode(u.bytes).rstrip(b"=").decode("ascii")
-
-
-def random_uuid() -> str:
-    """Kafka's Uuid.randomUuid(): a version-4 UUID that is not reserved and whose string does
-    not start with '-' (it would read as a command-line option)."""
-    while True:
-        u = uuid.uuid4()
-        text = kafka_uuid_string(u)
-        if u not in _RESERVED and not text.startswith("-"):
-            return text
+__all__ = ["build_parser", "kafka_uuid_string", "main", "random_uuid"]
 
 
 def _package_version() -> str:
@@ -84,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--override", action="append", default=[], metavar="KEY=VALUE", help="a config value"
     )
     server.set_defaults(handler=_server)
+    add_admin_commands(commands)
     # A command group given without its subcommand prints that group's help.
     storage.set_defaults(help_parser=storage)
     parser.set_defaults(help_parser=parser)
@@ -100,7 +91,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if handler is None:
         args.help_parser.print_help(sys.stderr)
         return 2
-    result: int = handler(args)
+    try:
+        result: int = handler(args)
+    except SystemExit as exit_:  # a usage error found after parsing (parser.error)
+        return exit_.code if isinstance(exit_.code, int) else 1
     return result
 
 

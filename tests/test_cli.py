@@ -54,7 +54,7 @@ def test_no_arguments_prints_help_and_fails() -> None:
     assert "usage: strom" in result.stderr
 
 
-@pytest.mark.parametrize("args", [("topics",), ("consumer-groups",), ("storage", "info")])
+@pytest.mark.parametrize("args", [("acls",), ("consumer-groups",), ("storage", "info")])
 def test_commands_not_built_yet_do_not_exist(args: tuple[str, ...]) -> None:
     result = run(*args)
     assert result.returncode == 2
@@ -66,6 +66,19 @@ def test_commands_without_their_required_arguments_say_which(args: tuple[str, ..
     result = run(*args)
     assert result.returncode == 2
     assert "the following arguments are required" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("topics", "--list"), ("metadata-quorum", "describe", "--status"), ("cluster", "cluster-id")],
+)
+def test_admin_commands_exist_and_need_a_controller_to_talk_to(args: tuple[str, ...]) -> None:
+    result = run(*args)
+    assert result.returncode == 2
+    assert "one of the arguments --bootstrap-controller --bootstrap-server is required" in (
+        result.stderr
+    )
     assert "Traceback" not in result.stderr
 
 

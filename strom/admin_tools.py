@@ -1,0 +1,257 @@
+"""The admin commands of `strom`, after Kafka's tools: `topics` (kafka-topics.sh),
+`metadata-quorum` (kafka-metadata-quorum.sh) and `cluster` (kafka-cluster.sh).
+
+Each talks to the controllers named by --bootstrap-controller (Kafka 3.7+'s option);
+--bootstrap-server is accepted as a synonym until brokers serve the admin API, and so must
+name CONTROLLER listeners too. Exit codes: 0 on success, 1 when the operation fails (one line
+on stderr, `Error while executing <tool> command : <ERROR_NAME>: <message>`, never a
+traceback), 2 for a usage error (argparse's, as for every `strom` command).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Callable
+
+from strom import topic_command
+from strom.admin_errors import AdminError
+from strom.controller_client import ControllerAddress, ControllerClient, parse_bootstrap
+from strom.formatting import (
+    cluster_description,
+    cluster_id_line,
+    quorum_replication,
+    quorum_status,
+)
+from strom_api.v1 import controller_pb2
+
+Out = Callable[[str], None]
+Action = Callable[[ControllerClient, argparse.Namespace, Out], None]
+
+_BOOTSTRAP_CONTROLLER_HELP = (
+    "comma-separated host:port pairs of controllers (their CONTROLLER listeners), as Kafka's "
+    "--bootstrap-controller; id@host:port (as controller.quorum.voters) lets the tool go "
+    "straight to the active controller"
+)
+_BOOTSTRAP_SERVER_HELP = (
+    "a synonym of --bootstrap-controller for now: until Strom brokers serve the admin API it "
+    "must name CONTROLLER listeners, not broker listeners"
+)
+
+
+def _addresses(text: str) -> list[ControllerAddress]:
+    try:
+        return parse_bootstrap(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_bootstrap_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_mutually_exclusive_group(required=True)
+    group.add_argument(
+        "--bootstrap-controller",
+        type=_addresses,
+        metavar="HOST:PORT[,...]",
+        help=_BOOTSTRAP_CONTROLLER_HELP,
+    )
+    group.add_argument(
+        "--bootstrap-server",
+        type=_addresses,
+        metavar="HOST:PORT[,...]",
+        help=_BOOTSTRAP_SERVER_HELP,
+    )
+
+
+def run_tool(tool: str, args: argparse.Namespace, action: Action) -> int:
+    """Runs `action` against the controllers and turns any failure into Kafka's one line."""
+    addresses = args.bootstrap_controller or args.bootstrap_server
+    try:
+        with ControllerClient(addresses) as client:
+            action(client, args, print)
+    except AdminError as error:
+        print(
+            f"Error while executing {tool} command : {error.name}: {error.message}",
+            file=sys.stderr,
+        )
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # the reader went away (`| head`): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except Exception as exc:  # a bug of the tool itself: still one line, no traceback
+        print(
+            f"Error while executing {tool} command : {type(exc).__name__}: {exc}",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+# --- strom topics ------------------------------------------------------------------------------
+
+
+def _topics(args: argparse.Namespace) -> int:
+    problem = topic_command.usage_problem(args)
+    if problem is not None:
+        args.help_parser.error(problem)
+    return run_tool("topic", args, topic_command.run)
+
+
+def _add_topics(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    topics = commands.add_parser(
+        "topics",
+        help="create, list, describe, alter and delete topics (as kafka-topics.sh)",
+        description="Create, list, describe, alter (add partitions to) and delete topics, "
+        "as kafka-topics.sh does.",
+    )
+    add_bootstrap_options(topics)
+    actions = topics.add_mutually_exclusive_group(required=True)
+    actions.add_argument("--create", action="store_true", help="create a new topic")
+    actions.add_argument("--list", action="store_true", help="list the topics")
+    actions.add_argument("--describe", action="store_true", help="describe topics")
+    actions.add_argument("--alter", action="store_true", help="add partitions to a topic")
+    actions.add_argument("--delete", action="store_true", help="delete topics")
+    topics.add_argument(
+        "--topic",
+        metavar="TOPIC",
+        help="the topic to create, alter, describe or delete; a regular expression matched "
+        "against whole names except with --create (escape '.' as '\\.' to mean a dot)",
+    )
+    topics.add_argument(
+        "--partitions",
+        type=int,
+        metavar="N",
+        help="the partition count of the topic created (default: the cluster's "
+        "num.partitions) or its new partition count with --alter",
+    )
+    topics.add_argument(
+        "--replication-factor",
+        type=int,
+        metavar="R",
+        help="each partition's replica count (default: the cluster's default.replication.factor)",
+    )
+    topics.add_argument(
+        "--replica-assignment",
+        metavar="0:1,1:2,...",
+        help="the replicas of each partition by hand: partitions separated by ',', each "
+        "partition's broker ids by ':' (the first is the preferred leader)",
+    )
+    topics.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a config of the topic created (repeat for more)",
+    )
+    topics.add_argument(
+        "--under-replicated-partitions",
+        action="store_true",
+        help="with --describe: only partitions whose ISR is smaller than their replicas",
+    )
+    topics.add_argument(
+        "--unavailable-partitions",
+        action="store_true",
+        help="with --describe: only partitions without a live leader",
+    )
+    topics.add_argument(
+        "--if-exists",
+        action="store_true",
+        help="with --alter, --delete or --describe: do nothing when no topic matches",
+    )
+    topics.add_argument(
+        "--if-not-exists",
+        action="store_true",
+        help="with --create: do nothing when the topic exists already",
+    )
+    topics.set_defaults(handler=_topics, help_parser=topics)
+
+
+# --- strom metadata-quorum ---------------------------------------------------------------------
+
+
+def _describe_quorum(client: ControllerClient, args: argparse.Namespace, out: Out) -> None:
+    quorum = client.call("DescribeQuorum", controller_pb2.DescribeQuorumRequest())
+    if args.status:
+        cluster = client.describe("DescribeCluster", controller_pb2.DescribeClusterRequest())
+        lines = quorum_status(cluster.cluster_id, quorum)
+    else:
+        now_ms = time.time_ns() // 1_000_000
+        lines = quorum_replication(quorum, human_readable=args.human_readable, now_ms=now_ms)
+    for line in lines:
+        out(line)
+
+
+def _metadata_quorum_describe(args: argparse.Namespace) -> int:
+    if args.human_readable and not args.replication:
+        args.help_parser.error(
+            "The option --human-readable is only supported along with --replication"
+        )
+    return run_tool("metadata-quorum", args, _describe_quorum)
+
+
+def _add_metadata_quorum(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    quorum = commands.add_parser(
+        "metadata-quorum",
+        help="describe the KRaft metadata quorum (as kafka-metadata-quorum.sh)",
+        description="Describes the KRaft metadata quorum, as kafka-metadata-quorum.sh does.",
+    )
+    add_bootstrap_options(quorum)
+    quorum_commands = quorum.add_subparsers(dest="quorum_command", metavar="COMMAND")
+    describe = quorum_commands.add_parser("describe", help="describe the metadata quorum")
+    what = describe.add_mutually_exclusive_group(required=True)
+    what.add_argument(
+        "--status", action="store_true", help="a summary: leader, epoch, high watermark, lag"
+    )
+    what.add_argument(
+        "--replication", action="store_true", help="each voter's and observer's replication"
+    )
+    describe.add_argument(
+        "--human-readable",
+        action="store_true",
+        help="with --replication: times as 'N ms ago'",
+    )
+    describe.set_defaults(handler=_metadata_quorum_describe, help_parser=describe)
+    quorum.set_defaults(help_parser=quorum)
+
+
+# --- strom cluster -----------------------------------------------------------------------------
+
+
+def _cluster_id(client: ControllerClient, args: argparse.Namespace, out: Out) -> None:
+    cluster = client.describe("DescribeCluster", controller_pb2.DescribeClusterRequest())
+    out(cluster_id_line(cluster.cluster_id))
+
+
+def _cluster_describe(client: ControllerClient, args: argparse.Namespace, out: Out) -> None:
+    cluster = client.describe("DescribeCluster", controller_pb2.DescribeClusterRequest())
+    for line in cluster_description(cluster):
+        out(line)
+
+
+def _add_cluster(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    cluster = commands.add_parser(
+        "cluster",
+        help="the cluster's id, controller and brokers (as kafka-cluster.sh)",
+        description="The cluster's id, its active controller and its brokers.",
+    )
+    cluster_commands = cluster.add_subparsers(dest="cluster_command", metavar="COMMAND")
+    for name, action, text in (
+        ("cluster-id", _cluster_id, "print the cluster id"),
+        ("describe", _cluster_describe, "the cluster id, active controller and brokers"),
+    ):
+        sub = cluster_commands.add_parser(name, help=text)
+        add_bootstrap_options(sub)
+        sub.set_defaults(
+            handler=lambda args, action=action: run_tool("cluster", args, action),
+            help_parser=sub,
+        )
+    cluster.set_defaults(help_parser=cluster)
+
+
+def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    _add_topics(commands)
+    _add_metadata_quorum(commands)
+    _add_cluster(commands)

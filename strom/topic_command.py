@@ -1,0 +1,186 @@
+"""`strom topics`: kafka-topics.sh's --create, --list, --describe, --alter and --delete over
+the controller API (CreateTopics, DescribeTopics, CreatePartitions, DeleteTopics).
+
+As in Kafka, --create prints `Created topic T.`, --alter and --delete print nothing on
+success, --list prints one name a line, and --topic is a regular expression for every action
+but --create; an action on a --topic that matches nothing fails (`Topic 'T' does not exist
+as expected`) unless --if-exists is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from strom.admin_errors import AdminError, from_error_pb
+from strom.admin_parsing import (
+    TopicFilter,
+    check_new_topic_counts,
+    has_collision_chars,
+    parse_replica_assignment,
+    parse_topic_configs,
+)
+from strom.controller_client import ControllerClient
+from strom.formatting import topic_description
+from strom_api.v1 import common_pb2, controller_pb2
+
+USE_DEFAULT = -1  # CreatableTopic: the cluster's num.partitions / default.replication.factor
+ACTIONS = ("create", "list", "describe", "alter", "delete")
+
+Out = Callable[[str], None]
+
+
+def usage_problem(args: argparse.Namespace) -> str | None:
+    """The option combinations kafka-topics.sh refuses (TopicCommandOptions.checkArgs), as
+    a sentence; None when the options fit together."""
+    action = next(a for a in ACTIONS if getattr(args, a))
+
+    def only_with(option: str, given: object, allowed: Sequence[str]) -> str | None:
+        if given and action not in allowed:
+            actions = ", ".join(f"--{a}" for a in allowed)
+            return f"option --{option} can only be used with {actions}"
+        return None
+
+    if action in ("create", "alter", "delete") and not args.topic:
+        return f"--{action} needs --topic"
+    if action == "alter" and args.partitions is None:
+        return "--alter needs --partitions (the new partition count)"
+    if (
+        action == "create"
+        and args.replica_assignment
+        and (args.partitions is not None or args.replication_factor is not None)
+    ):
+        return "option --replica-assignment can't be used with --partitions or --replication-factor"
+    checks = [
+        only_with("partitions", args.partitions is not None, ["create", "alter"]),
+        only_with("replication-factor", args.replication_factor is not None, ["create"]),
+        only_with("replica-assignment", args.replica_assignment, ["create", "alter"]),
+        only_with("config", args.config, ["create"]),
+        only_with("if-not-exists", args.if_not_exists, ["create"]),
+        only_with("if-exists", args.if_exists, ["alter", "delete", "describe"]),
+        only_with("under-replicated-partitions", args.under_replicated_partitions, ["describe"]),
+        only_with("unavailable-partitions", args.unavailable_partitions, ["describe"]),
+    ]
+    return next((c for c in checks if c), None)
+
+
+def _error_of(item: Any) -> AdminError | None:
+    if item.HasField("error") and item.error.code != common_pb2.NONE:
+        return from_error_pb(item.error)
+    return None
+
+
+def _all_topics(client: ControllerClient) -> dict[str, Any]:
+    response = client.describe("DescribeTopics", controller_pb2.DescribeTopicsRequest())
+    return {t.name: t for t in response.topics if _error_of(t) is None}
+
+
+def _selected(
+    client: ControllerClient, args: argparse.Namespace
+) -> tuple[list[str], dict[str, Any]]:
+    """The topics --topic names (every topic without it), sorted, after Kafka's
+    ensureTopicExists check."""
+    topics = _all_topics(client)
+    names = sorted(topics)
+    if args.topic:
+        names = TopicFilter(args.topic).select(names)
+        if not names and not args.if_exists:
+            raise AdminError(
+                "UNKNOWN_TOPIC_OR_PARTITION", f"Topic '{args.topic}' does not exist as expected"
+            )
+    return names, topics
+
+
+def create(client: ControllerClient, args: argparse.Namespace, out: Out) -> None:
+    name: str = args.topic
+    configs = parse_topic_configs(args.config)
+    if has_collision_chars(name):
+        out(
+            "WARNING: Due to limitations in metric names, topics with a period ('.') or "
+            "underscore ('_') could collide. To avoid issues it is best to use either, but "
+            "not both."
+        )
+    check_new_topic_counts(args.partitions, args.replication_factor)
+    topic = controller_pb2.CreatableTopic(name=name, configs=configs)
+    if args.replica_assignment:
+        for partition, brokers in parse_replica_assignment(args.replica_assignment).items():
+            topic.assignments[partition].ids.extend(brokers)
+        topic.num_partitions = topic.replication_factor = USE_DEFAULT
+    else:
+        topic.num_partitions = USE_DEFAULT if args.partitions is None else args.partitions
+        topic.replication_factor = (
+            USE_DEFAULT if args.replication_factor is None else args.replication_factor
+        )
+    response = client.call("CreateTopics", controller_pb2.CreateTopicsRequest(topics=[topic]))
+    result = next((t for t in response.topics if t.name == name), None)
+    if result is None:
+        raise AdminError("UNKNOWN_SERVER_ERROR", f"The controller did not answer for '{name}'.")
+    error = _error_of(result)
+    if error is not None:
+        if error.name == "TOPIC_ALREADY_EXISTS" and args.if_not_exists:
+            return
+        raise error
+    out(f"Created topic {name}.")
+
+
+def list_topics(client: ControllerClient, args: argparse.Namespace, out: Out) -> None:
+    names = sorted(_all_topics(client))
+    if args.topic:
+        names = TopicFilter(args.topic).select(names)
+    for name in names:
+        out(name)
+
+
+def describe(client: ControllerClient, args: argparse.Namespace, out: Out) -> None:
+    names, topics = _selected(client, args)
+    live: frozenset[int] = frozenset()
+    if args.unavailable_partitions:
+        cluster = client.describe("DescribeCluster", controller_pb2.DescribeClusterRequest())
+        live = frozenset(b.broker_id for b in cluster.brokers if not b.fenced)
+    for name in names:
+        for line in topic_description(
+            topics[name],
+            live_brokers=live,
+            under_replicated=args.under_replicated_partitions,
+            unavailable=args.unavailable_partitions,
+        ):
+            out(line)
+
+
+def alter(client: ControllerClient, args: argparse.Namespace, out: Out) -> None:
+    names, topics = _selected(client, args)
+    assignment = (
+        parse_replica_assignment(args.replica_assignment) if args.replica_assignment else None
+    )
+    for name in names:
+        request = controller_pb2.CreatePartitionsRequest(name=name, count=args.partitions)
+        if assignment is not None:
+            # As Kafka: the assignment lists every partition; the existing ones are skipped.
+            current = len(topics[name].partitions)
+            for partition in sorted(assignment):
+                if partition >= current:
+                    request.assignments.add(ids=assignment[partition])
+        client.call("CreatePartitions", request)
+
+
+def delete(client: ControllerClient, args: argparse.Namespace, out: Out) -> None:
+    names, _ = _selected(client, args)
+    if not names:
+        return
+    response = client.call("DeleteTopics", controller_pb2.DeleteTopicsRequest(names=names))
+    for result in response.topics:
+        error = _error_of(result)
+        if error is not None:
+            raise error
+
+
+def run(client: ControllerClient, args: argparse.Namespace, out: Out) -> None:
+    action = next(a for a in ACTIONS if getattr(args, a))
+    {
+        "create": create,
+        "list": list_topics,
+        "describe": describe,
+        "alter": alter,
+        "delete": delete,
+    }[action](client, args, out)
