@@ -39,10 +39,16 @@ CONTROLLER = ControllerConfig(
 
 
 class Node:
-    def __init__(self, node_id: int, voters: dict[int, str], data: str) -> None:
+    def __init__(
+        self,
+        node_id: int,
+        voters: dict[int, str],
+        data: str,
+        config: ControllerConfig = CONTROLLER,
+    ) -> None:
         self.loader = MetadataLoader()
         self.driver = RaftDriver(node_id, voters, voters[node_id], data, self.loader, RAFT)
-        self.controller = QuorumController(self.driver, self.loader, CONTROLLER)
+        self.controller = QuorumController(self.driver, self.loader, config)
 
     async def start(self) -> None:
         await self.driver.start()
@@ -169,6 +175,76 @@ def test_controllers_agree_fail_over_fence_and_restart_from_snapshots(tmp_path):
 
             await wait_for(same_image, 10, "the restarted controller to reach the same image")
             assert nodes[old].driver.snapshots.latest() is not None
+        finally:
+            for n in nodes.values():
+                if n.driver._task is not None and not n.driver._task.done():
+                    await n.stop(graceful=False)
+
+    asyncio.run(scenario())
+
+
+def test_failover_in_the_middle_of_an_operation_converges(tmp_path):
+    """The active controller dies while CreateTopics is in flight: the caller gets
+    NOT_CONTROLLER (never a hang), its retry on the new controller either creates the topic
+    or finds that the first attempt committed after all (TOPIC_ALREADY_EXISTS), and every
+    controller's image ends the same, with the topic exactly once."""
+
+    async def scenario() -> None:
+        voters = {i + 1: f"127.0.0.1:{p}" for i, p in enumerate(free_ports(3))}
+        # Brokers that never time out: this test is about the controllers.
+        config = ControllerConfig(session_timeout_ms=600_000, max_bytes_between_snapshots=1)
+        nodes = {i: Node(i, voters, str(tmp_path / f"c{i}"), config) for i in voters}
+        for n in nodes.values():
+            await n.start()
+        try:
+            leader = await wait_for(lambda: active(nodes.values()), 10, "an active controller")
+            for broker_id in (101, 102):
+                epoch = await leader.controller.register_broker(
+                    BrokerRegistrationRequest(
+                        broker_id, bytes([broker_id]) * 16, [Endpoint("PLAINTEXT", "h", 1)]
+                    )
+                )
+                await leader.controller.broker_heartbeat(
+                    HeartbeatRequest(broker_id, epoch, leader.loader.image.offset)
+                )
+            # Stop it at different moments: before its records are proposed, after they are
+            # proposed (they may still commit under the next leader), after they committed.
+            for round_, delay_s in enumerate((0.0, 0.004, 0.008, 0.05)):
+                first = await wait_for(lambda: active(nodes.values()), 10, "an active one")
+                name = f"t{round_}"
+                attempt = asyncio.create_task(
+                    first.controller.create_topics([NewTopic(name, 3, 1)])
+                )
+                await asyncio.sleep(delay_s)
+                await first.stop(graceful=False)
+                try:
+                    [result] = await attempt
+                    first_error = None if result.error is None else result.error.error_name
+                except ApiError as error:
+                    first_error = error.error_name
+                assert first_error in (None, "NOT_CONTROLLER")
+                rest = [n for n in nodes.values() if n is not first]
+                second = await wait_for(
+                    lambda rest=rest: active(rest), 10, "a new active controller"
+                )
+                [retry] = await second.controller.create_topics([NewTopic(name, 3, 1)])
+                if retry.error is not None:
+                    assert retry.error.error_name == "TOPIC_ALREADY_EXISTS"
+                # The stopped controller comes back and catches up; all images agree.
+                old = first.driver.node_id
+                nodes[old] = Node(old, voters, str(tmp_path / f"c{old}"), config)
+                await nodes[old].start()
+
+                def agree() -> bool:
+                    images = [n.loader.image for n in nodes.values()]
+                    return len({i.offset for i in images}) == 1 and all(
+                        i.topics == images[0].topics for i in images
+                    )
+
+                await wait_for(agree, 15, "every controller's image to agree")
+                image = nodes[old].loader.image
+                assert name in image.topics.by_name
+                assert len(image.topics.by_name[name].partitions) == 3
         finally:
             for n in nodes.values():
                 if n.driver._task is not None and not n.driver._task.done():
