@@ -104,20 +104,15 @@ def test_controllers_agree_fail_over_fence_and_restart_from_snapshots(tmp_path):
             assert results[0].error is None
             assert results[1].error is not None
             assert results[1].error.error_name == "INVALID_REPLICATION_FACTOR"
-            # The leader of orders-0 shrinks its ISR; a stale repeat of it is refused.
+            # The leader of a partition led by broker 101 (which stays alive) shrinks its
+            # ISR; a stale repeat of it is refused.
             topic = first.loader.image.topics.by_name["orders"]
-            p0 = topic.partitions[0]
-            shrink = IsrProposal(
-                topic.topic_id, 0, p0.leader_epoch, p0.partition_epoch, (p0.leader,)
-            )
-            [result] = await first.controller.alter_partition(
-                p0.leader, epochs[p0.leader], [shrink]
-            )
+            pid, p = next((i, p) for i, p in sorted(topic.partitions.items()) if p.leader == 101)
+            shrink = IsrProposal(topic.topic_id, pid, p.leader_epoch, p.partition_epoch, (101,))
+            [result] = await first.controller.alter_partition(101, epochs[101], [shrink])
             assert result.error is None
-            assert first.loader.image.topics.partition("orders", 0).isr == (p0.leader,)
-            [result] = await first.controller.alter_partition(
-                p0.leader, epochs[p0.leader], [shrink]
-            )
+            assert first.loader.image.topics.partition("orders", pid).isr == (101,)
+            [result] = await first.controller.alter_partition(101, epochs[101], [shrink])
             assert result.error is not None and result.error.error_name == "INVALID_UPDATE_VERSION"
             blocks = [await first.controller.allocate_producer_ids(101, epochs[101]) for _ in "ab"]
             assert blocks == [(0, 1000), (1000, 1000)]
