@@ -138,6 +138,14 @@ DYNAMIC_BROKER_CONFIGS: dict[str, BrokerConfig] = {
     "replica.fetch.max.bytes": BrokerConfig(
         "1048576", check=_int_in(0, INT_MAX), wanted="an int >= 0"
     ),
+    # The replication throttle of a reassignment (kafka-reassign-partitions.sh --throttle):
+    # bytes/s for the replicas named in the topics' *.replication.throttled.replicas.
+    "leader.replication.throttled.rate": BrokerConfig(
+        str(2**63 - 1), check=_int_in(0, 2**63 - 1), wanted="a long >= 0"
+    ),
+    "follower.replication.throttled.rate": BrokerConfig(
+        str(2**63 - 1), check=_int_in(0, 2**63 - 1), wanted="a long >= 0"
+    ),
 }
 
 # Broker configs Strom knows that are read only at startup (broker/server_config.py reads

@@ -8,6 +8,7 @@ INVALID_CONFIG naming the key and saying what is expected, as Kafka's AdminClien
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 
 from metadata.errors import ApiError
@@ -25,6 +26,14 @@ def _long_at_least(low: int) -> Callable[[str], bool]:
             return False
 
     return check
+
+
+_THROTTLED = re.compile(r"^(\*|\d+:\d+(,\d+:\d+)*)?$")
+
+
+def _throttled_replicas(value: str) -> bool:
+    """Kafka's ThrottledReplicaListValidator: "", "*", or partition:broker pairs."""
+    return _THROTTLED.match(value.replace(" ", "")) is not None
 
 
 def _one_of(*choices: str) -> Callable[[str], bool]:
@@ -47,6 +56,17 @@ REPLICATION_CONFIGS: dict[str, tuple[str, Callable[[str], bool], str]] = {
     ),
     "message.timestamp.before.max.ms": (str(LONG_MAX), _long_at_least(0), "a long >= 0"),
     "message.timestamp.after.max.ms": (str(LONG_MAX), _long_at_least(0), "a long >= 0"),
+    # Which replicas a reassignment's replication throttle applies to.
+    "leader.replication.throttled.replicas": (
+        "",
+        _throttled_replicas,
+        "a list of partition:broker pairs, or *",
+    ),
+    "follower.replication.throttled.replicas": (
+        "",
+        _throttled_replicas,
+        "a list of partition:broker pairs, or *",
+    ),
 }
 
 

@@ -185,6 +185,13 @@ def test_create_partitions_refusals(name, count, assignments, error):
     assert caught.value.error_name == error
 
 
+def test_the_replication_throttle_configs_take_kafkas_formats():
+    validate_topic_configs({"leader.replication.throttled.replicas": "0:1,1:2"})
+    validate_topic_configs({"follower.replication.throttled.replicas": "*"})
+    with pytest.raises(ApiError, match="leader.replication.throttled.replicas"):
+        validate_topic_configs({"leader.replication.throttled.replicas": "0-1"})
+
+
 def test_topic_config_values_are_checked_with_their_names():
     validate_topic_configs({"cleanup.policy": "compact", "unclean.leader.election.enable": "true"})
     with pytest.raises(ApiError, match="compression.type"):
