@@ -1,0 +1,181 @@
+"""Idempotent producers: what each producer last wrote to one partition (after Kafka's
+ProducerStateManager). Sans-I/O; works on batch headers only, never on records.
+
+For every producer id the partition remembers its epoch and its last five batches (first
+and last sequence, first and last offset). A batch from a producer, appended as leader:
+- an older epoch than the one known: INVALID_PRODUCER_EPOCH (a newer instance took over);
+- a newer epoch: its first sequence must be 0 (OUT_OF_ORDER_SEQUENCE_NUMBER otherwise);
+- a producer the partition has no record of, starting above 0: UNKNOWN_PRODUCER_ID (its
+  state expired or was never here; the producer resets, KIP-360);
+- the same sequences as one of the last five batches: a retry of a batch already written,
+  answered with that batch's offsets and not written again;
+- otherwise its first sequence must follow the last one (wrapping after 2^31 - 1), else
+  OUT_OF_ORDER_SEQUENCE_NUMBER.
+Followers and log recovery replay batches without these checks (`replay`). A snapshot
+(bytes with a CRC-32C) taken at an offset lets a restart replay only the log after it.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import crc32c
+
+from strom_api.record_batch import NO_PRODUCER_ID, BatchHeader
+
+BATCHES_REMEMBERED = 5
+INT_MAX = 2**31 - 1
+SNAPSHOT_VERSION = 1
+
+
+class ProducerStateError(Exception):
+    def __init__(self, error_name: str, message: str) -> None:
+        super().__init__(message)
+        self.error_name = error_name
+
+
+@dataclass(frozen=True, slots=True)
+class BatchRecord:
+    first_seq: int
+    last_seq: int
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+
+
+@dataclass(slots=True)
+class ProducerEntry:
+    epoch: int
+    batches: deque[BatchRecord] = field(default_factory=lambda: deque(maxlen=BATCHES_REMEMBERED))
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else -1
+
+
+def _last_seq(header: BatchHeader) -> int:
+    """Sequences wrap after Int.MaxValue, as Kafka's DefaultRecordBatch.incrementSequence."""
+    return (header.base_sequence + header.last_offset_delta) % (INT_MAX + 1)
+
+
+def _next_seq(seq: int) -> int:
+    return 0 if seq == INT_MAX else seq + 1
+
+
+class ProducerStateManager:
+    def __init__(self) -> None:
+        self.producers: dict[int, ProducerEntry] = {}
+
+    def check(self, header: BatchHeader) -> BatchRecord | None:
+        """Validates a producer's batch before a leader appends it: None to append it, or
+        the original batch when this one is a retry of it (answer with its offsets, write
+        nothing). Raises ProducerStateError with Kafka's error name."""
+        if header.producer_id == NO_PRODUCER_ID:
+            return None
+        pid, epoch, first = header.producer_id, header.producer_epoch, header.base_sequence
+        entry = self.producers.get(pid)
+        if entry is None:
+            if first != 0:
+                raise ProducerStateError(
+                    "UNKNOWN_PRODUCER_ID",
+                    f"Found no record of producerId={pid} on the broker; its first batch "
+                    f"here has sequence {first}, not 0.",
+                )
+            return None
+        if epoch < entry.epoch:
+            raise ProducerStateError(
+                "INVALID_PRODUCER_EPOCH",
+                f"Producer {pid}'s epoch {epoch} is older than the current {entry.epoch}.",
+            )
+        if epoch > entry.epoch:
+            if first != 0:
+                raise ProducerStateError(
+                    "OUT_OF_ORDER_SEQUENCE_NUMBER",
+                    f"Invalid sequence number for new epoch of producer {pid}: {epoch} "
+                    f"(request epoch), {first} (seq. number), {entry.epoch} (current epoch).",
+                )
+            return None
+        last = _last_seq(header)
+        for batch in entry.batches:
+            if (batch.first_seq, batch.last_seq) == (first, last):
+                return batch
+        expected = _next_seq(entry.last_seq)
+        if first != expected:
+            raise ProducerStateError(
+                "OUT_OF_ORDER_SEQUENCE_NUMBER",
+                f"Out of order sequence number for producer {pid} at offset "
+                f"{header.base_offset}: {first} (incoming seq. number), {expected - 1} "
+                "(current end sequence number).",
+            )
+        return None
+
+    def replay(self, header: BatchHeader) -> None:
+        """Records a batch that is in the log (appended as leader, fetched as follower, or
+        read back on recovery), with its final offsets."""
+        if header.producer_id == NO_PRODUCER_ID:
+            return
+        entry = self.producers.get(header.producer_id)
+        if entry is None or header.producer_epoch > entry.epoch:
+            entry = self.producers[header.producer_id] = ProducerEntry(header.producer_epoch)
+        elif header.producer_epoch < entry.epoch:
+            return  # a fenced producer's batch already in the log says nothing new
+        entry.batches.append(
+            BatchRecord(
+                header.base_sequence,
+                _last_seq(header),
+                header.base_offset,
+                header.last_offset,
+                header.max_timestamp,
+            )
+        )
+
+    def replay_all(self, headers: Iterable[BatchHeader]) -> None:
+        for header in headers:
+            self.replay(header)
+
+    def truncate_to(self, offset: int) -> None:
+        """The log lost everything from `offset` on (a follower truncating): forget those
+        batches, and producers left with none."""
+        for pid in list(self.producers):
+            entry = self.producers[pid]
+            kept = [b for b in entry.batches if b.last_offset < offset]
+            if not kept:
+                del self.producers[pid]
+            elif len(kept) != len(entry.batches):
+                entry.batches = deque(kept, maxlen=BATCHES_REMEMBERED)
+
+    # --- snapshots ---------------------------------------------------------------------------
+
+    def snapshot(self) -> bytes:
+        """The state as bytes: version, CRC-32C, then JSON (small: five batches per producer)."""
+        body = json.dumps(
+            {
+                str(pid): [e.epoch, [list(_astuple(b)) for b in e.batches]]
+                for pid, e in sorted(self.producers.items())
+            },
+            separators=(",", ":"),
+        ).encode()
+        return struct.pack(">hI", SNAPSHOT_VERSION, crc32c.crc32c(body)) + body
+
+    @classmethod
+    def from_snapshot(cls, data: bytes) -> ProducerStateManager:
+        if len(data) < 6:
+            raise ValueError("producer state snapshot is cut short")
+        version, crc = struct.unpack_from(">hI", data)
+        body = data[6:]
+        if version != SNAPSHOT_VERSION or crc32c.crc32c(body) != crc:
+            raise ValueError("producer state snapshot is damaged (version or CRC-32C)")
+        manager = cls()
+        for pid, (epoch, batches) in json.loads(body).items():
+            entry = ProducerEntry(epoch)
+            entry.batches.extend(BatchRecord(*b) for b in batches)
+            manager.producers[int(pid)] = entry
+        return manager
+
+
+def _astuple(b: BatchRecord) -> tuple[int, int, int, int, int]:
+    return (b.first_seq, b.last_seq, b.first_offset, b.last_offset, b.max_timestamp)
