@@ -338,11 +338,18 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
         keys = list(request.keys) or None
         for resource in request.resources:
             item = out.results.add(resource=resource)
+            # This node's server.properties is the static layer of its own config and of a
+            # topic's as it answers; another broker's static configs are that broker's to
+            # tell, so its describe shows dynamic values and defaults only.
+            is_other_broker = int(resource.type) == mpb.BROKER and resource.name not in (
+                "",
+                str(self.node_id),
+            )
             try:
                 entries = describe_configs(
                     self.controller.image,
                     (int(resource.type), resource.name),
-                    self.static_config,
+                    None if is_other_broker else self.static_config,
                     keys,
                     broker_id=self.node_id,
                 )

@@ -1,5 +1,7 @@
 """The admin commands of `strom`, after Kafka's tools: `topics` (kafka-topics.sh),
-`metadata-quorum` (kafka-metadata-quorum.sh) and `cluster` (kafka-cluster.sh).
+`metadata-quorum` (kafka-metadata-quorum.sh), `cluster` (kafka-cluster.sh), `configs`
+(kafka-configs.sh), `leader-election` (kafka-leader-election.sh) and `reassign-partitions`
+(kafka-reassign-partitions.sh).
 
 Each talks to the controllers named by --bootstrap-controller (Kafka 3.7+'s option);
 --bootstrap-server is accepted as a synonym until brokers serve the admin API, and so must
@@ -16,7 +18,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from strom import topic_command
+from strom import config_command, leader_election_command, reassign_command, topic_command
 from strom.admin_errors import AdminError
 from strom.controller_client import ControllerAddress, ControllerClient, parse_bootstrap
 from strom.formatting import (
@@ -251,7 +253,204 @@ def _add_cluster(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     cluster.set_defaults(help_parser=cluster)
 
 
+# --- strom configs -----------------------------------------------------------------------------
+
+
+def file_text(path: str) -> str:
+    """An option naming a file takes the file's text (read while parsing, so that a file that
+    cannot be read is a usage error before anything is asked of the controllers)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise argparse.ArgumentTypeError(f"can't read '{path}': {reason}") from None
+
+
+def _configs(args: argparse.Namespace) -> int:
+    problem = config_command.usage_problem(args)
+    if problem is not None:
+        args.help_parser.error(problem)
+    return run_tool("config", args, config_command.run)
+
+
+def _add_configs(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    configs = commands.add_parser(
+        "configs",
+        help="describe and alter topic and broker configs (as kafka-configs.sh)",
+        description="Describe and alter the dynamic configs of topics and brokers, as "
+        "kafka-configs.sh does.",
+    )
+    add_bootstrap_options(configs)
+    actions = configs.add_mutually_exclusive_group(required=True)
+    actions.add_argument("--describe", action="store_true", help="list the entity's configs")
+    actions.add_argument("--alter", action="store_true", help="change the entity's configs")
+    configs.add_argument(
+        "--all",
+        action="store_true",
+        help="with --describe: every config of the entity, static and default ones too",
+    )
+    configs.add_argument(
+        "--entity-type", choices=config_command.ENTITY_TYPES, help="the type of the entity"
+    )
+    names = configs.add_mutually_exclusive_group()
+    names.add_argument(
+        "--entity-name", metavar="NAME", help="the entity: a topic name or a broker id"
+    )
+    names.add_argument(
+        "--entity-default",
+        action="store_true",
+        help="the cluster-wide default of brokers (with --entity-type brokers)",
+    )
+    configs.add_argument(
+        "--topic", metavar="TOPIC", help="--entity-type topics --entity-name TOPIC"
+    )
+    configs.add_argument("--broker", metavar="ID", help="--entity-type brokers --entity-name ID")
+    configs.add_argument(
+        "--broker-defaults",
+        action="store_true",
+        help="--entity-type brokers --entity-default",
+    )
+    configs.add_argument(
+        "--add-config",
+        metavar="K=V,...",
+        help="configs to set: 'k1=v1,k2=[v1,v2],k3=v3' (square brackets group a value that "
+        "holds commas)",
+    )
+    configs.add_argument(
+        "--add-config-file",
+        type=file_text,
+        metavar="FILE",
+        help="a properties file of configs to set",
+    )
+    configs.add_argument(
+        "--delete-config",
+        action="append",
+        default=[],
+        metavar="K1,K2",
+        help="configs to remove (back to their default)",
+    )
+    configs.set_defaults(handler=_configs, help_parser=configs)
+
+
+# --- strom leader-election ---------------------------------------------------------------------
+
+
+def _leader_election(args: argparse.Namespace) -> int:
+    problem = leader_election_command.usage_problem(args)
+    if problem is not None:
+        args.help_parser.error(problem)
+    return run_tool("leader-election", args, leader_election_command.run)
+
+
+def _add_leader_election(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    election = commands.add_parser(
+        "leader-election",
+        help="elect partition leaders (as kafka-leader-election.sh)",
+        description="Elects new leaders for partitions: their preferred replica, or any "
+        "replica for a partition without a leader, as kafka-leader-election.sh does.",
+    )
+    add_bootstrap_options(election)
+    election.add_argument(
+        "--election-type",
+        required=True,
+        type=leader_election_command.election_type,
+        metavar="preferred|unclean",
+        help="preferred: move leadership to the preferred (first) replica when it is in the "
+        "ISR; unclean: give a partition without a leader one, from outside the ISR if need be",
+    )
+    election.add_argument("--topic", metavar="TOPIC", help="the topic of the partition")
+    election.add_argument("--partition", type=int, metavar="P", help="the partition (with --topic)")
+    election.add_argument(
+        "--all-topic-partitions",
+        action="store_true",
+        help="every partition of every topic",
+    )
+    election.add_argument(
+        "--path-to-json-file",
+        type=file_text,
+        metavar="FILE",
+        help='the partitions as JSON: {"partitions": [{"topic": "foo", "partition": 1}]}',
+    )
+    election.set_defaults(handler=_leader_election, help_parser=election)
+
+
+# --- strom reassign-partitions -----------------------------------------------------------------
+
+
+def _reassign_partitions(args: argparse.Namespace) -> int:
+    problem = reassign_command.usage_problem(args)
+    if problem is not None:
+        args.help_parser.error(problem)
+    return run_tool("reassign-partitions", args, reassign_command.run)
+
+
+def _add_reassign_partitions(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> None:
+    reassign = commands.add_parser(
+        "reassign-partitions",
+        help="move partitions between brokers (as kafka-reassign-partitions.sh)",
+        description="Generates, starts, verifies, cancels and lists partition "
+        "reassignments, with the JSON files of kafka-reassign-partitions.sh.",
+    )
+    add_bootstrap_options(reassign)
+    actions = reassign.add_mutually_exclusive_group(required=True)
+    actions.add_argument(
+        "--generate",
+        action="store_true",
+        help="propose an assignment of the topics to move over the broker list",
+    )
+    actions.add_argument(
+        "--execute", action="store_true", help="start the reassignment of the JSON file"
+    )
+    actions.add_argument(
+        "--verify", action="store_true", help="how the reassignment of the JSON file stands"
+    )
+    actions.add_argument(
+        "--cancel", action="store_true", help="cancel the reassignment of the JSON file"
+    )
+    actions.add_argument("--list", action="store_true", help="the reassignments in progress")
+    reassign.add_argument(
+        "--topics-to-move-json-file",
+        type=file_text,
+        metavar="FILE",
+        help='with --generate: {"topics": [{"topic": "foo"}], "version": 1}',
+    )
+    reassign.add_argument(
+        "--broker-list",
+        metavar="1,2,3",
+        help="with --generate: the brokers to spread the partitions over",
+    )
+    reassign.add_argument(
+        "--reassignment-json-file",
+        type=file_text,
+        metavar="FILE",
+        help='{"version": 1, "partitions": [{"topic": "foo", "partition": 0, "replicas": '
+        "[1, 2]}]}, as --generate proposes it",
+    )
+    reassign.add_argument(
+        "--additional",
+        action="store_true",
+        help="with --execute: go ahead although other reassignments are in progress",
+    )
+    reassign.add_argument(
+        "--preserve-throttles",
+        action="store_true",
+        help="accepted for Kafka's sake: Strom has no replication throttles to clear",
+    )
+    reassign.add_argument(
+        "--disable-rack-aware",
+        action="store_true",
+        help="accepted for Kafka's sake: --generate's proposal is rack-unaware anyway",
+    )
+    reassign.set_defaults(handler=_reassign_partitions, help_parser=reassign)
+
+
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     _add_topics(commands)
     _add_metadata_quorum(commands)
     _add_cluster(commands)
+    _add_configs(commands)
+    _add_leader_election(commands)
+    _add_reassign_partitions(commands)

@@ -9,15 +9,23 @@ controller's answers (strom_api.v1.controller_pb2 messages) to lines of text.
 - kafka-topics.sh --describe: `Topic: T<TAB>TopicId: ...<TAB>PartitionCount: ...` then
   `<TAB>Topic: T<TAB>Partition: 0<TAB>Leader: 1<TAB>Replicas: 1,2<TAB>Isr: 1,2` per partition
   (Kafka 3.6's columns: Strom has no ELR), `none` for no leader, and the adding/removing
-  replicas of a reassignment in progress.
+  replicas of a reassignment in progress;
+- kafka-configs.sh --describe: `  name=value sensitive=false synonyms={SOURCE:name=value, ...}`
+  under `Dynamic|All configs for topic T are:` / `Default configs for brokers in the cluster
+  are:`;
+- kafka-leader-election.sh's and kafka-reassign-partitions.sh's sentences, and the latter's
+  reassignment JSON (compact, as Jackson writes it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence, Set
+import json
+from collections.abc import Iterable, Mapping, Sequence, Set
 from typing import Any
 
+from strom.admin_errors import error_name
 from strom.uuids import is_zero_uuid, kafka_uuid_from_bytes
+from strom_api.v1 import common_pb2
 
 _KEY_WIDTH = 24  # "MaxFollowerLagTimeMs:   " is 24 wide in Kafka's status output
 
@@ -228,3 +236,176 @@ def topic_description(
         if (under_replicated and is_under_replicated(p))
         or (unavailable and is_unavailable(p, live_brokers))
     ]
+
+
+# --- kafka-configs.sh --------------------------------------------------------------------------
+
+
+def _config_value(holder: Any) -> str:
+    """A config or synonym value as Kafka's ConfigEntry prints it: `null` when unset."""
+    return holder.value if holder.HasField("value") else "null"
+
+
+def config_entry_line(entry: Any) -> str:
+    """One config of kafka-configs.sh --describe: `  name=value sensitive=false
+    synonyms={SOURCE:name=value, ...}`; a sensitive value shows as null, as Kafka's brokers
+    never return it."""
+    value = "null" if entry.is_sensitive else _config_value(entry)
+    synonyms = ", ".join(
+        f"{s.source}:{s.name}={'null' if entry.is_sensitive else _config_value(s)}"
+        for s in entry.synonyms
+    )
+    sensitive = "true" if entry.is_sensitive else "false"
+    return f"  {entry.name}={value} sensitive={sensitive} synonyms={{{synonyms}}}"
+
+
+def configs_header(entity_type: str, name: str, describe_all: bool) -> str:
+    """The line before an entity's configs: `Dynamic configs for topic orders are:` (`All`
+    with --all), `Default configs for brokers in the cluster are:` for the default."""
+    if name == "":
+        return f"Default configs for {entity_type} in the cluster are:"
+    which = "All" if describe_all else "Dynamic"
+    return f"{which} configs for {entity_type[:-1]} {name} are:"
+
+
+def configs_altered(entity_type: str, name: str) -> str:
+    if name == "":
+        return f"Completed updating default config for {entity_type} in the cluster."
+    return f"Completed updating config for {entity_type[:-1]} {name}."
+
+
+# --- kafka-leader-election.sh ------------------------------------------------------------------
+
+
+def _partition_name(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+def election_lines(election_type: str, results: Iterable[Any]) -> tuple[list[str], list[Any]]:
+    """kafka-leader-election.sh's report of ElectLeaders PartitionResults: the partitions
+    elected, those that needed no election (ELECTION_NOT_NEEDED), then a line per failure;
+    and the failed results. Partitions in (topic, partition) order."""
+    ordered = sorted(results, key=lambda r: (r.partition.topic, r.partition.partition))
+    failed_codes = {common_pb2.NONE, common_pb2.ELECTION_NOT_NEEDED}
+    succeeded = [r for r in ordered if r.error.code == common_pb2.NONE]
+    noop = [r for r in ordered if r.error.code == common_pb2.ELECTION_NOT_NEEDED]
+    failed = [r for r in ordered if r.error.code not in failed_codes]
+
+    def names(items: list[Any]) -> str:
+        return ", ".join(_partition_name(r.partition.topic, r.partition.partition) for r in items)
+
+    lines = []
+    if succeeded:
+        lines.append(
+            f"Successfully completed leader election ({election_type}) for partitions "
+            f"{names(succeeded)}"
+        )
+    if noop:
+        lines.append(f"Valid replica already elected for partitions {names(noop)}")
+    for r in failed:
+        name = _partition_name(r.partition.topic, r.partition.partition)
+        lines.append(
+            f"Error completing leader election ({election_type}) for partition: {name}: "
+            f"{error_name(r.error.code)}: {r.error.message}"
+        )
+    return lines, failed
+
+
+# --- kafka-reassign-partitions.sh --------------------------------------------------------------
+
+Assignment = Mapping[tuple[str, int], Sequence[int]]
+
+
+def reassignment_json(assignment: Assignment) -> str:
+    """Kafka's formatAsReassignmentJson, compact as Jackson writes it: version 1, the
+    partitions in (topic, partition) order, each replica's log dir "any"."""
+    partitions = [
+        {
+            "topic": topic,
+            "partition": partition,
+            "replicas": list(assignment[topic, partition]),
+            "log_dirs": ["any"] * len(assignment[topic, partition]),
+        }
+        for topic, partition in sorted(assignment)
+    ]
+    return json.dumps({"version": 1, "partitions": partitions}, separators=(",", ":"))
+
+
+def generated_assignment(current: Assignment, proposed: Assignment) -> list[str]:
+    """kafka-reassign-partitions.sh --generate's output."""
+    return [
+        "Current partition replica assignment",
+        reassignment_json(current),
+        "",
+        "Proposed partition reassignment configuration",
+        reassignment_json(proposed),
+    ]
+
+
+def rollback_assignment(current: Assignment) -> list[str]:
+    """What --execute prints first: the replicas the partitions have now, to go back to."""
+    return [
+        "Current partition replica assignment",
+        "",
+        reassignment_json(current),
+        "",
+        "Save this to use as the --reassignment-json-file option during rollback",
+    ]
+
+
+def partition_list(partitions: Iterable[tuple[str, int]]) -> str:
+    return ",".join(_partition_name(t, p) for t, p in sorted(partitions))
+
+
+def reassignment_started(partitions: Iterable[tuple[str, int]]) -> str:
+    names = sorted(partitions)
+    plural = "" if len(names) == 1 else "s"
+    return f"Successfully started partition reassignment{plural} for {partition_list(names)}"
+
+
+def reassignment_cancelled(partitions: Iterable[tuple[str, int]]) -> str:
+    names = sorted(partitions)
+    plural = "" if len(names) == 1 else "s"
+    return f"Successfully cancelled partition reassignment{plural} for: {partition_list(names)}"
+
+
+def reassignment_status(
+    targets: Assignment,
+    ongoing: Set[tuple[str, int]],
+    current: Assignment,
+) -> list[str]:
+    """kafka-reassign-partitions.sh --verify: per partition of the file, still in progress
+    (a reassignment of it is ongoing), completed (its replicas are the target), or neither
+    (its replicas are something else; none for a partition that does not exist)."""
+    lines = ["Status of partition reassignment:"]
+    for tp in sorted(targets):
+        name = _partition_name(*tp)
+        if tp in ongoing:
+            lines.append(f"Reassignment of partition {name} is still in progress.")
+            continue
+        replicas = list(current.get(tp, ()))
+        target = list(targets[tp])
+        if replicas == target:
+            lines.append(f"Reassignment of partition {name} is completed.")
+        else:
+            lines.append(
+                f"There is no active reassignment of partition {name}, but replica set is "
+                f"{id_list(replicas)} rather than {id_list(target)}."
+            )
+    return lines
+
+
+def reassignments_list(ongoing: Iterable[Any]) -> list[str]:
+    """kafka-reassign-partitions.sh --list from ListPartitionReassignments' answer."""
+    lines = []
+    for r in sorted(ongoing, key=lambda r: (r.partition.topic, r.partition.partition)):
+        line = f"{_partition_name(r.partition.topic, r.partition.partition)}: replicas: "
+        line += f"{id_list(r.replicas)}."
+        if r.adding_replicas:
+            line += f" adding: {id_list(r.adding_replicas)}."
+        if r.removing_replicas:
+            line += f" removing: {id_list(r.removing_replicas)}."
+        lines.append(line)
+    if not lines:
+        return ["No partition reassignments found."]
+    return ["Current partition reassignments:", *lines]

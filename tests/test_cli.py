@@ -54,7 +54,17 @@ def test_no_arguments_prints_help_and_fails() -> None:
     assert "usage: strom" in result.stderr
 
 
-@pytest.mark.parametrize("args", [("acls",), ("consumer-groups",), ("storage", "info")])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("acls",),
+        ("consumer-groups",),
+        ("console-producer",),
+        ("delete-records",),
+        ("log-dirs",),
+        ("storage", "info"),
+    ],
+)
 def test_commands_not_built_yet_do_not_exist(args: tuple[str, ...]) -> None:
     result = run(*args)
     assert result.returncode == 2
@@ -71,7 +81,14 @@ def test_commands_without_their_required_arguments_say_which(args: tuple[str, ..
 
 @pytest.mark.parametrize(
     "args",
-    [("topics", "--list"), ("metadata-quorum", "describe", "--status"), ("cluster", "cluster-id")],
+    [
+        ("topics", "--list"),
+        ("metadata-quorum", "describe", "--status"),
+        ("cluster", "cluster-id"),
+        ("configs", "--describe", "--entity-type", "topics"),
+        ("leader-election", "--election-type", "preferred", "--all-topic-partitions"),
+        ("reassign-partitions", "--list"),
+    ],
 )
 def test_admin_commands_exist_and_need_a_controller_to_talk_to(args: tuple[str, ...]) -> None:
     result = run(*args)

@@ -7,13 +7,25 @@ import uuid
 from strom.formatting import (
     cluster_description,
     cluster_id_line,
+    config_entry_line,
+    configs_altered,
+    configs_header,
+    election_lines,
+    generated_assignment,
     max_follower_lag,
     pretty_table,
     quorum_replication,
     quorum_status,
+    reassignment_cancelled,
+    reassignment_json,
+    reassignment_started,
+    reassignment_status,
+    reassignments_list,
+    rollback_assignment,
     topic_description,
 )
 from strom.uuids import kafka_uuid_string
+from strom_api.v1 import common_pb2
 from strom_api.v1 import controller_pb2 as cpb
 from strom_api.v1 import metadata_pb2 as mpb
 
@@ -182,3 +194,161 @@ class TestTopicDescribe:
         assert [line.split("\t")[2] for line in under] == ["Partition: 1", "Partition: 3"]
         unavailable = topic_description(described, live_brokers={1, 2}, unavailable=True)
         assert [line.split("\t")[2] for line in unavailable] == ["Partition: 2", "Partition: 3"]
+
+
+class TestConfigs:
+    Entry = cpb.DescribeConfigsResponse.Entry
+    Synonym = cpb.DescribeConfigsResponse.Synonym
+
+    def test_a_config_line_as_kafka_configs_sh(self) -> None:
+        entry = self.Entry(
+            name="retention.ms",
+            value="1000",
+            source="DYNAMIC_TOPIC_CONFIG",
+            synonyms=[
+                self.Synonym(name="retention.ms", value="1000", source="DYNAMIC_TOPIC_CONFIG"),
+                self.Synonym(name="log.retention.hours", value="168", source="DEFAULT_CONFIG"),
+            ],
+        )
+        assert config_entry_line(entry) == (
+            "  retention.ms=1000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=1000, "
+            "DEFAULT_CONFIG:log.retention.hours=168}"
+        )
+
+    def test_no_value_and_no_synonyms(self) -> None:
+        entry = self.Entry(name="log.roll.ms", source="DEFAULT_CONFIG")
+        assert config_entry_line(entry) == "  log.roll.ms=null sensitive=false synonyms={}"
+
+    def test_a_sensitive_value_is_never_shown(self) -> None:
+        entry = self.Entry(
+            name="secret",
+            value="hunter2",
+            source="DYNAMIC_BROKER_CONFIG",
+            is_sensitive=True,
+            synonyms=[self.Synonym(name="secret", value="hunter2", source="DYNAMIC_BROKER_CONFIG")],
+        )
+        assert config_entry_line(entry) == (
+            "  secret=null sensitive=true synonyms={DYNAMIC_BROKER_CONFIG:secret=null}"
+        )
+
+    def test_headers_and_completion_lines(self) -> None:
+        assert configs_header("topics", "orders", False) == "Dynamic configs for topic orders are:"
+        assert configs_header("topics", "orders", True) == "All configs for topic orders are:"
+        assert configs_header("brokers", "1", False) == "Dynamic configs for broker 1 are:"
+        assert configs_header("brokers", "", True) == (
+            "Default configs for brokers in the cluster are:"
+        )
+        assert configs_altered("topics", "orders") == "Completed updating config for topic orders."
+        assert configs_altered("brokers", "") == (
+            "Completed updating default config for brokers in the cluster."
+        )
+
+
+def result(
+    topic: str, partition: int, error: str = "NONE", message: str = ""
+) -> cpb.PartitionResult:
+    return cpb.PartitionResult(
+        partition=cpb.TopicPartition(topic=topic, partition=partition),
+        error=common_pb2.Error(code=common_pb2.ErrorCode.Value(error), message=message),
+    )
+
+
+class TestLeaderElection:
+    def test_elected_then_not_needed_then_failures_in_partition_order(self) -> None:
+        results = [
+            result("b", 0),
+            result("a", 10),
+            result("a", 2),
+            result("a", 1, "ELECTION_NOT_NEEDED", "Leader election not needed"),
+            result(
+                "c", 0, "PREFERRED_LEADER_NOT_AVAILABLE", "The preferred leader was not available."
+            ),
+            result("c", 1, "UNKNOWN_TOPIC_OR_PARTITION", "No such partition as c-1"),
+        ]
+        lines, failed = election_lines("PREFERRED", results)
+        assert lines == [
+            "Successfully completed leader election (PREFERRED) for partitions a-2, a-10, b-0",
+            "Valid replica already elected for partitions a-1",
+            "Error completing leader election (PREFERRED) for partition: c-0: "
+            "PREFERRED_LEADER_NOT_AVAILABLE: The preferred leader was not available.",
+            "Error completing leader election (PREFERRED) for partition: c-1: "
+            "UNKNOWN_TOPIC_OR_PARTITION: No such partition as c-1",
+        ]
+        assert [r.partition.topic for r in failed] == ["c", "c"]
+
+    def test_nothing_to_say_for_no_results(self) -> None:
+        assert election_lines("UNCLEAN", []) == ([], [])
+
+
+class TestReassignment:
+    def test_kafkas_compact_json_in_partition_order(self) -> None:
+        assert reassignment_json({("b", 0): [3], ("a", 1): [2, 1], ("a", 0): [1, 2]}) == (
+            '{"version":1,"partitions":['
+            '{"topic":"a","partition":0,"replicas":[1,2],"log_dirs":["any","any"]},'
+            '{"topic":"a","partition":1,"replicas":[2,1],"log_dirs":["any","any"]},'
+            '{"topic":"b","partition":0,"replicas":[3],"log_dirs":["any"]}]}'
+        )
+        assert reassignment_json({}) == '{"version":1,"partitions":[]}'
+
+    def test_generate_and_rollback_blocks(self) -> None:
+        current, proposed = {("a", 0): [1]}, {("a", 0): [2]}
+        assert generated_assignment(current, proposed) == [
+            "Current partition replica assignment",
+            reassignment_json(current),
+            "",
+            "Proposed partition reassignment configuration",
+            reassignment_json(proposed),
+        ]
+        assert rollback_assignment(current) == [
+            "Current partition replica assignment",
+            "",
+            reassignment_json(current),
+            "",
+            "Save this to use as the --reassignment-json-file option during rollback",
+        ]
+
+    def test_started_and_cancelled_lines(self) -> None:
+        assert reassignment_started([("a", 1), ("a", 0)]) == (
+            "Successfully started partition reassignments for a-0,a-1"
+        )
+        assert reassignment_started([("a", 1)]) == (
+            "Successfully started partition reassignment for a-1"
+        )
+        assert reassignment_cancelled([("b", 0), ("a", 3)]) == (
+            "Successfully cancelled partition reassignments for: a-3,b-0"
+        )
+
+    def test_verify_status(self) -> None:
+        targets = {("a", 0): [3, 2], ("a", 1): [1, 2], ("a", 2): [1, 3], ("gone", 0): [1]}
+        current = {("a", 1): [1, 2], ("a", 2): [2, 1]}
+        assert reassignment_status(targets, {("a", 0)}, current) == [
+            "Status of partition reassignment:",
+            "Reassignment of partition a-0 is still in progress.",
+            "Reassignment of partition a-1 is completed.",
+            "There is no active reassignment of partition a-2, but replica set is 2,1 rather "
+            "than 1,3.",
+            "There is no active reassignment of partition gone-0, but replica set is  rather "
+            "than 1.",
+        ]
+
+    def test_list(self) -> None:
+        Ongoing = cpb.ListPartitionReassignmentsResponse.Ongoing
+        ongoing = [
+            Ongoing(
+                partition=cpb.TopicPartition(topic="b", partition=0),
+                replicas=[3, 2, 1],
+                adding_replicas=[3],
+                removing_replicas=[1],
+            ),
+            Ongoing(
+                partition=cpb.TopicPartition(topic="a", partition=4),
+                replicas=[2, 1],
+                removing_replicas=[1],
+            ),
+        ]
+        assert reassignments_list(ongoing) == [
+            "Current partition reassignments:",
+            "a-4: replicas: 2,1. removing: 1.",
+            "b-0: replicas: 3,2,1. adding: 3. removing: 1.",
+        ]
+        assert reassignments_list([]) == ["No partition reassignments found."]

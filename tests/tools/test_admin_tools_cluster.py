@@ -6,45 +6,15 @@ controller is killed."""
 
 from __future__ import annotations
 
-import os
 import re
 import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 
 import pytest
 
-from tests.node_integration.node_cluster import ROOT, NodeCluster
+from tests.node_integration.node_cluster import NodeCluster
 from tests.raft_integration.process_cluster import free_ports, wait_until
-
-
-def strom(*args: str) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(
-        [sys.executable, "-m", "strom.cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=dict(os.environ, PYTHONPATH=ROOT),
-        timeout=60,
-    )
-    assert "Traceback" not in result.stderr, result.stderr
-    return result
-
-
-def ok(*args: str) -> list[str]:
-    result = strom(*args)
-    assert result.returncode == 0, result.stderr
-    assert result.stderr == ""
-    return result.stdout.splitlines()
-
-
-def fails(*args: str) -> str:
-    """The one error line of a tool that failed with exit code 1."""
-    result = strom(*args)
-    assert result.returncode == 1, result
-    assert result.stdout == "" and result.stderr.count("\n") == 1, result.stderr
-    return result.stderr.strip()
+from tests.tools.tool_runs import fails, ok
 
 
 @pytest.fixture(scope="module")

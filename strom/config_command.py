@@ -1,0 +1,199 @@
+"""`strom configs`: kafka-configs.sh --describe and --alter for topics and brokers, over the
+controller API (DescribeConfigs, IncrementalAlterConfigs).
+
+The entity is `--entity-type topics|brokers` with `--entity-name N` or, for brokers,
+`--entity-default` (the cluster-wide default, resource name ""); Kafka's shortcuts `--topic
+T`, `--broker B` and `--broker-defaults` work too. As in Kafka:
+- --describe lists the entity's dynamic configs (those whose source is the entity's own:
+  DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG), or with
+  --all every config, each as `  name=value sensitive=false synonyms={SOURCE:name=value,
+  ...}`; without a name, every topic (every broker, then the default). A topic or broker
+  that does not exist is a line saying so, not an error (without --all);
+- --alter deletes (--delete-config) then sets (--add-config `k=v,k2=[a,b]`,
+  --add-config-file) in one IncrementalAlterConfigs, after checking that every key to
+  delete is set on the entity (`Invalid config(s): k`), and prints `Completed updating
+  config for topic T.` / `Completed updating default config for brokers in the cluster.`.
+
+Strom's DescribeConfigs is answered by a controller: a broker's static configs
+(server.properties) are those of the controller that answers, not of the broker named.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from strom.admin_errors import AdminError, from_error_pb
+from strom.admin_parsing import parse_add_config, parse_delete_config, parse_properties
+from strom.controller_client import ControllerClient
+from strom.formatting import config_entry_line, configs_altered, configs_header
+from strom_api.v1 import common_pb2, controller_pb2
+from strom_api.v1 import metadata_pb2 as mpb
+
+ENTITY_TYPES = ("topics", "brokers")
+RESOURCE_TYPES = {"topics": mpb.TOPIC, "brokers": mpb.BROKER}
+
+Out = Callable[[str], None]
+
+
+def entity(args: argparse.Namespace) -> tuple[str | None, str | None]:
+    """(entity type, entity name) from --entity-* or the shortcuts; name "" for the default,
+    None for every entity of the type."""
+    if args.topic is not None:
+        return "topics", args.topic
+    if args.broker is not None:
+        return "brokers", args.broker
+    if args.broker_defaults:
+        return "brokers", ""
+    return args.entity_type, "" if args.entity_default else args.entity_name
+
+
+def usage_problem(args: argparse.Namespace) -> str | None:
+    """The option combinations kafka-configs.sh refuses (ConfigCommandOptions.checkArgs), as a
+    sentence; None when the options fit together."""
+    shortcuts = args.topic is not None or args.broker is not None or args.broker_defaults
+    if shortcuts and (
+        args.entity_type is not None or args.entity_name is not None or args.entity_default
+    ):
+        return (
+            "--entity-{type,name,default} should not be used in conjunction with specific "
+            "entity flags"
+        )
+    if sum([args.topic is not None, args.broker is not None, args.broker_defaults]) > 1:
+        return "only one of --topic, --broker and --broker-defaults may be given"
+    entity_type, name = entity(args)
+    if entity_type is None:
+        return "At least one entity type must be specified"
+    if entity_type == "brokers" and name:
+        try:
+            int(name)
+        except ValueError:
+            return (
+                f"The entity name for brokers must be a valid integer broker id, but it is: {name}"
+            )
+    if args.describe:
+        for option, given in (
+            ("add-config", args.add_config is not None),
+            ("add-config-file", args.add_config_file is not None),
+            ("delete-config", bool(args.delete_config)),
+        ):
+            if given:
+                return f"option --{option} can only be used with --alter"
+        if entity_type == "topics" and name == "":
+            return "--entity-default must not be specified with --describe of topics"
+        return None
+    if args.all:
+        return "option --all can only be used with --describe"
+    if entity_type == "topics" and not name:
+        return "An entity name must be specified with --alter of topics"
+    if entity_type == "brokers" and name is None:
+        return "An entity-name or default entity must be specified with --alter of brokers"
+    if args.add_config is not None and args.add_config_file is not None:
+        return "Only one of --add-config or --add-config-file must be specified"
+    if args.add_config is None and args.add_config_file is None and not args.delete_config:
+        return (
+            "At least one of --add-config, --add-config-file, or --delete-config must be "
+            "specified with --alter"
+        )
+    return None
+
+
+def _resource(entity_type: str, name: str) -> controller_pb2.ConfigResource:
+    return controller_pb2.ConfigResource(type=RESOURCE_TYPES[entity_type], name=name)
+
+
+def _own_source(entity_type: str, name: str) -> str:
+    """The source of the configs set on the entity itself (what --describe shows)."""
+    if entity_type == "topics":
+        return "DYNAMIC_TOPIC_CONFIG"
+    return "DYNAMIC_DEFAULT_BROKER_CONFIG" if name == "" else "DYNAMIC_BROKER_CONFIG"
+
+
+def entries(client: ControllerClient, entity_type: str, name: str, describe_all: bool) -> list[Any]:
+    """The entity's configs by name: every one with `describe_all`, else its own."""
+    response = client.describe(
+        "DescribeConfigs",
+        controller_pb2.DescribeConfigsRequest(resources=[_resource(entity_type, name)]),
+    )
+    result = next(iter(response.results), None)
+    if result is None:
+        raise AdminError("UNKNOWN_SERVER_ERROR", "The controller did not describe the configs.")
+    if result.HasField("error") and result.error.code != common_pb2.NONE:
+        raise from_error_pb(result.error)
+    source = _own_source(entity_type, name)
+    selected = [e for e in result.entries if describe_all or e.source == source]
+    return sorted(selected, key=lambda e: e.name)
+
+
+def _topic_names(client: ControllerClient, names: list[str] | None = None) -> list[str]:
+    response = client.describe(
+        "DescribeTopics", controller_pb2.DescribeTopicsRequest(names=names or [])
+    )
+    return sorted(
+        t.name
+        for t in response.topics
+        if not t.HasField("error") or t.error.code == common_pb2.NONE
+    )
+
+
+def _broker_ids(client: ControllerClient) -> list[str]:
+    cluster = client.describe("DescribeCluster", controller_pb2.DescribeClusterRequest())
+    return [str(b.broker_id) for b in sorted(cluster.brokers, key=lambda b: b.broker_id)]
+
+
+def describe(client: ControllerClient, args: argparse.Namespace, out: Out) -> None:
+    entity_type, name = entity(args)
+    assert entity_type is not None
+    if name is None:
+        names = _topic_names(client) if entity_type == "topics" else [*_broker_ids(client), ""]
+    else:
+        names = [name]
+        if not args.all and name != "":
+            known = _topic_names(client, [name]) if entity_type == "topics" else _broker_ids(client)
+            if name not in known:
+                out(
+                    f"The {entity_type[:-1]} '{name}' doesn't exist and doesn't have dynamic "
+                    "config."
+                )
+                return
+    for each in names:
+        described = entries(client, entity_type, each, args.all)  # fails before the header
+        out(configs_header(entity_type, each, args.all))
+        for entry in described:
+            out(config_entry_line(entry))
+
+
+def alter(client: ControllerClient, args: argparse.Namespace, out: Out) -> None:
+    entity_type, name = entity(args)
+    assert entity_type is not None and name is not None
+    if args.add_config_file is not None:
+        to_set = parse_properties(args.add_config_file)
+    elif args.add_config is not None:
+        to_set = parse_add_config(args.add_config)
+    else:
+        to_set = {}
+    to_delete = parse_delete_config(args.delete_config)
+    current = {e.name for e in entries(client, entity_type, name, describe_all=False)}
+    missing = [key for key in to_delete if key not in current]
+    if missing:
+        raise AdminError("INVALID_CONFIG", "Invalid config(s): " + ",".join(missing))
+    Op = controller_pb2.IncrementalAlterConfigsRequest.Op
+    ops = [Op(name=key, op=controller_pb2.DELETE) for key in to_delete]
+    ops += [Op(name=key, op=controller_pb2.SET, value=value) for key, value in to_set.items()]
+    request = controller_pb2.IncrementalAlterConfigsRequest(
+        resources=[
+            controller_pb2.IncrementalAlterConfigsRequest.Resource(
+                resource=_resource(entity_type, name), ops=ops
+            )
+        ]
+    )
+    response = client.call("IncrementalAlterConfigs", request)
+    for result in response.results:
+        if result.HasField("error") and result.error.code != common_pb2.NONE:
+            raise from_error_pb(result.error)
+    out(configs_altered(entity_type, name))
+
+
+def run(client: ControllerClient, args: argparse.Namespace, out: Out) -> None:
+    (describe if args.describe else alter)(client, args, out)

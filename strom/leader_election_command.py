@@ -1,0 +1,77 @@
+"""`strom leader-election`: kafka-leader-election.sh over the controller API (ElectLeaders).
+
+`--election-type preferred|unclean` (any case, as Kafka's enum converter) for one partition
+(`--topic T --partition P`), the partitions of a JSON file (`--path-to-json-file F`, Kafka's
+`{"partitions": [{"topic": "T", "partition": 0}]}`) or every partition
+(`--all-topic-partitions`, where the controller leaves out those that needed no election).
+Prints Kafka's lines: `Successfully completed leader election (PREFERRED) for partitions
+orders-0, orders-1`, `Valid replica already elected for partitions ...`
+(ELECTION_NOT_NEEDED) and, per failed partition, `Error completing leader election
+(PREFERRED) for partition: orders-2: PREFERRED_LEADER_NOT_AVAILABLE: ...`. As Kafka's tool,
+it fails (exit 1) when any partition failed: the error line names the first failure's error
+and says how many replicas could not be elected.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+from strom.admin_errors import AdminError, error_name
+from strom.admin_parsing import parse_election_partitions
+from strom.controller_client import ControllerClient
+from strom.formatting import election_lines
+from strom_api.v1 import controller_pb2
+
+ELECTION_TYPES = ("PREFERRED", "UNCLEAN")
+
+Out = Callable[[str], None]
+
+
+def election_type(text: str) -> str:
+    """--election-type's value, case-insensitive as Kafka's EnumConverter."""
+    if text.upper() not in ELECTION_TYPES:
+        raise argparse.ArgumentTypeError(
+            f"invalid election type '{text}' (choose preferred or unclean)"
+        )
+    return text.upper()
+
+
+def usage_problem(args: argparse.Namespace) -> str | None:
+    """LeaderElectionCommandOptions.validate's checks, as a sentence; None when fine."""
+    given = [args.topic is not None, args.all_topic_partitions, args.path_to_json_file is not None]
+    if sum(given) != 1:
+        return (
+            "One and only one of the following options is required: --topic, "
+            "--all-topic-partitions, --path-to-json-file"
+        )
+    if args.topic is not None and args.partition is None:
+        return "Missing required option(s): --partition"
+    if args.topic is None and args.partition is not None:
+        return "Option --partition is only allowed if --topic is used"
+    return None
+
+
+def request(args: argparse.Namespace) -> controller_pb2.ElectLeadersRequest:
+    out = controller_pb2.ElectLeadersRequest(election_type=args.election_type)
+    if args.all_topic_partitions:
+        out.all_partitions = True
+        return out
+    if args.path_to_json_file is not None:
+        partitions = parse_election_partitions(args.path_to_json_file)
+    else:
+        partitions = [(args.topic, args.partition)]
+    for topic, partition in partitions:
+        out.partitions.add(topic=topic, partition=partition)
+    return out
+
+
+def run(client: ControllerClient, args: argparse.Namespace, out: Out) -> None:
+    response = client.call("ElectLeaders", request(args))
+    lines, failed = election_lines(args.election_type, response.results)
+    for line in lines:
+        out(line)
+    if failed:
+        raise AdminError(
+            error_name(failed[0].error.code), f"{len(failed)} replica(s) could not be elected"
+        )
