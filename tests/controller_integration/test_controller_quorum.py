@@ -10,7 +10,6 @@ node restarted from its snapshot plus the log's tail reaches the same image.
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
 
@@ -23,7 +22,7 @@ from metadata.loader import MetadataLoader
 from metadata.topic_control import NewTopic
 from raft.config import RaftConfig
 from raft.driver import RaftDriver
-from tests.raft_integration.process_cluster import free_ports
+from tests.raft_integration.process_cluster import free_ports, wait_for
 
 RAFT = RaftConfig(
     election_timeout_ms=500,
@@ -57,16 +56,6 @@ class Node:
     async def stop(self, graceful: bool = True) -> None:
         await self.controller.stop()
         await self.driver.stop(graceful)
-
-
-async def wait_for(predicate, timeout_s: float, what: str):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        result = predicate()
-        if result:
-            return result
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
 
 
 def active(nodes) -> Node | None:

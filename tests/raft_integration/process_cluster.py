@@ -6,6 +6,7 @@ what it waited for when it gives up.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -31,6 +32,17 @@ def free_ports(n: int) -> list[int]:
     for s in sockets:
         s.close()
     return ports
+
+
+async def wait_for(predicate: Callable[[], T | None], timeout_s: float, what: str) -> T:
+    """wait_until for code on an event loop: polls without blocking it."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        result = predicate()
+        if result:
+            return result
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
 
 
 def wait_until(predicate: Callable[[], T | None], timeout_s: float, what: str) -> T:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from process_cluster import free_ports
+from process_cluster import free_ports, wait_for
 
 from raft.config import RaftConfig
 from raft.core import NotLeaderError
@@ -45,16 +45,6 @@ class Recorder:
 
     def handle_leader_change(self, leader: LeaderAndEpoch) -> None:
         self.leaders.append(leader)
-
-
-async def wait_for(predicate, timeout_s: float, what: str):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        result = predicate()
-        if result:
-            return result
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
 
 
 async def append_via_leader(drivers, records) -> int:

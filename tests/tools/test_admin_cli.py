@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from strom import admin_tools, cli
+from strom import admin_tools
 from strom_api.v1 import common_pb2
 from strom_api.v1 import controller_pb2 as cpb
+from tests.tools.tool_runs import run
 
 BOOT = ["--bootstrap-controller", "127.0.0.1:9093"]
 Partition = cpb.DescribeTopicsResponse.Partition
@@ -96,13 +97,6 @@ def controller(monkeypatch: pytest.MonkeyPatch) -> FakeController:
     fake = FakeController()
     monkeypatch.setattr(admin_tools, "ControllerClient", fake)
     return fake
-
-
-def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = cli.main(list(args))
-    out, err = capsys.readouterr()
-    assert "Traceback" not in err
-    return code, out, err
 
 
 class TestUsage:

@@ -11,12 +11,13 @@ from typing import Any
 
 import pytest
 
-from strom import admin_tools, cli
+from strom import admin_tools
 from strom.admin_errors import AdminError
 from strom.reassign_command import propose_assignment
 from strom_api.v1 import common_pb2
 from strom_api.v1 import controller_pb2 as cpb
 from strom_api.v1 import metadata_pb2 as mpb
+from tests.tools.tool_runs import run
 
 BOOT = ["--bootstrap-controller", "127.0.0.1:9093"]
 Entry = cpb.DescribeConfigsResponse.Entry
@@ -126,13 +127,6 @@ def controller(monkeypatch: pytest.MonkeyPatch) -> FakeController:
     fake = FakeController()
     monkeypatch.setattr(admin_tools, "ControllerClient", fake)
     return fake
-
-
-def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = cli.main(list(args))
-    out, err = capsys.readouterr()
-    assert "Traceback" not in err
-    return code, out, err
 
 
 def write(tmp_path: Path, document: object, name: str = "f.json") -> str:

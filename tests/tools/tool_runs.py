@@ -1,5 +1,6 @@
 """Running `strom` as a user does, `python -m strom.cli ...` in a subprocess, for the tools'
-cluster tests: the result, its output lines on success, its one error line on failure."""
+cluster tests: the result, its output lines on success, its one error line on failure; and
+in-process (`run`) for the tests against a fake controller."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ import os
 import subprocess
 import sys
 
+import pytest
+
+from strom import cli
 from tests.node_integration.node_cluster import ROOT
 
 
@@ -36,3 +40,10 @@ def fails(*args: str) -> str:
     assert result.returncode == 1, result
     assert result.stdout == "" and result.stderr.count("\n") == 1, result.stderr
     return result.stderr.strip()
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = cli.main(list(args))
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err
+    return code, out, err
