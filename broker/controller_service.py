@@ -64,7 +64,11 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
     def _controller_error(self, error: ApiError) -> controller_pb2.ControllerError:
         core = self.controller.driver.core
         leader = core.leader_id if core is not None else -1
-        return controller_pb2.ControllerError(error=error_pb(error), active_controller_id=leader)
+        return controller_pb2.ControllerError(
+            error=error_pb(error),
+            active_controller_id=leader,
+            active_controller_address=self.controller.driver.voters.get(leader, ""),
+        )
 
     async def RegisterBroker(self, request: Any, context: Any) -> Any:  # noqa: N802
         if request.cluster_id != self.cluster_id:

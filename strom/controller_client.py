@@ -4,9 +4,9 @@ ControllerService (strom_api/v1/controller.proto) on it.
 Controllers are named as Kafka 3.7+'s `--bootstrap-controller` names them, `host:port`, or as
 `controller.quorum.voters` does, `id@host:port`. A call goes to the active controller as far
 as this client knows it, then to every given address in turn. A standby answers
-NOT_CONTROLLER with the active controller's id: when that id's address is known (given as
-`id@host:port`, or learnt from an earlier answer) the client goes there next, otherwise it
-keeps trying the given addresses (DescribeCluster does not list controller addresses).
+NOT_CONTROLLER with the active controller's id and address, and the client goes there next
+(an id's address is also known when given as `id@host:port` or learnt from an earlier
+answer); otherwise it keeps trying the given addresses.
 While there is no active controller (an election), or when no address answers at all, it
 retries with a short backoff: `timeout_s` in all once some controller answered, only
 `unreachable_timeout_s` while none does. Other retriable errors are retried a few times;
@@ -199,6 +199,9 @@ class ControllerClient:
                     active_id = error_pb.active_controller_id
                     if active_id >= 0:
                         named = active_id
+                        told = _parse_target(error_pb.active_controller_address, active_id)
+                        if told is not None:
+                            self._by_id.setdefault(active_id, told)
                         known = self._by_id.get(active_id)
                         if known is not None and known.target not in tried:
                             queue.insert(0, known)
@@ -332,3 +335,11 @@ class ControllerClient:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _parse_target(text: str, node_id: int) -> ControllerAddress | None:
+    """The active controller's address a standby named (host:port), if it named one."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        return None
+    return ControllerAddress(host, int(port), node_id)

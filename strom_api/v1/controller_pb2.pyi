@@ -28,12 +28,14 @@ APPEND: AlterConfigOpType
 SUBTRACT: AlterConfigOpType
 
 class ControllerError(_message.Message):
-    __slots__ = ("error", "active_controller_id")
+    __slots__ = ("error", "active_controller_id", "active_controller_address")
     ERROR_FIELD_NUMBER: _ClassVar[int]
     ACTIVE_CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_CONTROLLER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     error: _common_pb2.Error
     active_controller_id: int
-    def __init__(self, error: _Optional[_Union[_common_pb2.Error, _Mapping]] = ..., active_controller_id: _Optional[int] = ...) -> None: ...
+    active_controller_address: str
+    def __init__(self, error: _Optional[_Union[_common_pb2.Error, _Mapping]] = ..., active_controller_id: _Optional[int] = ..., active_controller_address: _Optional[str] = ...) -> None: ...
 
 class RegisterBrokerRequest(_message.Message):
     __slots__ = ("broker_id", "cluster_id", "incarnation_id", "endpoints", "rack")

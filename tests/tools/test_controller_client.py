@@ -28,10 +28,11 @@ class FakeRpcError(grpc.RpcError):
         return self._details
 
 
-def not_controller(active: int = -1) -> cpb.ControllerError:
+def not_controller(active: int = -1, address: str = "") -> cpb.ControllerError:
     return cpb.ControllerError(
         error=common_pb2.Error(code=common_pb2.NOT_CONTROLLER, message="standby", retriable=True),
         active_controller_id=active,
+        active_controller_address=address,
     )
 
 
@@ -116,6 +117,16 @@ def test_goes_straight_to_the_named_active_controller_when_its_address_is_known(
     client = fake.client("1@a:1,2@b:1,3@c:1")
     client.call("CreatePartitions", CREATE)
     assert fake.targets() == ["a:1", "c:1"]  # b is skipped: a named 3, whose address is c
+
+
+def test_goes_straight_to_the_address_a_standby_names() -> None:
+    def standby_naming(method: str, request: Any) -> Any:
+        return cpb.CreatePartitionsResponse(error=not_controller(3, "c:1"))
+
+    fake = Controllers({"a:1": standby_naming, "b:1": down(), "c:1": leader(3)})
+    client = fake.client("a:1,b:1")  # c is not even among the given addresses
+    client.call("CreatePartitions", CREATE)
+    assert fake.targets() == ["a:1", "c:1"]
 
 
 def test_tries_every_given_address_when_the_active_ones_is_unknown() -> None:
