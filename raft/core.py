@@ -113,7 +113,10 @@ class RaftCore(ElectionRules, FetchProtocol):
         if self.role is not Role.LEADER or self.leader is None:
             raise NotLeaderError(LeaderAndEpoch(self.leader_id, self.epoch))
         start = self.log.end_offset()
-        self._append([Entry(start + i, self.epoch, r) for i, r in enumerate(records)])
+        last = len(records) - 1
+        self._append(
+            [Entry(start + i, self.epoch, r, more=i < last) for i, r in enumerate(records)]
+        )
         self.entries_proposed += len(records)
         self._answer_parked_fetches()
         return self.log.end_offset() - 1

@@ -23,12 +23,16 @@ POSITION_OUT_OF_RANGE = "POSITION_OUT_OF_RANGE"  # a snapshot chunk beyond the s
 
 @dataclass(frozen=True, slots=True)
 class Entry:
-    """One entry of the replicated log. `control` marks Raft's own records (LeaderChange)."""
+    """One entry of the replicated log. `control` marks Raft's own records (LeaderChange).
+    `more` marks an entry that is not the last of its proposal: the entries of one
+    propose() call travel, are stored and are committed together, never a part of them (a
+    state machine's operation is all or nothing, as Kafka's atomic batches)."""
 
     offset: int
     epoch: int
     data: bytes
     control: bool = False
+    more: bool = False
 
 
 @dataclass(frozen=True, slots=True, order=True)

@@ -21,8 +21,8 @@ from strom_api.records import Record, decode_batches, encode_batch
 
 METADATA_TOPIC_PARTITION = ("__cluster_metadata", 0)
 _READ_BYTES = 8 * 1024 * 1024
-# Entries per stored batch: a read decodes whole batches, so a huge proposal (10,000 records
-# of a CreateTopics) is cut into batches a fetch of a few entries can read cheaply.
+# Entries per stored batch when several proposals share one: a read decodes whole batches,
+# so small proposals are not piled into batches a fetch of a few entries must decode whole.
 MAX_BATCH_ENTRIES = 256
 
 
@@ -99,6 +99,7 @@ class StorageRaftLog:
                                 header.partition_leader_epoch,
                                 record.value or b"",
                                 header.is_control,
+                                _more(record),
                             )
                         )
                 offset = max(offset, header.next_offset)
@@ -110,9 +111,15 @@ class StorageRaftLog:
         batches = []
         run: list[Entry] = []
         for entry in entries:
-            if run and (
-                (entry.epoch, entry.control) != (run[0].epoch, run[0].control)
-                or len(run) >= MAX_BATCH_ENTRIES
+            # A proposal is one RecordBatch (a crash keeps or loses it whole); proposals of
+            # one epoch and kind share batches up to MAX_BATCH_ENTRIES.
+            if (
+                run
+                and not run[-1].more
+                and (
+                    (entry.epoch, entry.control) != (run[0].epoch, run[0].control)
+                    or len(run) >= MAX_BATCH_ENTRIES
+                )
             ):
                 batches.append(_encode(run))
                 run = []
@@ -135,7 +142,13 @@ class StorageRaftLog:
         if first is not None and first[0].base_offset < offset:
             header, records = first
             survivors = [
-                Entry(r.offset, header.partition_leader_epoch, r.value or b"", header.is_control)
+                Entry(
+                    r.offset,
+                    header.partition_leader_epoch,
+                    r.value or b"",
+                    header.is_control,
+                    _more(r),
+                )
                 for r in records
                 if r.offset < offset
             ]
@@ -164,10 +177,17 @@ def _start_log_at(log: Log, offset: int) -> None:
     log.delete_records_before(offset)
 
 
+_MORE = (("strom.more", None),)  # a record header: not the last entry of its proposal
+
+
+def _more(record: Record) -> bool:
+    return any(name == "strom.more" for name, _ in record.headers)
+
+
 def _encode(run: list[Entry]) -> bytes:
     # Timestamps are not Raft's business; 0 keeps the bytes a pure function of the entries.
     return encode_batch(
-        [Record(e.offset, 0, None, e.data) for e in run],
+        [Record(e.offset, 0, None, e.data, _MORE if e.more else ()) for e in run],
         partition_leader_epoch=run[0].epoch,
         control=run[0].control,
     )

@@ -16,7 +16,9 @@ def _name(code: int) -> str:
 
 def _entries_to_proto(entries: tuple[m.Entry, ...]) -> list[raft_pb2.RaftEntry]:
     return [
-        raft_pb2.RaftEntry(offset=e.offset, epoch=e.epoch, data=e.data, control=e.control)
+        raft_pb2.RaftEntry(
+            offset=e.offset, epoch=e.epoch, data=e.data, control=e.control, more=e.more
+        )
         for e in entries
     ]
 
@@ -158,7 +160,7 @@ def from_proto(pb: raft_pb2.RaftMessage) -> m.Message:
         diverging = None
         if r2.HasField("diverging"):
             diverging = m.DivergingEpoch(r2.diverging.epoch, r2.diverging.end_offset)
-        entries = tuple(m.Entry(e.offset, e.epoch, e.data, e.control) for e in r2.entries)
+        entries = tuple(m.Entry(e.offset, e.epoch, e.data, e.control, e.more) for e in r2.entries)
         return m.FetchResponse(
             src,
             dst,

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from strom_api.v1 import common_pb2 as strom__api_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17strom_api/v1/raft.proto\x12\x0cstrom_api.v1\x1a\x19strom_api/v1/common.proto\"I\n\tRaftEntry\x12\x0e\n\x06offset\x18\x01 \x01(\x03\x12\r\n\x05\x65poch\x18\x02 \x01(\x05\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\x12\x0f\n\x07\x63ontrol\x18\x04 \x01(\x08\"Z\n\x0fRaftVoteRequest\x12\r\n\x05\x65poch\x18\x01 \x01(\x05\x12\x12\n\nlast_epoch\x18\x02 \x01(\x05\x12\x12\n\nend_offset\x18\x03 \x01(\x03\x12\x10\n\x08pre_vote\x18\x04 \x01(\x08\"\x98\x01\n\x10RaftVoteResponse\x12\r\n\x05\x65poch\x18\x01 \x01(\x05\x12\x11\n\tleader_id\x18\x02 \x01(\x05\x12\x0f\n\x07granted\x18\x03 \x01(\x08\x12\x10\n\x08pre_vote\x18\x04 \x01(\x08\x12&\n\x05\x65rror\x18\x05 \x01(\x0e\x32\x17.strom_api.v1.ErrorCode\x12\x17\n\x0f\x63\x61ndidate_epoch\x18\x06 \x01(\x05\",\n\x1bRaftBeginQuorumEpochRequest\x12\r\n\x05\x65poch\x18\x01 \x01(\x05\"h\n\x1cRaftBeginQuorumEpochResponse\x12\r\n\x05\x65poch\x18\x01 \x01(\x05\x12\x11\n\tleader_id\x18\x02 \x01(\x05\x12&\n\x05\x65rror\x18\x03 \x01(\x0e\x32\x17.strom_api.v1.ErrorCode\"H\n\x19RaftEndQuorumEpochRequest\x12\r\n\x05\x65poch\x18\x01 \x01(\x05\x12\x1c\n\x14preferred_successors\x18\x02 \x03(\x05\"f\n\x1aRaftEndQuorumEpochResponse\x12\r\n\x05\x65poch\x18\x01 \x01(\x05\x12\x11\n\tleader_id\x18\x02 \x01(\x05\x12&\n\x05\x65rror\x18\x03 \x01(\x0e\x32\x17.strom_api.v1.ErrorCode\"\x80\x01\n\x10RaftFetchRequest\x12\r\n\x05\x65poch\x18\x01 \x01(\x05\x12\x14\n\x0c\x66\x65tch_offset\x18\x02 \x01(\x03\x12\x1a\n\x12last_fetched_epoch\x18\x03 \x01(\x05\x12\x13\n\x0bmax_entries\x18\x04 \x01(\x05\x12\x16\n\x0ehigh_watermark\x18\x05 \x01(\x03\"7\n\x12RaftDivergingEpoch\x12\r\n\x05\x65poch\x18\x01 \x01(\x05\x12\x12\n\nend_offset\x18\x02 \x01(\x03\"3\n\x0eRaftSnapshotId\x12\x12\n\nend_offset\x18\x01 \x01(\x03\x12\r\n\x05\x65poch\x18\x02 \x01(\x05\"\xb9\x02\n\x11RaftFetchResponse\x12\r\n\x05\x65poch\x18\x01 \x01(\x05\x12\x11\n\tleader_id\x18\x02 \x01(\x05\x12\x16\n\x0ehigh_watermark\x18\x03 \x01(\x03\x12(\n\x07\x65ntries\x18\x04 \x03(\x0b\x32\x17.strom_api.v1.RaftEntry\x12\x33\n\tdiverging\x18\x05 \x01(\x0b\x32 .strom_api.v1.RaftDivergingEpoch\x12&\n\x05\x65rror\x18\x06 \x01(\x0e\x32\x17.strom_api.v1.ErrorCode\x12\x14\n\x0c\x66\x65tch_offset\x18\x07 \x01(\x03\x12\x1a\n\x12last_fetched_epoch\x18\x08 \x01(\x05\x12\x31\n\x0bsnapshot_id\x18\t \x01(\x0b\x32\x1c.strom_api.v1.RaftSnapshotId\"\x81\x01\n\x18RaftFetchSnapshotRequest\x12\r\n\x05\x65poch\x18\x01 \x01(\x05\x12\x31\n\x0bsnapshot_id\x18\x02 \x01(\x0b\x32\x1c.strom_api.v1.RaftSnapshotId\x12\x10\n\x08position\x18\x03 \x01(\x03\x12\x11\n\tmax_bytes\x18\x04 \x01(\x05\"\xc6\x01\n\x19RaftFetchSnapshotResponse\x12\r\n\x05\x65poch\x18\x01 \x01(\x05\x12\x11\n\tleader_id\x18\x02 \x01(\x05\x12\x31\n\x0bsnapshot_id\x18\x03 \x01(\x0b\x32\x1c.strom_api.v1.RaftSnapshotId\x12\x10\n\x08position\x18\x04 \x01(\x03\x12\x0c\n\x04size\x18\x05 \x01(\x03\x12\x0c\n\x04\x64\x61ta\x18\x06 \x01(\x0c\x12&\n\x05\x65rror\x18\x07 \x01(\x0e\x32\x17.strom_api.v1.ErrorCode\"\xe9\x05\n\x0bRaftMessage\x12\x0b\n\x03src\x18\x01 \x01(\x05\x12\x0b\n\x03\x64st\x18\x02 \x01(\x05\x12\x35\n\x0cvote_request\x18\n \x01(\x0b\x32\x1d.strom_api.v1.RaftVoteRequestH\x00\x12\x37\n\rvote_response\x18\x0b \x01(\x0b\x32\x1e.strom_api.v1.RaftVoteResponseH\x00\x12O\n\x1a\x62\x65gin_quorum_epoch_request\x18\x0c \x01(\x0b\x32).strom_api.v1.RaftBeginQuorumEpochRequestH\x00\x12Q\n\x1b\x62\x65gin_quorum_epoch_response\x18\r \x01(\x0b\x32*.strom_api.v1.RaftBeginQuorumEpochResponseH\x00\x12K\n\x18\x65nd_quorum_epoch_request\x18\x0e \x01(\x0b\x32\'.strom_api.v1.RaftEndQuorumEpochRequestH\x00\x12M\n\x19\x65nd_quorum_epoch_response\x18\x0f \x01(\x0b\x32(.strom_api.v1.RaftEndQuorumEpochResponseH\x00\x12\x37\n\rfetch_request\x18\x10 \x01(\x0b\x32\x1e.strom_api.v1.RaftFetchRequestH\x00\x12\x39\n\x0e\x66\x65tch_response\x18\x11 \x01(\x0b\x32\x1f.strom_api.v1.RaftFetchResponseH\x00\x12H\n\x16\x66\x65tch_snapshot_request\x18\x12 \x01(\x0b\x32&.strom_api.v1.RaftFetchSnapshotRequestH\x00\x12J\n\x17\x66\x65tch_snapshot_response\x18\x13 \x01(\x0b\x32\'.strom_api.v1.RaftFetchSnapshotResponseH\x00\x42\x06\n\x04\x62ody2S\n\x0bRaftService\x12\x44\n\x08\x45xchange\x12\x19.strom_api.v1.RaftMessage\x1a\x19.strom_api.v1.RaftMessage(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17strom_api/v1/raft.proto\x12\x0cstrom_api.v1\x1a\x19strom_api/v1/common.proto\"W\n\tRaftEntry\x12\x0e\n\x06offset\x18\x01 \x01(\x03\x12\r\n\x05\x65poch\x18\x02 \x01(\x05\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\x12\x0f\n\x07\x63ontrol\x18\x04 \x01(\x08\x12\x0c\n\x04more\x18\x05 \x01(\x08\"Z\n\x0fRaftVoteRequest\x12\r\n\x05\x65poch\x18\x01 \x01(\x05\x12\x12\n\nlast_epoch\x18\x02 \x01(\x05\x12\x12\n\nend_offset\x18\x03 \x01(\x03\x12\x10\n\x08pre_vote\x18\x04 \x01(\x08\"\x98\x01\n\x10RaftVoteResponse\x12\r\n\x05\x65poch\x18\x01 \x01(\x05\x12\x11\n\tleader_id\x18\x02 \x01(\x05\x12\x0f\n\x07granted\x18\x03 \x01(\x08\x12\x10\n\x08pre_vote\x18\x04 \x01(\x08\x12&\n\x05\x65rror\x18\x05 \x01(\x0e\x32\x17.strom_api.v1.ErrorCode\x12\x17\n\x0f\x63\x61ndidate_epoch\x18\x06 \x01(\x05\",\n\x1bRaftBeginQuorumEpochRequest\x12\r\n\x05\x65poch\x18\x01 \x01(\x05\"h\n\x1cRaftBeginQuorumEpochResponse\x12\r\n\x05\x65poch\x18\x01 \x01(\x05\x12\x11\n\tleader_id\x18\x02 \x01(\x05\x12&\n\x05\x65rror\x18\x03 \x01(\x0e\x32\x17.strom_api.v1.ErrorCode\"H\n\x19RaftEndQuorumEpochRequest\x12\r\n\x05\x65poch\x18\x01 \x01(\x05\x12\x1c\n\x14preferred_successors\x18\x02 \x03(\x05\"f\n\x1aRaftEndQuorumEpochResponse\x12\r\n\x05\x65poch\x18\x01 \x01(\x05\x12\x11\n\tleader_id\x18\x02 \x01(\x05\x12&\n\x05\x65rror\x18\x03 \x01(\x0e\x32\x17.strom_api.v1.ErrorCode\"\x80\x01\n\x10RaftFetchRequest\x12\r\n\x05\x65poch\x18\x01 \x01(\x05\x12\x14\n\x0c\x66\x65tch_offset\x18\x02 \x01(\x03\x12\x1a\n\x12last_fetched_epoch\x18\x03 \x01(\x05\x12\x13\n\x0bmax_entries\x18\x04 \x01(\x05\x12\x16\n\x0ehigh_watermark\x18\x05 \x01(\x03\"7\n\x12RaftDivergingEpoch\x12\r\n\x05\x65poch\x18\x01 \x01(\x05\x12\x12\n\nend_offset\x18\x02 \x01(\x03\"3\n\x0eRaftSnapshotId\x12\x12\n\nend_offset\x18\x01 \x01(\x03\x12\r\n\x05\x65poch\x18\x02 \x01(\x05\"\xb9\x02\n\x11RaftFetchResponse\x12\r\n\x05\x65poch\x18\x01 \x01(\x05\x12\x11\n\tleader_id\x18\x02 \x01(\x05\x12\x16\n\x0ehigh_watermark\x18\x03 \x01(\x03\x12(\n\x07\x65ntries\x18\x04 \x03(\x0b\x32\x17.strom_api.v1.RaftEntry\x12\x33\n\tdiverging\x18\x05 \x01(\x0b\x32 .strom_api.v1.RaftDivergingEpoch\x12&\n\x05\x65rror\x18\x06 \x01(\x0e\x32\x17.strom_api.v1.ErrorCode\x12\x14\n\x0c\x66\x65tch_offset\x18\x07 \x01(\x03\x12\x1a\n\x12last_fetched_epoch\x18\x08 \x01(\x05\x12\x31\n\x0bsnapshot_id\x18\t \x01(\x0b\x32\x1c.strom_api.v1.RaftSnapshotId\"\x81\x01\n\x18RaftFetchSnapshotRequest\x12\r\n\x05\x65poch\x18\x01 \x01(\x05\x12\x31\n\x0bsnapshot_id\x18\x02 \x01(\x0b\x32\x1c.strom_api.v1.RaftSnapshotId\x12\x10\n\x08position\x18\x03 \x01(\x03\x12\x11\n\tmax_bytes\x18\x04 \x01(\x05\"\xc6\x01\n\x19RaftFetchSnapshotResponse\x12\r\n\x05\x65poch\x18\x01 \x01(\x05\x12\x11\n\tleader_id\x18\x02 \x01(\x05\x12\x31\n\x0bsnapshot_id\x18\x03 \x01(\x0b\x32\x1c.strom_api.v1.RaftSnapshotId\x12\x10\n\x08position\x18\x04 \x01(\x03\x12\x0c\n\x04size\x18\x05 \x01(\x03\x12\x0c\n\x04\x64\x61ta\x18\x06 \x01(\x0c\x12&\n\x05\x65rror\x18\x07 \x01(\x0e\x32\x17.strom_api.v1.ErrorCode\"\xe9\x05\n\x0bRaftMessage\x12\x0b\n\x03src\x18\x01 \x01(\x05\x12\x0b\n\x03\x64st\x18\x02 \x01(\x05\x12\x35\n\x0cvote_request\x18\n \x01(\x0b\x32\x1d.strom_api.v1.RaftVoteRequestH\x00\x12\x37\n\rvote_response\x18\x0b \x01(\x0b\x32\x1e.strom_api.v1.RaftVoteResponseH\x00\x12O\n\x1a\x62\x65gin_quorum_epoch_request\x18\x0c \x01(\x0b\x32).strom_api.v1.RaftBeginQuorumEpochRequestH\x00\x12Q\n\x1b\x62\x65gin_quorum_epoch_response\x18\r \x01(\x0b\x32*.strom_api.v1.RaftBeginQuorumEpochResponseH\x00\x12K\n\x18\x65nd_quorum_epoch_request\x18\x0e \x01(\x0b\x32\'.strom_api.v1.RaftEndQuorumEpochRequestH\x00\x12M\n\x19\x65nd_quorum_epoch_response\x18\x0f \x01(\x0b\x32(.strom_api.v1.RaftEndQuorumEpochResponseH\x00\x12\x37\n\rfetch_request\x18\x10 \x01(\x0b\x32\x1e.strom_api.v1.RaftFetchRequestH\x00\x12\x39\n\x0e\x66\x65tch_response\x18\x11 \x01(\x0b\x32\x1f.strom_api.v1.RaftFetchResponseH\x00\x12H\n\x16\x66\x65tch_snapshot_request\x18\x12 \x01(\x0b\x32&.strom_api.v1.RaftFetchSnapshotRequestH\x00\x12J\n\x17\x66\x65tch_snapshot_response\x18\x13 \x01(\x0b\x32\'.strom_api.v1.RaftFetchSnapshotResponseH\x00\x42\x06\n\x04\x62ody2S\n\x0bRaftService\x12\x44\n\x08\x45xchange\x12\x19.strom_api.v1.RaftMessage\x1a\x19.strom_api.v1.RaftMessage(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,33 +33,33 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'strom_api.v1.raft_pb2', _gl
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_RAFTENTRY']._serialized_start=68
-  _globals['_RAFTENTRY']._serialized_end=141
-  _globals['_RAFTVOTEREQUEST']._serialized_start=143
-  _globals['_RAFTVOTEREQUEST']._serialized_end=233
-  _globals['_RAFTVOTERESPONSE']._serialized_start=236
-  _globals['_RAFTVOTERESPONSE']._serialized_end=388
-  _globals['_RAFTBEGINQUORUMEPOCHREQUEST']._serialized_start=390
-  _globals['_RAFTBEGINQUORUMEPOCHREQUEST']._serialized_end=434
-  _globals['_RAFTBEGINQUORUMEPOCHRESPONSE']._serialized_start=436
-  _globals['_RAFTBEGINQUORUMEPOCHRESPONSE']._serialized_end=540
-  _globals['_RAFTENDQUORUMEPOCHREQUEST']._serialized_start=542
-  _globals['_RAFTENDQUORUMEPOCHREQUEST']._serialized_end=614
-  _globals['_RAFTENDQUORUMEPOCHRESPONSE']._serialized_start=616
-  _globals['_RAFTENDQUORUMEPOCHRESPONSE']._serialized_end=718
-  _globals['_RAFTFETCHREQUEST']._serialized_start=721
-  _globals['_RAFTFETCHREQUEST']._serialized_end=849
-  _globals['_RAFTDIVERGINGEPOCH']._serialized_start=851
-  _globals['_RAFTDIVERGINGEPOCH']._serialized_end=906
-  _globals['_RAFTSNAPSHOTID']._serialized_start=908
-  _globals['_RAFTSNAPSHOTID']._serialized_end=959
-  _globals['_RAFTFETCHRESPONSE']._serialized_start=962
-  _globals['_RAFTFETCHRESPONSE']._serialized_end=1275
-  _globals['_RAFTFETCHSNAPSHOTREQUEST']._serialized_start=1278
-  _globals['_RAFTFETCHSNAPSHOTREQUEST']._serialized_end=1407
-  _globals['_RAFTFETCHSNAPSHOTRESPONSE']._serialized_start=1410
-  _globals['_RAFTFETCHSNAPSHOTRESPONSE']._serialized_end=1608
-  _globals['_RAFTMESSAGE']._serialized_start=1611
-  _globals['_RAFTMESSAGE']._serialized_end=2356
-  _globals['_RAFTSERVICE']._serialized_start=2358
-  _globals['_RAFTSERVICE']._serialized_end=2441
+  _globals['_RAFTENTRY']._serialized_end=155
+  _globals['_RAFTVOTEREQUEST']._serialized_start=157
+  _globals['_RAFTVOTEREQUEST']._serialized_end=247
+  _globals['_RAFTVOTERESPONSE']._serialized_start=250
+  _globals['_RAFTVOTERESPONSE']._serialized_end=402
+  _globals['_RAFTBEGINQUORUMEPOCHREQUEST']._serialized_start=404
+  _globals['_RAFTBEGINQUORUMEPOCHREQUEST']._serialized_end=448
+  _globals['_RAFTBEGINQUORUMEPOCHRESPONSE']._serialized_start=450
+  _globals['_RAFTBEGINQUORUMEPOCHRESPONSE']._serialized_end=554
+  _globals['_RAFTENDQUORUMEPOCHREQUEST']._serialized_start=556
+  _globals['_RAFTENDQUORUMEPOCHREQUEST']._serialized_end=628
+  _globals['_RAFTENDQUORUMEPOCHRESPONSE']._serialized_start=630
+  _globals['_RAFTENDQUORUMEPOCHRESPONSE']._serialized_end=732
+  _globals['_RAFTFETCHREQUEST']._serialized_start=735
+  _globals['_RAFTFETCHREQUEST']._serialized_end=863
+  _globals['_RAFTDIVERGINGEPOCH']._serialized_start=865
+  _globals['_RAFTDIVERGINGEPOCH']._serialized_end=920
+  _globals['_RAFTSNAPSHOTID']._serialized_start=922
+  _globals['_RAFTSNAPSHOTID']._serialized_end=973
+  _globals['_RAFTFETCHRESPONSE']._serialized_start=976
+  _globals['_RAFTFETCHRESPONSE']._serialized_end=1289
+  _globals['_RAFTFETCHSNAPSHOTREQUEST']._serialized_start=1292
+  _globals['_RAFTFETCHSNAPSHOTREQUEST']._serialized_end=1421
+  _globals['_RAFTFETCHSNAPSHOTRESPONSE']._serialized_start=1424
+  _globals['_RAFTFETCHSNAPSHOTRESPONSE']._serialized_end=1622
+  _globals['_RAFTMESSAGE']._serialized_start=1625
+  _globals['_RAFTMESSAGE']._serialized_end=2370
+  _globals['_RAFTSERVICE']._serialized_start=2372
+  _globals['_RAFTSERVICE']._serialized_end=2455
 # @@protoc_insertion_point(module_scope)

@@ -8,16 +8,18 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class RaftEntry(_message.Message):
-    __slots__ = ("offset", "epoch", "data", "control")
+    __slots__ = ("offset", "epoch", "data", "control", "more")
     OFFSET_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     DATA_FIELD_NUMBER: _ClassVar[int]
     CONTROL_FIELD_NUMBER: _ClassVar[int]
+    MORE_FIELD_NUMBER: _ClassVar[int]
     offset: int
     epoch: int
     data: bytes
     control: bool
-    def __init__(self, offset: _Optional[int] = ..., epoch: _Optional[int] = ..., data: _Optional[bytes] = ..., control: _Optional[bool] = ...) -> None: ...
+    more: bool
+    def __init__(self, offset: _Optional[int] = ..., epoch: _Optional[int] = ..., data: _Optional[bytes] = ..., control: _Optional[bool] = ..., more: _Optional[bool] = ...) -> None: ...
 
 class RaftVoteRequest(_message.Message):
     __slots__ = ("epoch", "last_epoch", "end_offset", "pre_vote")
