@@ -12,6 +12,7 @@ says every leadership has moved (or the time runs out).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -47,6 +48,7 @@ class LifecycleClient:
         self.caught_up = False
         self.last_error = ""
         self._channels: dict[int, grpc.aio.Channel] = {}
+        self._stubs: dict[int, Any] = {}
         self._active = min(self.voters)
         self._task: asyncio.Task[None] | None = None
         self._shutting_down = False
@@ -57,10 +59,8 @@ class LifecycleClient:
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-            except asyncio.CancelledError:
-                pass
         for channel in self._channels.values():
             await channel.close()
 
@@ -122,9 +122,7 @@ class LifecycleClient:
     async def _call(self, method: str, request: Any) -> Any | None:
         """The active controller's answer, or None (the error is kept in last_error and
         the next try goes to the controller it names, or the next voter)."""
-        stub = controller_pb2_grpc.ControllerServiceStub(  # type: ignore[no-untyped-call]
-            self._channel(self._active)
-        )
+        stub = self._stub(self._active)
         try:
             response = await getattr(stub, method)(request, timeout=max(self.interval, 1.0))
         except grpc.aio.AioRpcError as exc:
@@ -148,8 +146,13 @@ class LifecycleClient:
         ids = sorted(self.voters)
         self._active = ids[(ids.index(self._active) + 1) % len(ids)]
 
-    def _channel(self, voter: int) -> grpc.aio.Channel:
-        channel = self._channels.get(voter)
-        if channel is None:
+    def _stub(self, voter: int) -> Any:
+        """One channel and stub per voter, made on first use and kept (a heartbeat every
+        couple of seconds must not build them anew)."""
+        stub = self._stubs.get(voter)
+        if stub is None:
             channel = self._channels[voter] = grpc.aio.insecure_channel(self.voters[voter])
-        return channel
+            stub = self._stubs[voter] = controller_pb2_grpc.ControllerServiceStub(  # type: ignore[no-untyped-call]
+                channel
+            )
+        return stub

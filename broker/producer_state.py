@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 
 import crc32c
 
+from storage.config import INT_MAX
 from strom_api.record_batch import NO_PRODUCER_ID, BatchHeader
 
 BATCHES_REMEMBERED = 5
-INT_MAX = 2**31 - 1
 SNAPSHOT_VERSION = 1
 
 

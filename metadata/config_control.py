@@ -29,13 +29,11 @@ from google.protobuf.message import Message
 
 from metadata.errors import ApiError
 from metadata.image import ConfigResource, MetadataImage
-from metadata.topic_configs import LONG_MAX, REPLICATION_CONFIGS, validate_topic_configs
-from storage.config import BROKER_SYNONYMS, UNIT_SYNONYMS, LogConfig
+from metadata.topic_configs import REPLICATION_CONFIGS, validate_topic_configs
+from storage.config import BROKER_SYNONYMS, INT_MAX, LONG_MAX, UNIT_SYNONYMS, LogConfig
 from storage.errors import InvalidTopicError
 from storage.log_manager import validate_topic
 from strom_api.v1 import metadata_pb2 as pb
-
-INT_MAX = 2**31 - 1
 
 
 class OpType(IntEnum):
@@ -141,10 +139,10 @@ DYNAMIC_BROKER_CONFIGS: dict[str, BrokerConfig] = {
     # The replication throttle of a reassignment (kafka-reassign-partitions.sh --throttle):
     # bytes/s for the replicas named in the topics' *.replication.throttled.replicas.
     "leader.replication.throttled.rate": BrokerConfig(
-        str(2**63 - 1), check=_int_in(0, 2**63 - 1), wanted="a long >= 0"
+        str(LONG_MAX), check=_int_in(0, LONG_MAX), wanted="a long >= 0"
     ),
     "follower.replication.throttled.rate": BrokerConfig(
-        str(2**63 - 1), check=_int_in(0, 2**63 - 1), wanted="a long >= 0"
+        str(LONG_MAX), check=_int_in(0, LONG_MAX), wanted="a long >= 0"
     ),
 }
 

@@ -16,6 +16,7 @@ reload.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import time
 from collections.abc import Mapping, Sequence
@@ -111,10 +112,8 @@ class QuorumController:
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-            except asyncio.CancelledError:
-                pass
 
     @property
     def image(self) -> MetadataImage:
@@ -218,8 +217,10 @@ class QuorumController:
             self._require_active()
             records, results = alter_partition(self.image, broker_id, broker_epoch, proposals)
             await self._commit(records)
-            # An ISR that grew may finish a reassignment (the new replicas caught up).
-            await self._commit(complete_reassignments(self.image))
+            # An ISR that grew may finish a reassignment (its new replicas caught up); only
+            # then is it worth scanning the partitions for one.
+            if any(r.registration is not None and r.registration.adding_replicas for r in results):
+                await self._commit(complete_reassignments(self.image))
             return results
 
     async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> tuple[int, int]:

@@ -7,11 +7,11 @@ metadata/ deals in the inner messages only.
 
 from __future__ import annotations
 
-import base64
 import uuid
 
 from google.protobuf.message import DecodeError, Message
 
+from storage.meta_properties import uuid_string
 from strom_api.v1 import metadata_pb2 as pb
 
 NO_LEADER = -1
@@ -70,5 +70,5 @@ def new_topic_id() -> bytes:
 
 
 def topic_id_str(topic_id: bytes) -> str:
-    """A topic id as Kafka prints it: URL-safe base64 without padding, 22 characters."""
-    return base64.urlsafe_b64encode(topic_id).rstrip(b"=").decode()
+    """A topic id as Kafka prints it."""
+    return uuid_string(topic_id)

@@ -12,10 +12,8 @@ import re
 from collections.abc import Callable, Mapping
 
 from metadata.errors import ApiError
-from storage.config import LogConfig
+from storage.config import LONG_MAX, LogConfig
 from storage.errors import InvalidConfigError
-
-LONG_MAX = 2**63 - 1
 
 
 def _long_at_least(low: int) -> Callable[[str], bool]:

@@ -35,10 +35,15 @@ class MetaProperties:
     version: int = VERSION
 
 
+def uuid_string(raw: bytes) -> str:
+    """A 16-byte id as Kafka prints it (Uuid.toString): unpadded base64url, 22 characters."""
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
 def random_uuid() -> str:
     """A Kafka-style id: a random UUID as unpadded base64url, never starting with '-'."""
     while True:
-        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        text = uuid_string(uuid.uuid4().bytes)
         if not text.startswith("-"):
             return text
 

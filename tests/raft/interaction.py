@@ -66,27 +66,26 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from interaction_format import (
+    fmt_entry,
+    fmt_entry_data,
+    fmt_message,
+    fmt_snapshot,
+    fmt_state,
+    leader_name,
+    message_kind,
+)
+
 from raft.config import RaftConfig
 from raft.core import NotLeaderError, RaftCore
 from raft.log import MemoryRaftLog
 from raft.messages import (
     NO_LEADER,
-    NONE,
-    BeginQuorumEpochRequest,
-    BeginQuorumEpochResponse,
     ElectionState,
-    EndQuorumEpochRequest,
-    EndQuorumEpochResponse,
     Entry,
-    FetchRequest,
-    FetchResponse,
-    FetchSnapshotRequest,
-    FetchSnapshotResponse,
     Message,
     Ready,
     SnapshotId,
-    VoteRequest,
-    VoteResponse,
 )
 from raft.roles import Role
 from raft.snapshots import MemorySnapshotStore
@@ -133,99 +132,6 @@ class ScriptedRandom(random.Random):
         picked = seq[self._turn % len(seq)]
         self._turn += 1
         return picked
-
-
-# --- formatting ------------------------------------------------------------------------------
-
-
-def _leader(leader_id: int) -> str:
-    return "none" if leader_id == NO_LEADER else str(leader_id)
-
-
-def _error(error: str) -> str:
-    return "" if error == NONE else f" error={error}"
-
-
-def fmt_entry(entry: Entry) -> str:
-    return f"{entry.offset}@{entry.epoch}"
-
-
-def fmt_entry_data(entry: Entry) -> str:
-    return f"{fmt_entry(entry)} {entry.data.decode(errors='backslashreplace')}"
-
-
-def _kind(m: Message) -> str:
-    """The message's name as printed: VoteRequest, Fetch, BeginQuorumEpochResponse, ..."""
-    name = type(m).__name__
-    return name.removesuffix("Request") if name != "VoteRequest" else name
-
-
-def fmt_message(m: Message) -> str:
-    head = f"{m.src}->{m.dst}"
-    if isinstance(m, VoteRequest):
-        kind = " pre-vote" if m.pre_vote else ""
-        return f"{head} VoteRequest epoch={m.epoch} last={m.last_epoch}/{m.end_offset}{kind}"
-    if isinstance(m, VoteResponse):
-        verdict = "granted" if m.granted else "rejected"
-        kind = " pre-vote" if m.pre_vote else ""
-        leader = "" if m.leader_id == NO_LEADER else f" leader={m.leader_id}"
-        return f"{head} VoteResponse epoch={m.epoch}{leader} {verdict}{kind}{_error(m.error)}"
-    if isinstance(m, BeginQuorumEpochRequest):
-        return f"{head} BeginQuorumEpoch epoch={m.epoch}"
-    if isinstance(m, BeginQuorumEpochResponse):
-        return (
-            f"{head} BeginQuorumEpochResponse epoch={m.epoch} leader={_leader(m.leader_id)}"
-            f"{_error(m.error)}"
-        )
-    if isinstance(m, EndQuorumEpochRequest):
-        successors = ",".join(map(str, m.preferred_successors)) or "none"
-        return f"{head} EndQuorumEpoch epoch={m.epoch} successors={successors}"
-    if isinstance(m, EndQuorumEpochResponse):
-        return (
-            f"{head} EndQuorumEpochResponse epoch={m.epoch} leader={_leader(m.leader_id)}"
-            f"{_error(m.error)}"
-        )
-    if isinstance(m, FetchRequest):
-        return (
-            f"{head} Fetch epoch={m.epoch} offset={m.fetch_offset}"
-            f" last-epoch={m.last_fetched_epoch}"
-        )
-    if isinstance(m, FetchResponse):
-        text = f"{head} FetchResponse epoch={m.epoch}"
-        if m.leader_id != m.src or m.error != NONE:
-            text += f" leader={_leader(m.leader_id)}"
-        text += f" hw={m.high_watermark}"
-        if m.error != NONE:
-            return text + _error(m.error)
-        if m.diverging is not None:
-            return text + f" diverging={m.diverging.epoch}/{m.diverging.end_offset}"
-        if m.snapshot_id is not None:
-            return text + f" snapshot={fmt_snapshot(m.snapshot_id)}"
-        return text + " entries=[" + " ".join(fmt_entry(e) for e in m.entries) + "]"
-    if isinstance(m, FetchSnapshotRequest):
-        return (
-            f"{head} FetchSnapshot epoch={m.epoch} snapshot={fmt_snapshot(m.snapshot_id)}"
-            f" at={m.position}"
-        )
-    if isinstance(m, FetchSnapshotResponse):
-        text = f"{head} FetchSnapshotResponse epoch={m.epoch}"
-        if m.leader_id != m.src or m.error != NONE:
-            text += f" leader={_leader(m.leader_id)}"
-        if m.snapshot_id is not None:
-            text += f" snapshot={fmt_snapshot(m.snapshot_id)} at={m.position}"
-        if m.error != NONE:
-            return text + _error(m.error)
-        return text + f" size={m.size} bytes={len(m.data)}"
-    raise TypeError(f"unknown message {m!r}")
-
-
-def fmt_snapshot(snapshot_id: SnapshotId) -> str:
-    return f"{snapshot_id.end_offset}-{snapshot_id.epoch}"
-
-
-def fmt_state(state: ElectionState) -> str:
-    voted = _leader(state.voted_for)
-    return f"epoch={state.epoch} voted-for={voted} leader={_leader(state.leader_id)}"
 
 
 # --- the cluster -----------------------------------------------------------------------------
@@ -471,7 +377,7 @@ class Cluster:
             node.state += [fmt_entry_data(e) for e in ready.committed]
         if ready.leader_change is not None:
             lc = ready.leader_change
-            out.append(f"  leader change: leader={_leader(lc.leader_id)} epoch={lc.epoch}")
+            out.append(f"  leader change: leader={leader_name(lc.leader_id)} epoch={lc.epoch}")
         node.core.advance(ready)
         return out
 
@@ -489,7 +395,7 @@ class Cluster:
             for m in self.queue
             if (src is None or m.src == src)
             and (dst is None or m.dst == dst)
-            and (kind is None or _kind(m) == kind)
+            and (kind is None or message_kind(m) == kind)
         ]
         self.queue = [m for m in self.queue if all(m is not p for p in picked)]
         return self._deliver(picked, drop) or ["no messages"]

@@ -33,6 +33,7 @@ import grpc
 import grpc.aio
 import uvloop
 
+from broker.server_config import parse_voters
 from raft.config import RaftConfig
 from raft.core import NotLeaderError
 from raft.driver import RaftDriver
@@ -62,14 +63,6 @@ class DigestListener:
 
     def handle_leader_change(self, leader: LeaderAndEpoch) -> None:
         pass
-
-
-def parse_voters(text: str) -> dict[int, str]:
-    voters = {}
-    for item in text.split(","):
-        node, _, address = item.partition("@")
-        voters[int(node)] = address
-    return voters
 
 
 async def serve(args: argparse.Namespace) -> None:
