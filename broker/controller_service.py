@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from broker.api_errors import error_pb
 from metadata.alter_partition import IsrProposal
 from metadata.broker_lifecycle import BrokerRegistrationRequest, HeartbeatRequest
 from metadata.config_control import OpType, describe_configs
@@ -19,19 +20,8 @@ from metadata.errors import ApiError
 from metadata.image import Endpoint
 from metadata.partition_change import Election
 from metadata.topic_control import NewTopic
-from strom_api.v1 import common_pb2, controller_pb2, controller_pb2_grpc
+from strom_api.v1 import controller_pb2, controller_pb2_grpc
 from strom_api.v1 import metadata_pb2 as mpb
-
-# Errors after which the same request may succeed (Kafka's RetriableException subclasses).
-RETRIABLE = {"NOT_CONTROLLER", "UNKNOWN_TOPIC_OR_PARTITION", "REQUEST_TIMED_OUT"}
-
-
-def error_pb(error: ApiError) -> common_pb2.Error:
-    return common_pb2.Error(
-        code=error.error_name,  # an ErrorCode name (ApiError checked it)
-        message=error.message,
-        retriable=error.error_name in RETRIABLE,
-    )
 
 
 def _tp(p: Any) -> tuple[str, int]:

@@ -119,6 +119,15 @@ class LifecycleClient:
             want_shut_down=want_shut_down,
         )
 
+    async def call_controller(self, method: str, request: Any) -> Any | None:
+        """Any ControllerService call from this broker (AlterPartition, AllocateProducerIds,
+        CreateTopics), following NOT_CONTROLLER; None when no voter answered it."""
+        for _ in range(len(self.voters) + 1):
+            response = await self._call(method, request)
+            if response is not None:
+                return response
+        return None
+
     async def _call(self, method: str, request: Any) -> Any | None:
         """The active controller's answer, or None (the error is kept in last_error and
         the next try goes to the controller it names, or the next voter)."""

@@ -4,10 +4,13 @@ A node runs the metadata log's Raft driver (as a voter when it has the controlle
 else as an observer) with a MetadataLoader keeping its image. With the controller role it
 also runs a QuorumController and serves ControllerService beside RaftService on its
 CONTROLLER listener. With the broker role it registers and heartbeats
-(broker/lifecycle_client.py) and acts on each metadata delta: it creates the local log of
-every partition it replicates and deletes those of deleted topics (the data path that
-fills them is the next layer). Stopping a broker first moves its leaderships away
-(controlled shutdown); a leading controller hands leadership to the most caught-up voter.
+(broker/lifecycle_client.py), serves ClientService and ReplicaService on its broker
+listener, and acts on each metadata delta, in log order: partitions deleted or moved away
+stop being served, their logs are deleted and new replicas' logs created (disk work, off
+the loop), then every touched replica takes the role the new image gives it and the
+replica fetchers follow the new leaders (broker/replica_manager.py, replica_fetcher.py).
+Stopping a broker first moves its leaderships away (controlled shutdown); a leading
+controller hands leadership to the most caught-up voter.
 """
 
 from __future__ import annotations
@@ -16,8 +19,17 @@ import asyncio
 import logging
 import os
 
+import grpc.aio
+
+from broker.client_service import ClientServicer, auto_create
 from broker.controller_service import ControllerServicer
 from broker.lifecycle_client import LifecycleClient
+from broker.log_maintenance import LogMaintenance
+from broker.metrics import NodeMetrics
+from broker.producer_ids import ProducerIdManager
+from broker.replica_fetcher import CHANNEL_OPTIONS, FetcherManager
+from broker.replica_manager import ReplicaManager
+from broker.replica_service import ReplicaServicer
 from broker.server_config import ServerConfig
 from metadata.controller import QuorumController
 from metadata.delta import MetadataDelta
@@ -25,8 +37,9 @@ from metadata.image import Endpoint, MetadataImage
 from metadata.loader import MetadataLoader
 from raft.driver import RaftDriver
 from storage import meta_properties
+from storage.errors import InvalidConfigError
 from storage.log_manager import LogManager
-from strom_api.v1 import controller_pb2_grpc
+from strom_api.v1 import client_pb2_grpc, controller_pb2_grpc, replica_pb2_grpc
 
 log = logging.getLogger("strom.node")
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 30.0
@@ -40,17 +53,25 @@ class Node:
         self.lifecycle: LifecycleClient | None = None
         self.log_manager: LogManager | None = None
         self.cluster_id = ""
-        self._local_changes: asyncio.Queue[MetadataDelta] = asyncio.Queue()
+        self.replicas: ReplicaManager | None = None
+        self.fetchers: FetcherManager | None = None
+        self.maintenance: LogMaintenance | None = None
+        self.broker_server: grpc.aio.Server | None = None
+        self.broker_port = 0
+        self._local_changes: asyncio.Queue[tuple[MetadataDelta, MetadataImage]] = asyncio.Queue()
         self._local_changes_task: asyncio.Task[None] | None = None
+        self._disk_lock = asyncio.Lock()  # one thread at a time touches the LogManager
+        self._background: list[asyncio.Task[None]] = []
+        self.metrics: NodeMetrics | None = None
+        self.metrics_port = 0
 
     async def start(self) -> None:
         config = self.config
         directories = list(dict.fromkeys([*config.log_dirs, config.metadata_log_dir]))
         self.cluster_id = meta_properties.check_dirs(directories, config.node_id)
-        if config.is_controller:
-            listen = config.listeners[config.controller_listener].address
-        else:
-            listen = config.broker_listeners[0].address
+        listen = (
+            config.listeners[config.controller_listener].address if config.is_controller else None
+        )
         self.driver = RaftDriver(
             config.node_id,
             config.voters,
@@ -63,26 +84,111 @@ class Node:
         if config.is_controller:
             self.controller = QuorumController(self.driver, self.loader, config.controller)
         if config.is_broker:
-            self.log_manager = LogManager(list(config.log_dirs))
-            await asyncio.to_thread(self.log_manager.startup)
-            self.loader.publishers.append(self._queue_local_changes)
-            self._local_changes_task = asyncio.create_task(self._apply_local_changes())
+            await self._start_broker()
         await self.driver.start()
         if self.controller is not None:
             self.controller.start()
-        if config.is_broker:
-            self.lifecycle = LifecycleClient(
-                config.node_id,
-                self.cluster_id,
-                config.voters,
-                [Endpoint(x.name, x.host, x.port) for x in config.broker_listeners],
-                config.rack,
-                lambda: self.loader.image.offset,
-                config.controller.heartbeat_interval_ms,
-            )
+        if self.lifecycle is not None:
             self.lifecycle.start()
+        if config.metrics_port >= 0:
+            self.metrics = NodeMetrics(self)
+            try:
+                self.metrics_port = self.metrics.serve(config.metrics_host, config.metrics_port)
+            except OSError as exc:
+                raise InvalidConfigError(
+                    f"cannot listen for Prometheus on {config.metrics_host}:"
+                    f"{config.metrics_port} (prometheus.metrics.port): {exc.strerror}"
+                ) from None
         for key in config.unknown:
             log.warning("The configuration '%s' was supplied but isn't a known config.", key)
+
+    async def _start_broker(self) -> None:
+        config = self.config
+        self.log_manager = LogManager(list(config.log_dirs))
+        await asyncio.to_thread(self.log_manager.startup)
+        self.lifecycle = LifecycleClient(
+            config.node_id,
+            self.cluster_id,
+            config.voters,
+            [Endpoint(x.name, x.host, x.port) for x in config.broker_listeners],
+            config.rack,
+            lambda: self.loader.image.offset,
+            config.controller.heartbeat_interval_ms,
+        )
+        lifecycle = self.lifecycle
+
+        def broker_epoch() -> int:
+            return lifecycle.broker_epoch
+
+        self.replicas = ReplicaManager(
+            config.node_id,
+            self.log_manager,
+            config.replica,
+            dict(config.properties),
+            lifecycle.call_controller,
+            broker_epoch,
+        )
+        self.fetchers = FetcherManager(
+            config.node_id, config.replica, broker_epoch, self._inter_broker_address
+        )
+        self.replicas.on_role_change = self.fetchers.follow
+        self.replicas.on_removed = self.fetchers.unfollow
+        self.replicas.start()
+        replicas = self.replicas
+        self.maintenance = LogMaintenance(
+            lambda: list(replicas.partitions.values()), config.replica
+        )
+        self.maintenance.start()
+        self.loader.publishers.append(self._queue_local_changes)
+        self._local_changes_task = asyncio.create_task(self._apply_local_changes())
+        self._background.append(asyncio.create_task(self._checkpoint_periodically()))
+        server = self.broker_server = grpc.aio.server(options=CHANNEL_OPTIONS)
+        listener = config.broker_listeners[0]
+        client_pb2_grpc.add_ClientServiceServicer_to_server(  # type: ignore[no-untyped-call]
+            ClientServicer(
+                self.replicas,
+                ProducerIdManager(config.node_id, broker_epoch, lifecycle.call_controller),
+                self.cluster_id,
+                listener.name,
+                lambda: self.loader.leader.leader_id,
+                lambda names: auto_create(lifecycle.call_controller, names),
+                config.replica.auto_create_topics,
+                self._observe,
+            ),
+            server,
+        )
+        replica_pb2_grpc.add_ReplicaServiceServicer_to_server(  # type: ignore[no-untyped-call]
+            ReplicaServicer(self.replicas, self._observe), server
+        )
+        self.broker_port = server.add_insecure_port(listener.address)
+        await server.start()
+
+    def _observe(self, api: str, seconds: float) -> None:
+        if self.metrics is not None:
+            self.metrics.observe(api, seconds)
+
+    def _inter_broker_address(self, broker_id: int) -> str | None:
+        """host:port of a broker's inter-broker listener (inter.broker.listener.name, else
+        the name of this broker's first listener, as Kafka defaults it)."""
+        name = self.config.replica.inter_broker_listener or self.config.broker_listeners[0].name
+        broker = self.loader.image.cluster.brokers.get(broker_id)
+        if broker is None:
+            return None
+        endpoint = next((e for e in broker.endpoints if e.name == name), None)
+        return None if endpoint is None else f"{endpoint.host or '127.0.0.1'}:{endpoint.port}"
+
+    async def _checkpoint_periodically(self) -> None:
+        """replica.high.watermark.checkpoint.interval.ms: the high watermarks, recovery
+        points and log starts of every log, written to each log directory's checkpoints."""
+        interval = self.config.replica.checkpoint_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            assert self.log_manager is not None
+            async with self._disk_lock:
+                try:
+                    await asyncio.to_thread(self.log_manager.checkpoint)
+                except OSError:
+                    log.exception("could not write the offset checkpoints")
 
     def _add_services(self, server: object) -> None:
         assert self.controller is not None
@@ -94,6 +200,8 @@ class Node:
         )
 
     async def stop(self) -> None:
+        if self.metrics is not None:
+            self.metrics.stop()
         if self.lifecycle is not None:
             done = await self.lifecycle.controlled_shutdown(CONTROLLED_SHUTDOWN_TIMEOUT_S)
             if not done:
@@ -101,43 +209,71 @@ class Node:
             await self.lifecycle.stop()
         if self.controller is not None:
             await self.controller.stop()
+        if self.broker_server is not None:
+            await self.broker_server.stop(0.5)
+        for task in self._background:
+            task.cancel()
+        if self.maintenance is not None:
+            await self.maintenance.stop()
+        if self.fetchers is not None:
+            await self.fetchers.stop()
+        if self.replicas is not None:
+            await self.replicas.stop()
         await self.driver.stop(graceful=True)
         if self.log_manager is not None:
             await self._local_changes.join()
             if self._local_changes_task is not None:
                 self._local_changes_task.cancel()
-            await asyncio.to_thread(self.log_manager.shutdown)
+            async with self._disk_lock:
+                await asyncio.to_thread(self._shutdown_logs)
+
+    def _shutdown_logs(self) -> None:
+        assert self.log_manager is not None
+        if self.replicas is not None:
+            for partition in list(self.replicas.partitions.values()):
+                try:
+                    partition.snapshot_producers()
+                except OSError:
+                    log.exception("could not snapshot the producers of %s", partition.name)
+        self.log_manager.shutdown()
 
     # --- the broker acting on metadata -------------------------------------------------------
 
     def _queue_local_changes(self, delta: MetadataDelta, image: MetadataImage) -> None:
         # Creating a log is disk work (directories, files, fsyncs): done off the loop, in
         # log order, so a combined node's Raft and controller never wait for it.
-        self._local_changes.put_nowait(delta)
+        self._local_changes.put_nowait((delta, image))
 
     async def _apply_local_changes(self) -> None:
+        replicas = self.replicas
+        assert replicas is not None
         while True:
-            delta = await self._local_changes.get()
+            delta, image = await self._local_changes.get()
             try:
-                await asyncio.to_thread(self._apply_to_local_logs, delta)
+                doomed = replicas.detach(delta)
+                async with self._disk_lock:
+                    await asyncio.to_thread(self._apply_to_local_logs, delta, image, doomed)
+                replicas.attach(delta, image)
             except Exception:
-                log.exception("could not apply a metadata change to the local logs")
+                log.exception("could not apply a metadata change to the local replicas")
             finally:
                 self._local_changes.task_done()
 
-    def _apply_to_local_logs(self, delta: MetadataDelta) -> None:
+    def _apply_to_local_logs(
+        self, delta: MetadataDelta, image: MetadataImage, doomed: list[tuple[str, int]]
+    ) -> None:
         manager = self.log_manager
-        assert manager is not None
+        replicas = self.replicas
+        assert manager is not None and replicas is not None
         me = self.config.node_id
-        for topic in delta.topics.deleted.values():
-            for partition in topic.partitions:
-                manager.delete_log(topic.name, partition)
+        for topic, partition in doomed:
+            manager.delete_log(topic, partition)
         for change in delta.topics.changed.values():
+            settings = None
             for partition, registration in change.partitions.items():
-                if me in registration.replicas:
-                    manager.get_or_create_log(change.name, partition)
-                elif manager.get_log(change.name, partition) is not None:
-                    manager.delete_log(change.name, partition)  # reassigned away
+                if me in registration.replicas and manager.get_log(change.name, partition) is None:
+                    settings = settings or replicas.settings_for(image, change.name)
+                    manager.get_or_create_log(change.name, partition, settings.log)
 
     def describe(self) -> str:
         return (

@@ -27,7 +27,9 @@ from dataclasses import dataclass, field
 
 @dataclass(slots=True)
 class FollowerState:
-    log_end_offset: int = 0
+    # -1 until its first fetch (Kafka's UnknownOffset): a replica that never fetched is not
+    # caught up, however empty the log, and cannot join the ISR.
+    log_end_offset: int = -1
     last_fetch_ms: int = -1
     last_caught_up_ms: int = -1
     leader_end_at_last_fetch: int = 0

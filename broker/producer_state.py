@@ -133,6 +133,27 @@ class ProducerStateManager:
             )
         )
 
+    def save(self, producer_ids: Iterable[int]) -> dict[int, ProducerEntry | None]:
+        """Copies of these producers' entries (None: unknown), for `restore`."""
+        saved: dict[int, ProducerEntry | None] = {}
+        for pid in producer_ids:
+            if pid != NO_PRODUCER_ID and pid not in saved:
+                entry = self.producers.get(pid)
+                saved[pid] = (
+                    None
+                    if entry is None
+                    else ProducerEntry(entry.epoch, deque(entry.batches, maxlen=BATCHES_REMEMBERED))
+                )
+        return saved
+
+    def restore(self, saved: dict[int, ProducerEntry | None]) -> None:
+        """Puts back what `save` copied (an append that did not happen)."""
+        for pid, entry in saved.items():
+            if entry is None:
+                self.producers.pop(pid, None)
+            else:
+                self.producers[pid] = entry
+
     def replay_all(self, headers: Iterable[BatchHeader]) -> None:
         for header in headers:
             self.replay(header)

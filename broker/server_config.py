@@ -20,6 +20,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from metadata.config_control import DYNAMIC_BROKER_CONFIGS, STATIC_BROKER_CONFIGS
 from metadata.controller import ControllerConfig
 from raft.config import InvalidRaftConfigError, RaftConfig
 from storage.errors import InvalidConfigError
@@ -67,6 +68,39 @@ class Listener:
         return f"{self.host or '0.0.0.0'}:{self.port}"
 
 
+# The data plane's settings, Kafka's names and defaults.
+_REPLICA_KEYS = {
+    "replica.lag.time.max.ms": "replica_lag_time_max_ms",
+    "replica.fetch.wait.max.ms": "fetch_wait_max_ms",
+    "replica.fetch.min.bytes": "fetch_min_bytes",
+    "replica.fetch.max.bytes": "fetch_max_bytes",
+    "replica.fetch.response.max.bytes": "fetch_response_max_bytes",
+    "replica.fetch.backoff.ms": "fetch_backoff_ms",
+    "num.replica.fetchers": "num_fetchers",
+    "replica.high.watermark.checkpoint.interval.ms": "checkpoint_interval_ms",
+    "log.flush.scheduler.interval.ms": "flush_scheduler_interval_ms",
+    "log.retention.check.interval.ms": "retention_check_interval_ms",
+    "producer.id.expiration.ms": "producer_id_expiration_ms",
+}
+
+
+@dataclass(frozen=True)
+class ReplicaConfig:
+    replica_lag_time_max_ms: int = 30_000
+    fetch_wait_max_ms: int = 500
+    fetch_min_bytes: int = 1
+    fetch_max_bytes: int = 1024 * 1024
+    fetch_response_max_bytes: int = 10 * 1024 * 1024
+    fetch_backoff_ms: int = 1000
+    num_fetchers: int = 1
+    checkpoint_interval_ms: int = 5000
+    flush_scheduler_interval_ms: int = 2**63 - 1
+    retention_check_interval_ms: int = 300_000
+    producer_id_expiration_ms: int = 86_400_000
+    auto_create_topics: bool = True
+    inter_broker_listener: str = ""  # "": the first broker listener
+
+
 @dataclass(frozen=True)
 class ServerConfig:
     node_id: int
@@ -79,6 +113,9 @@ class ServerConfig:
     rack: str | None = None
     raft: RaftConfig = field(default_factory=RaftConfig)
     controller: ControllerConfig = field(default_factory=ControllerConfig)
+    replica: ReplicaConfig = field(default_factory=ReplicaConfig)
+    metrics_host: str = "0.0.0.0"
+    metrics_port: int = 9404  # -1: no metrics listener
     unknown: tuple[str, ...] = ()  # keys given that no part of the node reads
     properties: Mapping[str, str] = field(default_factory=dict)  # as given (DescribeConfigs)
 
@@ -153,6 +190,17 @@ def _int(props: Mapping[str, str], key: str) -> int:
         ) from None
 
 
+def _bool(props: Mapping[str, str], key: str, default: bool = False) -> bool:
+    if key not in props:
+        return default
+    flag = props[key].strip().lower()
+    if flag not in ("true", "false"):
+        raise InvalidConfigError(
+            f"invalid value '{flag}' for config '{key}': expected true or false"
+        )
+    return flag == "true"
+
+
 def parse_voters(text: str) -> dict[int, str]:
     voters = {}
     for item in text.split(","):
@@ -196,6 +244,11 @@ def from_properties(props: Mapping[str, str]) -> ServerConfig:
             raise InvalidConfigError(
                 f"node.id {node_id} has the controller role but is not in controller.quorum.voters"
             )
+    if "broker" in roles and not [n for n in listeners if n != controller_listener]:
+        raise InvalidConfigError(
+            "the broker role needs a listener for clients besides the controller's "
+            f"'{controller_listener}' in 'listeners', e.g. PLAINTEXT://host:9092"
+        )
     log_dirs_text = props.get("log.dirs") or props.get("log.dir") or ""
     log_dirs = tuple(d.strip() for d in log_dirs_text.split(",") if d.strip())
     if not log_dirs:
@@ -213,14 +266,32 @@ def from_properties(props: Mapping[str, str]) -> ServerConfig:
         seconds = _int(props, "leader.imbalance.check.interval.seconds")
         controller_values["leader_imbalance_check_interval_ms"] = seconds * 1000
     if "auto.leader.rebalance.enable" in props:
-        flag = props["auto.leader.rebalance.enable"].strip().lower()
-        if flag not in ("true", "false"):
-            raise InvalidConfigError(
-                f"invalid value '{flag}' for config 'auto.leader.rebalance.enable': expected "
-                "true or false"
-            )
-        controller_values["auto_leader_rebalance"] = flag == "true"
-    known = _NODE_KEYS | _RAFT_KEYS | set(_CONTROLLER_KEYS)
+        controller_values["auto_leader_rebalance"] = _bool(props, "auto.leader.rebalance.enable")
+    replica_values: dict[str, int | bool | str] = {}
+    for key, attr in _REPLICA_KEYS.items():
+        if key in props:
+            value = _int(props, key)
+            lowest = 1 if key == "num.replica.fetchers" else 0
+            if value < lowest:
+                raise InvalidConfigError(
+                    f"invalid value '{props[key]}' for config '{key}': expected an int >= {lowest}"
+                )
+            replica_values[attr] = value
+    replica_values["auto_create_topics"] = _bool(props, "auto.create.topics.enable", True)
+    replica_values["inter_broker_listener"] = props.get("inter.broker.listener.name", "").strip()
+    known = _NODE_KEYS | _RAFT_KEYS | set(_CONTROLLER_KEYS) | set(_REPLICA_KEYS)
+    known |= {"auto.create.topics.enable", "prometheus.metrics.host", "prometheus.metrics.port"}
+    metrics_port = (
+        _int(props, "prometheus.metrics.port") if "prometheus.metrics.port" in props else 9404
+    )
+    if not -1 <= metrics_port <= 65535:
+        raise InvalidConfigError(
+            f"invalid value '{metrics_port}' for config 'prometheus.metrics.port': expected a "
+            "port, 0 for any free one, or -1 for none"
+        )
+    # Broker-wide defaults of topic configs (log.retention.ms, min.insync.replicas, ...)
+    # are read where topics' configs are computed (broker/topic_settings.py).
+    known |= set(DYNAMIC_BROKER_CONFIGS) | set(STATIC_BROKER_CONFIGS)
     known |= {"leader.imbalance.check.interval.seconds", "auto.leader.rebalance.enable"}
     return ServerConfig(
         node_id=node_id,
@@ -233,6 +304,9 @@ def from_properties(props: Mapping[str, str]) -> ServerConfig:
         rack=props.get("broker.rack") or None,
         raft=raft,
         controller=ControllerConfig(**controller_values),  # type: ignore[arg-type]
+        replica=ReplicaConfig(**replica_values),  # type: ignore[arg-type]
+        metrics_host=props.get("prometheus.metrics.host", "0.0.0.0").strip() or "0.0.0.0",
+        metrics_port=metrics_port,
         unknown=tuple(sorted(k for k in props if k not in known)),
         properties=dict(props),
     )

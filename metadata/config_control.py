@@ -514,3 +514,13 @@ def _describe_broker(
             )
         )
     return entries
+
+
+def effective_topic_configs(
+    image: MetadataImage, topic: str, static_broker_config: Mapping[str, str], broker_id: int
+) -> dict[str, str]:
+    """Every config of `topic` as broker `broker_id` applies it: the topic's own value, else
+    the broker's dynamic, cluster-default dynamic or static value, else Kafka's default (the
+    same answer DescribeConfigs gives)."""
+    entries = _describe_topic(image, topic, static_broker_config, broker_id)
+    return {e.name: e.value for e in entries if e.value is not None}

@@ -63,6 +63,7 @@ from metadata.topic_control import (
 from raft.core import NotLeaderError
 from raft.driver import RaftDriver
 from raft.roles import Role
+from strom_api.v1 import metadata_pb2 as pb
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,7 @@ class QuorumController:
         self._lock = asyncio.Lock()  # one operation at a time
         self._active_epoch = -1  # the Raft epoch we last became active in
         self._task: asyncio.Task[None] | None = None
+        self.unclean_elections = 0  # leaders this controller chose from outside the ISR
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -152,6 +154,13 @@ class QuorumController:
                 "NOT_CONTROLLER",
                 f"Leadership moved to {exc.leader.leader_id} before the change committed.",
             ) from None
+        self.unclean_elections += sum(
+            1
+            for r in records
+            if isinstance(r, pb.PartitionChangeRecord)
+            and r.HasField("leader_recovery_state")
+            and r.leader_recovery_state == pb.RECOVERING
+        )
         return last - len(records) + 1
 
     # --- operations ------------------------------------------------------------------------

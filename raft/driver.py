@@ -99,7 +99,7 @@ class RaftDriver:
         self,
         node_id: int,
         voters: Mapping[int, str],
-        listen_address: str,
+        listen_address: str | None,
         metadata_dir: str,
         listener: RaftListener,
         config: RaftConfig | None = None,
@@ -107,6 +107,7 @@ class RaftDriver:
     ) -> None:
         """`voters` maps each voter id to its "host:port"; a node not among them is an
         observer. The metadata log lives in `<metadata_dir>/__cluster_metadata-0`.
+        `listen_address` None: no server (an observer is only ever the one asking).
         `add_services` gets the node's gRPC server before it starts, to add the node's
         other services on the same listener (the controller's API)."""
         self.node_id = node_id
@@ -154,11 +155,12 @@ class RaftDriver:
             self.snapshots,
         )
         self.transport = GrpcTransport(self.node_id, self.voters, self._deliver)
-        self._server = RaftServer(self.transport, self.listen_address)
-        self.bound_port = self._server.port
-        if self.add_services is not None:
-            self.add_services(self._server.server)
-        await self._server.start()
+        if self.listen_address is not None:
+            self._server = RaftServer(self.transport, self.listen_address)
+            self.bound_port = self._server.port
+            if self.add_services is not None:
+                self.add_services(self._server.server)
+            await self._server.start()
         self.transport.start()
         self._task = asyncio.create_task(self._run())
 

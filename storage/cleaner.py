@@ -22,7 +22,7 @@ Record-level work is fine here: compaction runs in the background, not on a requ
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from storage.config import INT_MAX
@@ -55,8 +55,14 @@ def cleanable_segments(log: Log, now_ms: int) -> list[LogSegment]:
     return out
 
 
-def clean(log: Log, now_ms: int | None = None) -> CleanResult:
-    """Compacts the cleanable range of `log` once; a no-op unless the policy has compact."""
+Swap = Callable[[list[LogSegment], int], LogSegment]
+
+
+def clean(log: Log, now_ms: int | None = None, swap: Swap | None = None) -> CleanResult:
+    """Compacts the cleanable range of `log` once; a no-op unless the policy has compact.
+    `swap(group, base)` installs a cleaned group (default: log.replace_segments): a broker
+    cleaning off its event loop passes one that runs the swap on the loop, so requests
+    never see the segment list change under them."""
     now_ms = log.clock.time_ms() if now_ms is None else now_ms
     segments = cleanable_segments(log, now_ms) if log.config.compact else []
     if not segments:
@@ -66,7 +72,7 @@ def clean(log: Log, now_ms: int | None = None) -> CleanResult:
     removed = 0
     cleaned: list[LogSegment] = []
     for group in _group_by_size(segments, log.config.segment_bytes):
-        new, group_removed = _clean_group(log, group, latest, now_ms)
+        new, group_removed = _clean_group(log, group, latest, now_ms, swap or log.replace_segments)
         removed += group_removed
         cleaned.append(new)
     return CleanResult(
@@ -118,7 +124,7 @@ def _group_by_size(segments: Sequence[LogSegment], max_bytes: int) -> list[list[
 
 
 def _clean_group(
-    log: Log, group: list[LogSegment], latest: dict[bytes, int], now_ms: int
+    log: Log, group: list[LogSegment], latest: dict[bytes, int], now_ms: int, swap: Swap
 ) -> tuple[LogSegment, int]:
     base = group[0].base_offset
     new = LogSegment.create(log.directory, base, log.config, now_ms, file_suffix=CLEANED_SUFFIX)
@@ -152,7 +158,7 @@ def _clean_group(
     new.on_roll()
     new.flush()
     new.close()
-    return log.replace_segments(group, base), removed
+    return swap(group, base), removed
 
 
 def _rebuild(header: BatchHeader, kept: list[Record]) -> bytes:

@@ -166,11 +166,18 @@ class Log:
 
     # --- appending -----------------------------------------------------------------------
 
-    def append(self, batches: bytes | bytearray | memoryview, leader_epoch: int) -> AppendInfo:
+    def append(
+        self,
+        batches: bytes | bytearray | memoryview,
+        leader_epoch: int,
+        checked: Sequence[BatchHeader] | None = None,
+    ) -> AppendInfo:
         """Appends producer batches as the leader: validates them, assigns offsets from the
-        log end and stamps `leader_epoch`, without copying or re-encoding the batches."""
+        log end and stamps `leader_epoch`, without copying or re-encoding the batches.
+        `checked`: the batches' headers from a caller that already checked their extent
+        and CRC (so a produce computes each CRC once); the log's other rules still apply."""
         view = memoryview(batches)
-        headers = self._validate(view, as_leader=True)
+        headers = self._validate(view, as_leader=True, checked=checked)
         first_offset = offset = self.log_end_offset
         entries: list[BatchEntry] = []
         pieces: list[list[bytes | memoryview]] = []
@@ -215,15 +222,20 @@ class Log:
                 self.leader_epochs.assign(header.partition_leader_epoch, header.base_offset)
         return self._append(headers[0].base_offset, entries, pieces)
 
-    def _validate(self, view: memoryview, as_leader: bool) -> list[BatchHeader]:
+    def _validate(
+        self, view: memoryview, as_leader: bool, checked: Sequence[BatchHeader] | None = None
+    ) -> list[BatchHeader]:
         if not len(view):
             raise InvalidRecordError("the append holds no record batch")
         headers = []
         previous_next = -1
         max_message_bytes = self.config.max_message_bytes if as_leader else INT_MAX
         segment_bytes = self.config.segment_bytes
+        if checked is not None and sum(h.size for h in checked) != len(view):
+            raise CorruptRecordError("the checked batch headers do not cover the append")
+        batches = iter_batches(view) if checked is None else ((0, h) for h in checked)
         try:
-            for _, header in iter_batches(view):
+            for _, header in batches:
                 headers.append(header)
                 size = header.batch_length + LOG_OVERHEAD
                 if size > max_message_bytes:
@@ -395,6 +407,10 @@ class Log:
     def truncate_to(self, offset: int) -> None:
         """Removes every offset at or above `offset` (a follower after a leader change)."""
         if offset >= self.log_end_offset:
+            # Nothing to cut, but an epoch may start at the log end: a leader that took
+            # its epoch and wrote nothing before losing it. Left there, a follower would
+            # keep claiming an epoch it has no batch of (Kafka drops it here too).
+            self.leader_epochs.truncate_from_end(self.log_end_offset)
             return
         if offset <= self._segments[0].base_offset:
             self.truncate_fully_and_start_at(offset)

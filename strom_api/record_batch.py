@@ -197,3 +197,21 @@ def stamped_prefix(header_bytes: bytes | memoryview, base_offset: int, leader_ep
     """
     batch_length = int.from_bytes(header_bytes[8:12], "big", signed=True)
     return PREFIX.pack(base_offset, batch_length, leader_epoch)
+
+
+_ATTRIBUTES = struct.Struct(">h")
+_MAX_TIMESTAMP = struct.Struct(">q")
+_CRC = struct.Struct(">I")
+
+
+def set_log_append_time(buf: bytearray | memoryview, pos: int, timestamp: int) -> None:
+    """Marks the batch at `pos` as LogAppendTime with maxTimestamp `timestamp` and recomputes
+    its CRC, as Kafka's broker does for a topic with message.timestamp.type=LogAppendTime
+    (readers then take that time for every record of the batch). The caller must have
+    checked the old CRC first: this one makes any bytes look valid."""
+    (attributes,) = _ATTRIBUTES.unpack_from(buf, pos + 21)
+    _ATTRIBUTES.pack_into(buf, pos + 21, attributes | TIMESTAMP_TYPE_BIT)
+    _MAX_TIMESTAMP.pack_into(buf, pos + 35, timestamp)
+    (batch_length,) = _LEADER_EPOCH.unpack_from(buf, pos + 8)
+    end = pos + LOG_OVERHEAD + batch_length
+    _CRC.pack_into(buf, pos + 17, crc32c(memoryview(buf)[pos + CRC_START : end]))

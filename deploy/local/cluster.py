@@ -1,9 +1,10 @@
 """`make run`: a local cluster of three combined nodes (broker + controller) on loopback.
 
-    python deploy/local/cluster.py [--dir .local-cluster] [--base-port 9092]
+    python deploy/local/cluster.py [--dir .local-cluster] [--base-port 9092] [--metrics-port 9404]
 
 Node i listens for clients on PLAINTEXT 127.0.0.1:(base + 2(i-1)) and for controllers on
-CONTROLLER 127.0.0.1:(base + 2(i-1) + 1). On first use the directory gets a cluster id and
+CONTROLLER 127.0.0.1:(base + 2(i-1) + 1), and serves Prometheus /metrics on 127.0.0.1:
+(metrics port + i - 1), 9404-9406 by default. On first use the directory gets a cluster id and
 each node's server.properties, and its data directories are formatted (`strom storage
 format`); later runs reuse them, so data survives restarts. Logs go to <dir>/node<i>/
 server.log. Ctrl-C (or SIGTERM) stops the nodes with a controlled shutdown.
@@ -31,7 +32,7 @@ def strom(*args: str) -> str:
     ).stdout.strip()
 
 
-def prepare(directory: str, base_port: int) -> str:
+def prepare(directory: str, base_port: int, metrics_port: int) -> str:
     os.makedirs(directory, exist_ok=True)
     id_file = os.path.join(directory, "cluster.id")
     if not os.path.exists(id_file):
@@ -54,6 +55,8 @@ def prepare(directory: str, base_port: int) -> str:
                 f"listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{port + 1}\n"
                 "controller.listener.names=CONTROLLER\n"
                 f"log.dirs={os.path.abspath(os.path.join(node_dir, 'data'))}\n"
+                "prometheus.metrics.host=127.0.0.1\n"
+                f"prometheus.metrics.port={metrics_port + i - 1}\n"
             )
         strom(
             "storage",
@@ -91,8 +94,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", default=".local-cluster")
     parser.add_argument("--base-port", type=int, default=9092)
+    parser.add_argument(
+        "--metrics-port", type=int, default=9404, help="node i serves /metrics on this + i - 1"
+    )
     args = parser.parse_args()
-    cluster_id = prepare(args.dir, args.base_port)
+    cluster_id = prepare(args.dir, args.base_port, args.metrics_port)
     procs = []
     for i in NODES:
         log = open(os.path.join(args.dir, f"node{i}", "server.log"), "ab")  # noqa: SIM115
@@ -123,7 +129,8 @@ def main() -> int:
         print(f"Strom cluster {cluster_id} is up: 3 combined nodes, data in {args.dir}/")
         print(f"  bootstrap servers (brokers): {brokers}")
         print(f"  controllers: {controllers}; active controller: node {cluster.controller_id}")
-        print("  metrics: not exported yet (the metrics issue adds /metrics per node)")
+        targets = ",".join(f"127.0.0.1:{args.metrics_port + i - 1}" for i in NODES)
+        print(f"  Prometheus scrape targets (/metrics): {targets}")
         print("  Ctrl-C stops the cluster (controlled shutdown).", flush=True)
     while not stopping and all(p.poll() is None for p in procs):
         time.sleep(0.2)

@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import urllib.request
 from typing import Any
 
 import grpc
@@ -45,9 +46,11 @@ class NodeCluster:
         self.ids = list(range(1, nodes + brokers + 1))
         self.controller_ids = self.ids[:nodes]
         self.split = brokers > 0
-        ports = free_ports(2 * len(self.ids))
-        self.broker_port = dict(zip(self.ids, ports[: len(self.ids)], strict=True))
-        self.controller_port = dict(zip(self.ids, ports[len(self.ids) :], strict=True))
+        n = len(self.ids)
+        ports = free_ports(3 * n)
+        self.broker_port = dict(zip(self.ids, ports[:n], strict=True))
+        self.controller_port = dict(zip(self.ids, ports[n : 2 * n], strict=True))
+        self.metrics_port = dict(zip(self.ids, ports[2 * n :], strict=True))
         self.voters = ",".join(
             f"{i}@127.0.0.1:{self.controller_port[i]}" for i in self.controller_ids
         )
@@ -96,6 +99,8 @@ class NodeCluster:
             "listeners": listeners,
             "controller.listener.names": "CONTROLLER",
             "log.dirs": self.data_dir(node),
+            "prometheus.metrics.host": "127.0.0.1",
+            "prometheus.metrics.port": str(self.metrics_port[node]),
             **self.extra,
         }
         with open(self.config_path(node), "w") as f:
@@ -175,6 +180,34 @@ class NodeCluster:
             return None
 
         return wait_until(attempt, timeout_s, f"the active controller to answer {method}")
+
+    def wait_for_brokers(self, expected: set[int] | None = None, timeout_s: float = 30) -> Any:
+        """Waits until exactly `expected` (default: every broker running) are unfenced."""
+        if expected is None:
+            brokers = self.ids if not self.split else self.ids[len(self.controller_ids) :]
+            expected = {b for b in brokers if b in self.procs}
+
+        def check() -> Any | None:
+            described = self.describe_cluster()
+            if described is None:
+                return None
+            live = {b.broker_id for b in described.brokers if not b.fenced}
+            return described if live == expected else None
+
+        return wait_until(check, timeout_s, f"brokers {sorted(expected)} unfenced")
+
+    def scrape(self, node: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+        """The node's /metrics as {(name, sorted labels): value}."""
+        from prometheus_client.parser import text_string_to_metric_families
+
+        url = f"http://127.0.0.1:{self.metrics_port[node]}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as response:
+            text = response.read().decode()
+        samples = {}
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+        return samples
 
     def active_controller(self) -> int:
         def find() -> int | None:

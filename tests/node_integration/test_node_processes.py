@@ -150,7 +150,8 @@ def test_bad_configuration_and_unformatted_directories_are_one_line_errors(tmp_p
     assert "ERROR INVALID_CONFIG" in result.stderr and "node.id" in result.stderr
     config.write_text(
         "process.roles=broker,controller\nnode.id=1\ncontroller.quorum.voters=1@127.0.0.1:1\n"
-        "listeners=CONTROLLER://127.0.0.1:1\ncontroller.listener.names=CONTROLLER\n"
+        "listeners=PLAINTEXT://127.0.0.1:2,CONTROLLER://127.0.0.1:1\n"
+        "controller.listener.names=CONTROLLER\n"
         f"log.dirs={tmp_path / 'data'}\n"
     )
     result = subprocess.run(

@@ -164,8 +164,9 @@ def test_reassign_generate_execute_list_verify_cancel(cluster: NodeCluster, tmp_
         '{"topic":"moves","partition":1,"replicas":[2,3],"log_dirs":["any","any"]}]}',
     ]
 
-    # moves-0 gains broker 3 (which never catches up: no replication yet) and loses 1;
-    # moves-1 only swaps its preferred leader, which completes at once.
+    # moves-0 gains broker 3 (paused with SIGSTOP, so it cannot catch up and the move stays
+    # in progress) and loses 1; moves-1 only swaps its preferred leader, which completes at
+    # once.
     target = json_file(
         tmp_path,
         "target.json",
@@ -178,6 +179,17 @@ def test_reassign_generate_execute_list_verify_cancel(cluster: NodeCluster, tmp_
         },
     )
     file = ["--reassignment-json-file", target]
+    cluster.procs[3].send_signal(signal.SIGSTOP)
+    try:
+        _paused_broker_part(cluster, tool, file, b, tmp_path)
+    finally:
+        cluster.procs[3].send_signal(signal.SIGCONT)
+    cluster.wait_for_brokers()
+
+
+def _paused_broker_part(
+    cluster: NodeCluster, tool: list[str], file: list[str], b: list[str], tmp_path: Path
+) -> None:
     assert ok(*tool, "--execute", *file) == [
         "Current partition replica assignment",
         "",
@@ -276,10 +288,16 @@ def test_preferred_election_around_a_broker_restart(cluster: NodeCluster) -> Non
         "PREFERRED_LEADER_NOT_AVAILABLE: The preferred leader was not available.\n"
     )
 
-    # Back and unfenced, but out of the ISR (nothing replicates to it yet): still not
-    # available, and the partition keeps its leader.
+    # Back, unfenced, and once it has caught up, in the ISR again: the preferred election
+    # moves leadership back to it.
     cluster.start(victim)
     wait_until(lambda: _unfenced(cluster) == set(NODES), 30, "the broker unfenced")
-    result = strom(*elect, *one)
-    assert (result.returncode, result.stderr.strip()) == (1, not_available)
-    assert partitions(cluster, "lead")[0]["Leader"] == p0["Leader"]
+    wait_until(
+        lambda: str(victim) in partitions(cluster, "lead")[0]["Isr"].split(","),
+        30,
+        "the broker back in the ISR",
+    )
+    assert ok(*elect, *one) == [
+        "Successfully completed leader election (PREFERRED) for partitions lead-0"
+    ]
+    assert partitions(cluster, "lead")[0]["Leader"] == str(victim)

@@ -1,0 +1,371 @@
+"""ClientService (proto/strom_api/v1/client.proto): what producers, consumers and admin
+clients ask a broker. Translates messages to ReplicaManager calls and answers back; every
+refusal is a per-partition Error with Kafka's name, a sentence and retriability."""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from broker.api_errors import error_pb, make_error
+from broker.producer_ids import ProducerIdManager
+from broker.replica_manager import FetchItem, ReplicaManager
+from metadata.errors import ApiError
+from metadata.image import MetadataImage
+from storage.errors import StorageError
+from storage.leader_epoch_cache import UNDEFINED_EPOCH
+from storage.log import Log
+from strom_api.records import decode_batch
+from strom_api.v1 import client_pb2, client_pb2_grpc, common_pb2, controller_pb2
+
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+DEFAULT_FETCH_MAX_BYTES = 50 * 1024 * 1024  # fetch.max.bytes
+DEFAULT_PARTITION_MAX_BYTES = 1024 * 1024  # max.partition.fetch.bytes
+
+
+Observe = Callable[[str, float], None]
+
+
+def _timed(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    """Reports the time each call took under its RPC name (strom_request_duration_seconds)."""
+    name = method.__name__
+
+    @functools.wraps(method)
+    async def timed(self: ClientServicer, request: Any, context: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return await method(self, request, context)
+        finally:
+            self.observe(name, time.perf_counter() - start)
+
+    return timed
+
+
+def _leader_pb(leader: tuple[int, int]) -> client_pb2.LeaderIdAndEpoch:
+    return client_pb2.LeaderIdAndEpoch(leader_id=leader[0], leader_epoch=leader[1])
+
+
+class ClientServicer(client_pb2_grpc.ClientServiceServicer):
+    def __init__(
+        self,
+        replicas: ReplicaManager,
+        producer_ids: ProducerIdManager,
+        cluster_id: str,
+        listener_name: str,
+        controller_id: Callable[[], int],
+        create_topics: Callable[[list[str]], Awaitable[list[str]]] | None = None,
+        auto_create_topics: bool = True,
+        observe: Observe = lambda api, seconds: None,
+    ) -> None:
+        self.observe = observe
+        self.replicas = replicas
+        self.producer_ids = producer_ids
+        self.cluster_id = cluster_id
+        self.listener_name = listener_name
+        self.controller_id = controller_id
+        self.create_topics = create_topics
+        self.auto_create_topics = auto_create_topics
+
+    # --- Metadata ---------------------------------------------------------------------------
+
+    @_timed
+    async def Metadata(self, request: Any, context: Any) -> Any:  # noqa: N802
+        image = self.replicas.image
+        names = list(request.topics) or sorted(image.topics.by_name)
+        missing = [n for n in names if n not in image.topics.by_name]
+        created: set[str] = set()
+        if (
+            missing
+            and request.allow_auto_topic_creation
+            and self.auto_create_topics
+            and self.create_topics is not None
+        ):
+            created = set(await self.create_topics(missing))
+        response = client_pb2.MetadataResponse(
+            cluster_id=self.cluster_id, controller_id=self.controller_id()
+        )
+        self._brokers(image, response)
+        for name in names:
+            self._topic(image, name, name in created, response.topics.add())
+        return response
+
+    def _brokers(self, image: MetadataImage, response: Any) -> None:
+        for broker_id, broker in sorted(image.cluster.brokers.items()):
+            if broker.fenced:
+                continue
+            endpoint = next((e for e in broker.endpoints if e.name == self.listener_name), None)
+            if endpoint is None:
+                continue
+            response.brokers.add(
+                node_id=broker_id, host=endpoint.host, port=endpoint.port, rack=broker.rack or ""
+            )
+
+    def _topic(self, image: MetadataImage, name: str, just_created: bool, out: Any) -> None:
+        out.name = name
+        out.is_internal = name in INTERNAL_TOPICS
+        topic = image.topics.by_name.get(name)
+        if topic is None:
+            if just_created:
+                out.error.CopyFrom(
+                    make_error("LEADER_NOT_AVAILABLE", f"Topic '{name}' is being created.")
+                )
+            else:
+                out.error.CopyFrom(
+                    make_error(
+                        "UNKNOWN_TOPIC_OR_PARTITION",
+                        f"This server does not host this topic: {name}.",
+                    )
+                )
+            return
+        out.topic_id = topic.topic_id
+        live = set(image.cluster.unfenced())
+        for index, registration in sorted(topic.partitions.items()):
+            item = out.partitions.add(
+                partition=index,
+                leader_id=registration.leader,
+                leader_epoch=registration.leader_epoch,
+                replicas=registration.replicas,
+                isr=registration.isr,
+                offline_replicas=[r for r in registration.replicas if r not in live],
+            )
+            if not registration.has_leader:
+                item.error.CopyFrom(
+                    make_error("LEADER_NOT_AVAILABLE", f"{name}-{index} has no leader right now.")
+                )
+
+    # --- Produce ----------------------------------------------------------------------------
+
+    @_timed
+    async def Produce(self, request: Any, context: Any) -> Any:  # noqa: N802
+        batches = [
+            (topic.name, partition.partition, partition.records)
+            for topic in request.topics
+            for partition in topic.partitions
+        ]
+        results = await self.replicas.produce(request.acks, request.timeout_ms, batches)
+        response = client_pb2.ProduceResponse()
+        if request.acks == 0:
+            return response
+        for topic in request.topics:
+            out = response.topics.add(name=topic.name)
+            for partition in topic.partitions:
+                result = results[(topic.name, partition.partition)]
+                item = out.partitions.add(partition=partition.partition)
+                if result.error is not None:
+                    item.base_offset = -1
+                    item.log_append_time_ms = -1
+                    item.log_start_offset = -1
+                    item.error.CopyFrom(error_pb(result.error))
+                    self._leader_hint(result.error, topic.name, partition.partition, item)
+                else:
+                    assert result.append is not None
+                    item.base_offset = result.append.base_offset
+                    item.log_append_time_ms = result.append.log_append_time_ms
+                    local = self.replicas.partitions.get((topic.name, partition.partition))
+                    item.log_start_offset = local.log.log_start_offset if local else -1
+        return response
+
+    def _leader_hint(self, error: ApiError, topic: str, index: int, item: Any) -> None:
+        if error.error_name in ("NOT_LEADER_OR_FOLLOWER", "FENCED_LEADER_EPOCH"):
+            item.current_leader.CopyFrom(_leader_pb(self.replicas.current_leader(topic, index)))
+
+    # --- Fetch ------------------------------------------------------------------------------
+
+    @_timed
+    async def Fetch(self, request: Any, context: Any) -> Any:  # noqa: N802
+        return await self._fetch(request)
+
+    async def FetchStream(  # noqa: N802
+        self, request_iterator: AsyncIterator[Any], context: Any
+    ) -> AsyncIterator[Any]:
+        async for request in request_iterator:
+            start = time.perf_counter()
+            response = await self._fetch(request)
+            self.observe("FetchStream", time.perf_counter() - start)
+            yield response
+
+    async def _fetch(self, request: Any) -> Any:
+        items = [
+            FetchItem(
+                topic.name,
+                p.partition,
+                p.fetch_offset,
+                p.partition_max_bytes or DEFAULT_PARTITION_MAX_BYTES,
+                p.current_leader_epoch if p.current_leader_epoch else -1,
+            )
+            for topic in request.topics
+            for p in topic.partitions
+        ]
+        results = await self.replicas.fetch(
+            items,
+            request.max_wait_ms,
+            request.min_bytes,
+            request.max_bytes or DEFAULT_FETCH_MAX_BYTES,
+        )
+        response = client_pb2.FetchResponse()
+        for topic in request.topics:
+            out = response.topics.add(name=topic.name)
+            for p in topic.partitions:
+                result = results[(topic.name, p.partition)]
+                item = out.partitions.add(partition=p.partition)
+                if result.error is not None:
+                    item.error.CopyFrom(error_pb(result.error))
+                    item.high_watermark = item.last_stable_offset = item.log_start_offset = -1
+                    self._leader_hint(result.error, topic.name, p.partition, item)
+                    continue
+                item.high_watermark = result.high_watermark
+                item.last_stable_offset = result.high_watermark  # no transactions: LSO = HW
+                item.log_start_offset = result.log_start_offset
+                item.records = result.records
+        return response
+
+    # --- ListOffsets ------------------------------------------------------------------------
+
+    @_timed
+    async def ListOffsets(self, request: Any, context: Any) -> Any:  # noqa: N802
+        response = client_pb2.ListOffsetsResponse()
+        for topic in request.topics:
+            out = response.topics.add(name=topic.name)
+            for p in topic.partitions:
+                item = out.partitions.add(partition=p.partition, timestamp=-1, offset=-1)
+                item.leader_epoch = -1
+                try:
+                    self._list_offset(topic.name, p, item)
+                except ApiError as exc:
+                    item.error.CopyFrom(error_pb(exc))
+                    self._leader_hint(exc, topic.name, p.partition, item)
+        return response
+
+    def _list_offset(self, topic: str, p: Any, item: Any) -> None:
+        partition = self.replicas.leader_partition(topic, p.partition)
+        partition.check_epoch(p.current_leader_epoch if p.current_leader_epoch else -1)
+        log = partition.log
+        if p.timestamp == EARLIEST:
+            offset = log.log_start_offset
+        elif p.timestamp == LATEST:
+            offset = log.high_watermark
+        elif p.timestamp == MAX_TIMESTAMP:
+            found = _max_timestamp_offset(partition.log)
+            if found is None:
+                return
+            offset, item.timestamp = found
+        elif p.timestamp >= 0:
+            found_offset = log.offset_for_timestamp(p.timestamp)
+            if found_offset is None or found_offset >= log.high_watermark:
+                return  # no record that recent (below the high watermark): -1, -1
+            offset = found_offset
+            item.timestamp = _record_timestamp(log, offset)
+        else:
+            raise ApiError(
+                "INVALID_REQUEST",
+                f"ListOffsets timestamp {p.timestamp} is neither a time nor one of -1 "
+                "(latest), -2 (earliest), -3 (max timestamp).",
+            )
+        item.offset = offset
+        epoch = log.leader_epochs.epoch_for_offset(offset) if offset < log.log_end_offset else -1
+        item.leader_epoch = epoch if epoch != UNDEFINED_EPOCH else partition.leader_epoch
+
+    # --- OffsetsForLeaderEpoch --------------------------------------------------------------
+
+    @_timed
+    async def OffsetsForLeaderEpoch(self, request: Any, context: Any) -> Any:  # noqa: N802
+        response = client_pb2.OffsetsForLeaderEpochResponse()
+        for topic in request.topics:
+            out = response.topics.add(name=topic.name)
+            for p in topic.partitions:
+                item = out.partitions.add(partition=p.partition, leader_epoch=-1, end_offset=-1)
+                try:
+                    partition = self.replicas.leader_partition(topic.name, p.partition)
+                    epoch, end = partition.end_offset_for_epoch(
+                        p.leader_epoch, p.current_leader_epoch if p.current_leader_epoch else -1
+                    )
+                except ApiError as exc:
+                    item.error.CopyFrom(error_pb(exc))
+                    continue
+                item.leader_epoch, item.end_offset = epoch, end
+        return response
+
+    # --- InitProducerId ---------------------------------------------------------------------
+
+    @_timed
+    async def InitProducerId(self, request: Any, context: Any) -> Any:  # noqa: N802
+        try:
+            pid, epoch = await self.producer_ids.init_producer_id(
+                request.transactional_id, request.producer_id, request.producer_epoch
+            )
+        except ApiError as exc:
+            return client_pb2.InitProducerIdResponse(
+                error=error_pb(exc), producer_id=-1, producer_epoch=-1
+            )
+        return client_pb2.InitProducerIdResponse(producer_id=pid, producer_epoch=epoch)
+
+    # --- DeleteRecords ----------------------------------------------------------------------
+
+    @_timed
+    async def DeleteRecords(self, request: Any, context: Any) -> Any:  # noqa: N802
+        response = client_pb2.DeleteRecordsResponse()
+        for topic in request.topics:
+            out = response.topics.add(name=topic.name)
+            for p in topic.partitions:
+                item = out.partitions.add(partition=p.partition, low_watermark=-1)
+                try:
+                    partition = self.replicas.leader_partition(topic.name, p.partition)
+                    item.low_watermark = partition.delete_records_before(p.offset)
+                except ApiError as exc:
+                    item.error.CopyFrom(error_pb(exc))
+                except StorageError as exc:
+                    item.error.CopyFrom(make_error(exc.error_name, str(exc)))
+        return response
+
+
+def _max_timestamp_offset(log: Log) -> tuple[int, int] | None:
+    """(offset, timestamp) of the record with the largest timestamp (KIP-734), by the
+    segments' time indexes and one batch decoded."""
+    best = None
+    for segment in log.segments:
+        if best is None or segment.largest_timestamp > best.largest_timestamp:
+            best = segment
+    if best is None or best.largest_timestamp < 0:
+        return None
+    offset = log.offset_for_timestamp(best.largest_timestamp)
+    if offset is None:
+        return None
+    return offset, best.largest_timestamp
+
+
+def _record_timestamp(log: Log, offset: int) -> int:
+    """The timestamp of the record at `offset` (one batch decoded: ListOffsets by time is
+    rare, and Kafka answers with the record's own time)."""
+    data = log.read(offset, 1)
+    if not data:
+        return -1
+    header, records = decode_batch(data)
+    if header.log_append_time:
+        return int(header.max_timestamp)
+    for record in records:
+        if record.offset == offset:
+            return int(record.timestamp)
+    return -1
+
+
+async def auto_create(
+    controller_call: Callable[[str, Any], Awaitable[Any | None]], names: list[str]
+) -> list[str]:
+    """Asks the controller to create `names` with the cluster's defaults (auto.create.topics
+    .enable); returns those it created or that already exist."""
+    request = controller_pb2.CreateTopicsRequest(
+        topics=[
+            controller_pb2.CreatableTopic(name=n, num_partitions=-1, replication_factor=-1)
+            for n in names
+        ]
+    )
+    response = await controller_call("CreateTopics", request)
+    if response is None:
+        return []
+    ok = ("NONE", "TOPIC_ALREADY_EXISTS")
+    return [r.name for r in response.topics if common_pb2.ErrorCode.Name(r.error.code) in ok]

@@ -1,0 +1,308 @@
+"""Prometheus metrics of one node, on an HTTP listener (`prometheus.metrics.port`, default
+9404, the port Strimzi's JMX exporter uses; -1 turns it off).
+
+Names are the ones Strimzi's JMX exporter rules give Kafka's MBeans (lower case, `-` to
+`_`, `PerSec` meters as `_total` counters), so Strimzi's Grafana dashboards and alert rules
+work unchanged: kafka_server_replicamanager_*, kafka_controller_kafkacontroller_*,
+kafka_server_brokertopicmetrics_*_total (per topic, and without the topic label for all
+topics, as Kafka reports both), kafka_log_log_size, kafka_server_raftmetrics_*. Strom's own
+are in base units: strom_request_duration_seconds{api}, strom_replica_lag_records,
+strom_purgatory_size. Python's process and GC collectors replace the JVM ones.
+
+Gauges are computed at scrape time from the node's state: the HTTP server runs in a
+thread, so it asks the event loop for a snapshot instead of reading structures the loop
+is changing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import (
+    GC_COLLECTOR,
+    PLATFORM_COLLECTOR,
+    PROCESS_COLLECTOR,
+    CollectorRegistry,
+    Histogram,
+    start_http_server,
+)
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from raft.roles import Role
+
+if TYPE_CHECKING:
+    from broker.node import Node
+
+# Kafka's KafkaRaftMetrics current-state values.
+_RAFT_STATE = {
+    Role.LEADER: "leader",
+    Role.CANDIDATE: "candidate",
+    Role.PROSPECTIVE: "candidate",
+    Role.FOLLOWER: "follower",
+    Role.UNATTACHED: "unattached",
+    Role.RESIGNED: "resigned",
+}
+REQUEST_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+
+
+class NodeMetrics:
+    """The node's registry: request latency histograms plus the scrape-time collector."""
+
+    def __init__(self, node: Node) -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.request_duration = Histogram(
+            "strom_request_duration_seconds",
+            "Time from a request's arrival to its answer, by API (long polls included).",
+            ["api"],
+            buckets=REQUEST_BUCKETS,
+            registry=self.registry,
+        )
+        for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
+            self.registry.register(collector)
+        self.registry.register(NodeCollector(node, asyncio.get_running_loop()))
+        self._server: Any = None
+
+    def observe(self, api: str, seconds: float) -> None:
+        self.request_duration.labels(api).observe(seconds)
+
+    def serve(self, host: str, port: int) -> int:
+        """Starts the HTTP listener; returns the port bound (useful with port 0)."""
+        server, _thread = start_http_server(port, host, registry=self.registry)
+        self._server = server
+        return int(server.server_port)
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+
+
+class NodeCollector(Collector):
+    def __init__(self, node: Node, loop: asyncio.AbstractEventLoop) -> None:
+        self.node = node
+        self.loop = loop
+        self._rates: dict[str, tuple[float, int]] = {}
+
+    def collect(self) -> Iterable[Metric]:
+        future = asyncio.run_coroutine_threadsafe(self._snapshot(), self.loop)
+        return future.result(timeout=10)
+
+    async def _snapshot(self) -> list[Metric]:
+        metrics: list[Metric] = []
+        metrics += self._raft()
+        if self.node.controller is not None:
+            metrics += self._controller()
+        if self.node.replicas is not None:
+            metrics += self._replicas()
+        return metrics
+
+    # --- KRaft --------------------------------------------------------------------------
+
+    def _raft(self) -> Iterator[Metric]:
+        driver = self.node.driver
+        core = driver.core
+        if core is None:
+            return
+        stats = driver.stats()
+        observer = self.node.config.node_id not in self.node.config.voters
+        state = "observer" if observer and core.role is not Role.LEADER else _RAFT_STATE[core.role]
+        if state == "unattached" and core.voted_for >= 0:
+            state = "voted"
+        current = GaugeMetricFamily(
+            "kafka_server_raftmetrics_current_state",
+            "The node's Raft state (leader, candidate, voted, follower, unattached, observer).",
+            labels=["current_state"],
+        )
+        current.add_metric([state], 1)
+        yield current
+        yield _gauge(
+            "kafka_server_raftmetrics_current_leader",
+            "The Raft leader's id, -1 none.",
+            stats.core.leader_id,
+        )
+        yield _gauge("kafka_server_raftmetrics_current_epoch", "The Raft epoch.", stats.core.epoch)
+        yield _gauge(
+            "kafka_server_raftmetrics_current_vote",
+            "The voter this node voted for in this epoch, -1 none.",
+            stats.core.voted_for,
+        )
+        yield _gauge(
+            "kafka_server_raftmetrics_high_watermark",
+            "The metadata log's high watermark.",
+            stats.core.high_watermark,
+        )
+        yield _gauge(
+            "kafka_server_raftmetrics_log_end_offset",
+            "The metadata log's end offset.",
+            stats.core.log_end_offset,
+        )
+        yield _gauge(
+            "kafka_server_raftmetrics_commit_latency_avg",
+            "Average time in ms from append to commit of the records this node proposed.",
+            stats.commit_latency_avg_ms,
+        )
+        yield _gauge(
+            "kafka_server_raftmetrics_append_records_rate",
+            "Records appended per second as leader since the previous scrape.",
+            self._rate("append", stats.core.entries_proposed),
+        )
+        yield _gauge(
+            "kafka_server_raftmetrics_fetch_records_rate",
+            "Records fetched from the leader per second since the previous scrape.",
+            self._rate("fetch", stats.core.entries_replicated),
+        )
+
+    def _rate(self, key: str, count: int) -> float:
+        now = time.monotonic()
+        last = self._rates.get(key)
+        self._rates[key] = (now, count)
+        if last is None or now <= last[0]:
+            return 0.0
+        return (count - last[1]) / (now - last[0])
+
+    # --- the controller -----------------------------------------------------------------
+
+    def _controller(self) -> Iterator[Metric]:
+        controller = self.node.controller
+        assert controller is not None
+        image = controller.image
+        active = controller.is_active()
+        partitions = [p for t in image.topics.by_id.values() for p in t.partitions.values()]
+        brokers = image.cluster.brokers.values()
+        prefix = "kafka_controller_kafkacontroller_"
+        yield _gauge(prefix + "activecontrollercount", "1 on the active controller.", int(active))
+        # Every controller reports the cluster-wide counts from its own metadata image.
+        yield _gauge(prefix + "globaltopiccount", "Topics in the cluster.", len(image.topics.by_id))
+        yield _gauge(prefix + "globalpartitioncount", "Partitions in the cluster.", len(partitions))
+        yield _gauge(
+            prefix + "offlinepartitionscount",
+            "Partitions without a leader.",
+            sum(1 for p in partitions if not p.has_leader),
+        )
+        yield _gauge(
+            prefix + "preferredreplicaimbalancecount",
+            "Partitions not led by their first replica.",
+            sum(1 for p in partitions if p.has_leader and p.replicas and p.leader != p.replicas[0]),
+        )
+        yield _gauge(
+            prefix + "fencedbrokercount",
+            "Registered brokers fenced.",
+            sum(b.fenced for b in brokers),
+        )
+        yield _gauge(
+            prefix + "activebrokercount",
+            "Registered brokers unfenced.",
+            sum(not b.fenced for b in brokers),
+        )
+        unclean = CounterMetricFamily(
+            "kafka_controller_controllerstats_uncleanleaderelections",
+            "Leaders this controller elected from outside the ISR.",
+        )
+        unclean.add_metric([], controller.unclean_elections)
+        yield unclean
+
+    # --- the broker's replicas ----------------------------------------------------------
+
+    def _replicas(self) -> Iterator[Metric]:
+        replicas = self.node.replicas
+        assert replicas is not None
+        partitions = list(replicas.partitions.values())
+        leaders = [p for p in partitions if p.leader is not None]
+        prefix = "kafka_server_replicamanager_"
+        yield _gauge(prefix + "partitioncount", "Partitions on this broker.", len(partitions))
+        yield _gauge(prefix + "leadercount", "Partitions this broker leads.", len(leaders))
+        yield _gauge(
+            prefix + "underreplicatedpartitions",
+            "Led partitions whose ISR is smaller than their replica set.",
+            sum(1 for p in leaders if len(p.isr) < len(p.replicas)),
+        )
+        yield _gauge(
+            prefix + "underminisrpartitioncount",
+            "Led partitions whose ISR is below min.insync.replicas.",
+            sum(1 for p in leaders if len(p.isr) < p.settings.min_insync_replicas),
+        )
+        yield _gauge(
+            prefix + "atminisrpartitioncount",
+            "Led partitions whose ISR is exactly min.insync.replicas.",
+            sum(1 for p in leaders if len(p.isr) == p.settings.min_insync_replicas),
+        )
+        stats = replicas.stats
+        yield _counter(
+            prefix + "isrshrinks", "ISR shrinks the controller accepted.", stats.isr_shrinks
+        )
+        yield _counter(
+            prefix + "isrexpands", "ISR expansions the controller accepted.", stats.isr_expands
+        )
+        yield _counter(
+            prefix + "failedisrupdates",
+            "ISR changes refused or unanswered.",
+            stats.failed_isr_updates,
+        )
+        topic_metrics = (
+            ("bytesin", "Bytes produced to the topic.", stats.bytes_in),
+            ("bytesout", "Bytes fetched by consumers from the topic.", stats.bytes_out),
+            ("messagesin", "Records produced to the topic.", stats.messages_in),
+            ("totalproducerequests", "Produce requests (per partition).", stats.produce_requests),
+            (
+                "failedproducerequests",
+                "Produce requests that failed.",
+                stats.failed_produce_requests,
+            ),
+            (
+                "totalfetchrequests",
+                "Consumer fetch requests (per partition).",
+                stats.fetch_requests,
+            ),
+            (
+                "failedfetchrequests",
+                "Consumer fetch requests that failed.",
+                stats.failed_fetch_requests,
+            ),
+        )
+        for name, text, counts in topic_metrics:
+            family = CounterMetricFamily(
+                "kafka_server_brokertopicmetrics_" + name, text, labels=["topic"]
+            )
+            family.add_metric([""], sum(counts.values()))  # all topics, as Kafka's aggregate
+            for topic, count in sorted(counts.items()):
+                family.add_metric([topic], count)
+            yield family
+        size = GaugeMetricFamily(
+            "kafka_log_log_size",
+            "Bytes of the partition's log on disk.",
+            labels=["topic", "partition"],
+        )
+        lag = GaugeMetricFamily(
+            "strom_replica_lag_records",
+            "How many records a follower is behind its leader (reported by the leader).",
+            labels=["topic", "partition", "replica"],
+        )
+        for p in sorted(partitions, key=lambda p: (p.topic, p.index)):
+            size.add_metric([p.topic, str(p.index)], p.log.size)
+            if p.leader is not None:
+                end = p.log.log_end_offset
+                for replica, follower in sorted(p.leader.followers.items()):
+                    behind = max(end - follower.log_end_offset, 0)
+                    lag.add_metric([p.topic, str(p.index), str(replica)], behind)
+        yield size
+        yield lag
+        purgatory = GaugeMetricFamily(
+            "strom_purgatory_size",
+            "Requests waiting: acks=all produces for replication, fetches for data.",
+            labels=["operation"],
+        )
+        purgatory.add_metric(["produce"], stats.produce_waiting)
+        purgatory.add_metric(["fetch"], stats.fetch_waiting)
+        yield purgatory
+
+
+def _gauge(name: str, text: str, value: float) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, text, value=value)
+
+
+def _counter(name: str, text: str, value: float) -> CounterMetricFamily:
+    return CounterMetricFamily(name, text, value=value)

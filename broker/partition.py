@@ -1,0 +1,459 @@
+"""One partition replica on this broker: its log, its idempotent producers, and its role,
+leader or follower, as the metadata says (after Kafka's Partition).
+
+As leader it appends producers' batches (stamping its leader epoch), serves followers'
+fetches (answering a diverging epoch when a follower's log parted from its own, KIP-320),
+tracks the ISR and high watermark through broker.partition_leader, and serves consumers up
+to the high watermark. As follower it appends what its fetcher brought, as it is, learns
+the high watermark and log start from the leader, and truncates where the leader says its
+log diverged: never to the high watermark alone, which could drop acknowledged records.
+
+No event loop, no sockets: callers pass the time in, and `on_change` tells the replica
+manager when waiting fetches or produces should look again. Log calls are file I/O on the
+page cache (pwrite/pread); fsync happens elsewhere (flush policy, shutdown).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+from broker import producer_snapshots
+from broker.partition_leader import FollowerState, IsrChange, PartitionLeader
+from broker.produce_checks import producer_batches
+from broker.producer_state import ProducerStateError, ProducerStateManager
+from broker.topic_settings import TopicSettings
+from metadata.errors import ApiError
+from metadata.image import PartitionRegistration
+from storage.errors import StorageError
+from storage.leader_epoch_cache import UNDEFINED_EPOCH, UNDEFINED_OFFSET
+from storage.log import Log
+from strom_api.record_batch import LOG_OVERHEAD, BatchHeader, parse_header
+
+NO_LEADER = -1
+REPLAY_CHUNK_BYTES = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderAppend:
+    base_offset: int
+    next_offset: int  # acks=all waits for the high watermark to reach it
+    log_append_time_ms: int  # -1 for CreateTime
+    leader_epoch: int
+    duplicate: bool = False  # a producer's retry of batches already in the log
+
+
+@dataclass(frozen=True, slots=True)
+class FollowerRead:
+    """The leader's answer to one partition of a follower's fetch."""
+
+    records: bytes
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
+    diverging: tuple[int, int] | None = None  # (epoch, end offset)
+
+
+def storage_error(exc: StorageError) -> ApiError:
+    return ApiError(exc.error_name, str(exc))
+
+
+class Partition:
+    def __init__(
+        self,
+        topic: str,
+        index: int,
+        topic_id: bytes,
+        log: Log,
+        broker_id: int,
+        settings: TopicSettings,
+        replica_lag_time_max_ms: int = 30_000,
+    ) -> None:
+        self.topic = topic
+        self.index = index
+        self.topic_id = topic_id
+        self.log = log
+        self.broker_id = broker_id
+        self.settings = settings
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        self.leader_id = NO_LEADER
+        self.leader_epoch = -1
+        self.partition_epoch = -1
+        self.replicas: tuple[int, ...] = ()
+        self.isr: tuple[int, ...] = ()
+        self.leader: PartitionLeader | None = None  # set while this broker leads
+        self.on_change: Callable[[], None] = lambda: None
+        self.producers = self._load_producers()
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.index}"
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader is not None
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log.high_watermark
+
+    # --- producer state ----------------------------------------------------------------------
+
+    def _load_producers(self) -> ProducerStateManager:
+        """The newest snapshot, then every batch after it, by header only."""
+        log = self.log
+        # A snapshot past the log end describes batches a crash or truncation took away.
+        producer_snapshots.delete_above(log.directory, log.log_end_offset)
+        offset, producers = producer_snapshots.load_latest(log.directory, log.log_end_offset)
+        producers.replay_all(self._headers_from(max(offset, log.log_start_offset)))
+        return producers
+
+    def _headers_from(self, offset: int) -> Iterator[BatchHeader]:
+        while offset < self.log.log_end_offset:
+            data = self.log.read(offset, REPLAY_CHUNK_BYTES)
+            if not data:
+                return
+            for header in batch_headers(data):
+                yield header
+                offset = header.next_offset
+
+    def snapshot_producers(self) -> None:
+        """Writes the producer state as of the log end (at shutdown; Kafka also does at
+        every segment roll)."""
+        producer_snapshots.write(
+            self.log.directory, self.log.log_end_offset, self.producers.snapshot()
+        )
+
+    # --- role changes from the metadata ----------------------------------------------------------
+
+    def apply_registration(
+        self, registration: PartitionRegistration, now_ms: int, settings: TopicSettings
+    ) -> bool:
+        """Takes the partition's state from the metadata. Returns whether this broker's
+        role or the leader it follows changed (the fetchers then re-plan)."""
+        self.settings = settings
+        old = (self.leader_id, self.leader_epoch)
+        if registration.leader == self.broker_id:
+            if self.leader is None or registration.leader_epoch > self.leader_epoch:
+                self._make_leader(registration, now_ms)
+            elif registration.partition_epoch > self.partition_epoch:
+                self._update_as_leader(registration, now_ms)
+        elif registration.leader_epoch > self.leader_epoch or self.leader is not None:
+            self._make_follower(registration)
+        else:
+            self._take(registration)
+        self.on_change()
+        return (self.leader_id, self.leader_epoch) != old
+
+    def _take(self, registration: PartitionRegistration) -> None:
+        self.leader_id = registration.leader
+        self.leader_epoch = registration.leader_epoch
+        self.partition_epoch = registration.partition_epoch
+        self.replicas = registration.replicas
+        self.isr = registration.isr
+
+    def _make_leader(self, registration: PartitionRegistration, now_ms: int) -> None:
+        self._take(registration)
+        log = self.log
+        # The new epoch starts at the log end: a follower asking where an older epoch ends
+        # is answered from here on (Kafka's maybeAssignEpochStartOffset).
+        log.leader_epochs.assign(registration.leader_epoch, log.log_end_offset)
+        self.leader = PartitionLeader.elected(
+            self.broker_id,
+            registration.replicas,
+            registration.isr,
+            registration.leader_epoch,
+            registration.partition_epoch,
+            log.log_end_offset,
+            log.high_watermark,
+            now_ms,
+            min_insync_replicas=self.settings.min_insync_replicas,
+            replica_lag_time_max_ms=self.replica_lag_time_max_ms,
+        )
+        self._advance_high_watermark()
+
+    def _update_as_leader(self, registration: PartitionRegistration, now_ms: int) -> None:
+        """Same leader epoch, newer partition epoch: the ISR or the replica set changed."""
+        leader = self.leader
+        assert leader is not None
+        self._take(registration)
+        if registration.replicas != leader.replicas:
+            leader.replicas = registration.replicas
+            for replica in registration.replicas:
+                if replica != self.broker_id and replica not in leader.followers:
+                    leader.followers[replica] = FollowerState(
+                        last_caught_up_ms=now_ms, leader_end_at_last_fetch=self.log.log_end_offset
+                    )
+            for replica in list(leader.followers):
+                if replica not in registration.replicas:
+                    del leader.followers[replica]
+        leader.min_insync_replicas = self.settings.min_insync_replicas
+        leader.on_isr_committed(registration.isr, registration.partition_epoch)
+        self._advance_high_watermark()
+
+    def _make_follower(self, registration: PartitionRegistration) -> None:
+        self._take(registration)
+        self.leader = None
+
+    def isr_committed(self, isr: Iterable[int], partition_epoch: int) -> None:
+        """The controller accepted an ISR change this leader proposed."""
+        if self.leader is None or partition_epoch <= self.partition_epoch:
+            return
+        self.isr = tuple(isr)
+        self.partition_epoch = partition_epoch
+        self.leader.on_isr_committed(self.isr, partition_epoch)
+        self._advance_high_watermark()
+        self.on_change()
+
+    def isr_refused(self) -> None:
+        if self.leader is not None:
+            self.leader.on_isr_refused()
+
+    def isr_change_needed(self, now_ms: int, eligible: Callable[[int], bool]) -> IsrChange | None:
+        if self.leader is None:
+            return None
+        return self.leader.isr_change_needed(self.log.log_end_offset, now_ms, eligible)
+
+    # --- checks shared by every request ---------------------------------------------------
+
+    def check_leader(self, current_leader_epoch: int = -1) -> PartitionLeader:
+        if self.leader is None:
+            raise ApiError(
+                "NOT_LEADER_OR_FOLLOWER",
+                f"This broker is not the leader of {self.name}; the leader is broker "
+                f"{self.leader_id}.",
+            )
+        self.check_epoch(current_leader_epoch)
+        return self.leader
+
+    def check_epoch(self, current_leader_epoch: int) -> None:
+        if current_leader_epoch < 0 or current_leader_epoch == self.leader_epoch:
+            return
+        if current_leader_epoch < self.leader_epoch:
+            raise ApiError(
+                "FENCED_LEADER_EPOCH",
+                f"The request's leader epoch {current_leader_epoch} of {self.name} is older "
+                f"than the current {self.leader_epoch}.",
+            )
+        raise ApiError(
+            "UNKNOWN_LEADER_EPOCH",
+            f"The request's leader epoch {current_leader_epoch} of {self.name} is newer than "
+            f"the {self.leader_epoch} this broker knows.",
+        )
+
+    # --- leader: producers ---------------------------------------------------------------------
+
+    def append_as_leader(self, records: bytes, acks: int, now_ms: int) -> LeaderAppend:
+        """Appends a producer's batches. Raises ApiError (nothing written) on any refusal."""
+        leader = self.check_leader()
+        if acks == -1 and len(leader.isr) < self.settings.min_insync_replicas:
+            raise ApiError(
+                "NOT_ENOUGH_REPLICAS",
+                f"The size of the current ISR {list(leader.isr)} of {self.name} is below "
+                f"min.insync.replicas={self.settings.min_insync_replicas}.",
+            )
+        data, headers = producer_batches(records, self.settings, now_ms)
+        log = self.log
+        saved = self.producers.save(h.producer_id for h in headers)
+        try:
+            duplicate = self._check_producers(headers, log.log_end_offset)
+            if duplicate is not None:
+                self.producers.restore(saved)
+                return duplicate
+            segment = log.active_segment.base_offset
+            info = log.append(data, self.leader_epoch, checked=headers)
+        except StorageError as exc:
+            self.producers.restore(saved)
+            raise storage_error(exc) from None
+        except ApiError:
+            self.producers.restore(saved)
+            raise
+        self._after_append(segment)
+        self._advance_high_watermark()
+        self.on_change()
+        return LeaderAppend(
+            info.first_offset,
+            info.last_offset + 1,
+            now_ms if self.settings.log_append_time else -1,
+            self.leader_epoch,
+        )
+
+    def _check_producers(self, headers: list[BatchHeader], offset: int) -> LeaderAppend | None:
+        """Checks the batches in order, each against the state the ones before it leave
+        (several batches of one producer may share a request), recording them at the
+        offsets the append will give them; the caller restores the state if the append
+        does not happen. Kafka's rule: when any batch is a retry of one already written,
+        nothing is appended and the answer is that batch's original offsets."""
+        for header in headers:
+            try:
+                original = self.producers.check(header)
+            except ProducerStateError as exc:
+                raise ApiError(exc.error_name, str(exc)) from None
+            if original is not None:
+                return LeaderAppend(
+                    original.first_offset,
+                    original.last_offset + 1,
+                    original.max_timestamp if self.settings.log_append_time else -1,
+                    self.leader_epoch,
+                    duplicate=True,
+                )
+            self.producers.replay(header._replace(base_offset=offset))
+            offset += header.last_offset_delta + 1
+        return None
+
+    def _after_append(self, segment_before: int) -> None:
+        """A roll started a new segment: snapshot the producers there, as Kafka does, so a
+        restart or a truncation replays at most one segment's batches."""
+        if self.log.active_segment.base_offset != segment_before:
+            self.snapshot_producers()
+
+    def _advance_high_watermark(self) -> bool:
+        leader = self.leader
+        if leader is None or not leader.update_high_watermark(self.log.log_end_offset):
+            return False
+        self.log.update_high_watermark(leader.high_watermark)
+        return True
+
+    # --- leader: followers ---------------------------------------------------------------------
+
+    def read_for_follower(
+        self,
+        replica_id: int,
+        fetch_offset: int,
+        last_fetched_epoch: int,
+        current_leader_epoch: int,
+        max_bytes: int,
+        now_ms: int,
+    ) -> FollowerRead:
+        leader = self.check_leader(current_leader_epoch)
+        if replica_id not in leader.followers:
+            raise ApiError(
+                "NOT_LEADER_OR_FOLLOWER",
+                f"Broker {replica_id} is not a replica of {self.name} (replicas "
+                f"{list(self.replicas)}).",
+            )
+        log = self.log
+        leo = log.log_end_offset
+        if last_fetched_epoch >= 0:
+            epoch, end = log.leader_epochs.end_offset_for(last_fetched_epoch, leo)
+            if epoch < last_fetched_epoch or end < fetch_offset:
+                return FollowerRead(
+                    b"", log.high_watermark, log.log_start_offset, leo, (epoch, end)
+                )
+        if not log.log_start_offset <= fetch_offset <= leo:
+            raise ApiError(
+                "OFFSET_OUT_OF_RANGE",
+                f"Fetch offset {fetch_offset} of {self.name} is outside the leader's log "
+                f"[{log.log_start_offset}, {leo}].",
+            )
+        if leader.on_follower_fetch(replica_id, fetch_offset, leo, now_ms):
+            log.update_high_watermark(leader.high_watermark)
+            self.on_change()
+        records = log.read(fetch_offset, max_bytes) if fetch_offset < leo else b""
+        return FollowerRead(records, log.high_watermark, log.log_start_offset, leo)
+
+    # --- leader: consumers and admin ---------------------------------------------------------
+
+    def read_for_consumer(
+        self, fetch_offset: int, max_bytes: int, current_leader_epoch: int = -1
+    ) -> bytes:
+        """Whole batches from `fetch_offset`, none at or past the high watermark."""
+        self.check_leader(current_leader_epoch)
+        log = self.log
+        if not log.log_start_offset <= fetch_offset <= log.log_end_offset:
+            raise ApiError(
+                "OFFSET_OUT_OF_RANGE",
+                f"Fetch offset {fetch_offset} is out of range for {self.name}: the log holds "
+                f"[{log.log_start_offset}, {log.log_end_offset}).",
+            )
+        return log.read(fetch_offset, max_bytes, max_offset=log.high_watermark)
+
+    def end_offset_for_epoch(self, epoch: int, current_leader_epoch: int) -> tuple[int, int]:
+        self.check_leader(current_leader_epoch)
+        answer = self.log.leader_epochs.end_offset_for(epoch, self.log.log_end_offset)
+        if answer == (UNDEFINED_EPOCH, UNDEFINED_OFFSET):
+            return answer
+        return answer[0], min(answer[1], self.log.log_end_offset)
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords on the leader; -1 means up to the high watermark. Followers move
+        their log start when the next fetch answer carries the new one."""
+        self.check_leader()
+        target = self.log.high_watermark if offset == -1 else offset
+        if target < 0 or target > self.log.high_watermark:
+            raise ApiError(
+                "OFFSET_OUT_OF_RANGE",
+                f"Cannot delete records of {self.name} before offset {offset}: it is past the "
+                f"high watermark {self.log.high_watermark}.",
+            )
+        start = self.log.delete_records_before(target)
+        self.on_change()
+        return start
+
+    # --- follower ----------------------------------------------------------------------------
+
+    def append_as_follower(
+        self, records: bytes, leader_high_watermark: int, leader_log_start: int
+    ) -> None:
+        log = self.log
+        if records:
+            segment = log.active_segment.base_offset
+            try:
+                log.append_as_follower(records)
+            except StorageError as exc:
+                raise storage_error(exc) from None
+            self.producers.replay_all(batch_headers(records))
+            self._after_append(segment)
+        log.update_high_watermark(min(leader_high_watermark, log.log_end_offset))
+        start = min(leader_log_start, log.high_watermark)
+        if start > log.log_start_offset:
+            log.delete_records_before(start)
+        self.on_change()
+
+    def truncate_on_divergence(self, leader_epoch: int, leader_end_offset: int) -> int:
+        """The leader says our log parted from its own after epoch `leader_epoch`, which on
+        the leader ends at `leader_end_offset`. Truncates where Kafka's follower does
+        (AbstractFetcherThread.getOffsetTruncationState) and returns the new log end; when
+        we have no entry for that epoch the next fetch carries our previous epoch and the
+        leader answers again, so truncation converges in rounds."""
+        log = self.log
+        leo = log.log_end_offset
+        if leader_end_offset == UNDEFINED_OFFSET:
+            target = min(log.high_watermark, leo)
+        else:
+            epoch, end = log.leader_epochs.end_offset_for(leader_epoch, leo)
+            if epoch == UNDEFINED_EPOCH:
+                target = min(leader_end_offset, leo)
+            elif epoch != leader_epoch:
+                target = min(end, leo)
+            else:
+                target = min(leader_end_offset, end, leo)
+        self.truncate_to(target)
+        return log.log_end_offset
+
+    def truncate_to(self, offset: int) -> None:
+        log = self.log
+        if offset >= log.log_end_offset:
+            log.truncate_to(offset)  # still drops an epoch that starts at the log end
+            return
+        log.truncate_to(offset)
+        # Rebuilt from the newest snapshot at or below the new end plus the log after it
+        # (Kafka's truncateAndReload): dropping only the cut batches would forget a
+        # producer whose remembered batches were all cut though older ones remain.
+        self.producers = self._load_producers()
+        self.on_change()
+
+    def restart_at(self, offset: int) -> None:
+        """The leader's log starts past our end: start empty at its log start."""
+        self.log.truncate_fully_and_start_at(offset)
+        self.producers = ProducerStateManager()
+        producer_snapshots.delete_above(self.log.directory, -1)
+        self.on_change()
+
+
+def batch_headers(data: bytes | memoryview) -> Iterator[BatchHeader]:
+    pos = 0
+    while pos < len(data):
+        header = parse_header(data, pos)
+        yield header
+        pos += header.batch_length + LOG_OVERHEAD

@@ -1,0 +1,514 @@
+"""The partitions this broker holds, and the requests that touch them (after Kafka's
+ReplicaManager): produce with acks 0/1/all, consumer and follower fetches with long polls,
+and the ISR changes leaders propose to the controller.
+
+Everything here runs on the node's event loop. Waiting (an acks=all produce until the high
+watermark passes it, a fetch until min_bytes are there) is a future per partition that the
+partition's `on_change` resolves: a waiter looks again whenever the partition moved, and
+gives up at its deadline. Metadata deltas arrive in log order (broker/node.py): first
+`detach` (stop serving what is deleted or moved away, before its files go), then the disk
+work off the loop (create and delete logs), then `attach` (roles from the new image).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from broker.partition import LeaderAppend, Partition
+from broker.partition_leader import IsrChange
+from broker.server_config import ReplicaConfig
+from broker.topic_settings import TopicSettings, topic_settings
+from metadata.delta import MetadataDelta
+from metadata.errors import ApiError
+from metadata.image import MetadataImage, PartitionRegistration
+from storage.log_manager import LogManager
+from strom_api.v1 import controller_pb2
+
+log = logging.getLogger("strom.replicas")
+
+TopicPartition = tuple[str, int]
+ControllerCall = Callable[[str, Any], Awaitable[Any | None]]
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(slots=True)
+class ProduceResult:
+    append: LeaderAppend | None = None
+    error: ApiError | None = None
+
+
+@dataclass(slots=True)
+class FetchResult:
+    records: bytes = b""
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    error: ApiError | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FetchItem:
+    topic: str
+    partition: int
+    fetch_offset: int
+    max_bytes: int
+    current_leader_epoch: int = -1
+
+
+@dataclass
+class ReplicaStats:
+    """Counters the metrics layer reads at scrape time."""
+
+    isr_shrinks: int = 0
+    isr_expands: int = 0
+    failed_isr_updates: int = 0
+    produce_waiting: int = 0
+    fetch_waiting: int = 0
+    # Per topic, as Kafka's BrokerTopicMetrics (one count per partition of a request).
+    bytes_in: dict[str, int] = field(default_factory=dict)
+    bytes_out: dict[str, int] = field(default_factory=dict)
+    messages_in: dict[str, int] = field(default_factory=dict)
+    produce_requests: dict[str, int] = field(default_factory=dict)
+    failed_produce_requests: dict[str, int] = field(default_factory=dict)
+    fetch_requests: dict[str, int] = field(default_factory=dict)
+    failed_fetch_requests: dict[str, int] = field(default_factory=dict)
+
+
+def _count(counter: dict[str, int], topic: str, amount: int = 1) -> None:
+    counter[topic] = counter.get(topic, 0) + amount
+
+
+class ReplicaManager:
+    def __init__(
+        self,
+        broker_id: int,
+        log_manager: LogManager,
+        config: ReplicaConfig,
+        static_config: dict[str, str],
+        controller_call: ControllerCall,
+        broker_epoch: Callable[[], int],
+    ) -> None:
+        self.broker_id = broker_id
+        self.log_manager = log_manager
+        self.config = config
+        self.static_config = static_config
+        self.controller_call = controller_call
+        self.broker_epoch = broker_epoch
+        self.image = MetadataImage()
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self.by_id: dict[tuple[bytes, int], Partition] = {}
+        self.stats = ReplicaStats()
+        # Called with a partition whose role or leader changed (the fetchers re-plan).
+        self.on_role_change: Callable[[Partition], None] = lambda p: None
+        self.on_removed: Callable[[Partition], None] = lambda p: None
+        self._signals: dict[TopicPartition, asyncio.Future[None]] = {}
+        self._settings: dict[str, TopicSettings] = {}
+        self._isr_task: asyncio.Task[None] | None = None
+        self._isr_in_flight: set[asyncio.Task[None]] = set()
+
+    def start(self) -> None:
+        self._isr_task = asyncio.create_task(self._isr_expiration())
+
+    async def stop(self) -> None:
+        if self._isr_task is not None:
+            self._isr_task.cancel()
+        for task in list(self._isr_in_flight):
+            task.cancel()
+        for key in list(self._signals):
+            self._fire(key)
+
+    # --- metadata ---------------------------------------------------------------------------
+
+    def detach(self, delta: MetadataDelta) -> list[TopicPartition]:
+        """Stops serving partitions whose logs this delta deletes (topic deleted, replica
+        moved away); returns them, for the disk work to delete."""
+        doomed: list[TopicPartition] = []
+        for topic in delta.topics.deleted.values():
+            doomed += [(topic.name, p) for p in topic.partitions]
+        for change in delta.topics.changed.values():
+            for index, registration in change.partitions.items():
+                if self.broker_id not in registration.replicas:
+                    doomed.append((change.name, index))
+        for key in doomed:
+            partition = self.partitions.pop(key, None)
+            if partition is not None:
+                self.by_id.pop((partition.topic_id, partition.index), None)
+                partition.leader = None  # waiting produces fail with NOT_LEADER_OR_FOLLOWER
+                self.on_removed(partition)
+                self._fire(key)
+        return doomed
+
+    def settings_for(self, image: MetadataImage, topic: str) -> TopicSettings:
+        return topic_settings(image, topic, self.static_config, self.broker_id)
+
+    def attach(self, delta: MetadataDelta, image: MetadataImage) -> None:
+        """Acts on the new image: every replica of this broker that the delta touched
+        becomes leader or follower as its registration says. The logs exist by now."""
+        self.image = image
+        now = now_ms()
+        if delta.configs.changed:
+            self._settings.clear()
+            for partition in self.partitions.values():
+                partition.settings = self._settings_of(partition.topic)
+                partition.log.config = partition.settings.log
+        for change in delta.topics.changed.values():
+            for index, registration in change.partitions.items():
+                if self.broker_id in registration.replicas:
+                    self._apply(change.name, change.topic_id, index, registration, now)
+
+    def _settings_of(self, topic: str) -> TopicSettings:
+        settings = self._settings.get(topic)
+        if settings is None:
+            settings = self._settings[topic] = self.settings_for(self.image, topic)
+        return settings
+
+    def _apply(
+        self,
+        topic: str,
+        topic_id: bytes,
+        index: int,
+        registration: PartitionRegistration,
+        now: int,
+    ) -> None:
+        key = (topic, index)
+        partition = self.partitions.get(key)
+        settings = self._settings_of(topic)
+        if partition is None:
+            local_log = self.log_manager.get_log(topic, index)
+            if local_log is None:
+                log.error("no local log for %s-%d; not serving it", topic, index)
+                return
+            local_log.config = settings.log  # opened at start-up with the defaults
+            partition = Partition(
+                topic,
+                index,
+                topic_id,
+                local_log,
+                self.broker_id,
+                settings,
+                self.config.replica_lag_time_max_ms,
+            )
+            partition.on_change = lambda: self._fire(key)
+            self.partitions[key] = partition
+            self.by_id[(topic_id, index)] = partition
+        if partition.apply_registration(registration, now, settings):
+            self.on_role_change(partition)
+
+    def eligible(self, broker_id: int) -> bool:
+        """May join an ISR: registered, unfenced, not shutting down (KIP-841)."""
+        broker = self.image.cluster.brokers.get(broker_id)
+        return broker is not None and not broker.fenced and not broker.in_controlled_shutdown
+
+    # --- waiting ----------------------------------------------------------------------------
+
+    def _fire(self, key: TopicPartition) -> None:
+        future = self._signals.pop(key, None)
+        if future is not None and not future.done():
+            future.set_result(None)
+
+    def _signal(self, key: TopicPartition) -> asyncio.Future[None]:
+        future = self._signals.get(key)
+        if future is None:
+            future = self._signals[key] = asyncio.get_running_loop().create_future()
+        return future
+
+    async def _wait_any(self, keys: Iterable[TopicPartition], timeout_s: float) -> None:
+        futures = {self._signal(k) for k in keys}
+        if futures and timeout_s > 0:
+            await asyncio.wait(futures, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+
+    # --- lookups ----------------------------------------------------------------------------
+
+    def leader_partition(self, topic: str, index: int) -> Partition:
+        """The partition if this broker leads it, else the error a client should see."""
+        partition = self.partitions.get((topic, index))
+        if partition is not None and partition.is_leader:
+            return partition
+        registration = self.image.topics.partition(topic, index)
+        if registration is None:
+            raise ApiError(
+                "UNKNOWN_TOPIC_OR_PARTITION",
+                f"This server does not host this topic-partition: {topic}-{index}.",
+            )
+        if not registration.has_leader:
+            raise ApiError("LEADER_NOT_AVAILABLE", f"{topic}-{index} has no leader right now.")
+        raise ApiError(
+            "NOT_LEADER_OR_FOLLOWER",
+            f"Broker {self.broker_id} is not the leader of {topic}-{index}; broker "
+            f"{registration.leader} is (leader epoch {registration.leader_epoch}).",
+        )
+
+    def current_leader(self, topic: str, index: int) -> tuple[int, int]:
+        registration = self.image.topics.partition(topic, index)
+        if registration is None:
+            return -1, -1
+        return registration.leader, registration.leader_epoch
+
+    # --- produce ----------------------------------------------------------------------------
+
+    async def produce(
+        self, acks: int, timeout_ms: int, batches: Sequence[tuple[str, int, bytes]]
+    ) -> dict[TopicPartition, ProduceResult]:
+        if acks not in (0, 1, -1):
+            error = ApiError("INVALID_REQUIRED_ACKS", f"acks must be 0, 1 or -1 (all), not {acks}.")
+            return {(t, p): ProduceResult(error=error) for t, p, _ in batches}
+        results: dict[TopicPartition, ProduceResult] = {}
+        waiting: list[tuple[TopicPartition, Partition, LeaderAppend]] = []
+        now = now_ms()
+        for topic, index, records in batches:
+            key = (topic, index)
+            try:
+                partition = self.leader_partition(topic, index)
+                append = partition.append_as_leader(records, acks, now)
+            except ApiError as exc:
+                results[key] = ProduceResult(error=exc)
+                continue
+            results[key] = ProduceResult(append)
+            if not append.duplicate:
+                _count(self.stats.bytes_in, topic, len(records))
+                _count(self.stats.messages_in, topic, append.next_offset - append.base_offset)
+            if acks == -1:
+                waiting.append((key, partition, append))
+        if waiting:
+            await self._await_replication(waiting, results, timeout_ms)
+        for (topic, _), result in results.items():
+            _count(self.stats.produce_requests, topic)
+            if result.error is not None:
+                _count(self.stats.failed_produce_requests, topic)
+        return results
+
+    async def _await_replication(
+        self,
+        waiting: list[tuple[TopicPartition, Partition, LeaderAppend]],
+        results: dict[TopicPartition, ProduceResult],
+        timeout_ms: int,
+    ) -> None:
+        """acks=all: until every partition's high watermark passes its batches (Kafka's
+        DelayedProduce). Decided for Strom: when the ISR shrinks below min.insync.replicas
+        while a produce waits, it fails at once with NOT_ENOUGH_REPLICAS_AFTER_APPEND (the
+        high watermark cannot move then, so waiting out the timeout would only hide why)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(timeout_ms, 0) / 1000
+        count = len(waiting)
+        self.stats.produce_waiting += count
+        try:
+            while waiting:
+                still = []
+                for key, partition, append in waiting:
+                    error = _replication_error(partition, append)
+                    if error is not None:
+                        results[key] = ProduceResult(error=error)
+                    elif partition.high_watermark < append.next_offset:
+                        still.append((key, partition, append))
+                waiting = still
+                remaining = deadline - loop.time()
+                if not waiting:
+                    return
+                if remaining <= 0:
+                    break
+                await self._wait_any((k for k, _, _ in waiting), remaining)
+            for key, partition, append in waiting:
+                results[key] = ProduceResult(
+                    error=ApiError(
+                        "REQUEST_TIMED_OUT",
+                        f"{partition.name}: the in-sync replicas {list(partition.isr)} did not "
+                        f"all reach offset {append.next_offset} within {timeout_ms} ms "
+                        f"(high watermark {partition.high_watermark}).",
+                    )
+                )
+        finally:
+            self.stats.produce_waiting -= count
+
+    # --- consumer fetch ---------------------------------------------------------------------
+
+    async def fetch(
+        self, items: Sequence[FetchItem], max_wait_ms: int, min_bytes: int, max_bytes: int
+    ) -> dict[TopicPartition, FetchResult]:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(max_wait_ms, 0) / 1000
+        while True:
+            results = self._read_for_consumers(items, max_bytes)
+            total = sum(len(r.records) for r in results.values())
+            errors = any(r.error is not None for r in results.values())
+            remaining = deadline - loop.time()
+            if total >= min_bytes or errors or remaining <= 0:
+                for (topic, _), result in results.items():
+                    _count(self.stats.fetch_requests, topic)
+                    if result.error is not None:
+                        _count(self.stats.failed_fetch_requests, topic)
+                    _count(self.stats.bytes_out, topic, len(result.records))
+                return results
+            self.stats.fetch_waiting += 1
+            try:
+                await self._wait_any(((i.topic, i.partition) for i in items), remaining)
+            finally:
+                self.stats.fetch_waiting -= 1
+
+    def _read_for_consumers(
+        self, items: Sequence[FetchItem], max_bytes: int
+    ) -> dict[TopicPartition, FetchResult]:
+        results: dict[TopicPartition, FetchResult] = {}
+        budget = max_bytes
+        for item in items:
+            key = (item.topic, item.partition)
+            try:
+                partition = self.leader_partition(item.topic, item.partition)
+                # KIP-74: the response as a whole may exceed max_bytes by the first batch
+                # only, so a batch larger than the limits never stalls a consumer.
+                limit = min(item.max_bytes, budget)
+                records = partition.read_for_consumer(
+                    item.fetch_offset,
+                    max(limit, 0),
+                    item.current_leader_epoch,
+                )
+                if budget < max_bytes and len(records) > budget:
+                    records = b""
+            except ApiError as exc:
+                results[key] = FetchResult(error=exc)
+                continue
+            budget -= len(records)
+            log_ = partition.log
+            results[key] = FetchResult(records, log_.high_watermark, log_.log_start_offset)
+        return results
+
+    # --- follower fetch (leader side) -------------------------------------------------------
+
+    async def replica_fetch(self, request: Any) -> list[tuple[Any, Partition | None, Any]]:
+        """Serves one ReplicaFetchRequest: (request partition, partition, FollowerRead or
+        ApiError) per partition, after waiting up to max_wait_ms for min_bytes."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(request.max_wait_ms, 0) / 1000
+        while True:
+            answers = self._read_for_follower(request)
+            total = 0
+            stop = False
+            for _, _, answer in answers:
+                if isinstance(answer, ApiError) or answer.diverging is not None:
+                    stop = True
+                else:
+                    total += len(answer.records)
+            remaining = deadline - loop.time()
+            if total >= max(request.min_bytes, 1) or stop or remaining <= 0:
+                return answers
+            keys = [(p.topic, p.index) for _, p, _ in answers if p is not None]
+            await self._wait_any(keys, remaining)
+
+    def _read_for_follower(self, request: Any) -> list[tuple[Any, Partition | None, Any]]:
+        answers: list[tuple[Any, Partition | None, Any]] = []
+        budget = (
+            request.max_bytes if request.max_bytes > 0 else self.config.fetch_response_max_bytes
+        )
+        now = now_ms()
+        for item in request.partitions:
+            partition = self.by_id.get((item.topic_id, item.partition))
+            if partition is None:
+                answers.append(
+                    (
+                        item,
+                        None,
+                        ApiError(
+                            "UNKNOWN_TOPIC_OR_PARTITION",
+                            f"Broker {self.broker_id} holds no replica of partition "
+                            f"{item.partition} of that topic id.",
+                        ),
+                    )
+                )
+                continue
+            try:
+                answer = partition.read_for_follower(
+                    request.replica_id,
+                    item.fetch_offset,
+                    item.last_fetched_epoch,
+                    item.current_leader_epoch,
+                    max(min(item.partition_max_bytes, budget), 0),
+                    now,
+                )
+            except ApiError as exc:
+                answers.append((item, partition, exc))
+                continue
+            budget -= len(answer.records)
+            answers.append((item, partition, answer))
+            self._maybe_change_isr(partition, now)
+        return answers
+
+    # --- ISR changes ------------------------------------------------------------------------
+
+    def _maybe_change_isr(self, partition: Partition, now: int) -> None:
+        change = partition.isr_change_needed(now, self.eligible)
+        if change is None:
+            return
+        task = asyncio.create_task(self._send_isr_change(partition, change.isr, change))
+        self._isr_in_flight.add(task)
+        task.add_done_callback(self._isr_in_flight.discard)
+
+    async def _send_isr_change(
+        self, partition: Partition, isr: tuple[int, ...], change: IsrChange
+    ) -> None:
+        request = controller_pb2.AlterPartitionRequest(
+            broker_id=self.broker_id,
+            broker_epoch=self.broker_epoch(),
+            partitions=[
+                controller_pb2.AlterPartitionRequest.Partition(
+                    topic_id=partition.topic_id,
+                    partition=partition.index,
+                    leader_epoch=partition.leader_epoch,
+                    partition_epoch=partition.partition_epoch,
+                    new_isr=list(isr),
+                )
+            ],
+        )
+        response = await self.controller_call("AlterPartition", request)
+        answer = response.partitions[0] if response is not None and response.partitions else None
+        if answer is None or answer.error.code != 0:
+            self.stats.failed_isr_updates += 1
+            why = "no controller answered" if answer is None else answer.error.message
+            log.info("ISR change of %s to %s not accepted: %s", partition.name, list(isr), why)
+            partition.isr_refused()
+            return
+        if change.removed:
+            self.stats.isr_shrinks += 1
+        if change.added:
+            self.stats.isr_expands += 1
+        log.info(
+            "ISR of %s is now %s (partition epoch %d)",
+            partition.name,
+            list(answer.isr),
+            answer.partition_epoch,
+        )
+        partition.isr_committed(answer.isr, answer.partition_epoch)
+
+    async def _isr_expiration(self) -> None:
+        """Kafka's isr-expiration task: every replica.lag.time.max.ms / 2, every led
+        partition drops followers that have not caught up within replica.lag.time.max.ms."""
+        interval = max(self.config.replica_lag_time_max_ms / 2000, 0.05)
+        while True:
+            await asyncio.sleep(interval)
+            now = now_ms()
+            for partition in list(self.partitions.values()):
+                if partition.is_leader:
+                    self._maybe_change_isr(partition, now)
+
+
+def _replication_error(partition: Partition, append: LeaderAppend) -> ApiError | None:
+    leader = partition.leader
+    if leader is None or partition.leader_epoch != append.leader_epoch:
+        return ApiError(
+            "NOT_LEADER_OR_FOLLOWER",
+            f"Leadership of {partition.name} changed while the produce waited for its "
+            f"replicas; the records may or may not have been kept.",
+        )
+    if len(leader.isr) < partition.settings.min_insync_replicas:
+        return ApiError(
+            "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
+            f"The ISR {list(leader.isr)} of {partition.name} shrank below "
+            f"min.insync.replicas={partition.settings.min_insync_replicas} after the "
+            f"records were written.",
+        )
+    return None

@@ -1,0 +1,54 @@
+"""ReplicaService (proto/strom_api/v1/replica.proto), the leader's side of replication: each
+ReplicaFetchRequest on a follower's stream is answered in order, after the long poll."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from broker.api_errors import error_pb
+from broker.replica_manager import ReplicaManager
+from metadata.errors import ApiError
+from strom_api.v1 import replica_pb2, replica_pb2_grpc
+
+Response = replica_pb2.ReplicaFetchResponse
+
+
+class ReplicaServicer(replica_pb2_grpc.ReplicaServiceServicer):
+    def __init__(
+        self,
+        replicas: ReplicaManager,
+        observe: Callable[[str, float], None] = lambda api, seconds: None,
+    ) -> None:
+        self.replicas = replicas
+        self.observe = observe
+
+    async def Fetch(  # noqa: N802
+        self, request_iterator: AsyncIterator[Any], context: Any
+    ) -> AsyncIterator[Any]:
+        async for request in request_iterator:
+            start = time.perf_counter()
+            response = await self.fetch_once(request)
+            self.observe("ReplicaFetch", time.perf_counter() - start)
+            yield response
+
+    async def fetch_once(self, request: Any) -> Any:
+        response = Response()
+        for item, partition, answer in await self.replicas.replica_fetch(request):
+            out = response.partitions.add(topic_id=item.topic_id, partition=item.partition)
+            if partition is not None:
+                # Filled on errors too: after OFFSET_OUT_OF_RANGE the follower needs them.
+                out.high_watermark = partition.log.high_watermark
+                out.log_start_offset = partition.log.log_start_offset
+                out.log_end_offset = partition.log.log_end_offset
+            if isinstance(answer, ApiError):
+                out.error.CopyFrom(error_pb(answer))
+                continue
+            out.high_watermark = answer.high_watermark
+            out.log_start_offset = answer.log_start_offset
+            out.log_end_offset = answer.log_end_offset
+            if answer.diverging is not None:
+                out.diverging_epoch.epoch, out.diverging_epoch.end_offset = answer.diverging
+            out.records = answer.records
+        return response

@@ -1,0 +1,76 @@
+"""server.properties as the data plane reads it: Kafka's replica.* names and defaults, the
+metrics listener, and refusals that name the key at fault."""
+
+from __future__ import annotations
+
+import pytest
+
+from broker.server_config import ReplicaConfig, from_properties
+from storage.errors import InvalidConfigError
+
+BASE = {
+    "process.roles": "broker,controller",
+    "node.id": "1",
+    "controller.quorum.voters": "1@127.0.0.1:9093",
+    "listeners": "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+    "controller.listener.names": "CONTROLLER",
+    "log.dirs": "/tmp/strom-test",
+}
+
+
+def test_defaults_are_kafkas():
+    config = from_properties(BASE)
+    assert config.replica == ReplicaConfig()
+    assert config.replica.replica_lag_time_max_ms == 30_000
+    assert config.replica.fetch_wait_max_ms == 500
+    assert config.replica.num_fetchers == 1
+    assert config.replica.auto_create_topics is True
+    assert (config.metrics_host, config.metrics_port) == ("0.0.0.0", 9404)
+    assert config.unknown == ()
+
+
+def test_replica_settings_and_topic_defaults_are_known_keys():
+    config = from_properties(
+        {
+            **BASE,
+            "replica.lag.time.max.ms": "1000",
+            "replica.fetch.wait.max.ms": "50",
+            "num.replica.fetchers": "3",
+            "auto.create.topics.enable": "false",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "prometheus.metrics.port": "-1",
+            "min.insync.replicas": "2",
+            "log.retention.hours": "24",
+            "message.max.bytes": "2000000",
+        }
+    )
+    assert config.replica.replica_lag_time_max_ms == 1000
+    assert config.replica.fetch_wait_max_ms == 50
+    assert config.replica.num_fetchers == 3
+    assert config.replica.auto_create_topics is False
+    assert config.replica.inter_broker_listener == "PLAINTEXT"
+    assert config.metrics_port == -1
+    assert config.unknown == ()
+
+
+@pytest.mark.parametrize(
+    "key, value, words",
+    [
+        ("num.replica.fetchers", "0", "num.replica.fetchers"),
+        ("replica.lag.time.max.ms", "-5", "replica.lag.time.max.ms"),
+        ("replica.fetch.wait.max.ms", "soon", "replica.fetch.wait.max.ms"),
+        ("auto.create.topics.enable", "yes", "auto.create.topics.enable"),
+        ("prometheus.metrics.port", "70000", "prometheus.metrics.port"),
+    ],
+)
+def test_bad_values_name_the_key(key, value, words):
+    with pytest.raises(InvalidConfigError, match=words):
+        from_properties({**BASE, key: value})
+
+
+def test_a_broker_needs_a_client_listener():
+    with pytest.raises(InvalidConfigError, match="broker role needs a listener"):
+        from_properties({**BASE, "listeners": "CONTROLLER://127.0.0.1:9093"})
+    controller_only = {**BASE, "process.roles": "controller"}
+    controller_only["listeners"] = "CONTROLLER://127.0.0.1:9093"
+    assert from_properties(controller_only).is_controller
