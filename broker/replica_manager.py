@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from broker.alter_partition_sender import AlterPartitionSender
 from broker.partition import LeaderAppend, Partition
 from broker.partition_leader import IsrChange
 from broker.server_config import ReplicaConfig
@@ -27,7 +28,6 @@ from metadata.delta import MetadataDelta
 from metadata.errors import ApiError
 from metadata.image import MetadataImage, PartitionRegistration
 from storage.log_manager import LogManager
-from strom_api.v1 import controller_pb2
 
 log = logging.getLogger("strom.replicas")
 
@@ -111,7 +111,9 @@ class ReplicaManager:
         self._signals: dict[TopicPartition, asyncio.Future[None]] = {}
         self._settings: dict[str, TopicSettings] = {}
         self._isr_task: asyncio.Task[None] | None = None
-        self._isr_in_flight: set[asyncio.Task[None]] = set()
+        self.isr_sender = AlterPartitionSender(
+            broker_id, broker_epoch, controller_call, self._isr_answered
+        )
 
     def start(self) -> None:
         self._isr_task = asyncio.create_task(self._isr_expiration())
@@ -119,8 +121,7 @@ class ReplicaManager:
     async def stop(self) -> None:
         if self._isr_task is not None:
             self._isr_task.cancel()
-        for task in list(self._isr_in_flight):
-            task.cancel()
+        await self.isr_sender.stop()
         for key in list(self._signals):
             self._fire(key)
 
@@ -442,34 +443,16 @@ class ReplicaManager:
 
     def _maybe_change_isr(self, partition: Partition, now: int) -> None:
         change = partition.isr_change_needed(now, self.eligible)
-        if change is None:
-            return
-        task = asyncio.create_task(self._send_isr_change(partition, change.isr, change))
-        self._isr_in_flight.add(task)
-        task.add_done_callback(self._isr_in_flight.discard)
+        if change is not None:
+            self.isr_sender.submit(partition, change)
 
-    async def _send_isr_change(
-        self, partition: Partition, isr: tuple[int, ...], change: IsrChange
-    ) -> None:
-        request = controller_pb2.AlterPartitionRequest(
-            broker_id=self.broker_id,
-            broker_epoch=self.broker_epoch(),
-            partitions=[
-                controller_pb2.AlterPartitionRequest.Partition(
-                    topic_id=partition.topic_id,
-                    partition=partition.index,
-                    leader_epoch=partition.leader_epoch,
-                    partition_epoch=partition.partition_epoch,
-                    new_isr=list(isr),
-                )
-            ],
-        )
-        response = await self.controller_call("AlterPartition", request)
-        answer = response.partitions[0] if response is not None and response.partitions else None
+    def _isr_answered(self, partition: Partition, change: IsrChange, answer: Any | None) -> None:
         if answer is None or answer.error.code != 0:
             self.stats.failed_isr_updates += 1
             why = "no controller answered" if answer is None else answer.error.message
-            log.info("ISR change of %s to %s not accepted: %s", partition.name, list(isr), why)
+            log.info(
+                "ISR change of %s to %s not accepted: %s", partition.name, list(change.isr), why
+            )
             partition.isr_refused()
             return
         if change.removed:
