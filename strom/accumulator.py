@@ -1,0 +1,159 @@
+"""Records waiting to be sent, batched per partition (Kafka's RecordAccumulator).
+
+`send()` appends from the caller's thread; the sender drains from the I/O loop; one lock
+guards both. Per partition, batches leave in order: the open batch fills until it reaches
+`batch.size` bytes or has waited `linger.ms`, then closes behind any batches waiting to be
+retried. A partition with a batch in flight is skipped (the sender keeps one request per
+partition in flight, which keeps order across retries without more machinery).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from strom_api.records import Record
+
+TopicPartition = tuple[str, int]
+RECORD_OVERHEAD = 24  # bytes a record adds besides key, value and headers (varints, deltas)
+BATCH_OVERHEAD = 61
+
+
+@dataclass(eq=False, slots=True)
+class ProducerBatch:
+    topic: str
+    partition: int
+    created: float
+    records: list[Record] = field(default_factory=list)
+    futures: list[concurrent.futures.Future[Any]] = field(default_factory=list)
+    size: int = BATCH_OVERHEAD
+    closed: bool = False
+    attempts: int = 0
+    retry_at: float = 0.0
+    # Set when first sent: the producer epoch and first sequence this batch carries.
+    epoch: int = -1
+    sequence: int = -1
+    encoded: bytes | None = None
+
+    @property
+    def tp(self) -> TopicPartition:
+        return (self.topic, self.partition)
+
+
+class RecordAccumulator:
+    def __init__(self, batch_size: int, linger_ms: int) -> None:
+        self.batch_size = max(batch_size, 1)
+        self.linger_s = linger_ms / 1000
+        self._lock = threading.Lock()
+        self._open: dict[TopicPartition, ProducerBatch] = {}
+        self._waiting: dict[TopicPartition, deque[ProducerBatch]] = {}
+        self._count = 0  # batches held (open or waiting)
+        self.flushing = False
+
+    def append(
+        self,
+        topic: str,
+        partition: int,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: tuple[tuple[str, bytes | None], ...],
+        future: concurrent.futures.Future[Any],
+    ) -> bool:
+        """Adds a record; returns whether the sender should look now (a batch filled, or a
+        new one started its linger clock)."""
+        size = RECORD_OVERHEAD + len(key or b"") + len(value or b"")
+        size += sum(len(k) + len(v or b"") + 8 for k, v in headers)
+        tp = (topic, partition)
+        with self._lock:
+            batch = self._open.get(tp)
+            wake = False
+            if batch is not None and batch.records and batch.size + size > self.batch_size:
+                self._close(batch)
+                batch = None
+                wake = True
+            if batch is None:
+                batch = self._open[tp] = ProducerBatch(topic, partition, time.monotonic())
+                self._count += 1
+                wake = True
+            batch.records.append(Record(len(batch.records), timestamp, key, value, headers))
+            batch.futures.append(future)
+            batch.size += size
+            if batch.size >= self.batch_size:
+                self._close(batch)
+                wake = True
+            return wake
+
+    def _close(self, batch: ProducerBatch) -> None:
+        batch.closed = True
+        del self._open[batch.tp]
+        self._waiting.setdefault(batch.tp, deque()).append(batch)
+
+    def drain(
+        self, now: float, busy: set[TopicPartition]
+    ) -> tuple[list[ProducerBatch], float | None]:
+        """At most one batch per partition not `busy`: the oldest waiting one (once its
+        retry backoff passed), else the open one if full, lingered, or flushing. Returns
+        them and when to look again (None: nothing pending)."""
+        out: list[ProducerBatch] = []
+        wake_at: float | None = None
+        with self._lock:
+            for tp in list(self._waiting.keys() | self._open.keys()):
+                if tp in busy:
+                    continue
+                queue = self._waiting.get(tp)
+                if queue:
+                    batch = queue[0]
+                    if batch.retry_at > now:
+                        wake_at = (
+                            batch.retry_at if wake_at is None else min(wake_at, batch.retry_at)
+                        )
+                        continue
+                    queue.popleft()
+                    out.append(batch)
+                    continue
+                open_batch = self._open.get(tp)
+                if open_batch is None:
+                    continue
+                due = open_batch.created + self.linger_s
+                if self.flushing or due <= now:
+                    self._close(open_batch)
+                    self._waiting[tp].popleft()
+                    out.append(open_batch)
+                else:
+                    wake_at = due if wake_at is None else min(wake_at, due)
+            self._count -= len(out)
+        return out, wake_at
+
+    def requeue(self, batch: ProducerBatch, retry_at: float) -> None:
+        """A batch to send again, ahead of its partition's later batches."""
+        batch.retry_at = retry_at
+        with self._lock:
+            self._waiting.setdefault(batch.tp, deque()).appendleft(batch)
+            self._count += 1
+
+    def expire(
+        self, now: float, timeout_s: float, busy: set[TopicPartition]
+    ) -> list[ProducerBatch]:
+        """Batches that waited longer than delivery.timeout.ms (never in flight now)."""
+        expired = []
+        with self._lock:
+            for tp, queue in self._waiting.items():
+                if tp in busy:
+                    continue
+                while queue and now - queue[0].created > timeout_s:
+                    expired.append(queue.popleft())
+            for tp, batch in list(self._open.items()):
+                if tp not in busy and now - batch.created > timeout_s:
+                    del self._open[tp]
+                    expired.append(batch)
+            self._count -= len(expired)
+        return expired
+
+    def pending(self) -> int:
+        with self._lock:
+            return self._count

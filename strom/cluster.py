@@ -1,0 +1,208 @@
+"""What a client knows of the cluster (Kafka's client Metadata): the brokers, each topic's
+partitions with their leaders and leader epochs, and one gRPC channel per broker.
+
+Runs on an asyncio loop. Metadata comes from any broker (the known ones first, then the
+bootstrap addresses) and is asked again when a caller marks it stale (a NOT_LEADER answer,
+a broker gone) or after `metadata.max.age.ms`; refreshes are coalesced, at most one in
+flight, and spaced by `retry.backoff.ms`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+import grpc.aio
+
+from strom.errors import StromError, error_name
+from strom_api.v1 import client_pb2, client_pb2_grpc
+
+CHANNEL_OPTIONS = [
+    ("grpc.max_receive_message_length", 128 * 1024 * 1024),
+    ("grpc.max_send_message_length", 128 * 1024 * 1024),
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+]
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionInfo:
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+@dataclass(slots=True)
+class TopicInfo:
+    error: str  # "NONE", or why the topic cannot be used now
+    message: str = ""
+    partitions: dict[int, PartitionInfo] = field(default_factory=dict)
+
+
+def parse_bootstrap(servers: str | Sequence[str]) -> list[str]:
+    items = servers.split(",") if isinstance(servers, str) else list(servers)
+    addresses = [s.strip() for s in items if s.strip()]
+    if not addresses:
+        raise StromError("INVALID_CONFIG", "bootstrap_servers is empty: give host:port[,...]")
+    for address in addresses:
+        host, _, port = address.rpartition(":")
+        if not host or not port.isdigit():
+            raise StromError("INVALID_CONFIG", f"bootstrap server '{address}' is not host:port")
+    return addresses
+
+
+class Cluster:
+    def __init__(
+        self,
+        bootstrap: Sequence[str],
+        request_timeout_ms: int = 30_000,
+        retry_backoff_ms: int = 100,
+        metadata_max_age_ms: int = 300_000,
+    ) -> None:
+        self.bootstrap = list(bootstrap)
+        self.request_timeout_s = request_timeout_ms / 1000
+        self.retry_backoff_s = retry_backoff_ms / 1000
+        self.max_age_s = metadata_max_age_ms / 1000
+        self.brokers: dict[int, str] = {}
+        self.topics: dict[str, TopicInfo] = {}
+        self.cluster_id = ""
+        self.controller_id = -1
+        self.wanted: set[str] = set()  # topics this client uses: each refresh asks for them
+        self._channels: dict[str, grpc.aio.Channel] = {}
+        self._stubs: dict[str, Any] = {}
+        self._refreshing: asyncio.Task[None] | None = None
+        self._updated = 0.0
+        self._stale = True
+        self.last_error = ""
+
+    # --- channels ----------------------------------------------------------------------
+
+    def stub_for(self, address: str) -> Any:
+        stub = self._stubs.get(address)
+        if stub is None:
+            channel = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+            self._channels[address] = channel
+            stub = self._stubs[address] = client_pb2_grpc.ClientServiceStub(channel)  # type: ignore[no-untyped-call]
+        return stub
+
+    def stub(self, broker_id: int) -> Any:
+        address = self.brokers.get(broker_id)
+        if address is None:
+            raise StromError(
+                "BROKER_NOT_AVAILABLE", f"broker {broker_id} is not in the metadata", True
+            )
+        return self.stub_for(address)
+
+    async def close(self) -> None:
+        if self._refreshing is not None:
+            self._refreshing.cancel()
+        for channel in self._channels.values():
+            await channel.close()
+        self._channels.clear()
+        self._stubs.clear()
+
+    # --- metadata ----------------------------------------------------------------------
+
+    def mark_stale(self) -> None:
+        self._stale = True
+
+    def needs_refresh(self) -> bool:
+        return self._stale or time.monotonic() - self._updated > self.max_age_s
+
+    async def refresh(self, topics: Iterable[str] = (), auto_create: bool = False) -> None:
+        """Asks one broker for the metadata of the wanted topics; concurrent callers share
+        one request."""
+        self.wanted.update(topics)
+        if self._refreshing is None or self._refreshing.done():
+            self._refreshing = asyncio.create_task(self._refresh(auto_create))
+        await asyncio.shield(self._refreshing)
+
+    async def _refresh(self, auto_create: bool) -> None:
+        since = time.monotonic() - self._updated
+        if since < self.retry_backoff_s:
+            await asyncio.sleep(self.retry_backoff_s - since)
+        request = client_pb2.MetadataRequest(
+            topics=sorted(self.wanted), allow_auto_topic_creation=auto_create
+        )
+        addresses = list(dict.fromkeys([*self.brokers.values(), *self.bootstrap]))
+        for address in addresses:
+            try:
+                response = await self.stub_for(address).Metadata(
+                    request, timeout=self.request_timeout_s
+                )
+            except grpc.aio.AioRpcError as exc:
+                self.last_error = f"{address}: {exc.code().name} {exc.details()}"
+                continue
+            self._apply(response)
+            return
+        self._updated = time.monotonic()  # back off before asking again
+        raise StromError(
+            "NETWORK_EXCEPTION",
+            f"no broker answered a metadata request ({', '.join(addresses)}); last error: "
+            f"{self.last_error}",
+            retriable=True,
+        )
+
+    def _apply(self, response: Any) -> None:
+        if response.brokers:
+            self.brokers = {b.node_id: f"{b.host}:{b.port}" for b in response.brokers}
+        self.cluster_id = response.cluster_id
+        self.controller_id = response.controller_id
+        for topic in response.topics:
+            info = TopicInfo(error_name(topic.error.code), topic.error.message)
+            for p in topic.partitions:
+                info.partitions[p.partition] = PartitionInfo(
+                    p.leader_id, p.leader_epoch, tuple(p.replicas), tuple(p.isr)
+                )
+            self.topics[topic.name] = info
+        self._updated = time.monotonic()
+        self._stale = False
+
+    async def topic(self, name: str, timeout_s: float, auto_create: bool = False) -> TopicInfo:
+        """The topic's metadata, waiting up to `timeout_s` for it to exist and have
+        partitions (Kafka's max.block.ms); UNKNOWN_TOPIC_OR_PARTITION after that."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            info = self.topics.get(name)
+            if (
+                info is not None
+                and info.partitions
+                and info.error in ("NONE", "LEADER_NOT_AVAILABLE")
+            ):
+                return info
+            if time.monotonic() >= deadline:
+                why = info.message if info is not None else "no metadata"
+                raise StromError(
+                    info.error
+                    if info is not None and info.error != "NONE"
+                    else "UNKNOWN_TOPIC_OR_PARTITION",
+                    f"topic '{name}' not available within {timeout_s:g} s: {why}",
+                    retriable=True,
+                )
+            try:
+                self.mark_stale()
+                await asyncio.wait_for(
+                    self.refresh([name], auto_create), max(deadline - time.monotonic(), 0.01)
+                )
+            except (StromError, TimeoutError):
+                pass
+            if not (self.topics.get(name) and self.topics[name].partitions):
+                await asyncio.sleep(min(self.retry_backoff_s, max(deadline - time.monotonic(), 0)))
+
+    def leader(self, topic: str, partition: int) -> int:
+        info = self.topics.get(topic)
+        if info is None:
+            return -1
+        found = info.partitions.get(partition)
+        return -1 if found is None else found.leader
+
+    def leader_epoch(self, topic: str, partition: int) -> int:
+        info = self.topics.get(topic)
+        found = None if info is None else info.partitions.get(partition)
+        return -1 if found is None else found.leader_epoch

@@ -1,0 +1,39 @@
+"""The errors the client library raises: Kafka's error name, a sentence, and whether the
+same call may succeed if retried, as the broker said it (DESIGN.md §7).
+
+`StromError` is the base; `KafkaTimeoutError` is raised when a send or call ran out of time
+(`delivery.timeout.ms`, `request.timeout.ms`), as kafka-python names it.
+"""
+
+from __future__ import annotations
+
+from strom_api.v1 import common_pb2
+
+
+class StromError(Exception):
+    def __init__(self, name: str, message: str, retriable: bool = False) -> None:
+        super().__init__(f"{name}: {message}")
+        self.name = name
+        self.message = message
+        self.retriable = retriable
+
+
+class KafkaTimeoutError(StromError):
+    def __init__(self, message: str) -> None:
+        super().__init__("REQUEST_TIMED_OUT", message, retriable=True)
+
+
+class ClosedError(StromError):
+    def __init__(self, what: str) -> None:
+        super().__init__("ILLEGAL_STATE", f"{what} is closed.")
+
+
+def error_name(code: int) -> str:
+    try:
+        return common_pb2.ErrorCode.Name(code)
+    except ValueError:
+        return f"UNKNOWN_ERROR_CODE_{code}"
+
+
+def from_pb(error: common_pb2.Error) -> StromError:
+    return StromError(error_name(error.code), error.message, error.retriable)

@@ -1,0 +1,268 @@
+"""The producer: kafka-python's KafkaProducer shape with Kafka's config names in snake_case.
+
+    producer = Producer(bootstrap_servers="127.0.0.1:9092", acks="all")
+    future = producer.send("events", b"value", key=b"user-1")
+    metadata = future.get(timeout=10)          # or future.result(10)
+    producer.flush(); producer.close()
+
+`send` returns at once with a future of RecordMetadata(topic, partition, offset, timestamp);
+records are batched per partition (`batch_size`, `linger_ms`) and sent by the process's
+I/O thread (strom._loop_thread) with one Produce request per leader broker. Partitioning
+is Kafka's Java client's (strom.partitioner). Idempotence is on by default with acks=all,
+as in Kafka 3+: retries never duplicate or reorder records of a partition.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from strom._loop_thread import shared_loop
+from strom.accumulator import RecordAccumulator
+from strom.cluster import Cluster, parse_bootstrap
+from strom.errors import ClosedError, KafkaTimeoutError, StromError
+from strom.partitioner import StickyPartitioner, partition_for_key
+from strom.sender import RecordMetadata, Sender, SenderConfig
+from strom_api import compression
+
+__all__ = ["FutureRecordMetadata", "Producer", "RecordMetadata"]
+
+Partitioner = Callable[[bytes | None, list[int], list[int]], int]
+
+
+class FutureRecordMetadata(concurrent.futures.Future[RecordMetadata]):
+    """A concurrent.futures.Future of the record's RecordMetadata, with kafka-python's
+    get/add_callback/add_errback/succeeded/failed. Callbacks run on the I/O thread."""
+
+    def get(self, timeout: float | None = None) -> RecordMetadata:
+        try:
+            return self.result(timeout)
+        except concurrent.futures.TimeoutError:
+            raise KafkaTimeoutError(f"no answer for the record within {timeout} s") from None
+
+    def add_callback(self, fn: Callable[..., Any], *args: Any) -> FutureRecordMetadata:
+        def call(future: concurrent.futures.Future[RecordMetadata]) -> None:
+            if future.exception() is None:
+                fn(*args, future.result())
+
+        self.add_done_callback(call)
+        return self
+
+    def add_errback(self, fn: Callable[..., Any], *args: Any) -> FutureRecordMetadata:
+        def call(future: concurrent.futures.Future[RecordMetadata]) -> None:
+            error = future.exception()
+            if error is not None:
+                fn(*args, error)
+
+        self.add_done_callback(call)
+        return self
+
+    def succeeded(self) -> bool:
+        return self.done() and self.exception() is None
+
+    def failed(self) -> bool:
+        return self.done() and self.exception() is not None
+
+
+def _acks(value: str | int) -> int:
+    text = str(value).strip().lower()
+    if text in ("all", "-1"):
+        return -1
+    if text in ("0", "1"):
+        return int(text)
+    raise StromError("INVALID_CONFIG", f"acks must be 0, 1, all or -1, not {value!r}")
+
+
+def _compression(name: str | None) -> int:
+    key = "none" if name is None else str(name).lower()
+    if key not in compression.BY_NAME:
+        raise StromError(
+            "INVALID_CONFIG",
+            f"compression_type must be None, gzip, snappy, lz4 or zstd, not {name!r}",
+        )
+    return compression.BY_NAME[key]
+
+
+class Producer:
+    def __init__(
+        self,
+        bootstrap_servers: str | Iterable[str] = "127.0.0.1:9092",
+        *,
+        client_id: str = "strom-producer",
+        acks: str | int = "all",
+        enable_idempotence: bool | None = None,
+        linger_ms: int = 5,
+        batch_size: int = 16384,
+        compression_type: str | None = None,
+        retries: int = 2**31 - 1,
+        delivery_timeout_ms: int = 120_000,
+        request_timeout_ms: int = 30_000,
+        retry_backoff_ms: int = 100,
+        max_in_flight_requests_per_connection: int = 5,
+        max_request_size: int = 1024 * 1024,
+        max_block_ms: int = 60_000,
+        metadata_max_age_ms: int = 300_000,
+        partitioner: Partitioner | None = None,
+        key_serializer: Callable[[Any], bytes | None] | None = None,
+        value_serializer: Callable[[Any], bytes | None] | None = None,
+    ) -> None:
+        acks_value = _acks(acks)
+        if enable_idempotence is None:
+            # Kafka 3+: on by default, quietly off when the other settings rule it out.
+            enable_idempotence = acks_value == -1 and retries > 0
+        elif enable_idempotence and acks_value != -1:
+            raise StromError(
+                "INVALID_CONFIG", "enable_idempotence=True needs acks='all' (Kafka's rule)"
+            )
+        if max_in_flight_requests_per_connection < 1:
+            raise StromError("INVALID_CONFIG", "max_in_flight_requests_per_connection must be >= 1")
+        if enable_idempotence and max_in_flight_requests_per_connection > 5:
+            raise StromError(
+                "INVALID_CONFIG",
+                "enable_idempotence=True needs max_in_flight_requests_per_connection <= 5",
+            )
+        if linger_ms < 0 or batch_size < 0 or request_timeout_ms <= 0:
+            raise StromError(
+                "INVALID_CONFIG", "linger_ms and batch_size must be >= 0, request_timeout_ms > 0"
+            )
+        if delivery_timeout_ms < linger_ms + request_timeout_ms:
+            raise StromError(
+                "INVALID_CONFIG",
+                "delivery_timeout_ms should be equal to or larger than linger_ms + "
+                "request_timeout_ms (Kafka's rule)",
+            )
+        self.client_id = client_id
+        self.max_request_size = max_request_size
+        self.max_block_s = max_block_ms / 1000
+        self.partitioner = partitioner
+        self.key_serializer = key_serializer
+        self.value_serializer = value_serializer
+        self._sticky = StickyPartitioner()
+        self._closed = False
+        self._io = shared_loop()
+        self._accumulator = RecordAccumulator(batch_size, linger_ms)
+        config = SenderConfig(
+            acks=acks_value,
+            idempotent=enable_idempotence,
+            retries=retries,
+            request_timeout_ms=request_timeout_ms,
+            delivery_timeout_ms=delivery_timeout_ms,
+            retry_backoff_ms=retry_backoff_ms,
+            compression=_compression(compression_type),
+        )
+        bootstrap = parse_bootstrap(
+            bootstrap_servers if isinstance(bootstrap_servers, str) else list(bootstrap_servers)
+        )
+
+        async def build() -> tuple[Cluster, Sender]:
+            cluster = Cluster(bootstrap, request_timeout_ms, retry_backoff_ms, metadata_max_age_ms)
+            sender = Sender(cluster, self._accumulator, config)
+            sender.start()
+            return cluster, sender
+
+        self._cluster, self._sender = self._io.run(build())
+        self._sender.on_batch_sent = self._batch_sent
+
+    # --- sending --------------------------------------------------------------------
+
+    def send(
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        headers: Iterable[tuple[str, bytes | None]] | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> FutureRecordMetadata:
+        """Queues one record; the future settles when the broker answers (or the record
+        cannot be delivered within delivery_timeout_ms)."""
+        if self._closed:
+            raise ClosedError("the producer")
+        if value is None and key is None:
+            raise StromError("INVALID_RECORD", "a record needs a value or a key (None both)")
+        key_bytes = self.key_serializer(key) if self.key_serializer else key
+        value_bytes = self.value_serializer(value) if self.value_serializer else value
+        for what, data in (("key", key_bytes), ("value", value_bytes)):
+            if data is not None and not isinstance(data, bytes | bytearray | memoryview):
+                raise StromError(
+                    "INVALID_RECORD",
+                    f"the {what} must be bytes (or give a {what}_serializer), not "
+                    f"{type(data).__name__}",
+                )
+        key_bytes = bytes(key_bytes) if key_bytes is not None else None
+        value_bytes = bytes(value_bytes) if value_bytes is not None else None
+        header_tuple = tuple((str(k), None if v is None else bytes(v)) for k, v in headers or ())
+        size = len(key_bytes or b"") + len(value_bytes or b"") + 61 + 24
+        if size > self.max_request_size:
+            raise StromError(
+                "MESSAGE_TOO_LARGE",
+                f"The message is {size} bytes when serialized which is larger than "
+                f"max_request_size ({self.max_request_size}).",
+            )
+        partition = self._partition(topic, key_bytes, partition)
+        timestamp = int(time.time() * 1000) if timestamp_ms is None else int(timestamp_ms)
+        future = FutureRecordMetadata()
+        if self._accumulator.append(
+            topic, partition, timestamp, key_bytes, value_bytes, header_tuple, future
+        ):
+            self._io.loop.call_soon_threadsafe(self._sender.wake)
+        return future
+
+    def _partition(self, topic: str, key: bytes | None, partition: int | None) -> int:
+        info = self._cluster.topics.get(topic)
+        if info is None or not info.partitions:
+            info = self._io.run(self._cluster.topic(topic, self.max_block_s, auto_create=True))
+        count = len(info.partitions)
+        if partition is not None:
+            if not 0 <= partition < count:
+                raise StromError(
+                    "UNKNOWN_TOPIC_OR_PARTITION",
+                    f"partition {partition} of topic '{topic}' does not exist ({count} partitions)",
+                )
+            return partition
+        available = sorted(p for p, i in info.partitions.items() if i.leader >= 0)
+        if self.partitioner is not None:
+            return self.partitioner(key, sorted(info.partitions), available)
+        if key is not None:
+            return partition_for_key(key, count)
+        return self._sticky.partition(topic, count, available)
+
+    def _batch_sent(self, batch: Any) -> None:
+        info = self._cluster.topics.get(batch.topic)
+        if info is not None:
+            self._sticky.batch_sent(batch.topic, batch.partition, len(info.partitions))
+
+    def partitions_for(self, topic: str) -> set[int]:
+        info = self._io.run(self._cluster.topic(topic, self.max_block_s, auto_create=True))
+        return set(info.partitions)
+
+    # --- lifecycle ------------------------------------------------------------------
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Sends everything queued and waits for every answer."""
+        if self._closed:
+            return
+        try:
+            self._io.run(self._sender.flush(), timeout)
+        except concurrent.futures.TimeoutError:
+            raise KafkaTimeoutError(f"flush did not finish within {timeout} s") from None
+
+    def close(self, timeout: float | None = None) -> None:
+        """Flushes (up to `timeout`), then fails what is left and releases the channels."""
+        if self._closed:
+            return
+        self._closed = True
+
+        async def shut() -> None:
+            await self._sender.close(timeout)
+            await self._cluster.close()
+
+        self._io.run(shut())
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,363 @@
+"""The producer's I/O side (Kafka's Sender): drains ready batches, groups them by partition
+leader into one Produce request per broker, and settles each record's future.
+
+Runs on the client's event loop. One request per partition is in flight at a time, so
+batches of a partition are written in the order they were sent even across retries.
+Retriable answers (a leader change, a broker gone, too few in-sync replicas) send the batch
+again after `retry.backoff.ms` with fresh metadata, until `delivery.timeout.ms` from the
+batch's creation; other errors fail the batch's records at once.
+
+Idempotence (`enable.idempotence`): the producer gets an id and epoch (InitProducerId) and
+numbers each partition's batches; a retry carries the same numbers, so a batch the broker
+already wrote is answered with its original offsets, never written twice. A batch refused
+outright never used its numbers (they are given back); when the broker lost track of the
+producer (UNKNOWN_PRODUCER_ID, OUT_OF_ORDER_SEQUENCE_NUMBER) or a batch's fate is unknown
+(it timed out), the epoch is bumped and numbering restarts (KIP-360).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+import grpc.aio
+
+from strom.accumulator import ProducerBatch, RecordAccumulator, TopicPartition
+from strom.cluster import Cluster
+from strom.errors import KafkaTimeoutError, StromError, from_pb
+from strom_api.records import encode_batch
+from strom_api.v1 import client_pb2
+
+log = logging.getLogger("strom.producer")
+
+# Errors after which the producer asks for metadata again before retrying.
+_STALE_METADATA = {
+    "NOT_LEADER_OR_FOLLOWER",
+    "LEADER_NOT_AVAILABLE",
+    "UNKNOWN_TOPIC_OR_PARTITION",
+    "FENCED_LEADER_EPOCH",
+    "UNKNOWN_LEADER_EPOCH",
+    "NETWORK_EXCEPTION",
+    "BROKER_NOT_AVAILABLE",
+}
+_RESET_PRODUCER = {"UNKNOWN_PRODUCER_ID", "OUT_OF_ORDER_SEQUENCE_NUMBER"}
+
+
+@dataclass(frozen=True, slots=True)
+class RecordMetadata:
+    """Where a record was written (kafka-python's RecordMetadata, its main fields)."""
+
+    topic: str
+    partition: int
+    offset: int  # -1 with acks=0
+    timestamp: int  # the broker's append time on a LogAppendTime topic, else the record's
+    serialized_key_size: int = -1
+    serialized_value_size: int = -1
+
+
+@dataclass(frozen=True)
+class SenderConfig:
+    acks: int  # 0, 1 or -1
+    idempotent: bool
+    retries: int
+    request_timeout_ms: int
+    delivery_timeout_ms: int
+    retry_backoff_ms: int
+    compression: int
+
+
+class Sender:
+    def __init__(
+        self, cluster: Cluster, accumulator: RecordAccumulator, config: SenderConfig
+    ) -> None:
+        self.cluster = cluster
+        self.accumulator = accumulator
+        self.config = config
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self._next_sequence: dict[TopicPartition, int] = {}
+        self._bump_needed = False
+        self._busy: set[TopicPartition] = set()
+        self._wake = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._closing = False
+        self._task: asyncio.Task[None] | None = None
+        self._requests: set[asyncio.Task[None]] = set()
+        self.on_batch_sent: Callable[[ProducerBatch], None] = lambda batch: None
+        self.requests_sent = 0
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run())
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def flush(self) -> None:
+        """Until every record appended so far has its answer."""
+        self.accumulator.flushing = True
+        try:
+            while self.accumulator.pending() or self._busy:
+                self._idle.clear()
+                self._wake.set()
+                await self._idle.wait()
+        finally:
+            self.accumulator.flushing = False
+
+    async def close(self, timeout_s: float | None) -> None:
+        try:
+            await asyncio.wait_for(self.flush(), timeout_s)
+        except TimeoutError:
+            pass
+        self._closing = True
+        self._wake.set()
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        for task in list(self._requests):
+            task.cancel()
+        await asyncio.gather(*self._requests, return_exceptions=True)
+        now = time.monotonic()
+        for batch in self.accumulator.expire(now + 10**9, 0, set()):
+            self._fail(
+                batch,
+                StromError("ILLEGAL_STATE", "the producer was closed before the record was sent"),
+            )
+
+    # --- the loop ---------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        while not self._closing:
+            try:
+                wake_at = await self._once()
+            except Exception:  # never let one bad batch stop every future send
+                log.exception("producer sender step failed")
+                wake_at = time.monotonic() + self.config.retry_backoff_ms / 1000
+            if not self.accumulator.pending() and not self._busy:
+                self._idle.set()
+            self._wake.clear()
+            timeout = None if wake_at is None else max(wake_at - time.monotonic(), 0)
+            if timeout is None or timeout > 0:
+                try:
+                    await asyncio.wait_for(self._wake.wait(), timeout)
+                except TimeoutError:
+                    pass
+
+    async def _once(self) -> float | None:
+        now = time.monotonic()
+        for batch in self.accumulator.expire(
+            now, self.config.delivery_timeout_ms / 1000, self._busy
+        ):
+            self._expired(batch)
+        if self.config.idempotent and (self.producer_id < 0 or self._bump_needed):
+            try:
+                await self._init_producer_id()
+            except StromError as exc:
+                log.warning("InitProducerId failed: %s", exc)
+                return now + self.config.retry_backoff_ms / 1000
+            self._bump_needed = False
+        batches, wake_at = self.accumulator.drain(now, self._busy)
+        by_leader: dict[int, list[ProducerBatch]] = {}
+        backoff = self.config.retry_backoff_ms / 1000
+        for batch in batches:
+            leader = self.cluster.leader(batch.topic, batch.partition)
+            if leader < 0 or leader not in self.cluster.brokers:
+                self.cluster.mark_stale()
+                self.accumulator.requeue(batch, now + backoff)
+                wake_at = now + backoff if wake_at is None else min(wake_at, now + backoff)
+                continue
+            by_leader.setdefault(leader, []).append(batch)
+        for leader, group in by_leader.items():
+            for batch in group:
+                self._busy.add(batch.tp)
+            task = asyncio.create_task(self._produce(leader, group))
+            self._requests.add(task)
+            task.add_done_callback(self._requests.discard)
+        if self.cluster.needs_refresh() and (batches or self.accumulator.pending()):
+            task = asyncio.create_task(self._refresh())
+            self._requests.add(task)
+            task.add_done_callback(self._requests.discard)
+        return wake_at
+
+    async def _refresh(self) -> None:
+        try:
+            await self.cluster.refresh()
+        except StromError as exc:
+            log.debug("metadata refresh failed: %s", exc)
+        self._wake.set()
+
+    async def _init_producer_id(self) -> None:
+        request = client_pb2.InitProducerIdRequest(
+            producer_id=self.producer_id, producer_epoch=self.producer_epoch
+        )
+        for address in list(
+            dict.fromkeys([*self.cluster.brokers.values(), *self.cluster.bootstrap])
+        ):
+            try:
+                response = await self.cluster.stub_for(address).InitProducerId(
+                    request, timeout=self.config.request_timeout_ms / 1000
+                )
+            except grpc.aio.AioRpcError:
+                continue
+            if response.error.code != 0:
+                raise from_pb(response.error)
+            self.producer_id, self.producer_epoch = response.producer_id, response.producer_epoch
+            self._next_sequence.clear()
+            return
+        raise StromError("NETWORK_EXCEPTION", "no broker answered InitProducerId", True)
+
+    # --- one request ------------------------------------------------------------------
+
+    def _encoded(self, batch: ProducerBatch) -> bytes:
+        if self.config.idempotent and batch.epoch != self.producer_epoch:
+            batch.epoch = self.producer_epoch
+            batch.sequence = self._next_sequence.get(batch.tp, 0)
+            self._next_sequence[batch.tp] = (batch.sequence + len(batch.records)) % (2**31)
+            batch.encoded = None
+        if batch.encoded is None:
+            batch.encoded = encode_batch(
+                batch.records,
+                compression_codec=self.config.compression,
+                producer_id=self.producer_id if self.config.idempotent else -1,
+                producer_epoch=batch.epoch if self.config.idempotent else -1,
+                base_sequence=batch.sequence if self.config.idempotent else -1,
+            )
+        return batch.encoded
+
+    async def _produce(self, leader: int, batches: list[ProducerBatch]) -> None:
+        try:
+            await self._produce_once(leader, batches)
+        finally:
+            for batch in batches:
+                self._busy.discard(batch.tp)
+            self._wake.set()
+
+    async def _produce_once(self, leader: int, batches: list[ProducerBatch]) -> None:
+        topics: dict[str, list[Any]] = {}
+        for batch in batches:
+            batch.attempts += 1
+            topics.setdefault(batch.topic, []).append(
+                client_pb2.ProduceRequest.Partition(
+                    partition=batch.partition, records=self._encoded(batch)
+                )
+            )
+            self.on_batch_sent(batch)
+        request = client_pb2.ProduceRequest(
+            acks=self.config.acks,
+            timeout_ms=self.config.request_timeout_ms,
+            topics=[
+                client_pb2.ProduceRequest.Topic(name=t, partitions=ps) for t, ps in topics.items()
+            ],
+        )
+        self.requests_sent += 1
+        try:
+            stub = self.cluster.stub(leader)
+            response = await stub.Produce(
+                request, timeout=self.config.request_timeout_ms / 1000 + 5
+            )
+        except (grpc.aio.AioRpcError, StromError) as exc:
+            what = (
+                f"{exc.code().name}: {exc.details()}"
+                if isinstance(exc, grpc.aio.AioRpcError)
+                else str(exc)
+            )
+            self.cluster.mark_stale()
+            error = StromError("NETWORK_EXCEPTION", f"broker {leader}: {what}", True)
+            for batch in batches:
+                self._retry_or_fail(batch, error)
+            return
+        if self.config.acks == 0:
+            for batch in batches:
+                self._succeed(batch, -1, -1)
+            return
+        answers = {(t.name, p.partition): p for t in response.topics for p in t.partitions}
+        for batch in batches:
+            answer = answers.get(batch.tp)
+            if answer is None:
+                self._retry_or_fail(
+                    batch, StromError("UNKNOWN_SERVER_ERROR", "no answer for the partition", True)
+                )
+            elif answer.error.code == 0:
+                self._succeed(batch, answer.base_offset, answer.log_append_time_ms)
+            else:
+                self._answered_error(batch, from_pb(answer.error))
+
+    # --- outcomes ---------------------------------------------------------------------
+
+    def _succeed(self, batch: ProducerBatch, base_offset: int, append_time: int) -> None:
+        for i, (record, future) in enumerate(zip(batch.records, batch.futures, strict=True)):
+            if future.done():
+                continue
+            future.set_result(
+                RecordMetadata(
+                    batch.topic,
+                    batch.partition,
+                    base_offset + i if base_offset >= 0 else -1,
+                    append_time if append_time >= 0 else record.timestamp,
+                    len(record.key) if record.key is not None else -1,
+                    len(record.value) if record.value is not None else -1,
+                )
+            )
+
+    def _fail(self, batch: ProducerBatch, error: Exception) -> None:
+        for future in batch.futures:
+            if not future.done():
+                future.set_exception(error)
+
+    def _answered_error(self, batch: ProducerBatch, error: StromError) -> None:
+        if error.name in _STALE_METADATA:
+            self.cluster.mark_stale()
+        if self.config.idempotent and error.name in _RESET_PRODUCER:
+            # The broker lost this producer's state for the partition: a new epoch starts
+            # the numbering again (the batch was not written).
+            log.info("%s-%d: %s; bumping the producer epoch", batch.topic, batch.partition, error)
+            self.producer_id_needs_bump()
+            self.accumulator.requeue(batch, time.monotonic())
+            return
+        if error.retriable:
+            self._retry_or_fail(batch, error)
+            return
+        if self.config.idempotent and batch.epoch == self.producer_epoch:
+            # Refused before anything was written: its numbers are free again.
+            self._next_sequence[batch.tp] = batch.sequence
+        self._fail(batch, error)
+
+    def producer_id_needs_bump(self) -> None:
+        """The next step asks for a new epoch (InitProducerId with this id and epoch, KIP-360)
+        before sending anything, and every partition's numbering restarts at 0."""
+        self._bump_needed = True
+
+    def _retry_or_fail(self, batch: ProducerBatch, error: StromError) -> None:
+        now = time.monotonic()
+        waited = now - batch.created
+        if batch.attempts > self.config.retries or waited > self.config.delivery_timeout_ms / 1000:
+            if self.config.idempotent:
+                # Written or not, nobody knows: numbering cannot go on from here.
+                self.producer_id_needs_bump()
+            self._fail(
+                batch,
+                KafkaTimeoutError(
+                    f"{batch.topic}-{batch.partition}: not delivered after {batch.attempts} "
+                    f"attempt(s) in {waited * 1000:.0f} ms; last error {error}"
+                )
+                if waited > self.config.delivery_timeout_ms / 1000
+                else error,
+            )
+            return
+        self.accumulator.requeue(batch, now + self.config.retry_backoff_ms / 1000)
+
+    def _expired(self, batch: ProducerBatch) -> None:
+        if self.config.idempotent and batch.epoch >= 0:
+            self.producer_id_needs_bump()
+        self._fail(
+            batch,
+            KafkaTimeoutError(
+                f"{batch.topic}-{batch.partition}: {len(batch.records)} record(s) expired after "
+                f"delivery.timeout.ms={self.config.delivery_timeout_ms} without being sent "
+                f"(leader {self.cluster.leader(batch.topic, batch.partition)})"
+            ),
+        )

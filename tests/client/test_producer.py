@@ -1,0 +1,185 @@
+"""strom.producer.Producer against a real 3-node cluster: batching, Kafka's partitioning,
+futures and callbacks, errors that name Kafka's error, and idempotent retries across a
+kill -9 of partition leaders that neither lose, duplicate nor reorder a record."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+
+import pytest
+
+from strom.errors import StromError
+from strom.partitioner import partition_for_key
+from strom.producer import Producer
+from strom_api.v1 import controller_pb2
+from tests.data_plane.data_client import DataClient
+from tests.node_integration.node_cluster import NodeCluster
+
+
+def create_topic(cluster, name, partitions=3, **configs):
+    response = cluster.call(
+        "CreateTopics",
+        controller_pb2.CreateTopicsRequest(
+            topics=[
+                controller_pb2.CreatableTopic(
+                    name=name,
+                    num_partitions=partitions,
+                    replication_factor=3,
+                    configs={"min.insync.replicas": "2", **configs},
+                )
+            ]
+        ),
+    )
+    assert response.topics[0].error.code == 0, response
+
+
+def bootstrap(cluster):
+    return ",".join(f"127.0.0.1:{cluster.broker_port[i]}" for i in cluster.ids)
+
+
+def reader(cluster):
+    return DataClient({i: f"127.0.0.1:{cluster.broker_port[i]}" for i in cluster.ids})
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    cluster = NodeCluster(str(tmp_path_factory.mktemp("producer")), 3)
+    cluster.start_all()
+    try:
+        cluster.wait_for_brokers()
+        yield cluster
+    finally:
+        cluster.stop_all()
+
+
+def test_records_are_batched_partitioned_like_kafka_and_read_back(cluster):
+    create_topic(cluster, "orders")
+    with Producer(bootstrap(cluster), linger_ms=10) as producer:
+        futures = [
+            producer.send("orders", b"value-%d" % i, key=b"user-%d" % (i % 7) if i % 3 else None)
+            for i in range(3000)
+        ]
+        producer.flush()
+        results = [f.get(timeout=10) for f in futures]
+        assert producer._sender.requests_sent < 300  # batched, not one request per record
+    for i, meta in enumerate(results):
+        if i % 3:
+            assert meta.partition == partition_for_key(b"user-%d" % (i % 7), 3)
+        assert meta.topic == "orders" and meta.serialized_value_size == len(b"value-%d" % i)
+    client = reader(cluster)
+    for partition in range(3):
+        records = client.read_all("orders", partition)
+        mine = [m for m in results if m.partition == partition]
+        assert sorted(m.offset for m in mine) == list(range(len(mine)))
+        by_offset = {m.offset: i for i, m in enumerate(results) if m.partition == partition}
+        assert [r.value for r in records] == [b"value-%d" % by_offset[r.offset] for r in records]
+
+
+def test_headers_timestamps_callbacks_and_acks_0(cluster):
+    create_topic(cluster, "details", partitions=1)
+    seen = []
+    done = threading.Event()
+    with Producer(bootstrap(cluster)) as producer:
+        future = producer.send(
+            "details",
+            b"v",
+            key=b"k",
+            headers=[("trace", b"abc"), ("empty", None)],
+            timestamp_ms=1234,
+        )
+        future.add_callback(lambda meta: (seen.append(meta), done.set()))
+        assert future.get(timeout=10).timestamp == 1234
+        assert done.wait(5) and seen[0].offset == 0
+    [record] = reader(cluster).read_all("details", 0)
+    assert record.headers == (("trace", b"abc"), ("empty", None)) and record.timestamp == 1234
+    with Producer(bootstrap(cluster), acks=0) as fire_and_forget:
+        meta = fire_and_forget.send("details", b"w").get(timeout=10)
+        assert meta.offset == -1
+    deadline = time.monotonic() + 10
+    while len(reader(cluster).read_all("details", 0)) < 2:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+
+
+def test_a_refused_batch_fails_its_records_and_later_sends_still_succeed(cluster):
+    create_topic(cluster, "small", partitions=1, **{"max.message.bytes": "300"})
+    with Producer(bootstrap(cluster)) as producer:
+        assert producer.send("small", b"ok-1").get(timeout=10).offset == 0
+        too_big = producer.send("small", b"x" * 1000)
+        with pytest.raises(StromError) as refused:
+            too_big.get(timeout=10)
+        assert refused.value.name == "MESSAGE_TOO_LARGE" and too_big.failed()
+        # The refused batch's sequence numbers are given back: no OUT_OF_ORDER after it.
+        assert producer.send("small", b"ok-2").get(timeout=10).offset == 1
+        with pytest.raises(StromError, match="MESSAGE_TOO_LARGE"):
+            producer.send("small", b"y" * (2 << 20))  # over max_request_size: refused at once
+        with pytest.raises(StromError, match="UNKNOWN_TOPIC_OR_PARTITION"):
+            producer.send("small", b"z", partition=7)
+        with pytest.raises(StromError, match="must be bytes"):
+            producer.send("small", "text")
+    assert [r.value for r in reader(cluster).read_all("small", 0)] == [b"ok-1", b"ok-2"]
+
+
+@pytest.mark.parametrize(
+    "config, words",
+    [
+        ({"acks": 2}, "acks must be"),
+        ({"acks": 1, "enable_idempotence": True}, "needs acks='all'"),
+        ({"compression_type": "brotli"}, "compression_type"),
+        ({"delivery_timeout_ms": 100}, "delivery_timeout_ms"),
+    ],
+)
+def test_bad_configuration_names_the_setting(cluster, config, words):
+    with pytest.raises(StromError, match=words) as error:
+        Producer(bootstrap(cluster), **config)
+    assert error.value.name == "INVALID_CONFIG"
+
+
+def test_serializers_and_compression(cluster):
+    create_topic(cluster, "typed", partitions=1)
+    with Producer(
+        bootstrap(cluster),
+        compression_type="zstd",
+        key_serializer=str.encode,
+        value_serializer=lambda v: repr(v).encode(),
+    ) as producer:
+        for i in range(50):
+            producer.send("typed", {"n": i}, key=f"k{i}")
+        producer.flush()
+    records = reader(cluster).read_all("typed", 0)
+    assert [r.value for r in records] == [repr({"n": i}).encode() for i in range(50)]
+    assert records[3].key == b"k3"
+
+
+def test_idempotent_retries_across_leader_kills_lose_and_duplicate_nothing(tmp_path):
+    cluster = NodeCluster(str(tmp_path), 3)
+    cluster.start_all()
+    try:
+        cluster.wait_for_brokers()
+        create_topic(cluster, "exactly")
+        client = reader(cluster)
+        producer = Producer(bootstrap(cluster), linger_ms=2, batch_size=2048, retry_backoff_ms=50)
+        futures = []
+        for i in range(4000):
+            futures.append(producer.send("exactly", b"%06d" % i, key=b"k%d" % (i % 30)))
+            if i == 1500:
+                victim = client.leader("exactly", 0)
+                cluster.stop(victim, signal.SIGKILL)
+            if i % 200 == 0:
+                time.sleep(0.05)
+        producer.flush(timeout=120)
+        acked = [f.get(timeout=1) for f in futures]
+        producer.close()
+        cluster.start(victim)
+        per_partition: dict[int, list[bytes]] = {}
+        for partition in range(3):
+            per_partition[partition] = [r.value for r in client.read_all("exactly", partition)]
+        everything = [v for values in per_partition.values() for v in values]
+        assert len(everything) == len(set(everything)) == 4000  # no loss, no duplicate
+        for partition, values in per_partition.items():
+            sent = [b"%06d" % i for i, m in enumerate(acked) if m.partition == partition]
+            assert values == sent  # the partition's order is the send order
+    finally:
+        cluster.stop_all()
