@@ -1,0 +1,276 @@
+"""The consumer: kafka-python's KafkaConsumer shape with Kafka's config names in snake_case.
+
+    consumer = Consumer("events", bootstrap_servers="127.0.0.1:9092",
+                        auto_offset_reset="earliest")
+    for record in consumer:            # ConsumerRecord(topic, partition, offset, ...)
+        ...
+    batches = consumer.poll(timeout_ms=1000, max_records=100)   # {TopicPartition: [...]}
+
+Without a group (`group_id=None`) a subscription takes every partition of its topics, as
+kafka-python does; `assign` takes chosen partitions. Records are prefetched by the
+process's I/O thread (strom.fetcher) so poll() rarely waits on the network.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from strom._loop_thread import shared_loop
+from strom.cluster import Cluster, parse_bootstrap
+from strom.errors import ClosedError, StromError
+from strom.fetcher import EARLIEST, LATEST, ConsumerRecord, FetchConfig, Fetcher, TopicPartition
+
+__all__ = ["Consumer", "ConsumerRecord", "TopicPartition"]
+
+
+class Consumer:
+    def __init__(
+        self,
+        *topics: str,
+        bootstrap_servers: str | Iterable[str] = "127.0.0.1:9092",
+        client_id: str = "strom-consumer",
+        group_id: str | None = None,
+        auto_offset_reset: str = "latest",
+        max_poll_records: int = 500,
+        fetch_min_bytes: int = 1,
+        fetch_max_wait_ms: int = 500,
+        fetch_max_bytes: int = 50 * 1024 * 1024,
+        max_partition_fetch_bytes: int = 1024 * 1024,
+        request_timeout_ms: int = 30_000,
+        retry_backoff_ms: int = 100,
+        metadata_max_age_ms: int = 300_000,
+        isolation_level: str = "read_uncommitted",
+        consumer_timeout_ms: float = float("inf"),
+        key_deserializer: Callable[[bytes], Any] | None = None,
+        value_deserializer: Callable[[bytes], Any] | None = None,
+    ) -> None:
+        if group_id is not None:
+            raise StromError(
+                "INVALID_CONFIG",
+                "consumer groups are not available in this version of Strom yet: use "
+                "group_id=None with subscribe() or assign()",
+            )
+        if auto_offset_reset not in ("earliest", "latest", "none"):
+            raise StromError(
+                "INVALID_CONFIG",
+                f"auto_offset_reset must be earliest, latest or none, not {auto_offset_reset!r}",
+            )
+        if isolation_level not in ("read_uncommitted", "read_committed"):
+            raise StromError(
+                "INVALID_CONFIG",
+                f"isolation_level must be read_uncommitted or read_committed, not "
+                f"{isolation_level!r}",
+            )
+        if max_poll_records < 1:
+            raise StromError("INVALID_CONFIG", "max_poll_records must be >= 1")
+        self.client_id = client_id
+        self.max_poll_records = max_poll_records
+        self.consumer_timeout_s = consumer_timeout_ms / 1000
+        self.request_timeout_s = request_timeout_ms / 1000
+        self.key_deserializer = key_deserializer
+        self.value_deserializer = value_deserializer
+        self._subscription: list[str] = []
+        self._closed = False
+        self._io = shared_loop()
+        config = FetchConfig(
+            fetch_min_bytes=fetch_min_bytes,
+            fetch_max_wait_ms=fetch_max_wait_ms,
+            fetch_max_bytes=fetch_max_bytes,
+            max_partition_fetch_bytes=max_partition_fetch_bytes,
+            auto_offset_reset=auto_offset_reset,
+            isolation_level=1 if isolation_level == "read_committed" else 0,
+            request_timeout_ms=request_timeout_ms,
+            retry_backoff_ms=retry_backoff_ms,
+        )
+        bootstrap = parse_bootstrap(
+            bootstrap_servers if isinstance(bootstrap_servers, str) else list(bootstrap_servers)
+        )
+
+        async def build() -> tuple[Cluster, Fetcher]:
+            cluster = Cluster(bootstrap, request_timeout_ms, retry_backoff_ms, metadata_max_age_ms)
+            return cluster, Fetcher(cluster, config)
+
+        self._cluster, self._fetcher = self._io.run(build())
+        if topics:
+            self.subscribe(topics)
+
+    def _run(self, coroutine: Any, timeout: float | None = None) -> Any:
+        if self._closed:
+            coroutine.close()
+            raise ClosedError("the consumer")
+        try:
+            return self._io.run(coroutine, timeout)
+        except concurrent.futures.TimeoutError:
+            raise StromError("REQUEST_TIMED_OUT", f"no answer within {timeout} s", True) from None
+
+    # --- what to consume -------------------------------------------------------------
+
+    def subscribe(self, topics: Iterable[str] = ()) -> None:
+        names = [topics] if isinstance(topics, str) else list(topics)
+        if not names:
+            raise StromError("INVALID_CONFIG", "subscribe needs at least one topic")
+        self._subscription = names
+
+        async def take_all() -> None:
+            partitions = []
+            for name in names:
+                info = await self._cluster.topic(name, self.request_timeout_s)
+                partitions += [TopicPartition(name, p) for p in sorted(info.partitions)]
+            self._fetcher.assign(partitions)
+
+        self._run(take_all())
+
+    def subscription(self) -> set[str]:
+        return set(self._subscription)
+
+    def unsubscribe(self) -> None:
+        self._subscription = []
+        self._run(_call(lambda: self._fetcher.assign([])))
+
+    def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
+        tps = [TopicPartition(*tp) for tp in partitions]
+        self._subscription = []
+        self._run(_call(lambda: self._fetcher.assign(tps)))
+
+    def assignment(self) -> set[TopicPartition]:
+        return set(self._fetcher.assignment)
+
+    def partitions_for_topic(self, topic: str) -> set[int]:
+        info = self._run(self._cluster.topic(topic, self.request_timeout_s))
+        return set(info.partitions)
+
+    def topics(self) -> set[str]:
+        self._run(self._cluster.refresh())
+        return {t for t, i in self._cluster.topics.items() if i.error == "NONE"}
+
+    # --- positions -------------------------------------------------------------------
+
+    def seek(self, partition: TopicPartition, offset: int) -> None:
+        if offset < 0:
+            raise StromError("INVALID_CONFIG", f"seek offset must be >= 0, not {offset}")
+        tp = TopicPartition(*partition)
+        self._run(_call(lambda: self._fetcher.seek(tp, offset)))
+
+    def seek_to_beginning(self, *partitions: TopicPartition) -> None:
+        self._reset(partitions, EARLIEST)
+
+    def seek_to_end(self, *partitions: TopicPartition) -> None:
+        self._reset(partitions, LATEST)
+
+    def _reset(self, partitions: tuple[TopicPartition, ...], timestamp: int) -> None:
+        tps = [TopicPartition(*tp) for tp in partitions] or list(self._fetcher.assignment)
+        self._run(self._fetcher.reset_offsets(tps, timestamp), self.request_timeout_s + 5)
+
+    def position(self, partition: TopicPartition) -> int:
+        """The offset of the next record poll() returns (resolving it first if needed)."""
+        tp = TopicPartition(*partition)
+        deadline = time.monotonic() + self.request_timeout_s
+        while True:
+            found = self._fetcher.positions.get(tp)
+            if found is not None:
+                return found
+            if tp not in self._fetcher.assignment:
+                raise StromError("ILLEGAL_STATE", f"{tp.topic}-{tp.partition} is not assigned")
+            if time.monotonic() > deadline:
+                raise StromError("REQUEST_TIMED_OUT", f"no position for {tp} yet", True)
+            time.sleep(0.01)
+
+    def highwater(self, partition: TopicPartition) -> int | None:
+        return self._fetcher.high_watermarks.get(TopicPartition(*partition))
+
+    def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return self._offsets(partitions, EARLIEST)
+
+    def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return self._offsets(partitions, LATEST)
+
+    def _offsets(
+        self, partitions: Iterable[TopicPartition], timestamp: int
+    ) -> dict[TopicPartition, int]:
+        wanted = {TopicPartition(*tp): timestamp for tp in partitions}
+        found = self._run(self._fetcher.list_offsets(wanted), self.request_timeout_s + 5)
+        return {tp: offset for tp, (offset, _) in found.items()}
+
+    def offsets_for_times(
+        self, timestamps: dict[TopicPartition, int]
+    ) -> dict[TopicPartition, tuple[int, int] | None]:
+        """(offset, timestamp) of the first record at or after each time; None if none."""
+        wanted = {TopicPartition(*tp): ts for tp, ts in timestamps.items()}
+        found = self._run(self._fetcher.list_offsets(wanted), self.request_timeout_s + 5)
+        return {tp: (found[tp] if found[tp][0] >= 0 else None) for tp in wanted}
+
+    def pause(self, *partitions: TopicPartition) -> None:
+        tps = {TopicPartition(*tp) for tp in partitions}
+        self._run(_call(lambda: self._fetcher.paused.update(tps)))
+
+    def resume(self, *partitions: TopicPartition) -> None:
+        tps = {TopicPartition(*tp) for tp in partitions}
+
+        def resume() -> None:
+            self._fetcher.paused.difference_update(tps)
+            self._fetcher._kick()
+
+        self._run(_call(resume))
+
+    def paused(self) -> set[TopicPartition]:
+        return set(self._fetcher.paused)
+
+    # --- reading ---------------------------------------------------------------------
+
+    def poll(
+        self, timeout_ms: float = 0, max_records: int | None = None
+    ) -> dict[TopicPartition, list[ConsumerRecord]]:
+        """Records from the assigned partitions, up to max_records (max_poll_records),
+        waiting at most timeout_ms for some to arrive."""
+        limit = max_records or self.max_poll_records
+        batches = self._run(self._fetcher.poll(limit, timeout_ms / 1000))
+        if self.key_deserializer or self.value_deserializer:
+            batches = {tp: [self._deserialize(r) for r in rs] for tp, rs in batches.items()}
+        return batches  # type: ignore[no-any-return]
+
+    def _deserialize(self, record: ConsumerRecord) -> ConsumerRecord:
+        key = record.key
+        value = record.value
+        if self.key_deserializer is not None and key is not None:
+            key = self.key_deserializer(key)
+        if self.value_deserializer is not None and value is not None:
+            value = self.value_deserializer(value)
+        return record._replace(key=key, value=value)
+
+    def __iter__(self) -> Iterator[ConsumerRecord]:
+        """Records one by one; stops after consumer_timeout_ms without any."""
+        idle_since = time.monotonic()
+        while not self._closed:
+            batches = self.poll(timeout_ms=min(self.consumer_timeout_s, 1.0) * 1000)
+            if not batches:
+                if time.monotonic() - idle_since >= self.consumer_timeout_s:
+                    return
+                continue
+            for records in batches.values():
+                yield from records
+            idle_since = time.monotonic()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+
+        async def shut() -> None:
+            await self._fetcher.close()
+            await self._cluster.close()
+
+        self._io.run(shut())
+        self._closed = True
+
+    def __enter__(self) -> Consumer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+async def _call(fn: Callable[[], Any]) -> Any:
+    """Runs `fn` on the I/O loop (where the fetcher's state lives)."""
+    return fn()

@@ -1,0 +1,171 @@
+"""strom.consumer.Consumer (without a group) against a real 3-node cluster: subscriptions,
+assignment, seeking, offsets by time, pause/resume, poll limits, resets when records are
+deleted under it, and a leader killed while it reads."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+
+from strom.consumer import Consumer, TopicPartition
+from strom.errors import StromError
+from strom.producer import Producer
+from strom_api.v1 import client_pb2
+from tests.client.test_producer import bootstrap, create_topic, reader
+from tests.node_integration.node_cluster import NodeCluster
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    cluster = NodeCluster(str(tmp_path_factory.mktemp("consumer")), 3)
+    cluster.start_all()
+    try:
+        cluster.wait_for_brokers()
+        yield cluster
+    finally:
+        cluster.stop_all()
+
+
+def produce(cluster, topic, count, key=None, start=0, **kw):
+    with Producer(bootstrap(cluster), **kw) as producer:
+        futures = [
+            producer.send(topic, b"%s-%d" % (topic.encode(), start + i), key=key)
+            for i in range(count)
+        ]
+        producer.flush()
+        return [f.get(timeout=10) for f in futures]
+
+
+def test_a_subscription_reads_every_partition_in_order(cluster):
+    create_topic(cluster, "feed")
+    sent = produce(cluster, "feed", 900)
+    with Consumer(
+        "feed",
+        bootstrap_servers=bootstrap(cluster),
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=1500,
+    ) as consumer:
+        assert consumer.assignment() == {TopicPartition("feed", p) for p in range(3)}
+        records = list(consumer)
+    assert len(records) == 900
+    for partition in range(3):
+        got = [(r.offset, r.value) for r in records if r.partition == partition]
+        expected = [
+            (m.offset, b"feed-%d" % i) for i, m in enumerate(sent) if m.partition == partition
+        ]
+        assert got == expected
+
+
+def test_latest_reads_only_new_records_and_poll_respects_max_records(cluster):
+    create_topic(cluster, "fresh", partitions=1)
+    produce(cluster, "fresh", 10)
+    with Consumer("fresh", bootstrap_servers=bootstrap(cluster)) as consumer:
+        tp = TopicPartition("fresh", 0)
+        assert consumer.position(tp) == 10
+        produce(cluster, "fresh", 30, start=10)
+        first = consumer.poll(timeout_ms=5000, max_records=7)
+        assert [r.value for r in first[tp]] == [b"fresh-%d" % i for i in range(10, 17)]
+        rest = []
+        deadline = time.monotonic() + 10
+        while len(rest) < 23 and time.monotonic() < deadline:
+            rest += consumer.poll(timeout_ms=500).get(tp, [])
+        assert [r.offset for r in rest] == list(range(17, 40))
+        assert consumer.poll(timeout_ms=200) == {}
+
+
+def test_assign_seek_offsets_for_times_pause_and_resume(cluster):
+    create_topic(cluster, "timed", partitions=2)
+    base = int(time.time() * 1000) - 100_000
+    with Producer(bootstrap(cluster)) as producer:
+        for i in range(20):
+            producer.send("timed", b"t%d" % i, partition=i % 2, timestamp_ms=base + i * 1000)
+    tp0, tp1 = TopicPartition("timed", 0), TopicPartition("timed", 1)
+    with Consumer(
+        bootstrap_servers=bootstrap(cluster), value_deserializer=bytes.decode
+    ) as consumer:
+        consumer.assign([tp0, tp1])
+        assert consumer.beginning_offsets([tp0, tp1]) == {tp0: 0, tp1: 0}
+        assert consumer.end_offsets([tp0]) == {tp0: 10}
+        # t6 (partition 0, offset 3) is the first of partition 0 at or after base + 5500.
+        assert consumer.offsets_for_times({tp0: base + 5500, tp1: base + 10**9}) == {
+            tp0: (3, base + 6000),
+            tp1: None,
+        }
+        consumer.seek(tp0, 3)
+        consumer.seek_to_end(tp1)
+        got = consumer.poll(timeout_ms=5000)
+        assert [r.value for r in got[tp0]] == [f"t{i}" for i in range(6, 20, 2)]
+        assert tp1 not in got
+        consumer.seek_to_beginning(tp1)
+        consumer.pause(tp1)
+        assert consumer.poll(timeout_ms=500) == {} and consumer.paused() == {tp1}
+        consumer.resume(tp1)
+        got = consumer.poll(timeout_ms=5000)
+        assert [r.offset for r in got[tp1]] == list(range(10))
+        with pytest.raises(StromError, match="not assigned"):
+            consumer.seek(TopicPartition("timed", 5), 0)
+
+
+def test_deleted_records_reset_the_position_per_auto_offset_reset(cluster):
+    create_topic(cluster, "trimmed", partitions=1)
+    produce(cluster, "trimmed", 10)
+    client = reader(cluster)
+    leader = client.leader("trimmed", 0)
+    client.stub(leader).DeleteRecords(
+        client_pb2.DeleteRecordsRequest(
+            topics=[
+                client_pb2.DeleteRecordsRequest.Topic(
+                    name="trimmed",
+                    partitions=[client_pb2.DeleteRecordsRequest.Partition(partition=0, offset=6)],
+                )
+            ]
+        ),
+        timeout=5,
+    )
+    tp = TopicPartition("trimmed", 0)
+    with Consumer(bootstrap_servers=bootstrap(cluster), auto_offset_reset="earliest") as consumer:
+        consumer.assign([tp])
+        consumer.seek(tp, 2)  # deleted: the broker says OFFSET_OUT_OF_RANGE, earliest is 6
+        records = []
+        deadline = time.monotonic() + 10
+        while len(records) < 4 and time.monotonic() < deadline:
+            records += consumer.poll(timeout_ms=500).get(tp, [])
+        assert [r.offset for r in records] == [6, 7, 8, 9]
+
+
+def test_bad_settings_are_refused(cluster):
+    for config, words in (
+        ({"auto_offset_reset": "smallest"}, "auto_offset_reset"),
+        ({"isolation_level": "serializable"}, "isolation_level"),
+        ({"max_poll_records": 0}, "max_poll_records"),
+    ):
+        with pytest.raises(StromError, match=words):
+            Consumer(bootstrap_servers=bootstrap(cluster), **config)
+
+
+def test_reading_goes_on_when_the_leader_is_killed(tmp_path):
+    cluster = NodeCluster(str(tmp_path), 3)
+    cluster.start_all()
+    try:
+        cluster.wait_for_brokers()
+        create_topic(cluster, "survive", partitions=1)
+        produce(cluster, "survive", 2000)
+        tp = TopicPartition("survive", 0)
+        with Consumer(
+            bootstrap_servers=bootstrap(cluster),
+            auto_offset_reset="earliest",
+            max_partition_fetch_bytes=4096,
+        ) as consumer:
+            consumer.assign([tp])
+            seen = []
+            while len(seen) < 500:
+                seen += consumer.poll(timeout_ms=1000).get(tp, [])
+            cluster.stop(reader(cluster).leader("survive", 0), signal.SIGKILL)
+            deadline = time.monotonic() + 60
+            while len(seen) < 2000 and time.monotonic() < deadline:
+                seen += consumer.poll(timeout_ms=1000).get(tp, [])
+        assert [r.offset for r in seen] == list(range(2000))
+    finally:
+        cluster.stop_all()
