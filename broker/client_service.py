@@ -10,6 +10,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from broker.api_errors import error_pb, make_error
+from broker.group_coordinator import GroupCoordinator
+from broker.group_service import GroupApi
 from broker.producer_ids import ProducerIdManager
 from broker.replica_manager import FetchItem, ReplicaManager
 from metadata.errors import ApiError
@@ -50,7 +52,7 @@ def _leader_pb(leader: tuple[int, int]) -> client_pb2.LeaderIdAndEpoch:
     return client_pb2.LeaderIdAndEpoch(leader_id=leader[0], leader_epoch=leader[1])
 
 
-class ClientServicer(client_pb2_grpc.ClientServiceServicer):
+class ClientServicer(GroupApi, client_pb2_grpc.ClientServiceServicer):
     def __init__(
         self,
         replicas: ReplicaManager,
@@ -61,8 +63,14 @@ class ClientServicer(client_pb2_grpc.ClientServiceServicer):
         create_topics: Callable[[list[str]], Awaitable[list[str]]] | None = None,
         auto_create_topics: bool = True,
         observe: Observe = lambda api, seconds: None,
+        groups: GroupCoordinator | None = None,
+        create_offsets_topic: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.observe = observe
+        if groups is not None:
+            self.groups = groups
+        if create_offsets_topic is not None:
+            self.create_offsets_topic = create_offsets_topic
         self.replicas = replicas
         self.producer_ids = producer_ids
         self.cluster_id = cluster_id
@@ -77,7 +85,8 @@ class ClientServicer(client_pb2_grpc.ClientServiceServicer):
     async def Metadata(self, request: Any, context: Any) -> Any:  # noqa: N802
         image = self.replicas.image
         names = list(request.topics) or sorted(image.topics.by_name)
-        missing = [n for n in names if n not in image.topics.by_name]
+        # Internal topics are created by their owners (the group coordinator), never here.
+        missing = [n for n in names if n not in image.topics.by_name and n not in INTERNAL_TOPICS]
         created: set[str] = set()
         if (
             missing
@@ -354,13 +363,23 @@ def _record_timestamp(log: Log, offset: int) -> int:
 
 
 async def auto_create(
-    controller_call: Callable[[str, Any], Awaitable[Any | None]], names: list[str]
+    controller_call: Callable[[str, Any], Awaitable[Any | None]],
+    names: list[str],
+    partitions: int = -1,
+    replication_factor: int = -1,
+    configs: dict[str, str] | None = None,
 ) -> list[str]:
-    """Asks the controller to create `names` with the cluster's defaults (auto.create.topics
-    .enable); returns those it created or that already exist."""
+    """Asks the controller to create `names` (by default with the cluster's num.partitions
+    and default.replication.factor, as auto.create.topics.enable does); returns those it
+    created or that already exist."""
     request = controller_pb2.CreateTopicsRequest(
         topics=[
-            controller_pb2.CreatableTopic(name=n, num_partitions=-1, replication_factor=-1)
+            controller_pb2.CreatableTopic(
+                name=n,
+                num_partitions=partitions,
+                replication_factor=replication_factor,
+                configs=configs or {},
+            )
             for n in names
         ]
     )

@@ -23,9 +23,11 @@ import grpc.aio
 
 from broker.client_service import ClientServicer, auto_create
 from broker.controller_service import ControllerServicer
+from broker.group_coordinator import OFFSETS_TOPIC, GroupCoordinator
 from broker.lifecycle_client import LifecycleClient
 from broker.log_maintenance import LogMaintenance
 from broker.metrics import NodeMetrics
+from broker.partition import Partition
 from broker.producer_ids import ProducerIdManager
 from broker.replica_fetcher import CHANNEL_OPTIONS, FetcherManager
 from broker.replica_manager import ReplicaManager
@@ -56,6 +58,8 @@ class Node:
         self.replicas: ReplicaManager | None = None
         self.fetchers: FetcherManager | None = None
         self.maintenance: LogMaintenance | None = None
+        self.groups: GroupCoordinator | None = None
+        self._offsets_topic_task: asyncio.Task[list[str]] | None = None
         self.broker_server: grpc.aio.Server | None = None
         self.broker_port = 0
         self._local_changes: asyncio.Queue[tuple[MetadataDelta, MetadataImage]] = asyncio.Queue()
@@ -131,8 +135,20 @@ class Node:
         self.fetchers = FetcherManager(
             config.node_id, config.replica, broker_epoch, self._inter_broker_address
         )
-        self.replicas.on_role_change = self.fetchers.follow
-        self.replicas.on_removed = self.fetchers.unfollow
+        self.groups = GroupCoordinator(config.node_id, self.replicas, config.groups)
+        fetchers, groups = self.fetchers, self.groups
+
+        def role_changed(partition: Partition) -> None:
+            fetchers.follow(partition)
+            groups.on_partition_role(partition)
+
+        def removed(partition: Partition) -> None:
+            fetchers.unfollow(partition)
+            groups.on_partition_role(partition)
+
+        self.replicas.on_role_change = role_changed
+        self.replicas.on_removed = removed
+        self.groups.start()
         self.replicas.start()
         replicas = self.replicas
         self.maintenance = LogMaintenance(
@@ -154,6 +170,8 @@ class Node:
                 lambda names: auto_create(lifecycle.call_controller, names),
                 config.replica.auto_create_topics,
                 self._observe,
+                self.groups,
+                self._create_offsets_topic,
             ),
             server,
         )
@@ -162,6 +180,30 @@ class Node:
         )
         self.broker_port = server.add_insecure_port(listener.address)
         await server.start()
+
+    async def _create_offsets_topic(self) -> None:
+        """__consumer_offsets on first use, as Kafka creates it; concurrent callers share
+        one request."""
+        if self._offsets_topic_task is None or self._offsets_topic_task.done():
+            assert self.lifecycle is not None
+            groups = self.config.groups
+            self._offsets_topic_task = asyncio.create_task(
+                auto_create(
+                    self.lifecycle.call_controller,
+                    [OFFSETS_TOPIC],
+                    groups.offsets_topic_partitions,
+                    groups.offsets_topic_replication_factor,
+                    {
+                        "cleanup.policy": "compact",
+                        "segment.bytes": str(groups.offsets_topic_segment_bytes),
+                        "compression.type": "producer",
+                    },
+                )
+            )
+        try:
+            await asyncio.shield(self._offsets_topic_task)
+        except Exception:
+            log.exception("could not create %s", OFFSETS_TOPIC)
 
     def _observe(self, api: str, seconds: float) -> None:
         if self.metrics is not None:
@@ -215,6 +257,8 @@ class Node:
             task.cancel()
         if self.maintenance is not None:
             await self.maintenance.stop()
+        if self.groups is not None:
+            await self.groups.stop()
         if self.fetchers is not None:
             await self.fetchers.stop()
         if self.replicas is not None:

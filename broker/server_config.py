@@ -101,6 +101,33 @@ class ReplicaConfig:
     inter_broker_listener: str = ""  # "": the first broker listener
 
 
+# The group coordinator's settings, Kafka's names and defaults.
+_GROUP_KEYS = {
+    "offsets.topic.num.partitions": "offsets_topic_partitions",
+    "offsets.topic.replication.factor": "offsets_topic_replication_factor",
+    "offsets.topic.segment.bytes": "offsets_topic_segment_bytes",
+    "offsets.retention.minutes": "offsets_retention_minutes",
+    "offsets.retention.check.interval.ms": "offsets_retention_check_interval_ms",
+    "offsets.commit.timeout.ms": "offsets_commit_timeout_ms",
+    "group.min.session.timeout.ms": "min_session_timeout_ms",
+    "group.max.session.timeout.ms": "max_session_timeout_ms",
+    "group.initial.rebalance.delay.ms": "initial_rebalance_delay_ms",
+}
+
+
+@dataclass(frozen=True)
+class GroupConfig:
+    offsets_topic_partitions: int = 50
+    offsets_topic_replication_factor: int = 3
+    offsets_topic_segment_bytes: int = 100 * 1024 * 1024
+    offsets_retention_minutes: int = 7 * 24 * 60
+    offsets_retention_check_interval_ms: int = 600_000
+    offsets_commit_timeout_ms: int = 5000
+    min_session_timeout_ms: int = 6000
+    max_session_timeout_ms: int = 1_800_000
+    initial_rebalance_delay_ms: int = 3000
+
+
 @dataclass(frozen=True)
 class ServerConfig:
     node_id: int
@@ -114,6 +141,7 @@ class ServerConfig:
     raft: RaftConfig = field(default_factory=RaftConfig)
     controller: ControllerConfig = field(default_factory=ControllerConfig)
     replica: ReplicaConfig = field(default_factory=ReplicaConfig)
+    groups: GroupConfig = field(default_factory=GroupConfig)
     metrics_host: str = "0.0.0.0"
     metrics_port: int = 9404  # -1: no metrics listener
     unknown: tuple[str, ...] = ()  # keys given that no part of the node reads
@@ -279,7 +307,17 @@ def from_properties(props: Mapping[str, str]) -> ServerConfig:
             replica_values[attr] = value
     replica_values["auto_create_topics"] = _bool(props, "auto.create.topics.enable", True)
     replica_values["inter_broker_listener"] = props.get("inter.broker.listener.name", "").strip()
-    known = _NODE_KEYS | _RAFT_KEYS | set(_CONTROLLER_KEYS) | set(_REPLICA_KEYS)
+    group_values: dict[str, int] = {}
+    for key, attr in _GROUP_KEYS.items():
+        if key in props:
+            value = _int(props, key)
+            lowest = 0 if key.endswith("delay.ms") else 1
+            if value < lowest:
+                raise InvalidConfigError(
+                    f"invalid value '{props[key]}' for config '{key}': expected an int >= {lowest}"
+                )
+            group_values[attr] = value
+    known = _NODE_KEYS | _RAFT_KEYS | set(_CONTROLLER_KEYS) | set(_REPLICA_KEYS) | set(_GROUP_KEYS)
     known |= {"auto.create.topics.enable", "prometheus.metrics.host", "prometheus.metrics.port"}
     metrics_port = (
         _int(props, "prometheus.metrics.port") if "prometheus.metrics.port" in props else 9404
@@ -305,6 +343,7 @@ def from_properties(props: Mapping[str, str]) -> ServerConfig:
         raft=raft,
         controller=ControllerConfig(**controller_values),  # type: ignore[arg-type]
         replica=ReplicaConfig(**replica_values),  # type: ignore[arg-type]
+        groups=GroupConfig(**group_values),
         metrics_host=props.get("prometheus.metrics.host", "0.0.0.0").strip() or "0.0.0.0",
         metrics_port=metrics_port,
         unknown=tuple(sorted(k for k in props if k not in known)),

@@ -6,24 +6,31 @@
         ...
     batches = consumer.poll(timeout_ms=1000, max_records=100)   # {TopicPartition: [...]}
 
-Without a group (`group_id=None`) a subscription takes every partition of its topics, as
-kafka-python does; `assign` takes chosen partitions. Records are prefetched by the
-process's I/O thread (strom.fetcher) so poll() rarely waits on the network.
+With `group_id`, subscribed consumers share the topics' partitions through the group
+coordinator (strom.membership): poll() joins and rejoins the group as needed, calls the
+rebalance listener in the caller's thread, starts each newly assigned partition at the
+group's committed offset (else per `auto_offset_reset`), and commits the positions every
+`auto_commit_interval_ms` when `enable_auto_commit`. Without a group a subscription takes
+every partition of its topics, as kafka-python does; `assign` takes chosen partitions.
+Records are prefetched by the process's I/O thread (strom.fetcher) so poll() rarely waits
+on the network.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from strom._loop_thread import shared_loop
+from strom.assignors import COOPERATIVE, by_name
 from strom.cluster import Cluster, parse_bootstrap
 from strom.errors import ClosedError, StromError
 from strom.fetcher import EARLIEST, LATEST, ConsumerRecord, FetchConfig, Fetcher, TopicPartition
+from strom.membership import CommitFailedError, GroupMembership, GroupSettings
 
-__all__ = ["Consumer", "ConsumerRecord", "TopicPartition"]
+__all__ = ["CommitFailedError", "Consumer", "ConsumerRecord", "TopicPartition"]
 
 
 class Consumer:
@@ -33,6 +40,13 @@ class Consumer:
         bootstrap_servers: str | Iterable[str] = "127.0.0.1:9092",
         client_id: str = "strom-consumer",
         group_id: str | None = None,
+        group_instance_id: str | None = None,
+        enable_auto_commit: bool = True,
+        auto_commit_interval_ms: int = 5000,
+        session_timeout_ms: int = 45_000,
+        heartbeat_interval_ms: int = 3000,
+        max_poll_interval_ms: int = 300_000,
+        partition_assignment_strategy: Sequence[str] = ("range", "cooperative-sticky"),
         auto_offset_reset: str = "latest",
         max_poll_records: int = 500,
         fetch_min_bytes: int = 1,
@@ -47,11 +61,23 @@ class Consumer:
         key_deserializer: Callable[[bytes], Any] | None = None,
         value_deserializer: Callable[[bytes], Any] | None = None,
     ) -> None:
-        if group_id is not None:
+        if group_id is not None and not group_id:
+            raise StromError("INVALID_GROUP_ID", "group_id must not be empty (or None: no group)")
+        if heartbeat_interval_ms >= session_timeout_ms:
+            raise StromError(
+                "INVALID_CONFIG", "heartbeat_interval_ms must be lower than session_timeout_ms"
+            )
+        try:
+            assignors = tuple(by_name(name) for name in partition_assignment_strategy)
+        except ValueError as exc:
+            raise StromError("INVALID_CONFIG", str(exc)) from None
+        if not assignors:
+            raise StromError("INVALID_CONFIG", "partition_assignment_strategy is empty")
+        if len({a.protocol for a in assignors}) > 1 and assignors[0].protocol == COOPERATIVE:
             raise StromError(
                 "INVALID_CONFIG",
-                "consumer groups are not available in this version of Strom yet: use "
-                "group_id=None with subscribe() or assign()",
+                "cooperative-sticky can be combined with eager assignors only after them "
+                "(Kafka's upgrade order)",
             )
         if auto_offset_reset not in ("earliest", "latest", "none"):
             raise StromError(
@@ -73,7 +99,12 @@ class Consumer:
         self.key_deserializer = key_deserializer
         self.value_deserializer = value_deserializer
         self._subscription: list[str] = []
+        self._listener: Any = None
         self._closed = False
+        self.group_id = group_id
+        self.enable_auto_commit = enable_auto_commit and group_id is not None
+        self.auto_commit_interval_s = auto_commit_interval_ms / 1000
+        self._next_auto_commit = time.monotonic() + self.auto_commit_interval_s
         self._io = shared_loop()
         config = FetchConfig(
             fetch_min_bytes=fetch_min_bytes,
@@ -94,6 +125,20 @@ class Consumer:
             return cluster, Fetcher(cluster, config)
 
         self._cluster, self._fetcher = self._io.run(build())
+        self._group: GroupMembership | None = None
+        if group_id is not None:
+            settings = GroupSettings(
+                group_id,
+                group_instance_id,
+                client_id,
+                session_timeout_ms,
+                max_poll_interval_ms,
+                heartbeat_interval_ms,
+                assignors,
+                request_timeout_ms,
+                retry_backoff_ms,
+            )
+            self._group = GroupMembership(self._cluster, settings, lambda: self._subscription)
         if topics:
             self.subscribe(topics)
 
@@ -108,11 +153,18 @@ class Consumer:
 
     # --- what to consume -------------------------------------------------------------
 
-    def subscribe(self, topics: Iterable[str] = ()) -> None:
+    def subscribe(self, topics: Iterable[str] = (), listener: Any = None) -> None:
+        """With a group: the group shares the topics' partitions (the next poll joins);
+        `listener` has on_partitions_revoked(partitions) and on_partitions_assigned(
+        partitions) (and optionally on_partitions_lost), called in poll()'s thread."""
         names = [topics] if isinstance(topics, str) else list(topics)
         if not names:
             raise StromError("INVALID_CONFIG", "subscribe needs at least one topic")
         self._subscription = names
+        self._listener = listener
+        if self._group is not None:
+            self._group.rejoin = True
+            return
 
         async def take_all() -> None:
             partitions = []
@@ -226,10 +278,120 @@ class Consumer:
         """Records from the assigned partitions, up to max_records (max_poll_records),
         waiting at most timeout_ms for some to arrive."""
         limit = max_records or self.max_poll_records
+        if self._group is not None and self._subscription:
+            self._group.last_poll = time.monotonic()
+            self._ensure_membership()
+            self._maybe_auto_commit()
         batches = self._run(self._fetcher.poll(limit, timeout_ms / 1000))
         if self.key_deserializer or self.value_deserializer:
             batches = {tp: [self._deserialize(r) for r in rs] for tp, rs in batches.items()}
         return batches  # type: ignore[no-any-return]
+
+    # --- the group ---------------------------------------------------------------------
+
+    def _ensure_membership(self) -> None:
+        group = self._group
+        assert group is not None
+        while group.rejoin and not self._closed:
+            revoke = group.to_revoke_before_join()
+            if revoke:
+                if self.enable_auto_commit:
+                    self._commit_quietly()
+                self._call_listener("on_partitions_revoked", revoke)
+                self._run(_call(lambda: self._fetcher.assign([])))
+            counts = {}
+            for topic in self._subscription:
+                info = self._run(self._cluster.topic(topic, self.request_timeout_s))
+                counts[topic] = len(info.partitions)
+            try:
+                assigned, revoked = self._run(group.join(counts))
+            except StromError as exc:
+                if exc.retriable or exc.name in ("REBALANCE_IN_PROGRESS", "UNKNOWN_MEMBER_ID"):
+                    time.sleep(0.1)
+                    continue
+                raise
+            if revoked:
+                if self.enable_auto_commit:
+                    self._commit_quietly(revoked)
+                self._call_listener("on_partitions_revoked", revoked)
+            kept = set(self._fetcher.assignment) & assigned
+            added = assigned - kept
+            committed = self._run(group.committed(sorted(added))) if added else {}
+
+            self._run(_call(self._apply_assignment, assigned, committed))
+            self._call_listener("on_partitions_assigned", added)
+
+    def _apply_assignment(
+        self, assigned: set[TopicPartition], committed: dict[TopicPartition, int | None]
+    ) -> None:
+        """On the I/O loop: the new assignment, newly assigned partitions starting at the
+        group's committed offsets (the others keep their positions)."""
+        self._fetcher.assign(sorted(assigned))
+        for tp, offset in committed.items():
+            if offset is not None:
+                self._fetcher.seek(tp, offset)
+
+    def _call_listener(self, method: str, partitions: set[TopicPartition]) -> None:
+        callback = getattr(self._listener, method, None)
+        if callback is not None and (partitions or method == "on_partitions_assigned"):
+            callback(sorted(partitions))
+
+    def _consumed(
+        self, only: set[TopicPartition] | None = None
+    ) -> dict[TopicPartition, tuple[int, str]]:
+        positions = dict(self._fetcher.positions)
+        return {tp: (offset, "") for tp, offset in positions.items() if only is None or tp in only}
+
+    def _commit_quietly(self, only: set[TopicPartition] | None = None) -> None:
+        try:
+            self.commit(only=only)
+        except StromError:
+            pass  # a rebalance moved them: the next owner starts from the last commit
+
+    def _maybe_auto_commit(self) -> None:
+        if self.enable_auto_commit and time.monotonic() >= self._next_auto_commit:
+            self._next_auto_commit = time.monotonic() + self.auto_commit_interval_s
+            self.commit_async()
+
+    def commit(
+        self,
+        offsets: dict[TopicPartition, Any] | None = None,
+        *,
+        only: set[TopicPartition] | None = None,
+    ) -> None:
+        """Commits `offsets` ({TopicPartition: offset or OffsetAndMetadata}) or else the
+        positions of every assigned partition (the next records to read), and waits for
+        the coordinator's answer. CommitFailedError when the group rebalanced meanwhile."""
+        group = self._require_group()
+        values = _offset_values(offsets) if offsets is not None else self._consumed(only)
+        if values:
+            self._run(group.commit(values), self.request_timeout_s + 5)
+
+    def commit_async(
+        self,
+        offsets: dict[TopicPartition, Any] | None = None,
+        callback: Callable[[dict[TopicPartition, Any], Exception | None], Any] | None = None,
+    ) -> concurrent.futures.Future[None]:
+        group = self._require_group()
+        values = _offset_values(offsets) if offsets is not None else self._consumed()
+        future = self._io.submit(group.commit(values))
+        if callback is not None:
+            future.add_done_callback(lambda f: callback(values, _exception(f)))
+        return future
+
+    def committed(self, partition: TopicPartition) -> int | None:
+        """The group's committed offset for the partition (None: none yet)."""
+        group = self._require_group()
+        tp = TopicPartition(*partition)
+        found: dict[TopicPartition, int | None] = self._run(group.committed([tp]))
+        return found.get(tp)
+
+    def _require_group(self) -> GroupMembership:
+        if self._group is None:
+            raise StromError(
+                "INVALID_GROUP_ID", "committing offsets needs a consumer with a group_id"
+            )
+        return self._group
 
     def _deserialize(self, record: ConsumerRecord) -> ConsumerRecord:
         key = record.key
@@ -253,11 +415,22 @@ class Consumer:
                 yield from records
             idle_since = time.monotonic()
 
-    def close(self) -> None:
+    def close(self, autocommit: bool = True) -> None:
+        """Commits the positions (enable_auto_commit), leaves the group, releases channels."""
         if self._closed:
             return
+        if (
+            self._group is not None
+            and autocommit
+            and self.enable_auto_commit
+            and self._group.member_id
+        ):
+            self._commit_quietly()
+        group = self._group
 
         async def shut() -> None:
+            if group is not None:
+                await group.leave()
             await self._fetcher.close()
             await self._cluster.close()
 
@@ -271,6 +444,21 @@ class Consumer:
         self.close()
 
 
-async def _call(fn: Callable[[], Any]) -> Any:
+def _exception(future: concurrent.futures.Future[None]) -> Exception | None:
+    error = future.exception()
+    return error if isinstance(error, Exception) or error is None else Exception(str(error))
+
+
+def _offset_values(offsets: dict[TopicPartition, Any]) -> dict[TopicPartition, tuple[int, str]]:
+    out = {}
+    for tp, value in offsets.items():
+        if isinstance(value, int):
+            out[TopicPartition(*tp)] = (value, "")
+        else:  # OffsetAndMetadata(offset, metadata) as kafka-python has it
+            out[TopicPartition(*tp)] = (int(value[0]), str(value[1] or ""))
+    return out
+
+
+async def _call(fn: Callable[..., Any], *args: Any) -> Any:
     """Runs `fn` on the I/O loop (where the fetcher's state lives)."""
-    return fn()
+    return fn(*args)

@@ -74,6 +74,56 @@ class ClientServiceStub:
                 request_serializer=strom__api_dot_v1_dot_client__pb2.DeleteRecordsRequest.SerializeToString,
                 response_deserializer=strom__api_dot_v1_dot_client__pb2.DeleteRecordsResponse.FromString,
                 _registered_method=True)
+        self.FindCoordinator = channel.unary_unary(
+                '/strom_api.v1.ClientService/FindCoordinator',
+                request_serializer=strom__api_dot_v1_dot_client__pb2.FindCoordinatorRequest.SerializeToString,
+                response_deserializer=strom__api_dot_v1_dot_client__pb2.FindCoordinatorResponse.FromString,
+                _registered_method=True)
+        self.JoinGroup = channel.unary_unary(
+                '/strom_api.v1.ClientService/JoinGroup',
+                request_serializer=strom__api_dot_v1_dot_client__pb2.JoinGroupRequest.SerializeToString,
+                response_deserializer=strom__api_dot_v1_dot_client__pb2.JoinGroupResponse.FromString,
+                _registered_method=True)
+        self.SyncGroup = channel.unary_unary(
+                '/strom_api.v1.ClientService/SyncGroup',
+                request_serializer=strom__api_dot_v1_dot_client__pb2.SyncGroupRequest.SerializeToString,
+                response_deserializer=strom__api_dot_v1_dot_client__pb2.SyncGroupResponse.FromString,
+                _registered_method=True)
+        self.Heartbeat = channel.unary_unary(
+                '/strom_api.v1.ClientService/Heartbeat',
+                request_serializer=strom__api_dot_v1_dot_client__pb2.HeartbeatRequest.SerializeToString,
+                response_deserializer=strom__api_dot_v1_dot_client__pb2.HeartbeatResponse.FromString,
+                _registered_method=True)
+        self.LeaveGroup = channel.unary_unary(
+                '/strom_api.v1.ClientService/LeaveGroup',
+                request_serializer=strom__api_dot_v1_dot_client__pb2.LeaveGroupRequest.SerializeToString,
+                response_deserializer=strom__api_dot_v1_dot_client__pb2.LeaveGroupResponse.FromString,
+                _registered_method=True)
+        self.OffsetCommit = channel.unary_unary(
+                '/strom_api.v1.ClientService/OffsetCommit',
+                request_serializer=strom__api_dot_v1_dot_client__pb2.OffsetCommitRequest.SerializeToString,
+                response_deserializer=strom__api_dot_v1_dot_client__pb2.OffsetCommitResponse.FromString,
+                _registered_method=True)
+        self.OffsetFetch = channel.unary_unary(
+                '/strom_api.v1.ClientService/OffsetFetch',
+                request_serializer=strom__api_dot_v1_dot_client__pb2.OffsetFetchRequest.SerializeToString,
+                response_deserializer=strom__api_dot_v1_dot_client__pb2.OffsetFetchResponse.FromString,
+                _registered_method=True)
+        self.DescribeGroups = channel.unary_unary(
+                '/strom_api.v1.ClientService/DescribeGroups',
+                request_serializer=strom__api_dot_v1_dot_client__pb2.DescribeGroupsRequest.SerializeToString,
+                response_deserializer=strom__api_dot_v1_dot_client__pb2.DescribeGroupsResponse.FromString,
+                _registered_method=True)
+        self.ListGroups = channel.unary_unary(
+                '/strom_api.v1.ClientService/ListGroups',
+                request_serializer=strom__api_dot_v1_dot_client__pb2.ListGroupsRequest.SerializeToString,
+                response_deserializer=strom__api_dot_v1_dot_client__pb2.ListGroupsResponse.FromString,
+                _registered_method=True)
+        self.DeleteGroups = channel.unary_unary(
+                '/strom_api.v1.ClientService/DeleteGroups',
+                request_serializer=strom__api_dot_v1_dot_client__pb2.DeleteGroupsRequest.SerializeToString,
+                response_deserializer=strom__api_dot_v1_dot_client__pb2.DeleteGroupsResponse.FromString,
+                _registered_method=True)
 
 
 class ClientServiceServicer:
@@ -129,6 +179,68 @@ class ClientServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def FindCoordinator(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def JoinGroup(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SyncGroup(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Heartbeat(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def LeaveGroup(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def OffsetCommit(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def OffsetFetch(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeGroups(self, request, context):
+        """Answered by each group's coordinator (ListGroups: by every broker for the groups it
+        coordinates; a client asks all brokers).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListGroups(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteGroups(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ClientServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -171,6 +283,56 @@ def add_ClientServiceServicer_to_server(servicer, server):
                     servicer.DeleteRecords,
                     request_deserializer=strom__api_dot_v1_dot_client__pb2.DeleteRecordsRequest.FromString,
                     response_serializer=strom__api_dot_v1_dot_client__pb2.DeleteRecordsResponse.SerializeToString,
+            ),
+            'FindCoordinator': grpc.unary_unary_rpc_method_handler(
+                    servicer.FindCoordinator,
+                    request_deserializer=strom__api_dot_v1_dot_client__pb2.FindCoordinatorRequest.FromString,
+                    response_serializer=strom__api_dot_v1_dot_client__pb2.FindCoordinatorResponse.SerializeToString,
+            ),
+            'JoinGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.JoinGroup,
+                    request_deserializer=strom__api_dot_v1_dot_client__pb2.JoinGroupRequest.FromString,
+                    response_serializer=strom__api_dot_v1_dot_client__pb2.JoinGroupResponse.SerializeToString,
+            ),
+            'SyncGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.SyncGroup,
+                    request_deserializer=strom__api_dot_v1_dot_client__pb2.SyncGroupRequest.FromString,
+                    response_serializer=strom__api_dot_v1_dot_client__pb2.SyncGroupResponse.SerializeToString,
+            ),
+            'Heartbeat': grpc.unary_unary_rpc_method_handler(
+                    servicer.Heartbeat,
+                    request_deserializer=strom__api_dot_v1_dot_client__pb2.HeartbeatRequest.FromString,
+                    response_serializer=strom__api_dot_v1_dot_client__pb2.HeartbeatResponse.SerializeToString,
+            ),
+            'LeaveGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.LeaveGroup,
+                    request_deserializer=strom__api_dot_v1_dot_client__pb2.LeaveGroupRequest.FromString,
+                    response_serializer=strom__api_dot_v1_dot_client__pb2.LeaveGroupResponse.SerializeToString,
+            ),
+            'OffsetCommit': grpc.unary_unary_rpc_method_handler(
+                    servicer.OffsetCommit,
+                    request_deserializer=strom__api_dot_v1_dot_client__pb2.OffsetCommitRequest.FromString,
+                    response_serializer=strom__api_dot_v1_dot_client__pb2.OffsetCommitResponse.SerializeToString,
+            ),
+            'OffsetFetch': grpc.unary_unary_rpc_method_handler(
+                    servicer.OffsetFetch,
+                    request_deserializer=strom__api_dot_v1_dot_client__pb2.OffsetFetchRequest.FromString,
+                    response_serializer=strom__api_dot_v1_dot_client__pb2.OffsetFetchResponse.SerializeToString,
+            ),
+            'DescribeGroups': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeGroups,
+                    request_deserializer=strom__api_dot_v1_dot_client__pb2.DescribeGroupsRequest.FromString,
+                    response_serializer=strom__api_dot_v1_dot_client__pb2.DescribeGroupsResponse.SerializeToString,
+            ),
+            'ListGroups': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListGroups,
+                    request_deserializer=strom__api_dot_v1_dot_client__pb2.ListGroupsRequest.FromString,
+                    response_serializer=strom__api_dot_v1_dot_client__pb2.ListGroupsResponse.SerializeToString,
+            ),
+            'DeleteGroups': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteGroups,
+                    request_deserializer=strom__api_dot_v1_dot_client__pb2.DeleteGroupsRequest.FromString,
+                    response_serializer=strom__api_dot_v1_dot_client__pb2.DeleteGroupsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -389,6 +551,276 @@ class ClientService:
             '/strom_api.v1.ClientService/DeleteRecords',
             strom__api_dot_v1_dot_client__pb2.DeleteRecordsRequest.SerializeToString,
             strom__api_dot_v1_dot_client__pb2.DeleteRecordsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FindCoordinator(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strom_api.v1.ClientService/FindCoordinator',
+            strom__api_dot_v1_dot_client__pb2.FindCoordinatorRequest.SerializeToString,
+            strom__api_dot_v1_dot_client__pb2.FindCoordinatorResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def JoinGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strom_api.v1.ClientService/JoinGroup',
+            strom__api_dot_v1_dot_client__pb2.JoinGroupRequest.SerializeToString,
+            strom__api_dot_v1_dot_client__pb2.JoinGroupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SyncGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strom_api.v1.ClientService/SyncGroup',
+            strom__api_dot_v1_dot_client__pb2.SyncGroupRequest.SerializeToString,
+            strom__api_dot_v1_dot_client__pb2.SyncGroupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Heartbeat(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strom_api.v1.ClientService/Heartbeat',
+            strom__api_dot_v1_dot_client__pb2.HeartbeatRequest.SerializeToString,
+            strom__api_dot_v1_dot_client__pb2.HeartbeatResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LeaveGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strom_api.v1.ClientService/LeaveGroup',
+            strom__api_dot_v1_dot_client__pb2.LeaveGroupRequest.SerializeToString,
+            strom__api_dot_v1_dot_client__pb2.LeaveGroupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def OffsetCommit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strom_api.v1.ClientService/OffsetCommit',
+            strom__api_dot_v1_dot_client__pb2.OffsetCommitRequest.SerializeToString,
+            strom__api_dot_v1_dot_client__pb2.OffsetCommitResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def OffsetFetch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strom_api.v1.ClientService/OffsetFetch',
+            strom__api_dot_v1_dot_client__pb2.OffsetFetchRequest.SerializeToString,
+            strom__api_dot_v1_dot_client__pb2.OffsetFetchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeGroups(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strom_api.v1.ClientService/DescribeGroups',
+            strom__api_dot_v1_dot_client__pb2.DescribeGroupsRequest.SerializeToString,
+            strom__api_dot_v1_dot_client__pb2.DescribeGroupsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListGroups(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strom_api.v1.ClientService/ListGroups',
+            strom__api_dot_v1_dot_client__pb2.ListGroupsRequest.SerializeToString,
+            strom__api_dot_v1_dot_client__pb2.ListGroupsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteGroups(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strom_api.v1.ClientService/DeleteGroups',
+            strom__api_dot_v1_dot_client__pb2.DeleteGroupsRequest.SerializeToString,
+            strom__api_dot_v1_dot_client__pb2.DeleteGroupsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,208 @@
+"""The consumer-group RPCs of ClientService (FindCoordinator, JoinGroup, SyncGroup,
+Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups, ListGroups,
+DeleteGroups): message translation around broker/group_coordinator.py.
+
+FindCoordinator creates `__consumer_offsets` on first use (offsets.topic.num.partitions
+partitions, offsets.topic.replication.factor replicas, compacted), answering
+COORDINATOR_NOT_AVAILABLE until it has leaders, as Kafka does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from broker.api_errors import error_pb, make_error
+from broker.group_coordinator import OFFSETS_TOPIC, GroupCoordinator, MemberIdRequired
+from broker.replica_manager import ReplicaManager
+from metadata.errors import ApiError
+from strom_api.v1 import client_pb2
+
+
+class GroupApi:
+    replicas: ReplicaManager
+    groups: GroupCoordinator
+    listener_name: str
+    create_offsets_topic: Callable[[], Awaitable[None]]
+
+    async def FindCoordinator(self, request: Any, context: Any) -> Any:  # noqa: N802
+        response = client_pb2.FindCoordinatorResponse(node_id=-1, port=-1)
+        image = self.replicas.image
+        topic = image.topics.by_name.get(OFFSETS_TOPIC)
+        if not request.key:
+            response.error.CopyFrom(
+                make_error("INVALID_GROUP_ID", "The group id must not be empty.")
+            )
+            return response
+        if topic is None:
+            await self.create_offsets_topic()
+            response.error.CopyFrom(
+                make_error("COORDINATOR_NOT_AVAILABLE", f"{OFFSETS_TOPIC} is being created.")
+            )
+            return response
+        index = self.groups.partition_for(request.key)
+        registration = topic.partitions.get(index)
+        leader = registration.leader if registration is not None else -1
+        broker = image.cluster.brokers.get(leader)
+        endpoint = None
+        if broker is not None and not broker.fenced:
+            endpoint = next((e for e in broker.endpoints if e.name == self.listener_name), None)
+        if endpoint is None:
+            response.error.CopyFrom(
+                make_error(
+                    "COORDINATOR_NOT_AVAILABLE",
+                    f"{OFFSETS_TOPIC}-{index}, which holds group '{request.key}', has no "
+                    "leader now.",
+                )
+            )
+            return response
+        response.node_id, response.host, response.port = leader, endpoint.host, endpoint.port
+        return response
+
+    async def JoinGroup(self, request: Any, context: Any) -> Any:  # noqa: N802
+        try:
+            answer = await self.groups.join_group(request, _peer_host(context))
+        except MemberIdRequired as exc:
+            return client_pb2.JoinGroupResponse(
+                error=error_pb(exc), member_id=exc.member_id, generation_id=-1
+            )
+        except ApiError as exc:
+            return client_pb2.JoinGroupResponse(
+                error=error_pb(exc), member_id=request.member_id, generation_id=-1
+            )
+        response = client_pb2.JoinGroupResponse(
+            generation_id=answer["generation_id"],
+            protocol_type=answer["protocol_type"],
+            protocol_name=answer["protocol_name"],
+            leader=answer["leader"],
+            member_id=answer["member_id"],
+        )
+        for member_id, instance, metadata in answer["members"]:
+            response.members.add(member_id=member_id, group_instance_id=instance, metadata=metadata)
+        return response
+
+    async def SyncGroup(self, request: Any, context: Any) -> Any:  # noqa: N802
+        try:
+            protocol_type, protocol, assignment = await self.groups.sync_group(request)
+        except ApiError as exc:
+            return client_pb2.SyncGroupResponse(error=error_pb(exc))
+        return client_pb2.SyncGroupResponse(
+            protocol_type=protocol_type, protocol_name=protocol, assignment=assignment
+        )
+
+    async def Heartbeat(self, request: Any, context: Any) -> Any:  # noqa: N802
+        try:
+            self.groups.heartbeat(request)
+        except ApiError as exc:
+            return client_pb2.HeartbeatResponse(error=error_pb(exc))
+        return client_pb2.HeartbeatResponse()
+
+    async def LeaveGroup(self, request: Any, context: Any) -> Any:  # noqa: N802
+        response = client_pb2.LeaveGroupResponse()
+        try:
+            results = self.groups.leave_group(request)
+        except ApiError as exc:
+            response.error.CopyFrom(error_pb(exc))
+            return response
+        for member_id, instance, error in results:
+            out = response.members.add(member_id=member_id, group_instance_id=instance)
+            if error is not None:
+                out.error.CopyFrom(error_pb(error))
+        return response
+
+    async def OffsetCommit(self, request: Any, context: Any) -> Any:  # noqa: N802
+        response = client_pb2.OffsetCommitResponse()
+        try:
+            await self.groups.commit_offsets(request)
+            error = None
+        except ApiError as exc:
+            error = error_pb(exc)
+        for topic in request.topics:
+            out = response.topics.add(name=topic.name)
+            for p in topic.partitions:
+                item = out.partitions.add(partition=p.partition)
+                if error is not None:
+                    item.error.CopyFrom(error)
+        if error is not None:
+            response.error.CopyFrom(error)
+        return response
+
+    async def OffsetFetch(self, request: Any, context: Any) -> Any:  # noqa: N802
+        response = client_pb2.OffsetFetchResponse()
+        try:
+            offsets = self.groups.fetch_offsets(request)
+        except ApiError as exc:
+            response.error.CopyFrom(error_pb(exc))
+            return response
+        by_topic: dict[str, Any] = {}
+        for (topic, partition), value in sorted(offsets.items()):
+            out = by_topic.get(topic)
+            if out is None:
+                out = by_topic[topic] = response.topics.add(name=topic)
+            item = out.partitions.add(
+                partition=partition, committed_offset=-1, committed_leader_epoch=-1
+            )
+            if value is not None:
+                item.committed_offset = value.offset
+                item.committed_leader_epoch = value.leader_epoch
+                item.metadata = value.metadata
+        return response
+
+    async def DescribeGroups(self, request: Any, context: Any) -> Any:  # noqa: N802
+        response = client_pb2.DescribeGroupsResponse()
+        for group_id in request.groups:
+            out = response.groups.add(group_id=group_id)
+            try:
+                group = self.groups.describe(group_id)
+            except ApiError as exc:
+                out.error.CopyFrom(error_pb(exc))
+                continue
+            if group is None:
+                out.state = "Dead"
+                continue
+            out.state = group.state.value
+            out.protocol_type = group.protocol_type or ""
+            out.protocol = group.protocol or ""
+            out.generation_id = group.generation
+            for m in group.members.values():
+                out.members.add(
+                    member_id=m.member_id,
+                    group_instance_id=m.group_instance_id or "",
+                    client_id=m.client_id,
+                    client_host=m.client_host,
+                    metadata=m.metadata_for(group.protocol or ""),
+                    assignment=m.assignment,
+                )
+        return response
+
+    async def ListGroups(self, request: Any, context: Any) -> Any:  # noqa: N802
+        response = client_pb2.ListGroupsResponse()
+        wanted = {s.lower() for s in request.states_filter}
+        for group in self.groups.list_groups():
+            if wanted and group.state.value.lower() not in wanted:
+                continue
+            response.groups.add(
+                group_id=group.group_id,
+                protocol_type=group.protocol_type or "consumer",
+                state=group.state.value,
+            )
+        return response
+
+    async def DeleteGroups(self, request: Any, context: Any) -> Any:  # noqa: N802
+        response = client_pb2.DeleteGroupsResponse()
+        for group_id in request.groups:
+            out = response.results.add(group_id=group_id)
+            try:
+                await self.groups.delete_group(group_id)
+            except ApiError as exc:
+                out.error.CopyFrom(error_pb(exc))
+        return response
+
+
+def _peer_host(context: Any) -> str:
+    try:
+        peer = str(context.peer())
+    except Exception:  # a context without a peer (tests): no host
+        return ""
+    # ipv4:127.0.0.1:5555 / ipv6:[::1]:5555
+    return peer.split(":", 1)[-1].rsplit(":", 1)[0].strip("[]")

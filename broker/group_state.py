@@ -1,0 +1,103 @@
+"""A consumer group as its coordinator keeps it (Kafka's GroupMetadata): members, state,
+generation, the chosen assignor, and committed offsets. Plain data and small pure rules;
+the coordinator (broker/group_coordinator.py) drives the transitions and the waiting.
+
+States, as Kafka's classic protocol: Empty (no members; offsets may remain) ->
+PreparingRebalance (members (re)join) -> CompletingRebalance (joined; the leader computes
+the assignment) -> Stable (everyone has its assignment); Dead once deleted or moved away.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from broker.group_records import OffsetValue
+
+
+class GroupState(enum.Enum):
+    EMPTY = "Empty"
+    PREPARING_REBALANCE = "PreparingRebalance"
+    COMPLETING_REBALANCE = "CompletingRebalance"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+@dataclass(eq=False)
+class Member:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: list[tuple[str, bytes]]
+    assignment: bytes = b""
+    last_heartbeat_ms: int = 0
+    join_future: asyncio.Future[Any] | None = None
+    sync_future: asyncio.Future[Any] | None = None
+
+    def metadata_for(self, protocol: str) -> bytes:
+        for name, metadata in self.protocols:
+            if name == protocol:
+                return metadata
+        return b""
+
+    def protocol_names(self) -> list[str]:
+        return [name for name, _ in self.protocols]
+
+
+@dataclass(eq=False)
+class Group:
+    group_id: str
+    partition: int  # of __consumer_offsets
+    state: GroupState = GroupState.EMPTY
+    generation: int = 0
+    protocol_type: str | None = None
+    protocol: str | None = None
+    leader: str | None = None
+    members: dict[str, Member] = field(default_factory=dict)
+    static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
+    pending_members: dict[str, int] = field(default_factory=dict)  # KIP-394 ids, deadline ms
+    offsets: dict[tuple[str, int], OffsetValue] = field(default_factory=dict)
+    rebalance_deadline_ms: int = 0  # members not rejoined by then are removed
+    join_not_before_ms: int = 0  # group.initial.rebalance.delay.ms for a group that was empty
+    state_timestamp_ms: int = 0
+
+    def transition(self, state: GroupState, now_ms: int) -> None:
+        self.state = state
+        self.state_timestamp_ms = now_ms
+
+    def supports(self, protocol_type: str, protocols: list[str]) -> bool:
+        if not self.members:
+            return bool(protocols)
+        group_type = self.protocol_type or next(iter(self.members.values())).protocol_type
+        if protocol_type != group_type:
+            return False
+        common = set(protocols)
+        for member in self.members.values():
+            common &= set(member.protocol_names())
+        return bool(common)
+
+    def select_protocol(self) -> str:
+        """Kafka's vote: the protocols every member supports; each member votes for the
+        first of those it lists; the most votes win (the first candidate on a tie)."""
+        members = list(self.members.values())
+        candidates = [
+            p for p in members[0].protocol_names() if all(p in m.protocol_names() for m in members)
+        ]
+        votes = Counter(next(p for p in m.protocol_names() if p in candidates) for m in members)
+        return max(candidates, key=lambda p: (votes[p], -candidates.index(p)))
+
+    def all_joined(self) -> bool:
+        return (
+            all(m.join_future is not None for m in self.members.values())
+            and not self.pending_members
+        )
+
+    def max_rebalance_timeout_ms(self) -> int:
+        return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)

@@ -1,0 +1,278 @@
+"""Consumer groups end to end on a real 3-node cluster: members share partitions, a killed
+member's partitions move within the session timeout, committed offsets survive a
+coordinator failover, manual commits give at-least-once across a crash, two groups each see
+everything, cooperative-sticky keeps unaffected partitions consumed, static members come
+back to their assignment without a rebalance."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from strom.consumer import Consumer, TopicPartition
+from strom.errors import StromError
+from strom.producer import Producer
+from tests.client.test_producer import bootstrap, create_topic
+from tests.node_integration.node_cluster import ROOT, NodeCluster
+from tests.raft_integration.process_cluster import wait_until
+
+GROUP_SETTINGS = {
+    "offsets.topic.num.partitions": "5",
+    "group.initial.rebalance.delay.ms": "100",
+    "group.min.session.timeout.ms": "1000",
+}
+FAST = {"session_timeout_ms": 3000, "heartbeat_interval_ms": 300, "auto_offset_reset": "earliest"}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    cluster = NodeCluster(str(tmp_path_factory.mktemp("groups")), 3, extra=GROUP_SETTINGS)
+    cluster.start_all()
+    try:
+        cluster.wait_for_brokers()
+        yield cluster
+    finally:
+        cluster.stop_all()
+
+
+def produce(cluster, topic, count, prefix="v"):
+    with Producer(bootstrap(cluster)) as producer:
+        for i in range(count):
+            producer.send(topic, f"{prefix}{i}".encode(), key=b"%d" % i)
+
+
+class Member:
+    """A group member in a thread, collecting what it reads."""
+
+    def __init__(self, cluster, group, topic, **config):
+        self.consumer = Consumer(
+            bootstrap_servers=bootstrap(cluster), group_id=group, **{**FAST, **config}
+        )
+        self.consumer.subscribe([topic])
+        self.records = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        while not self.stop.is_set():
+            for records in self.consumer.poll(timeout_ms=100).values():
+                self.records += records
+
+    def assignment(self):
+        return self.consumer.assignment()
+
+    def close(self):
+        self.stop.set()
+        self.thread.join(10)
+        self.consumer.close()
+
+
+def spawn_member(cluster, group, topic, *flags):
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tests.client.group_member",
+            bootstrap(cluster),
+            group,
+            topic,
+            *flags,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=ROOT),
+        text=True,
+    )
+
+
+def events(proc):
+    proc.wait(timeout=30)
+    return [json.loads(line) for line in proc.stdout.read().splitlines() if line.strip()]
+
+
+def test_three_members_share_six_partitions_and_a_killed_ones_move(cluster):
+    create_topic(cluster, "shared", partitions=6)
+    produce(cluster, "shared", 300)
+    members = [Member(cluster, "sharing", "shared") for _ in range(2)]
+    victim = spawn_member(cluster, "sharing", "shared")
+    try:
+        wait_until(
+            lambda: [len(m.assignment()) for m in members] == [2, 2], 30, "two partitions each"
+        )
+        wait_until(lambda: all(m.records for m in members), 30, "records for both")
+        victim.send_signal(signal.SIGKILL)
+        killed_at = time.monotonic()
+        wait_until(lambda: sorted(len(m.assignment()) for m in members) == [3, 3], 30, "three each")
+        assert time.monotonic() - killed_at < 3 + 5  # session timeout plus a rebalance
+        everything = {tp for m in members for tp in m.assignment()}
+        assert everything == {TopicPartition("shared", p) for p in range(6)}
+        wait_until(
+            lambda: (
+                {r.value for m in members for r in m.records} >= {b"v%d" % i for i in range(300)}
+            ),
+            30,
+            "every record read by the survivors",
+        )
+    finally:
+        victim.kill()
+        for m in members:
+            m.close()
+
+
+def test_committed_offsets_survive_a_coordinator_failover(tmp_path):
+    cluster = NodeCluster(str(tmp_path), 3, extra=GROUP_SETTINGS)
+    cluster.start_all()
+    try:
+        cluster.wait_for_brokers()
+        create_topic(cluster, "kept", partitions=2)
+        produce(cluster, "kept", 40)
+        tp0, tp1 = TopicPartition("kept", 0), TopicPartition("kept", 1)
+        with Consumer(bootstrap_servers=bootstrap(cluster), group_id="durable", **FAST) as consumer:
+            consumer.assign([tp0, tp1])
+            consumer.commit({tp0: 7, tp1: 11})
+            assert consumer.committed(tp0) == 7
+            coordinator = consumer._group.coordinator
+        cluster.stop(coordinator, signal.SIGKILL)
+        with Consumer(bootstrap_servers=bootstrap(cluster), group_id="durable", **FAST) as again:
+            found = wait_until(
+                lambda: _try(lambda: (again.committed(tp0), again.committed(tp1))),
+                40,
+                "the new coordinator to answer",
+            )
+            assert found == (7, 11)
+            assert again._group.coordinator != coordinator
+    finally:
+        cluster.stop_all()
+
+
+def _try(fn):
+    try:
+        return fn()
+    except StromError:
+        return None
+
+
+def test_manual_commits_lose_nothing_across_a_consumer_crash(cluster):
+    create_topic(cluster, "ledger", partitions=3)
+    produce(cluster, "ledger", 600, prefix="l")
+    first = spawn_member(cluster, "bookkeeping", "ledger", "--manual-commit")
+    lines = []
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        line = first.stdout.readline()
+        lines.append(line)
+        if sum('"committed"' in x for x in lines) >= 3:
+            break
+    first.send_signal(signal.SIGKILL)
+    done_before = {json.loads(x)["record"][2] for x in lines if '"record"' in x}
+    second = Member(cluster, "bookkeeping", "ledger", enable_auto_commit=False)
+    try:
+        wait_until(
+            lambda: (
+                done_before | {r.value.decode() for r in second.records}
+                >= {f"l{i}" for i in range(600)}
+            ),
+            40,
+            "every record processed by one or the other",
+        )
+        # It resumed from the commits, not from the beginning (at-least-once, not all-twice).
+        assert len(second.records) < 600 or not done_before
+    finally:
+        second.close()
+        first.kill()
+
+
+def test_two_groups_each_see_every_record(cluster):
+    create_topic(cluster, "broadcast", partitions=3)
+    produce(cluster, "broadcast", 150, prefix="b")
+    a, b = Member(cluster, "group-a", "broadcast"), Member(cluster, "group-b", "broadcast")
+    try:
+        want = {f"b{i}".encode() for i in range(150)}
+        wait_until(lambda: {r.value for r in a.records} == want, 30, "group a")
+        wait_until(lambda: {r.value for r in b.records} == want, 30, "group b")
+    finally:
+        a.close()
+        b.close()
+
+
+def test_cooperative_sticky_keeps_unmoved_partitions_consumed(cluster):
+    create_topic(cluster, "gentle", partitions=4)
+    first = Member(cluster, "coop", "gentle", partition_assignment_strategy=["cooperative-sticky"])
+    try:
+        wait_until(lambda: len(first.assignment()) == 4, 30, "all four to the first member")
+        revoked = []
+
+        class Watch:
+            def on_partitions_revoked(self, partitions):
+                revoked.extend(partitions)
+
+            def on_partitions_assigned(self, partitions):
+                pass
+
+        first.consumer._listener = Watch()
+        second = Member(
+            cluster, "coop", "gentle", partition_assignment_strategy=["cooperative-sticky"]
+        )
+        try:
+            wait_until(
+                lambda: (len(first.assignment()), len(second.assignment())) == (2, 2),
+                30,
+                "two each",
+            )
+            # Only the two partitions that moved were revoked from the first member.
+            assert len(revoked) == 2 and set(revoked) <= {
+                TopicPartition("gentle", p) for p in range(4)
+            }
+            assert not set(revoked) & first.assignment()
+        finally:
+            second.close()
+    finally:
+        first.close()
+
+
+def test_a_static_member_returns_to_its_assignment_without_a_rebalance(cluster):
+    create_topic(cluster, "steady", partitions=4)
+    other = Member(cluster, "statics", "steady", group_instance_id="other")
+    proc = spawn_member(cluster, "statics", "steady", "--instance", "fixed")
+    try:
+        wait_until(lambda: len(other.assignment()) == 2, 30, "an even split")
+        before = other.consumer._group.generation
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        back = spawn_member(cluster, "statics", "steady", "--instance", "fixed")
+        try:
+            time.sleep(2)
+            assert other.consumer._group.generation == before  # nobody rebalanced
+            assert len(other.assignment()) == 2
+        finally:
+            back.kill()
+        # The returning instance got the two partitions the other member does not hold.
+        assigned = [e["assigned"] for e in events(back) if "assigned" in e]
+        theirs = {TopicPartition(t, p) for t, p in assigned[-1]}
+        assert len(theirs) == 2 and not theirs & other.assignment()
+    finally:
+        proc.kill()
+        other.close()
+
+
+def test_commit_without_a_group_and_bad_settings_are_clear_errors(cluster):
+    with Consumer(bootstrap_servers=bootstrap(cluster)) as consumer:
+        with pytest.raises(StromError, match="group_id"):
+            consumer.commit()
+    with pytest.raises(StromError, match="partition assignment strategy"):
+        Consumer(
+            bootstrap_servers=bootstrap(cluster),
+            group_id="g",
+            partition_assignment_strategy=["fair"],
+        )
+    with pytest.raises(StromError, match="heartbeat_interval_ms"):
+        Consumer(bootstrap_servers=bootstrap(cluster), group_id="g", heartbeat_interval_ms=50_000)
