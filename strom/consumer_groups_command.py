@@ -1,0 +1,357 @@
+"""`strom consumer-groups`, after kafka-consumer-groups.sh: --list, --describe (offsets and
+lag, --members, --state), --reset-offsets (--to-earliest, --to-latest, --to-offset,
+--shift-by, --to-datetime, --by-duration; --dry-run or --execute) and --delete, through
+the brokers named by --bootstrap-server. Output is laid out as Kafka's tool lays it out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import time
+from collections.abc import Callable
+from datetime import datetime
+
+from strom.errors import StromError
+from strom.fetcher import EARLIEST, LATEST, TopicPartition
+from strom.group_admin import GroupAdmin, GroupDescription
+
+Out = Callable[[str], None]
+
+
+def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = commands.add_parser(
+        "consumer-groups", help="list, describe, reset and delete consumer groups"
+    )
+    parser.add_argument(
+        "--bootstrap-server", required=True, metavar="HOST:PORT[,...]", help="brokers to connect to"
+    )
+    actions = parser.add_mutually_exclusive_group(required=True)
+    actions.add_argument("--list", action="store_true", help="list all consumer groups")
+    actions.add_argument("--describe", action="store_true", help="describe consumer group(s)")
+    actions.add_argument("--reset-offsets", action="store_true", help="reset a group's offsets")
+    actions.add_argument("--delete", action="store_true", help="delete consumer group(s)")
+    parser.add_argument("--group", action="append", default=[], help="the group (repeatable)")
+    parser.add_argument("--all-groups", action="store_true", help="every group")
+    parser.add_argument("--members", action="store_true", help="with --describe: members")
+    parser.add_argument("--state", action="store_true", help="with --describe/--list: state")
+    parser.add_argument("--verbose", action="store_true", help="with --members: assignments")
+    parser.add_argument(
+        "--topic",
+        action="append",
+        default=[],
+        help="with --reset-offsets: topic or topic:0,1,2 (repeatable)",
+    )
+    parser.add_argument("--all-topics", action="store_true", help="every topic the group has")
+    scopes = parser.add_mutually_exclusive_group()
+    scopes.add_argument("--to-earliest", action="store_true")
+    scopes.add_argument("--to-latest", action="store_true")
+    scopes.add_argument("--to-current", action="store_true")
+    scopes.add_argument("--to-offset", type=int)
+    scopes.add_argument("--shift-by", type=int)
+    scopes.add_argument("--to-datetime", metavar="YYYY-MM-DDTHH:mm:SS.sss")
+    scopes.add_argument("--by-duration", metavar="PnDTnHnMnS")
+    run = parser.add_mutually_exclusive_group()
+    run.add_argument("--dry-run", action="store_true")
+    run.add_argument("--execute", action="store_true")
+    parser.set_defaults(handler=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        with GroupAdmin(args.bootstrap_server) as admin:
+            return _dispatch(admin, args, print)
+    except StromError as exc:
+        print(
+            f"Error while executing consumer-groups command : {exc.name}: {exc.message}",
+            file=sys.stderr,
+        )
+        return 1
+
+
+def _groups(admin: GroupAdmin, args: argparse.Namespace) -> list[str]:
+    if args.all_groups:
+        return [g.group_id for g in admin.list_groups()]
+    if not args.group:
+        raise StromError("INVALID_REQUEST", "--group or --all-groups is required")
+    return list(args.group)
+
+
+def _dispatch(admin: GroupAdmin, args: argparse.Namespace, out: Out) -> int:
+    if args.list:
+        groups = admin.list_groups()
+        if args.state:
+            width = max([15, *(len(g.group_id) for g in groups)])
+            out(f"{'GROUP':<{width}} STATE")
+            for g in groups:
+                out(f"{g.group_id:<{width}} {g.state}")
+        else:
+            for g in groups:
+                out(g.group_id)
+        return 0
+    if args.describe:
+        for group in _groups(admin, args):
+            _describe(admin, group, args, out)
+        return 0
+    if args.delete:
+        return _delete(admin, _groups(admin, args), out)
+    return _reset(admin, args, out)
+
+
+def _table(rows: list[list[str]], widths: list[int], out: Out) -> None:
+    for row in rows:
+        cells = [f"{cell:<{w}}" for cell, w in zip(row[:-1], widths, strict=False)]
+        out(" ".join([*cells, row[-1]]).rstrip())
+
+
+def _describe(admin: GroupAdmin, group_id: str, args: argparse.Namespace, out: Out) -> None:
+    description = admin.describe_group(group_id)
+    if description.state == "Dead":
+        out(f"Consumer group '{group_id}' does not exist.")
+        return
+    if args.state:
+        coordinator = admin._cluster.brokers.get(description.coordinator, "?")
+        width = max(15, len(group_id))
+        out("")
+        _table(
+            [
+                ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
+                [
+                    group_id,
+                    f"{coordinator} ({description.coordinator})",
+                    description.protocol or "",
+                    description.state,
+                    str(len(description.members)),
+                ],
+            ],
+            [width, 25, 20, 20],
+            out,
+        )
+        return
+    if not description.members:
+        out("")
+        out(f"Consumer group '{group_id}' has no active members.")
+    if args.members:
+        _describe_members(description, args.verbose, out)
+        return
+    owner = {tp: m for m in description.members for tp in m.assignment}
+    lags = {lag.tp: lag for lag in admin.lag(group_id, owner)}
+    header = [
+        "GROUP",
+        "TOPIC",
+        "PARTITION",
+        "CURRENT-OFFSET",
+        "LOG-END-OFFSET",
+        "LAG",
+        "CONSUMER-ID",
+        "HOST",
+        "CLIENT-ID",
+    ]
+    rows = []
+    for tp in sorted(lags):
+        lag = lags[tp]
+        member = owner.get(tp)
+        rows.append(
+            [
+                group_id,
+                tp.topic,
+                str(tp.partition),
+                _or_dash(lag.committed),
+                _or_dash(lag.log_end),
+                _or_dash(lag.lag),
+                member.member_id if member else "-",
+                f"/{member.host}" if member else "-",
+                member.client_id if member else "-",
+            ]
+        )
+    widths = _widths([header, *rows], {0: 15, 1: 15, 2: 10, 3: 15, 4: 15, 5: 15, 6: 15, 7: 15})
+    out("")
+    _table([header, *rows], widths, out)
+
+
+def _describe_members(description: GroupDescription, verbose: bool, out: Out) -> None:
+    header = ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
+    if verbose:
+        header.append("ASSIGNMENT")
+    rows = []
+    for m in description.members:
+        row = [description.group_id, m.member_id, f"/{m.host}", m.client_id, str(len(m.assignment))]
+        if verbose:
+            by_topic: dict[str, list[int]] = {}
+            for tp in sorted(m.assignment):
+                by_topic.setdefault(tp.topic, []).append(tp.partition)
+            row.append(
+                ",".join(f"{t}({','.join(map(str, ps))})" for t, ps in by_topic.items()) or "-"
+            )
+        rows.append(row)
+    out("")
+    _table([header, *rows], _widths([header, *rows], {0: 15, 1: 15, 2: 15, 3: 15, 4: 12}), out)
+
+
+def _widths(rows: list[list[str]], minimum: dict[int, int]) -> list[int]:
+    return [max([minimum.get(i, 0), *(len(r[i]) for r in rows)]) for i in range(len(rows[0]) - 1)]
+
+
+def _or_dash(value: int | None) -> str:
+    return "-" if value is None else str(value)
+
+
+def _delete(admin: GroupAdmin, groups: list[str], out: Out) -> int:
+    failed = {}
+    for group in groups:
+        try:
+            admin.delete_group(group)
+        except StromError as exc:
+            failed[group] = f"{exc.name}: {exc.message}"
+    done = [g for g in groups if g not in failed]
+    if done:
+        names = ", ".join(f"'{g}'" for g in done)
+        out(f"Deletion of requested consumer groups ({names}) was successful.")
+    if failed:
+        print("Error: Deletion of some consumer groups failed:", file=sys.stderr)
+        for group, why in failed.items():
+            print(f"* Group '{group}' could not be deleted due to: {why}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _reset(admin: GroupAdmin, args: argparse.Namespace, out: Out) -> int:
+    groups = _groups(admin, args)
+    if len(groups) != 1:
+        raise StromError("INVALID_REQUEST", "--reset-offsets works on one --group at a time")
+    group = groups[0]
+    if not (
+        args.to_earliest
+        or args.to_latest
+        or args.to_current
+        or args.to_offset is not None
+        or args.shift_by is not None
+        or args.to_datetime
+        or args.by_duration
+    ):
+        raise StromError(
+            "INVALID_REQUEST",
+            "One of the reset scopes should be defined: --to-datetime, --by-duration, "
+            "--to-earliest, --to-latest, --shift-by, --to-offset, --to-current.",
+        )
+    when = None  # parsed before anything is asked of the cluster
+    if args.to_datetime:
+        when = _datetime_ms(args.to_datetime)
+    elif args.by_duration:
+        when = int(time.time() * 1000) - _duration_ms(args.by_duration)
+    description = admin.describe_group(group)
+    if description.state not in ("Empty", "Dead"):
+        raise StromError(
+            "INVALID_REQUEST",
+            f"Assignments can only be reset if the group '{group}' is inactive, but the "
+            f"current state is {description.state}.",
+        )
+    committed = admin.committed_offsets(group)
+    tps = _partitions(admin, args, committed)
+    earliest = admin.list_offsets(dict.fromkeys(tps, EARLIEST))
+    latest = admin.list_offsets(dict.fromkeys(tps, LATEST))
+    target: dict[TopicPartition, int] = {}
+    if args.to_datetime or args.by_duration:
+        when = (
+            _datetime_ms(args.to_datetime)
+            if args.to_datetime
+            else int(time.time() * 1000) - _duration_ms(args.by_duration)
+        )
+        found = admin.list_offsets(dict.fromkeys(tps, when))
+    for tp in tps:
+        low, high = earliest[tp][0], latest[tp][0]
+        current = committed.get(tp, low)
+        if args.to_earliest:
+            new = low
+        elif args.to_latest:
+            new = high
+        elif args.to_current:
+            new = current
+        elif args.to_offset is not None:
+            new = args.to_offset
+        elif args.shift_by is not None:
+            new = current + args.shift_by
+        else:
+            offset = found[tp][0]
+            new = offset if offset >= 0 else high
+        target[tp] = min(max(new, low), high)  # Kafka clamps to the log's range
+    if not args.execute and not args.dry_run:
+        print(
+            "WARN: No action will be performed as the --execute option is missing. In a future "
+            "major release, the default behavior of this command will be to prompt the user "
+            "before executing the reset rather than doing a dry run. You should add the "
+            "--dry-run option explicitly if you are scripting this command and want to keep "
+            "the current default behavior without prompting.",
+            file=sys.stderr,
+        )
+    if args.execute:
+        admin.commit_offsets(group, target)
+    out("")
+    _table(
+        [
+            ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"],
+            *(
+                [group, tp.topic, str(tp.partition), str(offset)]
+                for tp, offset in sorted(target.items())
+            ),
+        ],
+        [30, 30, 10],
+        out,
+    )
+    return 0
+
+
+def _partitions(
+    admin: GroupAdmin, args: argparse.Namespace, committed: dict[TopicPartition, int]
+) -> list[TopicPartition]:
+    if args.all_topics:
+        topics = sorted({tp.topic for tp in committed})
+        return [tp for t in topics for tp in admin.partitions_of(t)]
+    if not args.topic:
+        raise StromError(
+            "INVALID_REQUEST", "--topic or --all-topics is required with --reset-offsets"
+        )
+    out: list[TopicPartition] = []
+    for spec in args.topic:
+        topic, _, parts = spec.partition(":")
+        if parts:
+            try:
+                out += [TopicPartition(topic, int(p)) for p in parts.split(",")]
+            except ValueError:
+                raise StromError(
+                    "INVALID_REQUEST", f"--topic {spec}: partitions must be numbers"
+                ) from None
+        else:
+            out += admin.partitions_of(topic)
+    return out
+
+
+def _datetime_ms(text: str) -> int:
+    for fmt in (
+        "%Y-%m-%dT%H:%M:%S.%f%z",
+        "%Y-%m-%dT%H:%M:%S.%f",
+        "%Y-%m-%dT%H:%M:%S%z",
+        "%Y-%m-%dT%H:%M:%S",
+    ):
+        try:
+            value = datetime.strptime(text, fmt)
+        except ValueError:
+            continue
+        if value.tzinfo is None:
+            value = value.astimezone()  # Kafka reads a time without a zone as local time
+        return int(value.timestamp() * 1000)
+    raise StromError("INVALID_REQUEST", f"--to-datetime {text}: expected YYYY-MM-DDTHH:mm:SS.sss")
+
+
+_DURATION = re.compile(r"^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$")
+
+
+def _duration_ms(text: str) -> int:
+    match = _DURATION.match(text)
+    if match is None or text in ("P", "PT"):
+        raise StromError(
+            "INVALID_REQUEST", f"--by-duration {text}: expected PnDTnHnMnS, e.g. PT10M"
+        )
+    days, hours, minutes, seconds = (float(g) if g else 0.0 for g in match.groups())
+    return int((((days * 24 + hours) * 60 + minutes) * 60 + seconds) * 1000)

