@@ -28,10 +28,12 @@ from metadata.delta import MetadataDelta
 from metadata.errors import ApiError
 from metadata.image import MetadataImage, PartitionRegistration
 from storage.log_manager import LogManager
+from strom_api.v1 import common_pb2
 
 log = logging.getLogger("strom.replicas")
 
 TopicPartition = tuple[str, int]
+ISR_RETRY_BACKOFF_S = 0.1  # Kafka's AlterPartition retries after a transport error
 ControllerCall = Callable[[str, Any], Awaitable[Any | None]]
 
 
@@ -447,25 +449,54 @@ class ReplicaManager:
             self.isr_sender.submit(partition, change)
 
     def _isr_answered(self, partition: Partition, change: IsrChange, answer: Any | None) -> None:
-        if answer is None or answer.error.code != 0:
-            self.stats.failed_isr_updates += 1
-            why = "no controller answered" if answer is None else answer.error.message
+        """The controller's answer to one proposed ISR change. Kafka's rules: without an
+        answer the change may or may not have been committed, so it stays pending (the
+        high watermark keeps counting the larger ISR) and is sent again; a stale partition
+        epoch (INVALID_UPDATE_VERSION) or leader epoch means the metadata already moved on,
+        and the delta that brings it settles the ISR; only a real refusal drops it."""
+        leader = partition.leader
+        current = leader is not None and leader.pending is change
+        if answer is not None and answer.error.code == 0:
+            # Counted even when the metadata delta got here first and settled the ISR.
+            if change.removed:
+                self.stats.isr_shrinks += 1
+            if change.added:
+                self.stats.isr_expands += 1
             log.info(
-                "ISR change of %s to %s not accepted: %s", partition.name, list(change.isr), why
+                "ISR of %s is now %s (partition epoch %d)",
+                partition.name,
+                list(answer.isr),
+                answer.partition_epoch,
             )
-            partition.isr_refused()
+            if current:
+                partition.isr_committed(answer.isr, answer.partition_epoch)
             return
-        if change.removed:
-            self.stats.isr_shrinks += 1
-        if change.added:
-            self.stats.isr_expands += 1
+        self.stats.failed_isr_updates += 1
+        name = "NO_ANSWER" if answer is None else common_pb2.ErrorCode.Name(answer.error.code)
+        why = "no controller answered" if answer is None else answer.error.message
         log.info(
-            "ISR of %s is now %s (partition epoch %d)",
+            "ISR change of %s to %s not accepted (%s): %s",
             partition.name,
-            list(answer.isr),
-            answer.partition_epoch,
+            list(change.isr),
+            name,
+            why,
         )
-        partition.isr_committed(answer.isr, answer.partition_epoch)
+        if not current:
+            return  # leadership or the proposal moved on meanwhile
+        if answer is None:
+            loop = asyncio.get_running_loop()
+            loop.call_later(ISR_RETRY_BACKOFF_S, self._resend_isr_change, partition, change)
+        elif name not in ("INVALID_UPDATE_VERSION", "FENCED_LEADER_EPOCH"):
+            partition.isr_refused()
+
+    def _resend_isr_change(self, partition: Partition, change: IsrChange) -> None:
+        leader = partition.leader
+        if (
+            leader is not None
+            and leader.pending is change
+            and partition in self.partitions.values()
+        ):
+            self.isr_sender.submit(partition, change)
 
     async def _isr_expiration(self) -> None:
         """Kafka's isr-expiration task: every replica.lag.time.max.ms / 2, every led
