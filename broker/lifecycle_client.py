@@ -128,6 +128,36 @@ class LifecycleClient:
                 return response
         return None
 
+    async def forward(self, method: str, request: Any, timeout_s: float) -> Any | None:
+        """A client's admin request, forwarded to the active controller (KIP-590): its
+        answer as it is, following NOT_CONTROLLER; None when no controller answered in
+        `timeout_s`."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        not_controller = common_pb2.ErrorCode.Value("NOT_CONTROLLER")
+        while loop.time() < deadline:
+            stub = self._stub(self._active)
+            try:
+                response = await getattr(stub, method)(
+                    request, timeout=max(deadline - loop.time(), 0.1)
+                )
+            except grpc.aio.AioRpcError as exc:
+                self.last_error = f"{exc.code().name}: {exc.details()}"
+                self._next_voter()
+                await asyncio.sleep(0.05)
+                continue
+            has_error = "error" in response.DESCRIPTOR.fields_by_name
+            if has_error and response.error.error.code == not_controller:
+                active = response.error.active_controller_id
+                if active in self.voters and active != self._active:
+                    self._active = active
+                else:
+                    self._next_voter()
+                    await asyncio.sleep(0.05)
+                continue
+            return response
+        return None
+
     async def _call(self, method: str, request: Any) -> Any | None:
         """The active controller's answer, or None (the error is kept in last_error and
         the next try goes to the controller it names, or the next voter)."""

@@ -22,6 +22,7 @@ import os
 import grpc.aio
 
 from broker.client_service import ClientServicer, auto_create
+from broker.controller_forwarder import forwarding_servicer
 from broker.controller_service import ControllerServicer
 from broker.group_coordinator import OFFSETS_TOPIC, GroupCoordinator
 from broker.lifecycle_client import LifecycleClient
@@ -177,6 +178,9 @@ class Node:
         )
         replica_pb2_grpc.add_ReplicaServiceServicer_to_server(  # type: ignore[no-untyped-call]
             ReplicaServicer(self.replicas, self._observe), server
+        )
+        controller_pb2_grpc.add_ControllerServiceServicer_to_server(  # type: ignore[no-untyped-call]
+            forwarding_servicer(lifecycle.forward), server
         )
         self.broker_port = server.add_insecure_port(listener.address)
         await server.start()

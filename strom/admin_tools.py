@@ -3,9 +3,9 @@
 (kafka-configs.sh), `leader-election` (kafka-leader-election.sh) and `reassign-partitions`
 (kafka-reassign-partitions.sh).
 
-Each talks to the controllers named by --bootstrap-controller (Kafka 3.7+'s option);
---bootstrap-server is accepted as a synonym until brokers serve the admin API, and so must
-name CONTROLLER listeners too. Exit codes: 0 on success, 1 when the operation fails (one line
+Each talks to the controllers named by --bootstrap-controller (Kafka 3.7+'s option), or to
+the brokers named by --bootstrap-server, which forward the admin API to the active
+controller (KIP-590); the same ControllerService answers on both. Exit codes: 0 on success, 1 when the operation fails (one line
 on stderr, `Error while executing <tool> command : <ERROR_NAME>: <message>`, never a
 traceback), 2 for a usage error (argparse's, as for every `strom` command).
 """
@@ -38,8 +38,8 @@ _BOOTSTRAP_CONTROLLER_HELP = (
     "straight to the active controller"
 )
 _BOOTSTRAP_SERVER_HELP = (
-    "a synonym of --bootstrap-controller for now: until Strom brokers serve the admin API it "
-    "must name CONTROLLER listeners, not broker listeners"
+    "comma-separated host:port pairs of brokers, which forward admin requests to the active "
+    "controller (controllers' addresses work too)"
 )
 
 

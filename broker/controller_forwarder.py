@@ -1,0 +1,50 @@
+"""ControllerService's admin operations on a broker's listener, forwarded to the active
+controller (Kafka's KIP-590 request forwarding), so admin clients and tools need only the
+brokers' addresses (--bootstrap-server), as with Kafka. Broker-to-controller operations
+(registration, heartbeats, AlterPartition, producer id blocks) are not offered here."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import grpc
+
+from strom_api.v1 import controller_pb2_grpc
+
+FORWARDED = (
+    "CreateTopics",
+    "DeleteTopics",
+    "CreatePartitions",
+    "DescribeCluster",
+    "DescribeTopics",
+    "DescribeQuorum",
+    "ElectLeaders",
+    "AlterPartitionReassignments",
+    "ListPartitionReassignments",
+    "IncrementalAlterConfigs",
+    "DescribeConfigs",
+)
+Forward = Callable[[str, Any, float], Awaitable[Any | None]]
+
+
+def forwarding_servicer(forward: Forward, timeout_s: float = 30.0) -> Any:
+    """A ControllerService servicer whose admin methods forward; the others answer
+    UNIMPLEMENTED (the servicer base class's default)."""
+
+    def make(method: str) -> Callable[..., Awaitable[Any]]:
+        async def handler(self: Any, request: Any, context: Any) -> Any:
+            response = await forward(method, request, timeout_s)
+            if response is None:
+                await context.abort(
+                    grpc.StatusCode.UNAVAILABLE,
+                    f"no active controller answered {method} within {timeout_s:g} s",
+                )
+            return response
+
+        handler.__name__ = method
+        return handler
+
+    methods = {name: make(name) for name in FORWARDED}
+    cls = type("ControllerForwarder", (controller_pb2_grpc.ControllerServiceServicer,), methods)
+    return cls()
