@@ -58,8 +58,7 @@ def test_no_arguments_prints_help_and_fails() -> None:
     "args",
     [
         ("acls",),
-        ("consumer-groups",),
-        ("console-producer",),
+        ("producer-perf-test",),
         ("delete-records",),
         ("log-dirs",),
         ("storage", "info"),
@@ -71,7 +70,10 @@ def test_commands_not_built_yet_do_not_exist(args: tuple[str, ...]) -> None:
     assert "invalid choice" in result.stderr
 
 
-@pytest.mark.parametrize("args", [("server",), ("storage", "format")])
+@pytest.mark.parametrize(
+    "args",
+    [("server",), ("storage", "format"), ("consumer-groups",), ("console-producer",)],
+)
 def test_commands_without_their_required_arguments_say_which(args: tuple[str, ...]) -> None:
     result = run(*args)
     assert result.returncode == 2
