@@ -5,9 +5,10 @@
 
 Each talks to the controllers named by --bootstrap-controller (Kafka 3.7+'s option), or to
 the brokers named by --bootstrap-server, which forward the admin API to the active
-controller (KIP-590); the same ControllerService answers on both. Exit codes: 0 on success, 1 when the operation fails (one line
-on stderr, `Error while executing <tool> command : <ERROR_NAME>: <message>`, never a
-traceback), 2 for a usage error (argparse's, as for every `strom` command).
+controller (KIP-590); the same ControllerService answers on both. Exit codes: 0 on
+success, 1 when the operation fails (one line on stderr, `Error while executing <tool>
+command : <ERROR_NAME>: <message>`, never a traceback), 2 for a usage error (argparse's, as
+for every `strom` command).
 """
 
 from __future__ import annotations
