@@ -32,11 +32,19 @@ class AlterPartitionSender:
         self.controller_call = controller_call
         self.on_answer = on_answer
         self.requests_sent = 0
-        self._pending: dict[tuple[bytes, int], tuple[Partition, IsrChange]] = {}
+        # key -> (partition, change, leader epoch, partition epoch at proposal time)
+        self._pending: dict[tuple[bytes, int], tuple[Partition, IsrChange, int, int]] = {}
         self._task: asyncio.Task[None] | None = None
 
     def submit(self, partition: Partition, change: IsrChange) -> None:
-        self._pending[(partition.topic_id, partition.index)] = (partition, change)
+        """Queues `change`, stamped with the epochs it was computed against: a change
+        computed on an older ISR must never be applied to a newer one."""
+        self._pending[(partition.topic_id, partition.index)] = (
+            partition,
+            change,
+            partition.leader_epoch,
+            partition.partition_epoch,
+        )
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._drain())
 
@@ -48,9 +56,16 @@ class AlterPartitionSender:
     async def _drain(self) -> None:
         while self._pending:
             batch, self._pending = self._pending, {}
-            await self._send(list(batch.values()))
+            # A change the metadata settled meanwhile (no longer the pending one) stays home.
+            live = [
+                item
+                for item in batch.values()
+                if item[0].leader is not None and item[0].leader.pending is item[1]
+            ]
+            if live:
+                await self._send(live)
 
-    async def _send(self, batch: list[tuple[Partition, IsrChange]]) -> None:
+    async def _send(self, batch: list[tuple[Partition, IsrChange, int, int]]) -> None:
         request = controller_pb2.AlterPartitionRequest(
             broker_id=self.broker_id,
             broker_epoch=self.broker_epoch(),
@@ -58,11 +73,11 @@ class AlterPartitionSender:
                 controller_pb2.AlterPartitionRequest.Partition(
                     topic_id=p.topic_id,
                     partition=p.index,
-                    leader_epoch=p.leader_epoch,
-                    partition_epoch=p.partition_epoch,
+                    leader_epoch=leader_epoch,
+                    partition_epoch=partition_epoch,
                     new_isr=list(change.isr),
                 )
-                for p, change in batch
+                for p, change, leader_epoch, partition_epoch in batch
             ],
         )
         self.requests_sent += 1
@@ -74,5 +89,5 @@ class AlterPartitionSender:
         answers = {}
         if response is not None:
             answers = {(a.topic_id, a.partition): a for a in response.partitions}
-        for partition, change in batch:
+        for partition, change, _, _ in batch:
             self.on_answer(partition, change, answers.get((partition.topic_id, partition.index)))

@@ -173,7 +173,10 @@ class LifecycleClient:
             name = common_pb2.ErrorCode.Name(error.error.code)
             self.last_error = f"{name}: {error.error.message}"
             if name == "STALE_BROKER_EPOCH" or name == "BROKER_ID_NOT_REGISTERED":
-                self.broker_epoch = -1
+                # Only an answer about the current registration means it was replaced; a
+                # request stamped with an older epoch (or none yet) says nothing new.
+                if getattr(request, "broker_epoch", None) == self.broker_epoch >= 0:
+                    self.broker_epoch = -1
             elif error.active_controller_id in self.voters:
                 self._active = error.active_controller_id
             else:

@@ -36,7 +36,7 @@ from broker.replica_service import ReplicaServicer
 from broker.server_config import ServerConfig
 from metadata.controller import QuorumController
 from metadata.delta import MetadataDelta
-from metadata.image import Endpoint, MetadataImage
+from metadata.image import EMPTY_IMAGE, Endpoint, MetadataImage
 from metadata.loader import MetadataLoader
 from raft.driver import RaftDriver
 from storage import meta_properties
@@ -45,6 +45,14 @@ from storage.log_manager import LogManager
 from strom_api.v1 import client_pb2_grpc, controller_pb2_grpc, replica_pb2_grpc
 
 log = logging.getLogger("strom.node")
+
+
+def full_delta(image: MetadataImage) -> MetadataDelta:
+    """A delta that takes an empty image to `image`: every topic and partition in it is
+    'changed', so applying it sets every local replica's role from `image`."""
+    return MetadataDelta(EMPTY_IMAGE).replay_all(image.records())
+
+
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 30.0
 
 
@@ -66,6 +74,7 @@ class Node:
         self._local_changes: asyncio.Queue[tuple[MetadataDelta, MetadataImage]] = asyncio.Queue()
         self._local_changes_task: asyncio.Task[None] | None = None
         self._disk_lock = asyncio.Lock()  # one thread at a time touches the LogManager
+        self._applying = False  # caught up with the metadata log: deltas are being applied
         self._background: list[asyncio.Task[None]] = []
         self.metrics: NodeMetrics | None = None
         self.metrics_port = 0
@@ -269,7 +278,8 @@ class Node:
             await self.replicas.stop()
         await self.driver.stop(graceful=True)
         if self.log_manager is not None:
-            await self._local_changes.join()
+            if self._applying:  # finish the disk work under way; else nothing was applied
+                await self._local_changes.join()
             if self._local_changes_task is not None:
                 self._local_changes_task.cancel()
             async with self._disk_lock:
@@ -293,19 +303,34 @@ class Node:
         self._local_changes.put_nowait((delta, image))
 
     async def _apply_local_changes(self) -> None:
+        """Applies metadata deltas to the local replicas, in log order. Nothing is applied
+        until the broker has caught up with the metadata log (the controller says so in
+        its heartbeat answers, as Kafka's broker waits for its initial catch-up): a
+        restarted broker replaying old records must not lead on an ISR that has moved on.
+        Deltas that queued up meanwhile are applied together: every deletion they carry,
+        then the roles of the newest image."""
         replicas = self.replicas
-        assert replicas is not None
+        lifecycle = self.lifecycle
+        assert replicas is not None and lifecycle is not None
+        while not lifecycle.caught_up:
+            await asyncio.sleep(0.05)
+        self._applying = True
         while True:
-            delta, image = await self._local_changes.get()
+            items = [await self._local_changes.get()]
+            while not self._local_changes.empty():
+                items.append(self._local_changes.get_nowait())
             try:
-                doomed = replicas.detach(delta)
+                doomed = [tp for delta, _ in items for tp in replicas.detach(delta)]
+                image = items[-1][1]
+                delta = items[0][0] if len(items) == 1 else full_delta(image)
                 async with self._disk_lock:
                     await asyncio.to_thread(self._apply_to_local_logs, delta, image, doomed)
                 replicas.attach(delta, image)
             except Exception:
                 log.exception("could not apply a metadata change to the local replicas")
             finally:
-                self._local_changes.task_done()
+                for _ in items:
+                    self._local_changes.task_done()
 
     def _apply_to_local_logs(
         self, delta: MetadataDelta, image: MetadataImage, doomed: list[tuple[str, int]]

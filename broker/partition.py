@@ -397,6 +397,14 @@ class Partition:
     ) -> None:
         log = self.log
         if records:
+            first = parse_header(records)
+            if log.log_start_offset == log.log_end_offset and (
+                first.base_offset < log.log_end_offset < first.next_offset
+            ):
+                # An empty log restarted at the leader's log start, which lies inside this
+                # batch (DeleteRecords may cut mid-batch): start it at the batch instead,
+                # as Kafka's follower does; the log start moves up again below.
+                log.truncate_fully_and_start_at(first.base_offset)
             segment = log.active_segment.base_offset
             try:
                 log.append_as_follower(records)

@@ -152,11 +152,15 @@ class PartitionLeader:
             if r != self.leader_id
             and now_ms - self.followers[r].last_caught_up_ms > self.replica_lag_time_max_ms
         )
+        # Kafka expands only on the follower's own fetch: one that stopped fetching (not
+        # caught up within replica.lag.time.max.ms) is not let back in, whatever its offset.
         added = tuple(
             r
             for r, state in sorted(self.followers.items())
             if r not in self.isr
             and eligible(r)
+            and state.last_fetch_ms >= 0
+            and now_ms - state.last_caught_up_ms <= self.replica_lag_time_max_ms
             and state.log_end_offset >= self.high_watermark
             and state.log_end_offset >= self.epoch_start_offset
         )

@@ -449,11 +449,12 @@ class ReplicaManager:
             self.isr_sender.submit(partition, change)
 
     def _isr_answered(self, partition: Partition, change: IsrChange, answer: Any | None) -> None:
-        """The controller's answer to one proposed ISR change. Kafka's rules: without an
-        answer the change may or may not have been committed, so it stays pending (the
-        high watermark keeps counting the larger ISR) and is sent again; a stale partition
-        epoch (INVALID_UPDATE_VERSION) or leader epoch means the metadata already moved on,
-        and the delta that brings it settles the ISR; only a real refusal drops it."""
+        """The controller's answer to one proposed ISR change. Kafka's rules: an answer to a
+        proposal that is no longer pending is ignored; without an answer the change may or
+        may not have been committed, so it stays pending (the high watermark keeps counting
+        the larger ISR) and is sent again; a stale partition or leader epoch means the
+        metadata already moved on, and the delta that brings it settles the ISR; only a
+        refusal of the change itself (an ineligible replica) drops it."""
         leader = partition.leader
         current = leader is not None and leader.pending is change
         if answer is not None and answer.error.code == 0:
@@ -486,7 +487,9 @@ class ReplicaManager:
         if answer is None:
             loop = asyncio.get_running_loop()
             loop.call_later(ISR_RETRY_BACKOFF_S, self._resend_isr_change, partition, change)
-        elif name not in ("INVALID_UPDATE_VERSION", "FENCED_LEADER_EPOCH"):
+        elif name in ("INELIGIBLE_REPLICA", "OPERATION_NOT_ATTEMPTED", "INVALID_REQUEST"):
+            # Kafka resets to the committed ISR only on these; any other refusal (a stale
+            # partition or leader epoch, an unknown topic) waits for the metadata delta.
             partition.isr_refused()
 
     def _resend_isr_change(self, partition: Partition, change: IsrChange) -> None:

@@ -53,6 +53,8 @@ def test_changes_made_while_a_request_is_out_share_the_next_request(tmp_path):
             1, lambda: 7, controller, lambda p, c, a: answers.append((p.index, a))
         )
         change = IsrChange((1,), (), (2,))
+        for p in partitions:
+            p.leader.pending = change  # as isr_change_needed leaves it
         sender.submit(partitions[0], change)
         await asyncio.sleep(0.01)  # the first request is out; these four wait for it
         for p in partitions[1:]:
@@ -81,9 +83,29 @@ def test_no_answer_reaches_every_partition_as_none(tmp_path):
     async def run():
         sender = AlterPartitionSender(1, lambda: 7, unreachable, lambda p, c, a: answers.append(a))
         for p in partitions:
-            sender.submit(p, IsrChange((1,), (), (2,)))
+            p.leader.pending = change = IsrChange((1,), (), (2,))
+            sender.submit(p, change)
         while len(answers) < 2:
             await asyncio.sleep(0.01)
 
     asyncio.run(run())
     assert answers == [None, None]
+
+
+def test_a_change_the_metadata_settled_is_not_sent(tmp_path):
+    [partition] = led_partitions(tmp_path, 1)
+    sent = []
+
+    async def controller(method, request):
+        sent.append(request)
+
+    async def run():
+        sender = AlterPartitionSender(1, lambda: 7, controller, lambda p, c, a: None)
+        change = IsrChange((1,), (), (2,))
+        partition.leader.pending = change
+        sender.submit(partition, change)
+        partition.leader.pending = None  # a metadata delta settled the ISR first
+        await asyncio.sleep(0.05)
+
+    asyncio.run(run())
+    assert sent == []

@@ -1236,3 +1236,20 @@ def test_replicas_converge_without_losing_committed_records(ops):
 @given(ops=OPS)
 def test_replicas_converge_through_elections_without_writes(ops):
     run_cluster(ops, leader_writes_first=False)
+
+
+def test_a_follower_restarted_inside_a_batch_catches_up(tmp_path):
+    """Found by tests/replication_sim (seed 612): DeleteRecords cut the leader's log start
+    inside a batch; a follower behind it restarts empty there, and the leader's answer
+    starts at the batch's base, below the follower's log end."""
+    rs = replicas(tmp_path, (1, 2))
+    elect(rs.values(), 1, 1, isr=(1,))
+    leader, follower = rs[1], rs[2]
+    leader.append_as_leader(batch(3), 1, NOW)
+    leader.append_as_leader(batch(2), 1, NOW)
+    assert leader.delete_records_before(1) == 1  # inside the first batch (offsets 0-2)
+    follower.restart_at(leader.log.log_start_offset)
+    catch_up(follower, leader)
+    assert follower.log.log_end_offset == leader.log.log_end_offset == 5
+    assert follower.log.log_start_offset == 1
+    assert log_bytes(follower.log) == log_bytes(leader.log)
