@@ -35,10 +35,12 @@ START ?= 0
 sim: venv
 	$(PY) -m tests.sim $(if $(SEED),--seed $(SEED) --trace,--seeds $(SEEDS) --start $(START))
 
+# `make bench` runs every script in bench/ (bench/produce_consume.py among them); `make bench
+# QUICK=1` passes --quick to each.
 bench: venv
 	@set -e; scripts="$(wildcard bench/*.py)"; \
 	if [ -z "$$scripts" ]; then echo "no benchmarks yet in bench/"; fi; \
-	for f in $$scripts; do echo "== $$f"; $(PY) $$f; done
+	for f in $$scripts; do echo "== $$f"; $(PY) $$f $(if $(QUICK),--quick); done
 
 run: venv
 	$(PY) deploy/local/cluster.py
