@@ -1,0 +1,324 @@
+"""AdminClient: the cluster's admin operations from Python, after Kafka's Admin client.
+
+    from strom.admin import AdminClient, NewTopic
+    with AdminClient(bootstrap_servers="127.0.0.1:9092") as admin:
+        admin.create_topics([NewTopic("orders", num_partitions=6, replication_factor=3,
+                                      topic_configs={"retention.ms": "86400000"})])
+        admin.describe_topics(["orders"])
+
+Brokers forward the controller's operations to the active controller (KIP-590), so the
+bootstrap servers may be brokers (or controllers). Consumer-group operations go to each
+group's coordinator (strom.group_admin). A failure raises StromError with Kafka's name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from strom.admin_errors import AdminError
+from strom.controller_client import ControllerClient, parse_bootstrap
+from strom.errors import StromError, error_name
+from strom.fetcher import TopicPartition
+from strom.group_admin import GroupAdmin, GroupDescription, GroupListing, PartitionLag
+from strom.uuids import kafka_uuid_from_bytes
+from strom_api.v1 import controller_pb2
+from strom_api.v1 import metadata_pb2 as mpb
+
+__all__ = ["AdminClient", "ConfigResource", "NewTopic", "TopicDescription"]
+
+_RESOURCE_TYPES = {"topic": mpb.TOPIC, "broker": mpb.BROKER}
+
+
+@dataclass(frozen=True)
+class NewTopic:
+    name: str
+    num_partitions: int = -1  # -1: the cluster's num.partitions
+    replication_factor: int = -1  # -1: the cluster's default.replication.factor
+    replica_assignments: Mapping[int, Sequence[int]] | None = None
+    topic_configs: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PartitionDescription:
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class TopicDescription:
+    name: str
+    topic_id: str
+    partitions: tuple[PartitionDescription, ...]
+    configs: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class ConfigResource:
+    resource_type: str  # "topic" or "broker"
+    name: str  # a topic, a broker id, or "" for the cluster-wide broker default
+
+
+def _raise(error: Any) -> None:
+    if error is not None and error.code != 0:
+        raise StromError(error_name(error.code), error.message, error.retriable)
+
+
+class AdminClient:
+    def __init__(
+        self,
+        bootstrap_servers: str | Sequence[str] = "127.0.0.1:9092",
+        request_timeout_ms: int = 30_000,
+    ) -> None:
+        text = (
+            bootstrap_servers if isinstance(bootstrap_servers, str) else ",".join(bootstrap_servers)
+        )
+        try:
+            addresses = parse_bootstrap(text)
+        except ValueError as exc:
+            raise StromError("INVALID_CONFIG", str(exc)) from None
+        self._controllers = ControllerClient(addresses, timeout_s=request_timeout_ms / 1000)
+        self._groups = GroupAdmin(text, request_timeout_ms)
+
+    def close(self) -> None:
+        self._controllers.close()
+        self._groups.close()
+
+    def __enter__(self) -> AdminClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _call(self, method: str, request: Any, describe: bool = False) -> Any:
+        try:
+            if describe:
+                return self._controllers.describe(method, request)
+            return self._controllers.call(method, request)
+        except AdminError as exc:
+            raise StromError(exc.name, exc.message) from None
+
+    # --- topics ---------------------------------------------------------------------
+
+    def create_topics(self, new_topics: Iterable[NewTopic], validate_only: bool = False) -> None:
+        """Creates every topic; raises the first failure (e.g. TOPIC_ALREADY_EXISTS) after
+        the others were tried."""
+        topics = [
+            controller_pb2.CreatableTopic(
+                name=t.name,
+                num_partitions=-1 if t.replica_assignments else t.num_partitions,
+                replication_factor=-1 if t.replica_assignments else t.replication_factor,
+                assignments={
+                    p: mpb.BrokerIdList(ids=list(r))
+                    for p, r in (t.replica_assignments or {}).items()
+                },
+                configs=dict(t.topic_configs),
+            )
+            for t in new_topics
+        ]
+        if validate_only:
+            raise StromError("UNSUPPORTED_VERSION", "validate_only is not supported by Strom")
+        response = self._call("CreateTopics", controller_pb2.CreateTopicsRequest(topics=topics))
+        for result in response.topics:
+            if result.HasField("error"):
+                _raise(result.error)
+
+    def delete_topics(self, names: Iterable[str]) -> None:
+        response = self._call("DeleteTopics", controller_pb2.DeleteTopicsRequest(names=list(names)))
+        for result in response.topics:
+            if result.HasField("error"):
+                _raise(result.error)
+
+    def create_partitions(self, new_counts: Mapping[str, int]) -> None:
+        """Grows each topic to the given total partition count."""
+        for name, count in new_counts.items():
+            self._call(
+                "CreatePartitions", controller_pb2.CreatePartitionsRequest(name=name, count=count)
+            )
+
+    def list_topics(self) -> set[str]:
+        response = self._call(
+            "DescribeTopics", controller_pb2.DescribeTopicsRequest(), describe=True
+        )
+        return {t.name for t in response.topics if not t.HasField("error") or t.error.code == 0}
+
+    def describe_topics(self, names: Iterable[str] | None = None) -> list[TopicDescription]:
+        request = controller_pb2.DescribeTopicsRequest(names=list(names or []))
+        response = self._call("DescribeTopics", request, describe=True)
+        out = []
+        for t in response.topics:
+            if t.HasField("error"):
+                _raise(t.error)
+            out.append(
+                TopicDescription(
+                    t.name,
+                    kafka_uuid_from_bytes(t.topic_id) if t.topic_id else "",
+                    tuple(
+                        PartitionDescription(
+                            p.partition, p.leader, p.leader_epoch, tuple(p.replicas), tuple(p.isr)
+                        )
+                        for p in t.partitions
+                    ),
+                    dict(t.configs),
+                )
+            )
+        return out
+
+    # --- cluster and configs --------------------------------------------------------
+
+    def describe_cluster(self) -> dict[str, Any]:
+        response = self._call(
+            "DescribeCluster", controller_pb2.DescribeClusterRequest(), describe=True
+        )
+        return {
+            "cluster_id": response.cluster_id,
+            "controller_id": response.controller_id,
+            "brokers": [
+                {
+                    "node_id": b.broker_id,
+                    "endpoints": [f"{e.name}://{e.host}:{e.port}" for e in b.endpoints],
+                    "rack": b.rack or None,
+                    "fenced": b.fenced,
+                }
+                for b in response.brokers
+            ],
+        }
+
+    def describe_metadata_quorum(self) -> dict[str, Any]:
+        response = self._call("DescribeQuorum", controller_pb2.DescribeQuorumRequest())
+        return {
+            "leader_id": response.leader_id,
+            "leader_epoch": response.leader_epoch,
+            "high_watermark": response.high_watermark,
+            "voters": [
+                {"id": v.replica_id, "log_end_offset": v.log_end_offset} for v in response.voters
+            ],
+            "observers": [
+                {"id": v.replica_id, "log_end_offset": v.log_end_offset} for v in response.observers
+            ],
+        }
+
+    def _resource(self, resource: ConfigResource) -> Any:
+        kind = _RESOURCE_TYPES.get(resource.resource_type)
+        if kind is None:
+            raise StromError(
+                "INVALID_REQUEST",
+                f"resource type must be topic or broker, not {resource.resource_type!r}",
+            )
+        return controller_pb2.ConfigResource(type=kind, name=resource.name)
+
+    def describe_configs(self, resource: ConfigResource) -> dict[str, str | None]:
+        request = controller_pb2.DescribeConfigsRequest(resources=[self._resource(resource)])
+        result = self._call("DescribeConfigs", request, describe=True).results[0]
+        if result.HasField("error"):
+            _raise(result.error)
+        return {e.name: (e.value if e.HasField("value") else None) for e in result.entries}
+
+    def incremental_alter_configs(
+        self,
+        resource: ConfigResource,
+        set_: Mapping[str, str] | None = None,
+        delete: Iterable[str] = (),
+    ) -> None:
+        ops = [
+            controller_pb2.IncrementalAlterConfigsRequest.Op(name=k, op=controller_pb2.SET, value=v)
+            for k, v in (set_ or {}).items()
+        ] + [
+            controller_pb2.IncrementalAlterConfigsRequest.Op(name=k, op=controller_pb2.DELETE)
+            for k in delete
+        ]
+        request = controller_pb2.IncrementalAlterConfigsRequest(
+            resources=[
+                controller_pb2.IncrementalAlterConfigsRequest.Resource(
+                    resource=self._resource(resource), ops=ops
+                )
+            ]
+        )
+        response = self._call("IncrementalAlterConfigs", request)
+        for result in response.results:
+            if result.HasField("error"):
+                _raise(result.error)
+
+    # --- leaders and reassignments --------------------------------------------------
+
+    def elect_leaders(
+        self, election_type: str, partitions: Iterable[tuple[str, int]] | None = None
+    ) -> dict[TopicPartition, str]:
+        """PREFERRED or UNCLEAN elections; {partition: error name, "NONE" when elected}."""
+        kind = {"preferred": controller_pb2.PREFERRED, "unclean": controller_pb2.UNCLEAN}.get(
+            election_type.lower()
+        )
+        if kind is None:
+            raise StromError("INVALID_REQUEST", "election_type must be preferred or unclean")
+        tps = list(partitions or [])
+        request = controller_pb2.ElectLeadersRequest(
+            election_type=kind,
+            partitions=[controller_pb2.TopicPartition(topic=t, partition=p) for t, p in tps],
+            all_partitions=not tps,
+        )
+        response = self._call("ElectLeaders", request)
+        return {
+            TopicPartition(r.partition.topic, r.partition.partition): error_name(r.error.code)
+            if r.HasField("error")
+            else "NONE"
+            for r in response.results
+        }
+
+    def alter_partition_reassignments(
+        self, reassignments: Mapping[tuple[str, int], Sequence[int] | None]
+    ) -> None:
+        """Moves partitions to new replica lists (None cancels a move in progress)."""
+        request = controller_pb2.AlterPartitionReassignmentsRequest(
+            reassignments=[
+                controller_pb2.AlterPartitionReassignmentsRequest.Reassignment(
+                    partition=controller_pb2.TopicPartition(topic=t, partition=p),
+                    replicas=mpb.BrokerIdList(ids=list(replicas)) if replicas is not None else None,
+                )
+                for (t, p), replicas in reassignments.items()
+            ]
+        )
+        response = self._call("AlterPartitionReassignments", request)
+        for result in response.results:
+            if result.HasField("error"):
+                _raise(result.error)
+
+    def list_partition_reassignments(self) -> dict[TopicPartition, dict[str, list[int]]]:
+        response = self._call(
+            "ListPartitionReassignments", controller_pb2.ListPartitionReassignmentsRequest()
+        )
+        return {
+            TopicPartition(r.partition.topic, r.partition.partition): {
+                "replicas": list(r.replicas),
+                "adding": list(r.adding_replicas),
+                "removing": list(r.removing_replicas),
+            }
+            for r in response.reassignments
+        }
+
+    # --- consumer groups ------------------------------------------------------------
+
+    def list_consumer_groups(self) -> list[GroupListing]:
+        return self._groups.list_groups()
+
+    def describe_consumer_groups(self, group_ids: Iterable[str]) -> list[GroupDescription]:
+        return [self._groups.describe_group(g) for g in group_ids]
+
+    def list_consumer_group_offsets(self, group_id: str) -> dict[TopicPartition, int]:
+        return self._groups.committed_offsets(group_id)
+
+    def consumer_group_lag(self, group_id: str) -> list[PartitionLag]:
+        return self._groups.lag(group_id)
+
+    def alter_consumer_group_offsets(
+        self, group_id: str, offsets: Mapping[TopicPartition, int]
+    ) -> None:
+        """Sets an inactive group's committed offsets (Kafka's alterConsumerGroupOffsets)."""
+        self._groups.commit_offsets(group_id, {TopicPartition(*tp): o for tp, o in offsets.items()})
+
+    def delete_consumer_groups(self, group_ids: Iterable[str]) -> None:
+        for group_id in group_ids:
+            self._groups.delete_group(group_id)
