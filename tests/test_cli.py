@@ -58,7 +58,7 @@ def test_no_arguments_prints_help_and_fails() -> None:
     "args",
     [
         ("acls",),
-        ("producer-perf-test",),
+        ("replica-verification",),
         ("delete-records",),
         ("log-dirs",),
         ("storage", "info"),

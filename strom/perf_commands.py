@@ -1,0 +1,227 @@
+"""`strom producer-perf-test` and `strom consumer-perf-test`, after Kafka's
+kafka-producer-perf-test.sh and kafka-consumer-perf-test.sh, with their options and output.
+
+    strom producer-perf-test --topic T --num-records N --record-size S --throughput -1
+        --producer-props bootstrap.servers=H:P acks=all [linger.ms=5 batch.size=65536 ...]
+    strom consumer-perf-test --bootstrap-server H:P --topic T --messages N [--group G]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from datetime import datetime
+from typing import Any
+
+from strom.console_commands import _PRODUCER_KEYS
+from strom.consumer import Consumer
+from strom.errors import StromError
+from strom.producer import FutureRecordMetadata, Producer
+
+REPORT_INTERVAL_S = 5.0
+
+
+def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    producer = commands.add_parser(
+        "producer-perf-test", help="produce load, print throughput and latency"
+    )
+    producer.add_argument("--topic", required=True)
+    producer.add_argument("--num-records", type=int, required=True)
+    producer.add_argument("--record-size", type=int, required=True)
+    producer.add_argument(
+        "--throughput",
+        type=float,
+        required=True,
+        help="records/s to aim for; -1 for as fast as possible",
+    )
+    producer.add_argument(
+        "--producer-props",
+        nargs="+",
+        default=[],
+        metavar="KEY=VALUE",
+        help="bootstrap.servers=... and producer configs (acks, linger.ms, ...)",
+    )
+    producer.add_argument(
+        "--bootstrap-server", help="instead of bootstrap.servers in --producer-props"
+    )
+    producer.set_defaults(handler=producer_perf)
+
+    consumer = commands.add_parser("consumer-perf-test", help="consume load, print throughput")
+    consumer.add_argument("--bootstrap-server", required=True)
+    consumer.add_argument("--topic", required=True)
+    consumer.add_argument("--messages", type=int, required=True)
+    consumer.add_argument("--group", help="a consumer group (default: none, every partition)")
+    consumer.add_argument(
+        "--timeout", type=int, default=10_000, help="ms without records before giving up"
+    )
+    consumer.add_argument("--show-detailed-stats", action="store_true")
+    consumer.set_defaults(handler=consumer_perf)
+
+
+class _Stats:
+    """Kafka's ProducerPerformance.Stats: latencies of every record, windowed reports."""
+
+    def __init__(self, record_size: int) -> None:
+        self.record_size = record_size
+        self.start = time.monotonic()
+        self.latencies: list[float] = []
+        self.window_start = self.start
+        self.window: list[float] = []
+
+    def record(self, latency_ms: float) -> None:
+        self.latencies.append(latency_ms)
+        self.window.append(latency_ms)
+
+    def maybe_report(self) -> None:
+        now = time.monotonic()
+        if now - self.window_start >= REPORT_INTERVAL_S and self.window:
+            print(self._line(self.window, now - self.window_start) + ".", flush=True)
+            self.window_start, self.window = now, []
+
+    def _line(self, latencies: list[float], seconds: float) -> str:
+        n = len(latencies)
+        rate = n / seconds if seconds > 0 else 0.0
+        mb = rate * self.record_size / (1024 * 1024)
+        return (
+            f"{n} records sent, {rate:.1f} records/sec ({mb:.2f} MB/sec), "
+            f"{sum(latencies) / max(n, 1):.1f} ms avg latency, "
+            f"{max(latencies, default=0):.1f} ms max latency"
+        )
+
+    def final(self) -> str:
+        elapsed = time.monotonic() - self.start
+        ordered = sorted(self.latencies)
+
+        def pct(p: float) -> int:
+            return int(ordered[min(int(p * len(ordered)), len(ordered) - 1)]) if ordered else 0
+
+        return (
+            f"{self._line(self.latencies, elapsed)}, {pct(0.5)} ms 50th, {pct(0.95)} ms 95th, "
+            f"{pct(0.99)} ms 99th, {pct(0.999)} ms 99.9th."
+        )
+
+
+def producer_perf(args: argparse.Namespace) -> int:
+    try:
+        props: dict[str, str] = {}
+        for item in args.producer_props:
+            key, sep, value = item.partition("=")
+            if not sep:
+                raise StromError("INVALID_CONFIG", f"producer property '{item}' is not KEY=VALUE")
+            props[key] = value
+        servers = props.pop("bootstrap.servers", None) or args.bootstrap_server
+        if not servers:
+            raise StromError(
+                "INVALID_CONFIG",
+                "give bootstrap.servers in --producer-props (or --bootstrap-server)",
+            )
+        config: dict[str, Any] = {}
+        for key, value in props.items():
+            if key not in _PRODUCER_KEYS:
+                raise StromError("INVALID_CONFIG", f"unknown producer property '{key}'")
+            config[key.replace(".", "_")] = _PRODUCER_KEYS[key](value)
+        if args.num_records < 1 or args.record_size < 1:
+            raise StromError("INVALID_CONFIG", "--num-records and --record-size must be positive")
+        payload = bytes((i % 26) + 65 for i in range(args.record_size))
+        stats = _Stats(args.record_size)
+        errors: list[BaseException] = []
+        interval = 1.0 / args.throughput if args.throughput > 0 else 0.0
+        with Producer(servers, **config) as producer:
+            start = time.monotonic()
+            futures: list[FutureRecordMetadata] = []
+            for i in range(args.num_records):
+                sent = time.monotonic()
+                future = producer.send(args.topic, payload)
+                future.add_done_callback(_on_done(stats, sent, errors))
+                futures.append(future)
+                if interval:
+                    ahead = start + (i + 1) * interval - time.monotonic()
+                    if ahead > 0:
+                        time.sleep(ahead)
+                if i % 1000 == 0:
+                    stats.maybe_report()
+            producer.flush()
+        if errors:
+            first = errors[0]
+            raise (
+                first
+                if isinstance(first, StromError)
+                else StromError("UNKNOWN_SERVER_ERROR", str(first))
+            )
+        print(stats.final(), flush=True)
+        return 0
+    except StromError as exc:
+        print(
+            f"Error while executing producer-perf-test command : {exc.name}: {exc.message}",
+            file=sys.stderr,
+        )
+        return 1
+
+
+def _on_done(stats: _Stats, sent: float, errors: list[BaseException]) -> Any:
+    def done(future: Any) -> None:
+        error = future.exception()
+        if error is not None:
+            errors.append(error)
+        else:
+            stats.record((time.monotonic() - sent) * 1000)
+
+    return done
+
+
+def consumer_perf(args: argparse.Namespace) -> int:
+    try:
+        started = time.time()
+        consumer = Consumer(
+            bootstrap_servers=args.bootstrap_server,
+            group_id=args.group,
+            auto_offset_reset="earliest",
+            max_poll_records=5000,
+            enable_auto_commit=args.group is not None,
+        )
+        with consumer:
+            consumer.subscribe([args.topic])
+            joined = time.time()
+            count = size = 0
+            last_data = time.monotonic()
+            fetch_start = time.time()
+            while count < args.messages:
+                batches = consumer.poll(timeout_ms=200)
+                for records in batches.values():
+                    for r in records:
+                        count += 1
+                        size += len(r.value or b"") + len(r.key or b"")
+                if batches:
+                    last_data = time.monotonic()
+                elif (time.monotonic() - last_data) * 1000 > args.timeout:
+                    print(
+                        f"WARNING: Exiting before consuming the expected number of messages: "
+                        f"timeout ({args.timeout} ms) exceeded.",
+                        file=sys.stderr,
+                    )
+                    break
+            ended = time.time()
+        mb = size / (1024 * 1024)
+        total = max(ended - started, 1e-9)
+        fetch = max(ended - fetch_start, 1e-9)
+        print(
+            "start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, "
+            "rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec"
+        )
+        print(
+            f"{_stamp(started)}, {_stamp(ended)}, {mb:.4f}, {mb / total:.4f}, {count}, "
+            f"{count / total:.4f}, {int((joined - started) * 1000)}, {int(fetch * 1000)}, "
+            f"{mb / fetch:.4f}, {count / fetch:.4f}"
+        )
+        return 0
+    except StromError as exc:
+        print(
+            f"Error while executing consumer-perf-test command : {exc.name}: {exc.message}",
+            file=sys.stderr,
+        )
+        return 1
+
+
+def _stamp(t: float) -> str:
+    return datetime.fromtimestamp(t).strftime("%Y-%m-%d %H:%M:%S:%f")[:-3]

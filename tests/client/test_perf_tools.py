@@ -1,0 +1,77 @@
+"""`strom producer-perf-test` and `consumer-perf-test` print Kafka's summaries."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.client.test_console_tools import strom
+from tests.client.test_producer import bootstrap, create_topic
+from tests.node_integration.node_cluster import NodeCluster
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    cluster = NodeCluster(str(tmp_path_factory.mktemp("perf")), 3)
+    cluster.start_all()
+    try:
+        cluster.wait_for_brokers()
+        yield cluster
+    finally:
+        cluster.stop_all()
+
+
+def test_produce_then_consume_the_same_records(cluster):
+    create_topic(cluster, "load", partitions=3)
+    produced = strom(
+        "producer-perf-test",
+        "--topic",
+        "load",
+        "--num-records",
+        "5000",
+        "--record-size",
+        "100",
+        "--throughput",
+        "-1",
+        "--producer-props",
+        f"bootstrap.servers={bootstrap(cluster)}",
+        "acks=all",
+        "linger.ms=5",
+    )
+    assert produced.returncode == 0, produced.stderr
+    final = produced.stdout.splitlines()[-1]
+    assert re.match(
+        r"^5000 records sent, [\d.]+ records/sec \([\d.]+ MB/sec\), [\d.]+ ms avg latency, "
+        r"[\d.]+ ms max latency, \d+ ms 50th, \d+ ms 95th, \d+ ms 99th, \d+ ms 99\.9th\.$",
+        final,
+    ), final
+    consumed = strom(
+        "consumer-perf-test",
+        "--bootstrap-server",
+        bootstrap(cluster),
+        "--topic",
+        "load",
+        "--messages",
+        "5000",
+    )
+    assert consumed.returncode == 0, consumed.stderr
+    header, values = consumed.stdout.splitlines()
+    assert header.startswith("start.time, end.time, data.consumed.in.MB")
+    fields = [v.strip() for v in values.split(",")]
+    assert fields[4] == "5000" and abs(float(fields[2]) - 5000 * 100 / 2**20) < 1e-3
+
+
+def test_bad_options_are_one_line(cluster):
+    missing = strom(
+        "producer-perf-test",
+        "--topic",
+        "t",
+        "--num-records",
+        "1",
+        "--record-size",
+        "1",
+        "--throughput",
+        "-1",
+    )
+    assert missing.returncode == 1 and "bootstrap.servers" in missing.stderr
