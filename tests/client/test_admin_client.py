@@ -12,20 +12,7 @@ from strom.admin import AdminClient, ConfigResource, NewTopic
 from strom.consumer import Consumer, TopicPartition
 from strom.errors import StromError
 from strom.producer import Producer
-from tests.client.test_groups import FAST, GROUP_SETTINGS
-from tests.client.test_producer import bootstrap
-from tests.node_integration.node_cluster import NodeCluster
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    cluster = NodeCluster(str(tmp_path_factory.mktemp("admin")), 3, extra=GROUP_SETTINGS)
-    cluster.start_all()
-    try:
-        cluster.wait_for_brokers()
-        yield cluster
-    finally:
-        cluster.stop_all()
+from tests.client.cluster_helpers import FAST, bootstrap
 
 
 def test_topics_configs_and_descriptions(cluster):

@@ -7,22 +7,8 @@ import os
 import subprocess
 import sys
 
-import pytest
-
-from tests.client.test_groups import GROUP_SETTINGS
-from tests.client.test_producer import bootstrap, create_topic
-from tests.node_integration.node_cluster import ROOT, NodeCluster
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    cluster = NodeCluster(str(tmp_path_factory.mktemp("console")), 3, extra=GROUP_SETTINGS)
-    cluster.start_all()
-    try:
-        cluster.wait_for_brokers()
-        yield cluster
-    finally:
-        cluster.stop_all()
+from tests.client.cluster_helpers import bootstrap, create_topic
+from tests.node_integration.node_cluster import ROOT
 
 
 def strom(*args, stdin=""):

@@ -13,19 +13,8 @@ from strom.consumer import Consumer, TopicPartition
 from strom.errors import StromError
 from strom.producer import Producer
 from strom_api.v1 import client_pb2
-from tests.client.test_producer import bootstrap, create_topic, reader
+from tests.client.cluster_helpers import bootstrap, create_topic, reader
 from tests.node_integration.node_cluster import NodeCluster
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    cluster = NodeCluster(str(tmp_path_factory.mktemp("consumer")), 3)
-    cluster.start_all()
-    try:
-        cluster.wait_for_brokers()
-        yield cluster
-    finally:
-        cluster.stop_all()
 
 
 def produce(cluster, topic, count, key=None, start=0, **kw):

@@ -6,25 +6,10 @@ from __future__ import annotations
 
 import time
 
-import pytest
-
 from strom.consumer import Consumer, TopicPartition
 from strom.producer import Producer
-from tests.client.test_groups import FAST, GROUP_SETTINGS
-from tests.client.test_producer import bootstrap, create_topic
-from tests.node_integration.node_cluster import NodeCluster
+from tests.client.cluster_helpers import FAST, bootstrap, create_topic
 from tests.tools.tool_runs import fails, ok, strom
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    cluster = NodeCluster(str(tmp_path_factory.mktemp("groups-tool")), 3, extra=GROUP_SETTINGS)
-    cluster.start_all()
-    try:
-        cluster.wait_for_brokers()
-        yield cluster
-    finally:
-        cluster.stop_all()
 
 
 def rows(lines):

@@ -19,27 +19,9 @@ import pytest
 from strom.consumer import Consumer, TopicPartition
 from strom.errors import StromError
 from strom.producer import Producer
-from tests.client.test_producer import bootstrap, create_topic
+from tests.client.cluster_helpers import FAST, GROUP_SETTINGS, bootstrap, create_topic
 from tests.node_integration.node_cluster import ROOT, NodeCluster
 from tests.raft_integration.process_cluster import wait_until
-
-GROUP_SETTINGS = {
-    "offsets.topic.num.partitions": "5",
-    "group.initial.rebalance.delay.ms": "100",
-    "group.min.session.timeout.ms": "1000",
-}
-FAST = {"session_timeout_ms": 3000, "heartbeat_interval_ms": 300, "auto_offset_reset": "earliest"}
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    cluster = NodeCluster(str(tmp_path_factory.mktemp("groups")), 3, extra=GROUP_SETTINGS)
-    cluster.start_all()
-    try:
-        cluster.wait_for_brokers()
-        yield cluster
-    finally:
-        cluster.stop_all()
 
 
 def produce(cluster, topic, count, prefix="v"):

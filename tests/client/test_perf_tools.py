@@ -4,22 +4,8 @@ from __future__ import annotations
 
 import re
 
-import pytest
-
+from tests.client.cluster_helpers import bootstrap, create_topic
 from tests.client.test_console_tools import strom
-from tests.client.test_producer import bootstrap, create_topic
-from tests.node_integration.node_cluster import NodeCluster
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    cluster = NodeCluster(str(tmp_path_factory.mktemp("perf")), 3)
-    cluster.start_all()
-    try:
-        cluster.wait_for_brokers()
-        yield cluster
-    finally:
-        cluster.stop_all()
 
 
 def test_produce_then_consume_the_same_records(cluster):

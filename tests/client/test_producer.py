@@ -13,45 +13,8 @@ import pytest
 from strom.errors import StromError
 from strom.partitioner import partition_for_key
 from strom.producer import Producer
-from strom_api.v1 import controller_pb2
-from tests.data_plane.data_client import DataClient
+from tests.client.cluster_helpers import bootstrap, create_topic, reader
 from tests.node_integration.node_cluster import NodeCluster
-
-
-def create_topic(cluster, name, partitions=3, **configs):
-    response = cluster.call(
-        "CreateTopics",
-        controller_pb2.CreateTopicsRequest(
-            topics=[
-                controller_pb2.CreatableTopic(
-                    name=name,
-                    num_partitions=partitions,
-                    replication_factor=3,
-                    configs={"min.insync.replicas": "2", **configs},
-                )
-            ]
-        ),
-    )
-    assert response.topics[0].error.code == 0, response
-
-
-def bootstrap(cluster):
-    return ",".join(f"127.0.0.1:{cluster.broker_port[i]}" for i in cluster.ids)
-
-
-def reader(cluster):
-    return DataClient({i: f"127.0.0.1:{cluster.broker_port[i]}" for i in cluster.ids})
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    cluster = NodeCluster(str(tmp_path_factory.mktemp("producer")), 3)
-    cluster.start_all()
-    try:
-        cluster.wait_for_brokers()
-        yield cluster
-    finally:
-        cluster.stop_all()
 
 
 def test_records_are_batched_partitioned_like_kafka_and_read_back(cluster):
