@@ -48,6 +48,10 @@ def _timed(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any
     return timed
 
 
+async def _nothing() -> None:
+    return None
+
+
 def _leader_pb(leader: tuple[int, int]) -> client_pb2.LeaderIdAndEpoch:
     return client_pb2.LeaderIdAndEpoch(leader_id=leader[0], leader_epoch=leader[1])
 
@@ -65,7 +69,9 @@ class ClientServicer(GroupApi, client_pb2_grpc.ClientServiceServicer):
         observe: Observe = lambda api, seconds: None,
         groups: GroupCoordinator | None = None,
         create_offsets_topic: Callable[[], Awaitable[None]] | None = None,
+        persist_offsets: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
+        self.persist_offsets = persist_offsets or _nothing
         self.observe = observe
         if groups is not None:
             self.groups = groups
@@ -318,6 +324,7 @@ class ClientServicer(GroupApi, client_pb2_grpc.ClientServiceServicer):
     @_timed
     async def DeleteRecords(self, request: Any, context: Any) -> Any:  # noqa: N802
         response = client_pb2.DeleteRecordsResponse()
+        moved = False
         for topic in request.topics:
             out = response.topics.add(name=topic.name)
             for p in topic.partitions:
@@ -325,10 +332,25 @@ class ClientServicer(GroupApi, client_pb2_grpc.ClientServiceServicer):
                 try:
                     partition = self.replicas.leader_partition(topic.name, p.partition)
                     item.low_watermark = partition.delete_records_before(p.offset)
+                    moved = True
                 except ApiError as exc:
                     item.error.CopyFrom(error_pb(exc))
                 except StorageError as exc:
                     item.error.CopyFrom(make_error(exc.error_name, str(exc)))
+        if moved:
+            # The new log start must be durable before the answer: a leader restarting with
+            # the old one would bring deleted records back with no epoch covering them (found
+            # by tests/replication_sim, seed 4341).
+            try:
+                await self.persist_offsets()
+            except OSError as exc:
+                error = make_error(
+                    "KAFKA_STORAGE_ERROR", f"the new log start is not durable: {exc}"
+                )
+                for topic in response.topics:
+                    for item in topic.partitions:
+                        if not item.HasField("error"):
+                            item.error.CopyFrom(error)
         return response
 
 

@@ -182,6 +182,7 @@ class Node:
                 self._observe,
                 self.groups,
                 self._create_offsets_topic,
+                self._checkpoint_now,
             ),
             server,
         )
@@ -238,12 +239,15 @@ class Node:
         interval = self.config.replica.checkpoint_interval_ms / 1000
         while True:
             await asyncio.sleep(interval)
-            assert self.log_manager is not None
-            async with self._disk_lock:
-                try:
-                    await asyncio.to_thread(self.log_manager.checkpoint)
-                except OSError:
-                    log.exception("could not write the offset checkpoints")
+            try:
+                await self._checkpoint_now()
+            except OSError:
+                log.exception("could not write the offset checkpoints")
+
+    async def _checkpoint_now(self) -> None:
+        assert self.log_manager is not None
+        async with self._disk_lock:
+            await asyncio.to_thread(self.log_manager.checkpoint)
 
     def _add_services(self, server: object) -> None:
         assert self.controller is not None

@@ -4,6 +4,7 @@ its Kafka error name and nothing written."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -338,6 +339,9 @@ def test_offsets_for_leader_epoch_and_delete_records(cluster, client):
         .partitions[0]
     )
     assert deleted.error.code == 0 and deleted.low_watermark == 2
+    # Durable before the answer: the leader's log-start checkpoint already says so.
+    with open(os.path.join(cluster.data_dir(leader), "log-start-offset-checkpoint")) as f:
+        assert "epochs 0 2" in f.read().splitlines()
     below = client.fetch_raw(leader, "epochs", 0, 0)
     assert error_name(below.error) == "OFFSET_OUT_OF_RANGE" and not below.error.retriable
     from_start = client.fetch_raw(leader, "epochs", 0, 2)
