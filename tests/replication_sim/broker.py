@@ -1,0 +1,1087 @@
+"""One simulated broker process holding one replica of the partition: the real Partition over
+a real Log, and around it what broker/ runs on an event loop, redone on the simulated clock
+step by step as the real code does it:
+
+- metadata (MetadataLoader, broker/node.py _apply_local_changes): the loader replays the
+  controller's committed images in order, at its own pace (a random lag, stalls, nothing
+  while cut off from the controller), possibly skipping some (a delta covers several
+  records), and after a restart possibly from an image older than the last one the previous
+  incarnation acted on (plan.restart_replay). Nothing reaches the replicas until the broker
+  is caught up (LifecycleClient.caught_up, the controller's is_caught_up in a heartbeat
+  answer, looked at every 50 ms); the deltas loaded meanwhile are then applied as one, the
+  newest image (full_delta), and from then on each as it is loaded. Applying one: when the
+  partition's registration changed, Partition.apply_registration, and a re-plan of the
+  fetcher when the role or the leader changed (ReplicaManager.attach / _apply); clients'
+  metadata and the ISR eligibility check read the applied image, heartbeats the loaded one;
+- lifecycle (broker/lifecycle_client.py): register (again after a restart: a new incarnation,
+  refused while the old session lives), heartbeat with the loaded metadata offset,
+  controlled shutdown through want_shut_down heartbeats; STALE_BROKER_EPOCH /
+  BROKER_ID_NOT_REGISTERED to any call (heartbeat, AlterPartition) drops the registration
+  only when the request carried the current, non-negative broker epoch (LifecycleClient._call);
+- replica fetcher (broker/replica_fetcher.py): one stream per leader with one fetch in
+  flight, the request built from the log end and the last epoch, the answer applied only if
+  the partition still follows the same leader epoch from the same log end; diverging epoch ->
+  truncate_on_divergence, OFFSET_OUT_OF_RANGE -> restart_at / truncate_to, other errors rest
+  the partition for replica.fetch.backoff.ms; a broken stream backs off and reconnects;
+- leader side (broker/replica_manager.py, replica_service.py): follower fetches long-poll up
+  to replica.fetch.wait.max.ms, each read followed by the ISR check; acks=all produces wait
+  until the high watermark passes them (failing with NOT_LEADER_OR_FOLLOWER or
+  NOT_ENOUGH_REPLICAS_AFTER_APPEND as _replication_error says, or REQUEST_TIMED_OUT); the
+  isr-expiration task every replica.lag.time.max.ms / 2; ISR changes go through the
+  AlterPartitionSender (broker/alter_partition_sender.py: a submitted change is stamped with
+  the partition's leader and partition epochs then; one request in flight, drained on the
+  next turn of the loop, a queued change replaced by a newer one, and one that is no longer
+  the partition's pending change when its turn comes not sent) and the lifecycle client's
+  retries (voters + 1 tries); the answer (ReplicaManager._isr_answered) is ignored unless
+  the change is still the pending one; acceptance -> isr_committed; no answer -> sent
+  again after ISR_RETRY_BACKOFF_S; INELIGIBLE_REPLICA / OPERATION_NOT_ATTEMPTED /
+  INVALID_REQUEST -> isr_refused; any other error leaves it pending for the metadata to settle;
+- DeleteRecords (broker/client_service.py): the leader moves its log start, then writes the
+  offset checkpoints before answering;
+- the process: a crash closes the files without a word (the page cache keeps every write) and
+  loses everything in memory; a clean stop snapshots the producers, flushes and checkpoints;
+  a restart opens the Log with the last checkpointed high watermark, log start and recovery
+  point, and builds a new Partition when the metadata first names it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from broker.partition import LeaderAppend, Partition
+from broker.partition_leader import IsrChange
+from broker.replica_manager import ISR_RETRY_BACKOFF_S, _replication_error
+from broker.topic_settings import TopicSettings
+from metadata.alter_partition import IsrProposal, IsrResult
+from metadata.broker_lifecycle import HeartbeatRequest, HeartbeatResponse
+from metadata.errors import ApiError
+from metadata.image import MetadataImage, PartitionRegistration
+from storage.config import LogConfig
+from storage.log import Log
+from tests.replication_sim.clients import PRODUCER_STATE_ERRORS
+from tests.replication_sim.controller import (
+    PARTITION,
+    TOPIC,
+    TOPIC_ID,
+    describe_registration,
+    incarnation_id,
+)
+from tests.replication_sim.network import CONTROLLER
+
+if TYPE_CHECKING:
+    from tests.replication_sim.world import World
+
+# ReplicaFetcher._run: a read waits fetch_wait_max_ms + 30 s before the stream is given up.
+STREAM_TIMEOUT_EXTRA_MS = 30_000
+CONTROLLED_SHUTDOWN_TIMEOUT_MS = 30_000  # broker/node.py CONTROLLED_SHUTDOWN_TIMEOUT_S
+NO_CONTROLLER_MS = 5_000  # LifecycleClient.controlled_shutdown's no_controller_s
+CONTROLLER_VOTERS = 1  # call_controller tries len(voters) + 1 times
+REGISTER_RETRY_MS = 200
+CONNECT_FAIL_MS = 20  # a connection refused by a dead process comes back about this fast
+REPLICA_FETCH_RESPONSE_MAX_BYTES = 10 * 1024 * 1024
+CAUGHT_UP_POLL_MS = 50  # Node._apply_local_changes: asyncio.sleep(0.05) until caught up
+ISR_RETRY_BACKOFF_MS = round(ISR_RETRY_BACKOFF_S * 1000)
+# ReplicaManager._isr_answered: the only errors that drop the pending ISR change
+ISR_RESET_ERRORS = frozenset({"INELIGIBLE_REPLICA", "OPERATION_NOT_ATTEMPTED", "INVALID_REQUEST"})
+# LifecycleClient._call: errors that say the broker's registration was replaced
+REGISTRATION_ERRORS = frozenset({"STALE_BROKER_EPOCH", "BROKER_ID_NOT_REGISTERED"})
+
+
+@dataclass
+class Checkpoint:
+    """The offset checkpoints of the log directory (LogManager.checkpoint) and the clean
+    shutdown marker: what a restart opens the Log with."""
+
+    high_watermark: int = 0
+    log_start_offset: int = 0
+    recovery_point: int = 0
+    clean: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class FetchRequest:
+    follower: int
+    leader: int
+    leader_incarnation: int
+    stream: int
+    request_id: int
+    current_leader_epoch: int
+    fetch_offset: int
+    last_fetched_epoch: int
+    log_start_offset: int
+    max_bytes: int
+    max_wait_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchAnswer:
+    """One ReplicaFetchResponse: `broken` for a stream error (the call failed), else the
+    partition's item as ReplicaServicer.fetch_once fills it."""
+
+    leader: int
+    stream: int
+    request_id: int
+    broken: str | None = None
+    error: str | None = None
+    records: bytes = b""
+    high_watermark: int = 0
+    log_start_offset: int = 0
+    log_end_offset: int = 0
+    diverging: tuple[int, int] | None = None
+
+
+@dataclass
+class Fetcher:
+    """ReplicaFetcher: the stream of this broker to one leader broker."""
+
+    leader_id: int
+    partition: Partition | None = None
+    resting_until: int = 0
+    stream: int = 0
+    connected_to: int | None = None  # the leader incarnation the stream reaches
+    in_flight: tuple[Partition, int, int] | None = None  # (partition, leader epoch, log end)
+    request_id: int = 0
+    backoff_until: int = 0
+    wake_at: int | None = None
+
+
+@dataclass
+class ParkedFetch:
+    request: FetchRequest
+    deadline_ms: int
+
+
+@dataclass
+class WaitingProduce:
+    request: Any  # clients.ProduceRequest
+    partition: Partition
+    append: LeaderAppend
+    deadline_ms: int
+
+
+@dataclass
+class AlterCall:
+    """One AlterPartition request of the AlterPartitionSender, through call_controller."""
+
+    partition: Partition
+    change: IsrChange
+    proposal: IsrProposal
+    broker_epoch: int
+    attempts_left: int = CONTROLLER_VOTERS + 1
+
+
+@dataclass
+class BrokerStats:
+    crashes: int = 0
+    clean_stops: int = 0
+    truncations: int = 0
+    truncated_records: int = 0
+    restarts_at: int = 0
+    fetches: int = 0
+    broken_streams: int = 0
+    isr_proposals: int = 0
+    isr_refusals: int = 0  # ISR updates not accepted (ReplicaManager's failed_isr_updates)
+    isr_resends: int = 0  # ISR changes sent again after no answer
+    isr_unsent: int = 0  # queued ISR changes the sender dropped: no longer pending
+    stale_answers: int = 0
+    idle_isr_adds: int = 0  # ISR expansions with a follower that is not fetching
+    mid_batch_refusals: int = 0  # an empty log refused a batch that starts before it
+    reregistrations: int = 0  # registrations of a process already registered once
+    coalesced_deltas: int = 0  # metadata deltas loaded before the broker was caught up
+
+
+class SimBroker:
+    def __init__(self, world: World, broker_id: int, directory: str) -> None:
+        self.world = world
+        self.id = broker_id
+        self.directory = directory
+        plan = world.plan
+        self.log_config = LogConfig(segment_bytes=plan.segment_bytes, retention_ms=-1)
+        self.settings = TopicSettings(
+            log=self.log_config, min_insync_replicas=plan.min_insync_replicas
+        )
+        self.alive = False
+        self.incarnation = -1
+        self.checkpoint = Checkpoint()
+        self.log: Log | None = None
+        self.partition: Partition | None = None
+        self.stats = BrokerStats()
+        self.down_until: int | None = None  # when a stopped broker comes back
+        self._reset_memory()
+        self.md_pos = -1  # the position in the controller's history of the image applied
+        self.md_floor = 0  # how far the local metadata log goes (it survives a restart)
+
+    def _reset_memory(self) -> None:
+        """Everything a process holds in memory only."""
+        self.loaded = MetadataImage()  # the MetadataLoader's image (heartbeats carry its offset)
+        self.image = MetadataImage()  # the ReplicaManager's: the last one applied
+        self.applied: PartitionRegistration | None = None
+        self.md_scheduled = False
+        self.md_stalled_until = 0
+        self.md_queued = 0  # deltas loaded but not applied yet (before caught up)
+        self.applying = False  # Node._applying: caught up, deltas reach the replicas
+        self.broker_epoch = -1
+        self.registered_once = False
+        self.fenced = True
+        self.caught_up = False  # LifecycleClient.caught_up
+        self.shutting_down = False
+        self.fetchers: dict[int, Fetcher] = {}
+        self.followed: int | None = None
+        self.parked: list[ParkedFetch] = []
+        self.waiting: list[WaitingProduce] = []
+        # calls to the controller awaiting an answer: token -> (done, the request's broker epoch)
+        self.calls: dict[int, tuple[Callable[[Any], None], int | None]] = {}
+        # AlterPartitionSender: the change waiting to be sent (with the leader and partition
+        # epochs it was submitted with), and whether the drain task runs
+        self.isr_queue: dict[int, tuple[Partition, IsrChange, int, int]] = {}
+        self.isr_sending = False
+        self.signal_scheduled = False
+        self.partition = None
+
+    # --- scheduling on behalf of this process ------------------------------------------------
+
+    def later(self, delay_ms: int, action: Callable[..., None], *args: Any) -> None:
+        """Runs `action` after `delay_ms` if this incarnation is still alive then."""
+        self.world.queue.after(max(delay_ms, 0), self._if_alive, self.incarnation, action, args)
+
+    def _if_alive(
+        self, incarnation: int, action: Callable[..., None], args: tuple[Any, ...]
+    ) -> None:
+        if self.alive and self.incarnation == incarnation:
+            action(*args)
+
+    def reachable(self, incarnation: int) -> bool:
+        return self.alive and self.incarnation == incarnation
+
+    @property
+    def now(self) -> int:
+        return self.world.now_ms
+
+    @property
+    def wall(self) -> int:
+        return self.world.wall_ms
+
+    def trace(self, text: str) -> None:
+        self.world.trace.record(f"b{self.id}: {text}")
+
+    # --- the process ---------------------------------------------------------------------------
+
+    def start(self, broker_epoch: int = -1) -> None:
+        assert not self.alive
+        self.incarnation += 1
+        self.alive = True
+        self.down_until = None
+        self.md_floor = max(self.md_floor, self.md_pos)
+        self._reset_memory()
+        ckpt = self.checkpoint
+        self.log = Log.open(
+            self.directory,
+            self.log_config,
+            recovery_point=ckpt.recovery_point,
+            log_start_offset=ckpt.log_start_offset,
+            high_watermark=ckpt.high_watermark,
+            clean_shutdown=ckpt.clean,
+            clock=self.world.clock,
+        )
+        ckpt.clean = False
+        self.broker_epoch = broker_epoch
+        self.registered_once = broker_epoch >= 0
+        # The cluster as it stands at t=0 (World.start): registered and caught up already.
+        self.caught_up = self.applying = broker_epoch >= 0
+        # The local metadata log survives: the first image applied is no older than the
+        # last one applied before (the Raft observer commits its whole local log at once).
+        self.md_pos = -1
+        log = self.log
+        self.trace(
+            f"start incarnation {self.incarnation}: log [{log.log_start_offset}, "
+            f"{log.log_end_offset}) hw {log.high_watermark}"
+            + (
+                f" (recovery cut {log.load_info.truncated_bytes} B)"
+                if log.load_info.truncated_bytes
+                else ""
+            )
+        )
+        self.world.checker.on_log_opened(self)
+        plan = self.world.plan
+        self.later(0, self._lifecycle)
+        self.later(max(plan.replica_lag_time_max_ms // 2, 50), self._isr_expiration)
+        self.later(plan.hw_checkpoint_ms, self._checkpoint_loop)
+        if not self.applying:
+            self.later(CAUGHT_UP_POLL_MS, self._await_caught_up)
+        self.schedule_metadata()
+
+    def crash(self) -> None:
+        assert self.alive and self.log is not None
+        self.stats.crashes += 1
+        self.trace(f"CRASH (log end {self.log.log_end_offset}, hw {self.log.high_watermark})")
+        self._die()
+        for segment in self.log.segments:  # no flush, no index write: the page cache keeps it
+            os.close(segment.fd)
+        self.log = None
+
+    def clean_stop(self) -> None:
+        assert self.alive and self.log is not None
+        self.stats.clean_stops += 1
+        if self.partition is not None:
+            self.partition.snapshot_producers()
+        self.log.flush()
+        self._write_checkpoint()
+        self.checkpoint.clean = True
+        self.trace(f"clean stop (log end {self.log.log_end_offset})")
+        self._die()
+        self.log.close()
+        self.log = None
+
+    def _die(self) -> None:
+        self.alive = False
+        network = self.world.network
+        for parked in self.parked:  # their streams break: the followers see a reset
+            follower = self.world.brokers[parked.request.follower]
+            answer = FetchAnswer(self.id, parked.request.stream, parked.request.request_id, "reset")
+            network.send(self.id, follower.id, follower.handle_fetch_answer, answer)
+        for waiting in self.waiting:
+            waiting.request.fail("connection reset")
+        self._reset_memory()
+        self.world.checker.on_log_closed(self)
+
+    def begin_controlled_shutdown(self) -> None:
+        """broker/node.py stop(): controlled shutdown first, then a clean stop."""
+        self.shutting_down = True
+        self.trace("controlled shutdown begins")
+        if self.broker_epoch < 0:
+            self.clean_stop()
+            return
+        deadline = self.now + CONTROLLED_SHUTDOWN_TIMEOUT_MS
+        self._shutdown_step(deadline, self.now)
+
+    def _shutdown_step(self, deadline: int, last_answer: int) -> None:
+        if self.now >= deadline or self.now - last_answer >= NO_CONTROLLER_MS:
+            self.trace("controlled shutdown gave up")
+            self.world.on_stopped(self, self.clean_stop)
+            return
+
+        def done(answer: Any) -> None:
+            answered = last_answer
+            if isinstance(answer, HeartbeatResponse):
+                answered = self.now
+                if answer.should_shut_down:
+                    self.trace("controlled shutdown done: leads nothing")
+                    self.world.on_stopped(self, self.clean_stop)
+                    return
+            pause = min(self.world.plan.heartbeat_interval_ms, 200)
+            self.later(pause, self._shutdown_step, deadline, answered)
+
+        request = HeartbeatRequest(
+            self.id, self.broker_epoch, self.loaded.offset, want_shutdown=True
+        )
+        self._call(self.world.controller.handle_heartbeat, (request,), done, request.broker_epoch)
+
+    # --- calls to the controller (LifecycleClient._call) ------------------------------------
+
+    def _call(
+        self,
+        handler: Callable[..., None],
+        args: tuple[Any, ...],
+        done: Callable[[Any], None],
+        broker_epoch: int | None = None,
+    ) -> None:
+        """`broker_epoch`: the one the request carries (None: it has none, RegisterBroker)."""
+        token = next(self.world.tokens)
+        self.calls[token] = (done, broker_epoch)
+        reply = _Reply(self, self.incarnation, token)
+        timeout = max(self.world.plan.heartbeat_interval_ms, 1_000)
+        self.world.network.send(
+            self.id, CONTROLLER, handler, *args, reply, lossy=True, deadline_ms=self.now + timeout
+        )
+        self.later(timeout, self._call_timeout, token)
+
+    def _call_timeout(self, token: int) -> None:
+        call = self.calls.pop(token, None)
+        if call is not None:
+            call[0](None)
+
+    def call_answered(self, incarnation: int, token: int, answer: Any) -> None:
+        if not self.reachable(incarnation):
+            return
+        call = self.calls.pop(token, None)
+        if call is None:
+            return
+        done, request_epoch = call
+        if (
+            isinstance(answer, ApiError)
+            and answer.error_name in REGISTRATION_ERRORS
+            and request_epoch is not None
+            and request_epoch == self.broker_epoch >= 0
+        ):
+            # Only an answer about the current registration says it was replaced.
+            self.trace(f"{answer.error_name} for broker epoch {request_epoch}: register again")
+            self.broker_epoch = -1
+        done(answer)
+
+    def _lifecycle(self) -> None:
+        """One turn of LifecycleClient._run: register, else heartbeat; then sleep the
+        heartbeat interval while registered, 0.2 s while not."""
+        if self.shutting_down:
+            return
+        if self.broker_epoch < 0:
+
+            def registered(answer: Any) -> None:
+                if isinstance(answer, int):
+                    if self.registered_once:
+                        self.stats.reregistrations += 1  # the same process, again
+                    self.registered_once = True
+                    self.broker_epoch = answer
+                    self.trace(f"registered, broker epoch {answer}")
+                self.later(self._lifecycle_pause(), self._lifecycle)
+
+            me = incarnation_id(self.id, self.incarnation)
+            self._call(self.world.controller.handle_register, (self.id, me), registered)
+            return
+
+        def beat(answer: Any) -> None:
+            if isinstance(answer, HeartbeatResponse):
+                self.fenced = answer.is_fenced
+                if answer.is_caught_up and not self.caught_up:
+                    self.trace(f"caught up (metadata offset {self.loaded.offset})")
+                self.caught_up = answer.is_caught_up
+            self.later(self._lifecycle_pause(), self._lifecycle)
+
+        request = HeartbeatRequest(self.id, self.broker_epoch, self.loaded.offset)
+        self._call(self.world.controller.handle_heartbeat, (request,), beat, request.broker_epoch)
+
+    def _lifecycle_pause(self) -> int:
+        if self.broker_epoch >= 0:
+            return self.world.plan.heartbeat_interval_ms
+        return REGISTER_RETRY_MS
+
+    def _checkpoint_loop(self) -> None:
+        self._write_checkpoint()
+        self.later(self.world.plan.hw_checkpoint_ms, self._checkpoint_loop)
+
+    def _write_checkpoint(self) -> None:
+        log = self.log
+        assert log is not None
+        self.checkpoint = Checkpoint(log.high_watermark, log.log_start_offset, log.recovery_point)
+
+    # --- metadata ------------------------------------------------------------------------------
+
+    def schedule_metadata(self) -> None:
+        if not self.alive or self.md_scheduled:
+            return
+        history = self.world.controller.history
+        if max(self.md_pos + 1, self.md_floor) >= len(history):
+            return
+        self.md_scheduled = True
+        rng = self.world.rngs["metadata"]
+        self.later(rng.randint(0, self.world.plan.metadata_delay_ms), self._deliver_metadata)
+
+    def stall_metadata(self, until_ms: int) -> None:
+        self.md_stalled_until = max(self.md_stalled_until, until_ms)
+
+    def _deliver_metadata(self) -> None:
+        self.md_scheduled = False
+        if (
+            not self.world.network.connected(self.id, CONTROLLER)
+            or self.now < self.md_stalled_until
+        ):
+            self.md_scheduled = True
+            self.later(100, self._deliver_metadata)
+            return
+        history = self.world.controller.history
+        rng = self.world.rngs["metadata"]
+        low, last = max(self.md_pos + 1, self.md_floor), len(history) - 1
+        if low > last:
+            return
+        if self.md_pos < 0 and not self.world.plan.restart_replay:
+            target = last  # the first image after a start: the newest there is
+        else:
+            target = last if rng.random() < 0.5 else rng.randint(low, last)
+        self.md_pos = target
+        self.load_image(history[target])
+        self.schedule_metadata()
+
+    def load_image(self, image: MetadataImage) -> None:
+        """MetadataLoader._publish -> Node._queue_local_changes: applied now once the broker
+        applies deltas, else queued until it is caught up."""
+        self.loaded = image
+        if self.applying:
+            self.apply_image(image)
+        else:
+            self.md_queued += 1
+
+    def _await_caught_up(self) -> None:
+        """Node._apply_local_changes: waits (polling every 50 ms) until the controller said
+        the broker is caught up, then applies every delta queued meanwhile as one: all their
+        deletions (none here: the partition is never deleted), then full_delta of the newest
+        image, which sets the partition's role from that image whatever it was before."""
+        if not self.caught_up:
+            self.later(CAUGHT_UP_POLL_MS, self._await_caught_up)
+            return
+        self.applying = True
+        if self.md_queued:
+            self.trace(
+                f"caught up: applies {self.md_queued} queued deltas as metadata offset "
+                f"{self.loaded.offset}"
+            )
+            self.stats.coalesced_deltas += self.md_queued
+            self.md_queued = 0
+            self.apply_image(self.loaded)
+
+    def apply_image(self, image: MetadataImage) -> None:
+        """ReplicaManager.attach for our partition, when the delta touched it (a full delta
+        touches it whatever changed; Partition.apply_registration of an unchanged
+        registration changes nothing)."""
+        self.image = image
+        registration = image.topics.partition(TOPIC, PARTITION)
+        if registration is None or registration == self.applied:
+            return
+        self.applied = registration
+        if self.partition is None:
+            assert self.log is not None
+            partition = Partition(
+                TOPIC,
+                PARTITION,
+                TOPIC_ID,
+                self.log,
+                self.id,
+                self.settings,
+                self.world.plan.replica_lag_time_max_ms,
+            )
+            partition.on_change = self._on_change
+            self.partition = partition
+        partition = self.partition
+        moved = partition.apply_registration(registration, self.wall, self.settings)
+        self.trace(
+            f"metadata offset {image.offset}: {describe_registration(registration)}"
+            + (" -> LEADER" if partition.is_leader and moved else "")
+            + (f" -> follows {partition.leader_id}" if moved and not partition.is_leader else "")
+        )
+        if moved:
+            self._follow()
+
+    def eligible(self, broker_id: int) -> bool:
+        """ReplicaManager.eligible: registered, unfenced, not shutting down, in our image."""
+        broker = self.image.cluster.brokers.get(broker_id)
+        return broker is not None and not broker.fenced and not broker.in_controlled_shutdown
+
+    # --- the partition's change signal -------------------------------------------------------
+
+    def _on_change(self) -> None:
+        """Partition.on_change: the checker reads the new log state now; waiting produces and
+        parked fetches look again on the next turn of the (simulated) event loop."""
+        self.world.checker.on_partition_change(self)
+        if not self.signal_scheduled:
+            self.signal_scheduled = True
+            self.later(0, self._signalled)
+
+    def _signalled(self) -> None:
+        self.signal_scheduled = False
+        self._check_produces()
+        parked, self.parked = self.parked, []
+        for p in parked:
+            self._serve_fetch(p.request, p.deadline_ms)
+
+    # --- follower: the replica fetcher -------------------------------------------------------
+
+    def _follow(self) -> None:
+        """FetcherManager.follow."""
+        partition = self.partition
+        assert partition is not None
+        if self.followed is not None:
+            fetcher = self.fetchers.get(self.followed)
+            if fetcher is not None and fetcher.partition is partition:
+                fetcher.partition = None
+                fetcher.resting_until = 0
+            self.followed = None
+        leader = partition.leader_id
+        if partition.is_leader or leader < 0 or leader == self.id:
+            return
+        fetcher = self.fetchers.get(leader)
+        if fetcher is None:
+            fetcher = self.fetchers[leader] = Fetcher(leader)
+        fetcher.partition = partition
+        fetcher.resting_until = 0
+        self.followed = leader
+        self._pump(fetcher)
+
+    def _pump(self, fetcher: Fetcher) -> None:
+        """One turn of ReplicaFetcher._run: send the next fetch if none is out."""
+        if fetcher.in_flight is not None:
+            return
+        if self.now < fetcher.backoff_until:
+            self._wake(fetcher, fetcher.backoff_until)
+            return
+        partition = fetcher.partition
+        if partition is None:
+            return
+        if fetcher.resting_until > self.now:
+            self._wake(fetcher, fetcher.resting_until)
+            return
+        leader = self.world.brokers[fetcher.leader_id]
+        if fetcher.connected_to is None:
+            if not leader.alive:  # connection refused
+                fetcher.in_flight = (
+                    partition,
+                    partition.leader_epoch,
+                    partition.log.log_end_offset,
+                )
+                fetcher.request_id += 1
+                answer = FetchAnswer(
+                    fetcher.leader_id, fetcher.stream, fetcher.request_id, "connection refused"
+                )
+                self.later(CONNECT_FAIL_MS, self.handle_fetch_answer, answer)
+                return
+            fetcher.connected_to = leader.incarnation
+        plan = self.world.plan
+        log = partition.log
+        fetcher.in_flight = (partition, partition.leader_epoch, log.log_end_offset)
+        fetcher.request_id += 1
+        request = FetchRequest(
+            follower=self.id,
+            leader=leader.id,
+            leader_incarnation=fetcher.connected_to,
+            stream=fetcher.stream,
+            request_id=fetcher.request_id,
+            current_leader_epoch=partition.leader_epoch,
+            fetch_offset=log.log_end_offset,
+            last_fetched_epoch=log.leader_epochs.latest_epoch(),
+            log_start_offset=log.log_start_offset,
+            max_bytes=plan.fetch_max_bytes,
+            max_wait_ms=plan.fetch_wait_max_ms,
+        )
+        self.stats.fetches += 1
+        self.world.network.send(self.id, leader.id, leader.handle_fetch, request)
+        timeout = plan.fetch_wait_max_ms + STREAM_TIMEOUT_EXTRA_MS
+        self.later(
+            timeout, self._fetch_timeout, fetcher.leader_id, fetcher.stream, fetcher.request_id
+        )
+
+    def _wake(self, fetcher: Fetcher, at_ms: int) -> None:
+        if fetcher.wake_at is not None and fetcher.wake_at <= at_ms:
+            return
+        fetcher.wake_at = at_ms
+        self.later(at_ms - self.now, self._woken, fetcher.leader_id, at_ms)
+
+    def _woken(self, leader_id: int, at_ms: int) -> None:
+        fetcher = self.fetchers.get(leader_id)
+        if fetcher is None or fetcher.wake_at != at_ms:
+            return
+        fetcher.wake_at = None
+        self._pump(fetcher)
+
+    def _fetch_timeout(self, leader_id: int, stream: int, request_id: int) -> None:
+        fetcher = self.fetchers.get(leader_id)
+        if fetcher is None or fetcher.stream != stream or fetcher.request_id != request_id:
+            return
+        if fetcher.in_flight is not None:
+            self._break(fetcher, "read timed out")
+
+    def break_stream(self, leader_id: int) -> None:
+        """A fault: the stream to `leader_id` fails now (a reset connection)."""
+        fetcher = self.fetchers.get(leader_id)
+        if fetcher is not None:
+            self._break(fetcher, "connection reset (fault)")
+
+    def _break(self, fetcher: Fetcher, why: str) -> None:
+        self.stats.broken_streams += 1
+        self.trace(f"fetch stream to {fetcher.leader_id} broke: {why}; backoff")
+        fetcher.stream += 1
+        fetcher.in_flight = None
+        fetcher.connected_to = None
+        fetcher.backoff_until = self.now + self.world.plan.fetch_backoff_ms
+        self._wake(fetcher, fetcher.backoff_until)
+
+    def handle_fetch_answer(self, answer: FetchAnswer) -> None:
+        """ReplicaFetcher: the read returned (or failed) on the stream."""
+        if not self.alive:
+            return
+        fetcher = self.fetchers.get(answer.leader)
+        if (
+            fetcher is None
+            or fetcher.in_flight is None
+            or (fetcher.stream, fetcher.request_id) != (answer.stream, answer.request_id)
+        ):
+            self.stats.stale_answers += 1
+            return
+        planned = fetcher.in_flight
+        assert planned is not None
+        fetcher.in_flight = None
+        if answer.broken is not None:
+            self._break(fetcher, answer.broken)
+            return
+        partition, epoch, end = planned
+        if (
+            fetcher.partition is not partition
+            or partition.leader_epoch != epoch
+            or partition.log.log_end_offset != end
+        ):
+            self.stats.stale_answers += 1  # the partition moved on while the fetch was out
+        else:
+            try:
+                self._apply_one(fetcher, partition, answer, end)
+            except ApiError as exc:
+                self.trace(f"fetch answer from {fetcher.leader_id} not applied: {exc}; rest")
+                fetcher.resting_until = self.now + self.world.plan.fetch_backoff_ms
+                log = partition.log
+                if (
+                    exc.error_name == "INVALID_RECORD"
+                    and log.log_end_offset == log.log_start_offset
+                    and answer.records
+                ):
+                    # The empty log starts inside the first batch the leader sent (a
+                    # DeleteRecords offset mid-batch): Kafka restarts the log at the batch's
+                    # base offset (Partition.appendRecordsToFollowerOrFutureReplica).
+                    self.stats.mid_batch_refusals += 1
+        self._pump(fetcher)
+
+    def _apply_one(
+        self, fetcher: Fetcher, partition: Partition, answer: FetchAnswer, end: int
+    ) -> None:
+        """ReplicaFetcher._apply_one."""
+        if answer.error is not None:
+            if answer.error == "OFFSET_OUT_OF_RANGE":
+                if end < answer.log_start_offset:
+                    self.stats.restarts_at += 1
+                    self.trace(f"behind the leader's log start {answer.log_start_offset}: restart")
+                    partition.restart_at(answer.log_start_offset)
+                elif end > answer.log_end_offset:
+                    self._truncated(end, answer.log_end_offset)
+                    partition.truncate_to(answer.log_end_offset)
+                else:
+                    fetcher.resting_until = self.now + self.world.plan.fetch_backoff_ms
+            else:
+                fetcher.resting_until = self.now + self.world.plan.fetch_backoff_ms
+            return
+        if answer.diverging is not None:
+            new_end = partition.truncate_on_divergence(*answer.diverging)
+            self._truncated(end, new_end)
+            self.trace(
+                f"diverged from {fetcher.leader_id} at epoch {answer.diverging[0]} (end "
+                f"{answer.diverging[1]}): log end {end} -> {new_end}"
+            )
+            return
+        partition.append_as_follower(answer.records, answer.high_watermark, answer.log_start_offset)
+
+    def _truncated(self, before: int, after: int) -> None:
+        if after < before:
+            self.stats.truncations += 1
+            self.stats.truncated_records += before - after
+
+    # --- leader: follower fetches (ReplicaManager.replica_fetch) -----------------------------
+
+    def handle_fetch(self, request: FetchRequest) -> None:
+        if not self.reachable(request.leader_incarnation):
+            # the stream's server process is gone: the follower's read fails
+            follower = self.world.brokers[request.follower]
+            answer = FetchAnswer(self.id, request.stream, request.request_id, "reset")
+            self.world.network.send(self.id, follower.id, follower.handle_fetch_answer, answer)
+            return
+        self._serve_fetch(request, self.now + request.max_wait_ms)
+        if self.parked and self.parked[-1].request is request:
+            self.later(request.max_wait_ms, self._fetch_deadline, request)
+
+    def _fetch_deadline(self, request: FetchRequest) -> None:
+        for i, parked in enumerate(self.parked):
+            if parked.request is request:
+                del self.parked[i]
+                self._serve_fetch(request, parked.deadline_ms)
+                return
+
+    def _serve_fetch(self, request: FetchRequest, deadline_ms: int) -> None:
+        partition = self.partition
+        answer: FetchAnswer
+        if partition is None:
+            answer = FetchAnswer(
+                self.id, request.stream, request.request_id, error="UNKNOWN_TOPIC_OR_PARTITION"
+            )
+        else:
+            log = partition.log
+            try:
+                read = partition.read_for_follower(
+                    request.follower,
+                    request.fetch_offset,
+                    request.last_fetched_epoch,
+                    request.current_leader_epoch,
+                    min(request.max_bytes, REPLICA_FETCH_RESPONSE_MAX_BYTES),
+                    self.wall,
+                )
+            except ApiError as exc:
+                answer = FetchAnswer(
+                    self.id,
+                    request.stream,
+                    request.request_id,
+                    error=exc.error_name,
+                    high_watermark=log.high_watermark,
+                    log_start_offset=log.log_start_offset,
+                    log_end_offset=log.log_end_offset,
+                )
+            else:
+                self._maybe_change_isr()
+                answer = FetchAnswer(
+                    self.id,
+                    request.stream,
+                    request.request_id,
+                    records=read.records,
+                    high_watermark=read.high_watermark,
+                    log_start_offset=read.log_start_offset,
+                    log_end_offset=read.log_end_offset,
+                    diverging=read.diverging,
+                )
+        stop = answer.error is not None or answer.diverging is not None
+        if answer.records or stop or self.now >= deadline_ms:
+            follower = self.world.brokers[request.follower]
+            self.world.network.send(self.id, follower.id, follower.handle_fetch_answer, answer)
+            return
+        self.parked.append(ParkedFetch(request, deadline_ms))
+
+    # --- leader: the ISR ---------------------------------------------------------------------
+
+    def _isr_expiration(self) -> None:
+        if self.partition is not None and self.partition.is_leader:
+            self._maybe_change_isr()
+        self.later(max(self.world.plan.replica_lag_time_max_ms // 2, 50), self._isr_expiration)
+
+    def _maybe_change_isr(self) -> None:
+        partition = self.partition
+        assert partition is not None
+        change = partition.isr_change_needed(self.wall, self.eligible)
+        if change is None:
+            return
+        self.stats.isr_proposals += 1
+        leader = partition.leader
+        assert leader is not None
+        for r in change.added:
+            idle = self.wall - leader.followers[r].last_fetch_ms
+            if idle > self.world.plan.replica_lag_time_max_ms:
+                # Kafka expands the ISR only on the follower's own fetch (maybeExpandIsr):
+                # this one has not fetched for longer than replica.lag.time.max.ms.
+                self.stats.idle_isr_adds += 1
+                self.trace(f"adds b{r} to the ISR though it has not fetched for {idle} ms")
+        self.trace(
+            f"propose ISR {list(change.isr)} (le {partition.leader_epoch} pe "
+            f"{partition.partition_epoch}; +{list(change.added)} -{list(change.removed)})"
+        )
+        self._submit_isr_change(partition, change)
+
+    def _submit_isr_change(self, partition: Partition, change: IsrChange) -> None:
+        """AlterPartitionSender.submit: queued (replacing a change not sent yet) with the
+        epochs the partition has now; the drain task, if not running, starts on the next
+        turn of the event loop (asyncio.create_task)."""
+        self.isr_queue[PARTITION] = (
+            partition,
+            change,
+            partition.leader_epoch,
+            partition.partition_epoch,
+        )
+        if not self.isr_sending:
+            self.isr_sending = True
+            self.later(0, self._isr_drain)
+
+    def _isr_drain(self) -> None:
+        """AlterPartitionSender._drain: while changes are queued, take them all and send in
+        one request those still pending on their partition (one request in flight: the next
+        round starts once _isr_answered has seen every answer)."""
+        while self.isr_queue:
+            ((partition, change, leader_epoch, partition_epoch),) = self.isr_queue.values()
+            self.isr_queue = {}
+            if partition.leader is None or partition.leader.pending is not change:
+                self.stats.isr_unsent += 1
+                self.trace(f"AlterPartition isr={list(change.isr)} not sent: no longer pending")
+                continue
+            proposal = IsrProposal(TOPIC_ID, PARTITION, leader_epoch, partition_epoch, change.isr)
+            self.trace(
+                f"send AlterPartition isr={list(change.isr)} le={leader_epoch} pe={partition_epoch}"
+                + (
+                    f" (the partition is at le {partition.leader_epoch} pe "
+                    f"{partition.partition_epoch})"
+                    if (leader_epoch, partition_epoch)
+                    != (partition.leader_epoch, partition.partition_epoch)
+                    else ""
+                )
+            )
+            self._alter_attempt(AlterCall(partition, change, proposal, self.broker_epoch))
+            return
+        self.isr_sending = False
+
+    def _alter_attempt(self, call: AlterCall) -> None:
+        """LifecycleClient.call_controller: up to voters + 1 tries of the same request (a
+        whole-request error, STALE_BROKER_EPOCH, is a failed try as no answer is)."""
+        if call.attempts_left == 0:
+            self._alter_done(call, None)
+            return
+        call.attempts_left -= 1
+
+        def answered(answer: Any) -> None:
+            if isinstance(answer, IsrResult):
+                self._alter_done(call, answer)
+                return
+            self._alter_attempt(call)  # None (timed out, lost) or a whole-request error
+
+        controller = self.world.controller
+        args = (self.id, call.broker_epoch, call.proposal)
+        self._call(controller.handle_alter_partition, args, answered, call.broker_epoch)
+
+    def _alter_done(self, call: AlterCall, answer: IsrResult | None) -> None:
+        """ReplicaManager._isr_answered for the partition, then the sender's drain goes on."""
+        partition, change = call.partition, call.change
+        leader = partition.leader
+        current = leader is not None and leader.pending is change
+        if answer is not None and answer.error is None and answer.registration is not None:
+            reg = answer.registration
+            self.trace(
+                f"ISR is now {list(reg.isr)} (partition epoch {reg.partition_epoch})"
+                + ("" if current else "; no longer pending: ignored")
+            )
+            if current:
+                partition.isr_committed(reg.isr, reg.partition_epoch)
+        else:
+            self.stats.isr_refusals += 1
+            error = answer.error if answer is not None else None
+            name = "NO_ANSWER" if error is None else error.error_name
+            if not current:
+                action = "no longer pending: ignored"
+            elif answer is None:
+                action = f"sent again in {ISR_RETRY_BACKOFF_MS} ms"
+            elif name in ISR_RESET_ERRORS:
+                action = "dropped"
+            else:
+                action = "stays pending until the metadata settles it"
+            self.trace(f"ISR change to {list(change.isr)} not accepted: {name}; {action}")
+            if current:
+                if answer is None:
+                    self.later(ISR_RETRY_BACKOFF_MS, self._resend_isr_change, partition, change)
+                elif name in ISR_RESET_ERRORS:
+                    partition.isr_refused()
+                    self.world.checker.note_refusal(self, partition, call.proposal, change, name)
+        self._isr_drain()
+
+    def _resend_isr_change(self, partition: Partition, change: IsrChange) -> None:
+        """ReplicaManager._resend_isr_change."""
+        leader = partition.leader
+        if leader is not None and leader.pending is change and partition is self.partition:
+            self.stats.isr_resends += 1
+            self._submit_isr_change(partition, change)
+
+    # --- leader: producers and consumers -----------------------------------------------------
+
+    def _leader_partition(self) -> Partition:
+        """ReplicaManager.leader_partition."""
+        partition = self.partition
+        if partition is not None and partition.is_leader:
+            return partition
+        registration = self.image.topics.partition(TOPIC, PARTITION)
+        if registration is None:
+            raise ApiError("UNKNOWN_TOPIC_OR_PARTITION", "no such partition here")
+        if not registration.has_leader:
+            raise ApiError("LEADER_NOT_AVAILABLE", "no leader right now")
+        raise ApiError("NOT_LEADER_OR_FOLLOWER", f"the leader is {registration.leader}")
+
+    def handle_produce(self, request: Any) -> None:
+        if not self.reachable(request.incarnation):
+            request.fail("connection reset")
+            return
+        try:
+            partition = self._leader_partition()
+            append = partition.append_as_leader(request.records, request.acks, self.wall)
+        except ApiError as exc:
+            if exc.error_name in PRODUCER_STATE_ERRORS and request.producer.idempotent:
+                self.world.checker.producer_state_error(self, request, exc)
+            request.answer(self, None, exc.error_name)
+            return
+        self.world.trace.record(
+            f"b{self.id}: append {request.describe()} at {append.base_offset}..."
+            f"{append.next_offset - 1} (le {append.leader_epoch}"
+            + (", duplicate)" if append.duplicate else ")")
+        )
+        if request.acks != -1:
+            request.answer(self, append, None)
+            return
+        self.waiting.append(
+            WaitingProduce(request, partition, append, self.now + request.timeout_ms)
+        )
+        self._check_produces()
+        self.later(request.timeout_ms, self._check_produces)
+
+    def _check_produces(self) -> None:
+        """ReplicaManager._await_replication, for every waiting produce."""
+        still = []
+        for waiting in self.waiting:
+            error = _replication_error(waiting.partition, waiting.append)
+            if error is not None:
+                waiting.request.answer(self, None, error.error_name)
+            elif waiting.partition.high_watermark >= waiting.append.next_offset:
+                self.world.checker.acknowledged(self, waiting.request, waiting.append)
+                waiting.request.answer(self, waiting.append, None)
+            elif self.now >= waiting.deadline_ms:
+                waiting.request.answer(self, None, "REQUEST_TIMED_OUT")
+            else:
+                still.append(waiting)
+        self.waiting = still
+
+    def delete_records(self, offset: int) -> int:
+        """ClientServicer.DeleteRecords for the partition (an admin's request; its answer is
+        not modelled): the leader moves its log start (Partition.delete_records_before, which
+        persists the truncated leader epoch cache at once), then writes the offset checkpoints
+        (persist_offsets -> Node._checkpoint_now, in a thread: a later turn of the event loop)
+        and only then answers. Raises the ApiError the request would be answered with."""
+        partition = self._leader_partition()
+        start = partition.delete_records_before(offset)
+        self.later(0, self._write_checkpoint)
+        return start
+
+    def handle_consume(self, request: Any) -> None:
+        if not self.reachable(request.incarnation):
+            request.fail("connection reset")
+            return
+        try:
+            partition = self._leader_partition()
+            records = partition.read_for_consumer(request.offset, request.max_bytes)
+        except ApiError as exc:
+            request.answer(self, None, exc.error_name)
+            return
+        self.world.checker.consumed(self, request, records, partition.log.high_watermark)
+        request.answer(self, records, None)
+
+    # --- for the checker and the summary ------------------------------------------------------
+
+    def describe(self) -> str:
+        if not self.alive or self.log is None:
+            return f"b{self.id}: down"
+        log = self.log
+        p = self.partition
+        role = "-"
+        if p is not None:
+            role = (
+                f"LEADER le={p.leader_epoch} pe={p.partition_epoch} isr={list(p.isr)}"
+                + (
+                    f" pending={list(p.leader.pending.isr)}"
+                    if p.leader and p.leader.pending
+                    else ""
+                )
+                if p.is_leader
+                else f"follower of {p.leader_id} le={p.leader_epoch}"
+            )
+        return (
+            f"b{self.id} inc {self.incarnation} epoch {self.broker_epoch}: {role}; log "
+            f"[{log.log_start_offset}, {log.log_end_offset}) hw {log.high_watermark} epochs "
+            f"{log.leader_epochs.entries[-4:]}; metadata offset {self.image.offset}"
+            + (f" (loaded {self.loaded.offset})" if self.loaded.offset != self.image.offset else "")
+        )
+
+
+class _Reply:
+    """The answer path of one controller call, bound to the incarnation that made it."""
+
+    __slots__ = ("broker", "incarnation", "token", "__name__")
+
+    def __init__(self, broker: SimBroker, incarnation: int, token: int) -> None:
+        self.broker = broker
+        self.incarnation = incarnation
+        self.token = token
+        self.__name__ = "reply"
+
+    def __call__(self, answer: Any) -> None:
+        self.broker.call_answered(self.incarnation, self.token, answer)

@@ -1,0 +1,340 @@
+"""Producers and consumers, talking to whichever broker their (possibly stale) metadata names.
+
+A client learns the leader as a real one does, from some live broker's metadata (which may lag
+the controller's), and refreshes it after NOT_LEADER_OR_FOLLOWER and friends. Requests and
+answers cross the simulated network as RPCs (they may be lost; the client then times out).
+
+Producers, one request in flight each:
+- plain ones send acks=all or acks=1 batches of 1-3 records, every value unique in the run,
+  and never resend a failed batch (the next batch has new values), so no value may ever
+  appear twice in a log;
+- idempotent ones (producer id, epoch, sequence; acks=all, as Kafka requires) resend a failed
+  batch unchanged, same sequence, until it is acknowledged or its delivery timeout passes;
+  then, as Kafka's idempotent producer does with an unresolved sequence (KIP-360), they bump
+  their epoch and start again at sequence 0.
+Consumers read from the leader at random offsets up to the high watermark they last saw.
+What the brokers acknowledge and serve is recorded by the checker when the broker decides it,
+not when the answer arrives.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from broker.partition import LeaderAppend
+from strom_api.records import Record, encode_batch
+from tests.replication_sim.controller import PARTITION, TOPIC
+from tests.replication_sim.network import CLIENTS
+
+if TYPE_CHECKING:
+    from tests.replication_sim.broker import SimBroker
+    from tests.replication_sim.world import World
+
+RETRY_BACKOFF_MS = 100
+CLIENT_TIMEOUT_EXTRA_MS = 1_000
+# Errors after which an idempotent producer resends the same batch (Kafka: retriable).
+RETRIABLE = frozenset(
+    {
+        "NOT_LEADER_OR_FOLLOWER",
+        "UNKNOWN_TOPIC_OR_PARTITION",
+        "LEADER_NOT_AVAILABLE",
+        "NOT_ENOUGH_REPLICAS",
+        "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
+        "REQUEST_TIMED_OUT",
+        "FENCED_LEADER_EPOCH",
+        "UNKNOWN_LEADER_EPOCH",
+        "connection reset",
+        "connection refused",
+        "client timeout",
+    }
+)
+# Errors that say the producer's state on the partition is not what it wrote: never expected
+# from the current leader, whose log holds every acknowledged batch (checker.py (8)).
+PRODUCER_STATE_ERRORS = frozenset(
+    {"OUT_OF_ORDER_SEQUENCE_NUMBER", "UNKNOWN_PRODUCER_ID", "INVALID_PRODUCER_EPOCH"}
+)
+
+
+def leader_from_metadata(world: World, rng: random.Random) -> int | None:
+    """A metadata request to a random live broker: the leader its image names."""
+    live = [b for b in world.brokers.values() if b.alive]
+    if not live:
+        return None
+    broker = rng.choice(live)
+    registration = broker.image.topics.partition(TOPIC, PARTITION)
+    if registration is None or registration.leader < 0:
+        return None
+    return registration.leader
+
+
+@dataclass
+class ClientStats:
+    batches: int = 0
+    acked_all: int = 0
+    acked_one: int = 0
+    acked_records: int = 0
+    duplicates_answered: int = 0
+    errors: Counter[str] = field(default_factory=Counter)
+    reads: int = 0
+    records_read: int = 0
+    abandoned: int = 0
+
+
+@dataclass
+class Batch:
+    number: int
+    values: list[bytes]
+    acks: int
+    producer_epoch: int = -1
+    sequence: int = -1
+    first_sent_ms: int = 0
+    attempts: int = 0
+
+
+class ProduceRequest:
+    def __init__(
+        self, producer: Producer, batch: Batch, broker: SimBroker, timeout_ms: int
+    ) -> None:
+        self.producer = producer
+        self.batch = batch
+        self.broker_id = broker.id
+        self.incarnation = broker.incarnation
+        self.acks = batch.acks
+        self.values = batch.values
+        self.timeout_ms = timeout_ms
+        world = producer.world
+        records = [Record(i, world.wall_ms, None, v) for i, v in enumerate(batch.values)]
+        if producer.idempotent:
+            self.records = encode_batch(
+                records,
+                producer_id=producer.producer_id,
+                producer_epoch=batch.producer_epoch,
+                base_sequence=batch.sequence,
+            )
+        else:
+            self.records = encode_batch(records)
+
+    def describe(self) -> str:
+        p = self.producer
+        text = f"p{p.index}#{self.batch.number} acks={self.acks} x{len(self.values)}"
+        if p.idempotent:
+            text += f" pid={p.producer_id} e{self.batch.producer_epoch} seq={self.batch.sequence}"
+        return text
+
+    def answer(self, broker: SimBroker, append: LeaderAppend | None, error: str | None) -> None:
+        world = self.producer.world
+        world.network.send(
+            broker.id, CLIENTS, self.producer.on_answer, self, append, error, lossy=True
+        )
+
+    def fail(self, why: str) -> None:
+        world = self.producer.world
+        world.network.send(self.broker_id, CLIENTS, self.producer.on_answer, self, None, why)
+
+
+class Producer:
+    def __init__(self, world: World, index: int, idempotent: bool, rng: random.Random) -> None:
+        self.world = world
+        self.index = index
+        self.idempotent = idempotent
+        self.rng = rng
+        self.producer_id = 1000 + index if idempotent else -1
+        self.producer_epoch = 0
+        self.sequence = 0
+        self.batches = 0
+        self.batch: Batch | None = None
+        self.in_flight: ProduceRequest | None = None
+        self.leader: int | None = None
+        self.active = False
+        self.stats = world.client_stats
+        self.delivery_timeout_ms = 4 * world.plan.produce_timeout_ms
+        # where the last batch acknowledged in the current producer epoch ends
+        self.last_acked_offset: int | None = None
+        self.limit: int | None = None  # stop after this many acknowledged batches
+        self.acked = 0
+
+    def start(self) -> None:
+        self.active = True
+        self._later(self.rng.randint(0, self.world.plan.produce_every_ms), self._next)
+
+    def stop(self) -> None:
+        self.active = False
+
+    def _later(self, delay_ms: int, action: Any, *args: Any) -> None:
+        self.world.queue.after(delay_ms, action, *args)
+
+    @property
+    def idle(self) -> bool:
+        return self.batch is None and self.in_flight is None
+
+    def _next(self) -> None:
+        if self.limit is not None and self.acked >= self.limit:
+            self.active = False
+        if self.batch is None and self.active:
+            self.batches += 1
+            self.stats.batches += 1
+            count = self.rng.randint(1, 3)
+            values = [f"p{self.index}-{self.batches}-{i}".encode() for i in range(count)]
+            acks = -1 if self.idempotent or self.rng.random() < self.world.plan.acks_all else 1
+            batch = Batch(self.batches, values, acks, first_sent_ms=self.world.now_ms)
+            if self.idempotent:
+                batch.producer_epoch = self.producer_epoch
+                batch.sequence = self.sequence
+            self.batch = batch
+        if self.batch is not None and self.in_flight is None:
+            self._send()
+
+    def _send(self) -> None:
+        batch = self.batch
+        assert batch is not None
+        if self.leader is None:
+            self.leader = leader_from_metadata(self.world, self.rng)
+            if self.leader is None:
+                self._retry_later()
+                return
+        broker = self.world.brokers[self.leader]
+        batch.attempts += 1
+        request = ProduceRequest(self, batch, broker, self.world.plan.produce_timeout_ms)
+        self.in_flight = request
+        if not broker.alive:
+            request.fail("connection refused")
+        else:
+            timeout = request.timeout_ms + CLIENT_TIMEOUT_EXTRA_MS
+            deadline = self.world.now_ms + timeout
+            self.world.network.send(
+                CLIENTS, broker.id, broker.handle_produce, request, lossy=True, deadline_ms=deadline
+            )
+        self._later(request.timeout_ms + CLIENT_TIMEOUT_EXTRA_MS, self._client_timeout, request)
+
+    def _client_timeout(self, request: ProduceRequest) -> None:
+        if self.in_flight is request:
+            self.on_answer(request, None, "client timeout")
+
+    def _retry_later(self) -> None:
+        self._later(RETRY_BACKOFF_MS, self._next)
+
+    def on_answer(
+        self, request: ProduceRequest, append: LeaderAppend | None, error: str | None
+    ) -> None:
+        if self.in_flight is not request:
+            return  # a late answer to a request the producer gave up on
+        self.in_flight = None
+        batch = request.batch
+        if error is None:
+            assert append is not None
+            if batch.acks == -1:
+                self.stats.acked_all += 1
+            else:
+                self.stats.acked_one += 1
+            self.stats.acked_records += len(batch.values)
+            self.stats.duplicates_answered += int(append.duplicate)
+            self.acked += 1
+            if self.idempotent:
+                self.sequence += len(batch.values)
+                self.last_acked_offset = append.next_offset - 1
+            self.batch = None
+            self._later(self.rng.randint(1, 2 * self.world.plan.produce_every_ms), self._next)
+            return
+        self.stats.errors[error] += 1
+        if error in (
+            "NOT_LEADER_OR_FOLLOWER",
+            "UNKNOWN_TOPIC_OR_PARTITION",
+            "LEADER_NOT_AVAILABLE",
+        ) or error.startswith(("connection", "client")):
+            self.leader = None
+        expired = self.world.now_ms - batch.first_sent_ms > self.delivery_timeout_ms
+        if self.idempotent and error in RETRIABLE and not expired:
+            self._retry_later()
+            return
+        if self.idempotent:
+            # the batch's outcome is unknown (or it was refused): a new epoch, sequences anew
+            self.stats.abandoned += 1
+            self.producer_epoch += 1
+            self.sequence = 0
+            self.last_acked_offset = None
+        self.batch = None
+        self._retry_later()
+
+
+class ConsumeRequest:
+    def __init__(self, consumer: Consumer, broker: SimBroker, offset: int, max_bytes: int) -> None:
+        self.consumer = consumer
+        self.broker_id = broker.id
+        self.incarnation = broker.incarnation
+        self.offset = offset
+        self.max_bytes = max_bytes
+
+    def answer(self, broker: SimBroker, records: bytes | None, error: str | None) -> None:
+        hw = start = -1
+        if broker.partition is not None:
+            hw, start = broker.partition.log.high_watermark, broker.partition.log.log_start_offset
+        world = self.consumer.world
+        on_answer = self.consumer.on_answer
+        world.network.send(broker.id, CLIENTS, on_answer, self, hw, start, error, lossy=True)
+
+    def fail(self, why: str) -> None:
+        world = self.consumer.world
+        world.network.send(self.broker_id, CLIENTS, self.consumer.on_answer, self, -1, -1, why)
+
+
+class Consumer:
+    def __init__(self, world: World, index: int, rng: random.Random) -> None:
+        self.world = world
+        self.index = index
+        self.rng = rng
+        self.leader: int | None = None
+        self.high_watermark = 0
+        self.log_start = 0
+        self.in_flight: ConsumeRequest | None = None
+        self.active = False
+
+    def start(self) -> None:
+        self.active = True
+        self.world.queue.after(self.rng.randint(0, self.world.plan.consume_every_ms), self._next)
+
+    def stop(self) -> None:
+        self.active = False
+
+    def _next(self) -> None:
+        if not self.active:
+            return
+        self.world.queue.after(
+            self.rng.randint(1, 2 * self.world.plan.consume_every_ms), self._next
+        )
+        if self.in_flight is not None:
+            return
+        if self.leader is None:
+            self.leader = leader_from_metadata(self.world, self.rng)
+            if self.leader is None:
+                return
+        broker = self.world.brokers[self.leader]
+        if not broker.alive:
+            self.leader = None
+            return
+        low, hw = self.log_start, max(self.high_watermark, self.log_start)
+        offset = (
+            self.rng.randint(max(low, hw - 30), hw)
+            if self.rng.random() < 0.7
+            else self.rng.randint(low, hw)
+        )
+        request = ConsumeRequest(self, broker, offset, self.rng.choice((100, 1_000, 20_000)))
+        self.in_flight = request
+        self.world.network.send(CLIENTS, broker.id, broker.handle_consume, request, lossy=True)
+        self.world.queue.after(2_000, self._timeout, request)
+
+    def _timeout(self, request: ConsumeRequest) -> None:
+        if self.in_flight is request:
+            self.in_flight = None
+            self.leader = None
+
+    def on_answer(self, request: ConsumeRequest, hw: int, start: int, error: str | None) -> None:
+        if self.in_flight is not request:
+            return
+        self.in_flight = None
+        if hw >= 0:
+            self.high_watermark, self.log_start = hw, start
+        if error is not None and error != "OFFSET_OUT_OF_RANGE":
+            self.leader = None
