@@ -61,6 +61,7 @@ from metadata.errors import ApiError
 from metadata.image import MetadataImage, PartitionRegistration
 from storage.config import LogConfig
 from storage.log import Log
+from strom_api.record_batch import parse_header
 from tests.replication_sim.clients import PRODUCER_STATE_ERRORS
 from tests.replication_sim.controller import (
     PARTITION,
@@ -188,7 +189,7 @@ class BrokerStats:
     isr_unsent: int = 0  # queued ISR changes the sender dropped: no longer pending
     stale_answers: int = 0
     idle_isr_adds: int = 0  # ISR expansions with a follower that is not fetching
-    mid_batch_refusals: int = 0  # an empty log refused a batch that starts before it
+    mid_batch_refusals: int = 0  # a follower refused a batch that starts below its log end
     reregistrations: int = 0  # registrations of a process already registered once
     coalesced_deltas: int = 0  # metadata deltas loaded before the broker was caught up
 
@@ -725,15 +726,15 @@ class SimBroker:
             except ApiError as exc:
                 self.trace(f"fetch answer from {fetcher.leader_id} not applied: {exc}; rest")
                 fetcher.resting_until = self.now + self.world.plan.fetch_backoff_ms
-                log = partition.log
                 if (
                     exc.error_name == "INVALID_RECORD"
-                    and log.log_end_offset == log.log_start_offset
                     and answer.records
+                    and parse_header(answer.records).base_offset < end
                 ):
-                    # The empty log starts inside the first batch the leader sent (a
-                    # DeleteRecords offset mid-batch): Kafka restarts the log at the batch's
-                    # base offset (Partition.appendRecordsToFollowerOrFutureReplica).
+                    # The leader's first batch starts below our log end: its log start (a
+                    # DeleteRecords offset) is inside that batch, and we were not told to
+                    # truncate. An empty log restarts at the batch (Partition.append_as_follower,
+                    # as Kafka's follower); a non-empty one is refused again at every fetch.
                     self.stats.mid_batch_refusals += 1
         self._pump(fetcher)
 

@@ -65,6 +65,34 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         matches=r"(DIVERGED below the high watermark|after convergence .*) "
         r"\[deleted-records-resurrected",
     ),
+    KnownBug(
+        name="follower-stuck-below-a-mid-batch-log-start",
+        reason=(
+            "The non-empty sibling of the fixed follower-stuck-at-mid-batch-log-start. "
+            "DeleteRecords to an offset inside a batch (storage/log.py:453-456) truncates the "
+            "leader epoch cache from the start (storage/leader_epoch_cache.py:74-82): the entry "
+            "of the epoch holding that batch now starts at the new log start, not where the "
+            "epoch began. A follower whose log ends exactly there with never-committed records "
+            "of an older epoch (an earlier leader's, which crashed) fetches at its log end with "
+            "that epoch. Partition.read_for_follower (broker/partition.py:337-348) asks "
+            "LeaderEpochCache.end_offset_for (leader_epoch_cache.py:53-57), which, with no "
+            "entry at or below that epoch, answers that it ends at the first entry's start, the "
+            "follower's log end itself: no divergence (with the entry intact it would have said "
+            "the epoch ended where the leader's epoch began, below: truncate, then "
+            "OFFSET_OUT_OF_RANGE, restart_at), and the offset is in range. "
+            "The leader sends the batch holding the fetch offset, which starts below the "
+            "follower's log end; broker/partition.py:400-407 (Partition.append_as_follower) "
+            "restarts the log at the batch only when it is empty, so Log.append_as_follower "
+            "refuses it (INVALID_RECORD), the fetcher rests and fetches the same again, "
+            "forever: the follower never rejoins the ISR. Kafka's follower also restarts only "
+            "an empty log (Partition.appendRecordsToFollowerOrFutureReplica) and marks the "
+            "partition failed on the UnexpectedAppendOffsetException, so it likely gets stuck "
+            "as well. scenarios.stale_follower_inside_a_batch is the story."
+        ),
+        seeds=(11305,),
+        matches=r"liveness: ",
+        when=lambda result: result.mid_batch_refusals > 0,
+    ),
 )
 
 

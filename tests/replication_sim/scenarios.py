@@ -208,16 +208,21 @@ def restart_inside_a_batch(echo: bool = False) -> None:
 # --- deleted-records-resurrected (fixed but for a narrow window) -------------------------------
 
 
-def append_directly(world: World, broker_id: int, values: list[str]) -> None:
-    """Appends one single-record batch per value on `broker_id`, which must lead, as an
-    acks=1 produce would (the scenario needs exact batch boundaries, which the simulated
-    producers draw at random)."""
+def append_directly(
+    world: World, broker_id: int, values: list[str], one_batch: bool = False
+) -> None:
+    """Appends one single-record batch per value (or, `one_batch`, one batch of them all) on
+    `broker_id`, which must lead, as an acks=1 produce would (the scenario needs exact batch
+    boundaries, which the simulated producers draw at random)."""
     partition = world.brokers[broker_id].partition
     assert partition is not None and partition.is_leader, f"b{broker_id} does not lead"
-    for value in values:
-        records = encode_batch([Record(0, world.wall_ms, None, value.encode())])
-        partition.append_as_leader(records, 1, world.wall_ms)
-    world.trace.record(f"SCENARIO: b{broker_id} appends {values} (le {partition.leader_epoch})")
+    records = [Record(i, world.wall_ms, None, v.encode()) for i, v in enumerate(values)]
+    for batch in [records] if one_batch else [[r] for r in records]:
+        partition.append_as_leader(encode_batch(batch), 1, world.wall_ms)
+    world.trace.record(
+        f"SCENARIO: b{broker_id} appends {values} (le {partition.leader_epoch}"
+        + (", one batch)" if one_batch else ")")
+    )
 
 
 def leads(world: World, broker_id: int) -> Callable[[], bool]:
@@ -302,11 +307,56 @@ def crash_before_delete_records_is_durable(echo: bool = False) -> None:
     _deleted_records_story(echo, crash_before_checkpoint=True)
 
 
+# --- follower-stuck-below-a-mid-batch-log-start ----------------------------------------------
+
+
+def stale_follower_inside_a_batch(echo: bool = False) -> None:
+    """b1 leads epoch 0 and appends two records nobody else gets (cut off from b2, b3 is
+    down), then crashes with log end 2. b2 leads epoch 1 from offset 0 and appends one batch
+    of four records, 0-3; DeleteRecords before 2, inside that batch: log start 2, and b2's
+    leader epoch cache now says epoch 1 starts at 2 (where it started, 0, is gone). b1 comes
+    back and fetches at 2 with last epoch 0; b2's cache, with no entry for epoch 0 or below,
+    answers that epoch 0 ends at 2 (endOffsetFor): no divergence. b2 sends the batch holding
+    offset 2, which starts at 0, below b1's log end; b1's log is not empty, so
+    Partition.append_as_follower refuses it, and again at every fetch: b1 never catches up
+    (Kafka's follower, which also restarts only an empty log at the batch, fails the
+    partition the same way)."""
+    with quiet_world(echo, producers=0, min_insync_replicas=1) as world:
+        net = world.network
+        b1, b2, b3 = (world.brokers[b] for b in (1, 2, 3))
+        world.run_until(500)
+        b3.crash()
+        net.cut(1, 2)
+        append_directly(world, 1, ["stale-0", "stale-1"])
+        world.run_until(world.now_ms + 50)
+        b1.crash()
+        wait_for(world, leads(world, 2), 10_000, "b2 leads")
+        net.heal(1, 2)
+        append_directly(world, 2, [f"new-{i}" for i in range(4)], one_batch=True)
+        assert b2.partition is not None
+        partition = b2.partition
+        wait_for(world, lambda: partition.log.high_watermark == 4, 5_000, "b2's hw reaches 4")
+        start = b2.delete_records(2)
+        world.checker.deleted_before = start
+        world.trace.record(
+            f"SCENARIO: DeleteRecords before 2 on b2: log start {start}, epochs "
+            f"{partition.log.leader_epochs.entries}"
+        )
+        b1.start()
+        wait_for(
+            world,
+            lambda: b1.log is not None and b1.log.log_end_offset >= 4,
+            10_000,
+            "b1 catches up with b2",
+        )
+
+
 SCENARIOS: dict[str, Callable[..., None]] = {
     "lost-expansion-answer": lost_expansion_answer,
     "restart-inside-a-batch": restart_inside_a_batch,
     "deleted-records-stay-deleted": deleted_records_stay_deleted,
     "crash-before-delete-records-is-durable": crash_before_delete_records_is_durable,
+    "stale-follower-inside-a-batch": stale_follower_inside_a_batch,
 }
 
 

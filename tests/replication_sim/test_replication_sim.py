@@ -141,3 +141,12 @@ def test_records_deleted_before_a_leader_crash_stay_deleted() -> None:
 )
 def test_a_leader_crash_inside_delete_records_keeps_the_replicas_consistent() -> None:
     scenarios.crash_before_delete_records_is_durable()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=scenarios.ScenarioTimeout,
+    reason=known_bug("follower-stuck-below-a-mid-batch-log-start").reason,
+)
+def test_a_stale_follower_ending_inside_the_leaders_first_batch_catches_up() -> None:
+    scenarios.stale_follower_inside_a_batch()
