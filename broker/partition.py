@@ -398,13 +398,8 @@ class Partition:
         log = self.log
         if records:
             first = parse_header(records)
-            if log.log_start_offset == log.log_end_offset and (
-                first.base_offset < log.log_end_offset < first.next_offset
-            ):
-                # An empty log restarted at the leader's log start, which lies inside this
-                # batch (DeleteRecords may cut mid-batch): start it at the batch instead,
-                # as Kafka's follower does; the log start moves up again below.
-                log.truncate_fully_and_start_at(first.base_offset)
+            if first.base_offset < log.log_end_offset < first.next_offset:
+                self._restart_inside_batch(first.base_offset)
             segment = log.active_segment.base_offset
             try:
                 log.append_as_follower(records)
@@ -417,6 +412,22 @@ class Partition:
         if start > log.log_start_offset:
             log.delete_records_before(start)
         self.on_change()
+
+    def _restart_inside_batch(self, batch_base: int) -> None:
+        """The leader sent the batch holding our log end, and it starts below it. Replicas copy
+        batches whole, so records of ours inside that batch's range are not the leader's: they
+        were never committed. Two ways to get here, both because DeleteRecords may cut
+        mid-batch: an empty log restarted at the leader's log start inside this batch, or a
+        log ending at that log start with an older leader's uncommitted records, which the
+        epoch check cannot see (the leader's epoch entry now starts at its log start). Kafka's
+        follower handles only the first (an empty log starts at the batch); handling both here
+        keeps the second from being refused on every fetch and never rejoining the ISR."""
+        if batch_base >= self.log.log_start_offset:
+            self.truncate_to(batch_base)
+        else:
+            # Below our log start: start at the batch instead; the log start moves up again
+            # once the batch is appended (append_as_follower).
+            self.restart_at(batch_base)
 
     def truncate_on_divergence(self, leader_epoch: int, leader_end_offset: int) -> int:
         """The leader says our log parted from its own after epoch `leader_epoch`, which on

@@ -125,9 +125,14 @@ class Log:
             segments.append(LogSegment.create(directory, log_start_offset, config, clock.time_ms()))
         epochs = LeaderEpochCache(directory)
         log = cls(directory, config, clock, segments, epochs)
+        # The epoch cache is truncated from the start (and persisted) when the log start moves,
+        # before the log start checkpoint is written: a crash in between leaves an older log
+        # start on disk. The cache's first entry is then the later, true log start (it never
+        # lies above the log start otherwise), so deleted records do not come back.
+        persisted_start = epochs.entries[0][1] if epochs.entries else 0
         for epoch, start in epoch_starts:
             epochs.assign(epoch, start)
-        log.log_start_offset = max(log_start_offset, segments[0].base_offset)
+        log.log_start_offset = max(log_start_offset, segments[0].base_offset, persisted_start)
         if log.log_start_offset > log.log_end_offset:
             log.truncate_fully_and_start_at(log.log_start_offset)
         epochs.truncate_from_end(log.log_end_offset)

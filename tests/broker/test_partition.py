@@ -1253,3 +1253,23 @@ def test_a_follower_restarted_inside_a_batch_catches_up(tmp_path):
     assert follower.log.log_end_offset == leader.log.log_end_offset == 5
     assert follower.log.log_start_offset == 1
     assert log_bytes(follower.log) == log_bytes(leader.log)
+
+
+def test_a_stale_follower_ending_inside_the_leaders_batch_catches_up(tmp_path):
+    """Found by tests/replication_sim (seed 11305): a follower holding an older leader's
+    never-committed records ends exactly at a log start that DeleteRecords cut inside the new
+    leader's batch. The epoch check sees no divergence (the leader's epoch entry now starts
+    at its log start) and the answer starts below the follower's log end; the follower must
+    drop its own records there rather than refuse the batch on every fetch."""
+    rs = replicas(tmp_path, (1, 2))
+    old_leader, new_leader = rs[2], rs[1]
+    elect(rs.values(), 2, 1, isr=(2,))
+    old_leader.append_as_leader(batch(2), 1, NOW)  # offsets 0-1, never replicated
+    elect([new_leader], 1, 2, isr=(1,), replicas=(1, 2))  # broker 2 is down meanwhile
+    new_leader.append_as_leader(batch(4), 2, NOW)  # offsets 0-3
+    assert new_leader.delete_records_before(2) == 2  # inside that batch
+    elect(rs.values(), 1, 2, isr=(1,))
+    catch_up(rs[2], new_leader)
+    assert rs[2].log.log_end_offset == new_leader.log.log_end_offset == 4
+    assert rs[2].log.log_start_offset == 2
+    assert log_bytes(rs[2].log) == log_bytes(new_leader.log)

@@ -15,8 +15,7 @@ import os
 import pytest
 
 from tests.replication_sim import scenarios
-from tests.replication_sim.checker import InvariantViolation
-from tests.replication_sim.known_bugs import KNOWN_BUGS, KnownBug, known_bug
+from tests.replication_sim.known_bugs import KNOWN_BUGS, KnownBug
 from tests.replication_sim.simulation import RunResult, replay_command, run_seed, summarize
 
 CI_SEEDS = range(0, int(os.environ.get("REPLICATION_SIM_SEEDS", "150")))
@@ -100,6 +99,7 @@ FIXED_BUG_SEEDS = {
     "stale-isr-change-sent": (4388,),
     "reregistration-livelock": (1513,),
     "deleted-records-resurrected-after-the-answer": (4341, 9803),
+    "follower-stuck-below-a-mid-batch-log-start": (11305,),
 }
 
 
@@ -134,19 +134,13 @@ def test_records_deleted_before_a_leader_crash_stay_deleted() -> None:
     scenarios.deleted_records_stay_deleted()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=InvariantViolation,
-    reason=known_bug("deleted-records-resurrected").reason,
-)
 def test_a_leader_crash_inside_delete_records_keeps_the_replicas_consistent() -> None:
+    """deleted-records-resurrected, fixed for a crash before DeleteRecords answered: Log.open
+    takes the log start from the persisted epoch cache when the checkpoint lags it."""
     scenarios.crash_before_delete_records_is_durable()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=scenarios.ScenarioTimeout,
-    reason=known_bug("follower-stuck-below-a-mid-batch-log-start").reason,
-)
 def test_a_stale_follower_ending_inside_the_leaders_first_batch_catches_up() -> None:
+    """follower-stuck-below-a-mid-batch-log-start, fixed: the follower truncates to the
+    batch's base (Partition._restart_inside_batch)."""
     scenarios.stale_follower_inside_a_batch()

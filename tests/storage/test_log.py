@@ -346,6 +346,21 @@ def test_log_start_survives_reopen_through_the_caller(tmp_path):
     assert read_all(log) == [s.raw for s in model[6:]]
 
 
+def test_a_crash_before_the_log_start_checkpoint_keeps_deleted_records_deleted(tmp_path):
+    """DeleteRecords persists the truncated epoch cache at once; the caller's log start
+    checkpoint comes later. Reopened with the older checkpoint, the log starts where the
+    cache says."""
+    log, model = epochs_log(tmp_path)
+    log.update_high_watermark(20)
+    log.delete_records_before(13)
+    log.close()
+    log = open_log(tmp_path, log.config, log_start_offset=0, high_watermark=20)
+    assert log.log_start_offset == 13
+    assert log.leader_epochs.entries == [(2, 13), (3, 20)]
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(12, 1)
+
+
 # --- flushing --------------------------------------------------------------------------------
 
 
