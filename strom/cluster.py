@@ -127,9 +127,19 @@ class Cluster:
         since = time.monotonic() - self._updated
         if since < self.retry_backoff_s:
             await asyncio.sleep(self.retry_backoff_s - since)
-        request = client_pb2.MetadataRequest(
-            topics=sorted(self.wanted), allow_auto_topic_creation=auto_create
+        await self._ask(
+            client_pb2.MetadataRequest(
+                topics=sorted(self.wanted), allow_auto_topic_creation=auto_create
+            )
         )
+
+    async def topic_names(self) -> list[str]:
+        """Every topic's name (internal ones included), learning their metadata on the way:
+        what pattern subscriptions match against."""
+        response = await self._ask(client_pb2.MetadataRequest())
+        return [t.name for t in response.topics if t.error.code == 0]
+
+    async def _ask(self, request: Any) -> Any:
         addresses = list(dict.fromkeys([*self.brokers.values(), *self.bootstrap]))
         for address in addresses:
             try:
@@ -140,7 +150,7 @@ class Cluster:
                 self.last_error = f"{address}: {exc.code().name} {exc.details()}"
                 continue
             self._apply(response)
-            return
+            return response
         self._updated = time.monotonic()  # back off before asking again
         raise StromError(
             "NETWORK_EXCEPTION",

@@ -12,6 +12,9 @@ rebalance listener in the caller's thread, starts each newly assigned partition 
 group's committed offset (else per `auto_offset_reset`), and commits the positions every
 `auto_commit_interval_ms` when `enable_auto_commit`. Without a group a subscription takes
 every partition of its topics, as kafka-python does; `assign` takes chosen partitions.
+`subscribe(pattern=...)` follows every topic whose whole name matches the regular expression
+(Java's Pattern.matches), re-checked every `metadata_max_age_ms`: a new matching topic joins
+the subscription (with a group, through a rebalance), as in Kafka.
 Records are prefetched by the process's I/O thread (strom.fetcher) so poll() rarely waits
 on the network.
 """
@@ -19,6 +22,7 @@ on the network.
 from __future__ import annotations
 
 import concurrent.futures
+import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
@@ -57,6 +61,7 @@ class Consumer:
         retry_backoff_ms: int = 100,
         metadata_max_age_ms: int = 300_000,
         isolation_level: str = "read_uncommitted",
+        exclude_internal_topics: bool = True,
         consumer_timeout_ms: float = float("inf"),
         key_deserializer: Callable[[bytes], Any] | None = None,
         value_deserializer: Callable[[bytes], Any] | None = None,
@@ -99,6 +104,10 @@ class Consumer:
         self.key_deserializer = key_deserializer
         self.value_deserializer = value_deserializer
         self._subscription: list[str] = []
+        self._pattern: re.Pattern[str] | None = None
+        self._pattern_checked = 0.0
+        self.metadata_max_age_s = metadata_max_age_ms / 1000
+        self.exclude_internal_topics = exclude_internal_topics
         self._listener: Any = None
         self._closed = False
         self.group_id = group_id
@@ -153,15 +162,56 @@ class Consumer:
 
     # --- what to consume -------------------------------------------------------------
 
-    def subscribe(self, topics: Iterable[str] = (), listener: Any = None) -> None:
+    def subscribe(
+        self, topics: Iterable[str] = (), pattern: str | None = None, listener: Any = None
+    ) -> None:
         """With a group: the group shares the topics' partitions (the next poll joins);
         `listener` has on_partitions_revoked(partitions) and on_partitions_assigned(
-        partitions) (and optionally on_partitions_lost), called in poll()'s thread."""
+        partitions) (and optionally on_partitions_lost), called in poll()'s thread.
+        `pattern` instead of topics: every topic whose name matches it, now and later."""
         names = [topics] if isinstance(topics, str) else list(topics)
-        if not names:
-            raise StromError("INVALID_CONFIG", "subscribe needs at least one topic")
-        self._subscription = names
+        if bool(names) == (pattern is not None):
+            raise StromError(
+                "INVALID_CONFIG", "subscribe needs either topics or a pattern (not both)"
+            )
         self._listener = listener
+        self._pattern = None
+        if pattern is not None:
+            try:
+                self._pattern = re.compile(pattern)
+            except re.error as exc:
+                raise StromError(
+                    "INVALID_CONFIG", f"pattern {pattern!r} is not a regular expression: {exc}"
+                ) from None
+            names = self._matching_topics()
+        self._follow(names)
+
+    def _matching_topics(self) -> list[str]:
+        assert self._pattern is not None
+        self._pattern_checked = time.monotonic()
+        names = self._run(self._cluster.topic_names())
+        return sorted(
+            name
+            for name in names
+            if self._pattern.fullmatch(name)
+            and not (self.exclude_internal_topics and name.startswith("__"))
+        )
+
+    def _maybe_check_pattern(self) -> None:
+        """Kafka re-evaluates a pattern on each metadata refresh (metadata.max.age.ms)."""
+        if self._pattern is None:
+            return
+        if time.monotonic() - self._pattern_checked < self.metadata_max_age_s:
+            return
+        try:
+            names = self._matching_topics()
+        except StromError:
+            return  # retried at the next check; the current subscription stands
+        if names != self._subscription:
+            self._follow(names)
+
+    def _follow(self, names: list[str]) -> None:
+        self._subscription = names
         if self._group is not None:
             self._group.rejoin = True
             return
@@ -180,11 +230,13 @@ class Consumer:
 
     def unsubscribe(self) -> None:
         self._subscription = []
+        self._pattern = None
         self._run(_call(lambda: self._fetcher.assign([])))
 
     def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
         tps = [TopicPartition(*tp) for tp in partitions]
         self._subscription = []
+        self._pattern = None
         self._run(_call(lambda: self._fetcher.assign(tps)))
 
     def assignment(self) -> set[TopicPartition]:
@@ -278,6 +330,7 @@ class Consumer:
         """Records from the assigned partitions, up to max_records (max_poll_records),
         waiting at most timeout_ms for some to arrive."""
         limit = max_records or self.max_poll_records
+        self._maybe_check_pattern()
         if self._group is not None and self._subscription:
             self._group.last_poll = time.monotonic()
             self._ensure_membership()

@@ -158,3 +158,31 @@ def test_reading_goes_on_when_the_leader_is_killed(tmp_path):
         assert [r.offset for r in seen] == list(range(2000))
     finally:
         cluster.stop_all()
+
+
+def test_a_pattern_subscription_follows_new_matching_topics(cluster):
+    create_topic(cluster, "metrics.cpu", partitions=2)
+    create_topic(cluster, "metrics_disk", partitions=1)  # "." is a regex: must not match
+    produce(cluster, "metrics.cpu", 20)
+    with Consumer(
+        bootstrap_servers=bootstrap(cluster),
+        auto_offset_reset="earliest",
+        metadata_max_age_ms=300,
+    ) as consumer:
+        consumer.subscribe(pattern=r"metrics\..*")
+        assert consumer.subscription() == {"metrics.cpu"}
+        create_topic(cluster, "metrics.mem", partitions=1)
+        produce(cluster, "metrics.mem", 5)
+        seen: dict[str, set[bytes]] = {}
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and len(seen.get("metrics.mem", ())) < 5:
+            for tp, records in consumer.poll(timeout_ms=200).items():
+                seen.setdefault(tp.topic, set()).update(r.value for r in records)
+        assert consumer.subscription() == {"metrics.cpu", "metrics.mem"}
+        assert seen["metrics.cpu"] == {b"metrics.cpu-%d" % i for i in range(20)}
+        assert seen["metrics.mem"] == {b"metrics.mem-%d" % i for i in range(5)}
+        assert "metrics_disk" not in seen
+        with pytest.raises(StromError, match="INVALID_CONFIG"):
+            consumer.subscribe(pattern="metrics.(")
+        with pytest.raises(StromError, match="INVALID_CONFIG"):
+            consumer.subscribe(["a"], pattern="a")

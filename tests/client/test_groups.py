@@ -258,3 +258,31 @@ def test_commit_without_a_group_and_bad_settings_are_clear_errors(cluster):
         )
     with pytest.raises(StromError, match="heartbeat_interval_ms"):
         Consumer(bootstrap_servers=bootstrap(cluster), group_id="g", heartbeat_interval_ms=50_000)
+
+
+def test_a_pattern_subscribed_group_rebalances_onto_a_new_matching_topic(cluster):
+    create_topic(cluster, "logs-a", partitions=2)
+    with Consumer(
+        bootstrap_servers=bootstrap(cluster),
+        group_id="pattern-group",
+        metadata_max_age_ms=300,
+        **FAST,
+    ) as consumer:
+        consumer.subscribe(pattern="logs-.*")
+        wait_until(
+            lambda: consumer.poll(timeout_ms=100) is not None
+            and consumer.assignment() == {TopicPartition("logs-a", p) for p in range(2)},
+            20,
+            "first assignment",
+        )
+        create_topic(cluster, "logs-b", partitions=1)
+        produce(cluster, "logs-b", 10, prefix="lb")
+        got: list[bytes] = []
+
+        def read_new() -> bool:
+            got.extend(r.value for rs in consumer.poll(timeout_ms=100).values() for r in rs)
+            return len(got) >= 10
+
+        wait_until(read_new, 30, "records of the new topic")
+        assert TopicPartition("logs-b", 0) in consumer.assignment()
+        assert sorted(got) == sorted(f"lb{i}".encode() for i in range(10))
