@@ -28,6 +28,8 @@ MAX_TIMESTAMP = -3
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 DEFAULT_FETCH_MAX_BYTES = 50 * 1024 * 1024  # fetch.max.bytes
 DEFAULT_PARTITION_MAX_BYTES = 1024 * 1024  # max.partition.fetch.bytes
+# Kafka's replica id of a debugging consumer: reads a follower's replica too.
+DEBUGGING_CONSUMER_ID = -2
 
 
 Observe = Callable[[str, float], None]
@@ -221,6 +223,7 @@ class ClientServicer(GroupApi, client_pb2_grpc.ClientServiceServicer):
             request.max_wait_ms,
             request.min_bytes,
             request.max_bytes or DEFAULT_FETCH_MAX_BYTES,
+            any_replica=request.replica_id == DEBUGGING_CONSUMER_ID,
         )
         response = client_pb2.FetchResponse()
         for topic in request.topics:

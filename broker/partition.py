@@ -368,6 +368,19 @@ class Partition:
             )
         return log.read(fetch_offset, max_bytes, max_offset=log.high_watermark)
 
+    def read_local_replica(self, fetch_offset: int, max_bytes: int) -> bytes:
+        """Kafka's debugging consumer (replica id -2): this replica's whole batches from
+        `fetch_offset` up to its own high watermark, whether it leads or follows."""
+        log = self.log
+        if not log.log_start_offset <= fetch_offset <= log.log_end_offset:
+            raise ApiError(
+                "OFFSET_OUT_OF_RANGE",
+                f"Fetch offset {fetch_offset} is out of range for the replica of {self.name} "
+                f"on broker {self.broker_id}: it holds [{log.log_start_offset}, "
+                f"{log.log_end_offset}).",
+            )
+        return log.read(fetch_offset, max_bytes, max_offset=log.high_watermark)
+
     def end_offset_for_epoch(self, epoch: int, current_leader_epoch: int) -> tuple[int, int]:
         self.check_leader(current_leader_epoch)
         answer = self.log.leader_epochs.end_offset_for(epoch, self.log.log_end_offset)

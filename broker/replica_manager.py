@@ -248,6 +248,21 @@ class ReplicaManager:
             f"{registration.leader} is (leader epoch {registration.leader_epoch}).",
         )
 
+    def local_partition(self, topic: str, index: int) -> Partition:
+        """The replica this broker holds, leader or follower."""
+        partition = self.partitions.get((topic, index))
+        if partition is not None:
+            return partition
+        if self.image.topics.partition(topic, index) is None:
+            raise ApiError(
+                "UNKNOWN_TOPIC_OR_PARTITION",
+                f"This server does not host this topic-partition: {topic}-{index}.",
+            )
+        raise ApiError(
+            "NOT_LEADER_OR_FOLLOWER",
+            f"Broker {self.broker_id} holds no replica of {topic}-{index}.",
+        )
+
     def current_leader(self, topic: str, index: int) -> tuple[int, int]:
         registration = self.image.topics.partition(topic, index)
         if registration is None:
@@ -332,12 +347,19 @@ class ReplicaManager:
     # --- consumer fetch ---------------------------------------------------------------------
 
     async def fetch(
-        self, items: Sequence[FetchItem], max_wait_ms: int, min_bytes: int, max_bytes: int
+        self,
+        items: Sequence[FetchItem],
+        max_wait_ms: int,
+        min_bytes: int,
+        max_bytes: int,
+        any_replica: bool = False,
     ) -> dict[TopicPartition, FetchResult]:
+        """Consumers' fetch from the leaders; with `any_replica` (Kafka's debugging consumer)
+        from whichever replica this broker holds."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(max_wait_ms, 0) / 1000
         while True:
-            results = self._read_for_consumers(items, max_bytes)
+            results = self._read_for_consumers(items, max_bytes, any_replica)
             total = sum(len(r.records) for r in results.values())
             errors = any(r.error is not None for r in results.values())
             remaining = deadline - loop.time()
@@ -355,22 +377,24 @@ class ReplicaManager:
                 self.stats.fetch_waiting -= 1
 
     def _read_for_consumers(
-        self, items: Sequence[FetchItem], max_bytes: int
+        self, items: Sequence[FetchItem], max_bytes: int, any_replica: bool = False
     ) -> dict[TopicPartition, FetchResult]:
         results: dict[TopicPartition, FetchResult] = {}
         budget = max_bytes
         for item in items:
             key = (item.topic, item.partition)
             try:
-                partition = self.leader_partition(item.topic, item.partition)
                 # KIP-74: the response as a whole may exceed max_bytes by the first batch
                 # only, so a batch larger than the limits never stalls a consumer.
-                limit = min(item.max_bytes, budget)
-                records = partition.read_for_consumer(
-                    item.fetch_offset,
-                    max(limit, 0),
-                    item.current_leader_epoch,
-                )
+                limit = max(min(item.max_bytes, budget), 0)
+                if any_replica:
+                    partition = self.local_partition(item.topic, item.partition)
+                    records = partition.read_local_replica(item.fetch_offset, limit)
+                else:
+                    partition = self.leader_partition(item.topic, item.partition)
+                    records = partition.read_for_consumer(
+                        item.fetch_offset, limit, item.current_leader_epoch
+                    )
                 if budget < max_bytes and len(records) > budget:
                     records = b""
             except ApiError as exc:

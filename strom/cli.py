@@ -14,7 +14,12 @@ import sys
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 
-from strom import console_commands, consumer_groups_command, perf_commands
+from strom import (
+    console_commands,
+    consumer_groups_command,
+    perf_commands,
+    replica_verification,
+)
 from strom.admin_tools import add_commands as add_admin_commands
 from strom.uuids import kafka_uuid_string, random_uuid
 
@@ -78,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_admin_commands(commands)
     consumer_groups_command.add_command(commands)
     console_commands.add_commands(commands)
+    replica_verification.add_command(commands)
     perf_commands.add_commands(commands)
     # A command group given without its subcommand prints that group's help.
     storage.set_defaults(help_parser=storage)

@@ -58,7 +58,6 @@ def test_no_arguments_prints_help_and_fails() -> None:
     "args",
     [
         ("acls",),
-        ("replica-verification",),
         ("delete-records",),
         ("log-dirs",),
         ("storage", "info"),
@@ -72,7 +71,13 @@ def test_commands_not_built_yet_do_not_exist(args: tuple[str, ...]) -> None:
 
 @pytest.mark.parametrize(
     "args",
-    [("server",), ("storage", "format"), ("consumer-groups",), ("console-producer",)],
+    [
+        ("server",),
+        ("storage", "format"),
+        ("consumer-groups",),
+        ("console-producer",),
+        ("replica-verification",),
+    ],
 )
 def test_commands_without_their_required_arguments_say_which(args: tuple[str, ...]) -> None:
     result = run(*args)

@@ -137,7 +137,7 @@ class ProduceResponse(_message.Message):
     def __init__(self, topics: _Optional[_Iterable[_Union[ProduceResponse.Topic, _Mapping]]] = ...) -> None: ...
 
 class FetchRequest(_message.Message):
-    __slots__ = ("max_wait_ms", "min_bytes", "max_bytes", "isolation_level", "topics")
+    __slots__ = ("max_wait_ms", "min_bytes", "max_bytes", "isolation_level", "topics", "replica_id")
     class Partition(_message.Message):
         __slots__ = ("partition", "current_leader_epoch", "fetch_offset", "partition_max_bytes")
         PARTITION_FIELD_NUMBER: _ClassVar[int]
@@ -161,12 +161,14 @@ class FetchRequest(_message.Message):
     MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
     ISOLATION_LEVEL_FIELD_NUMBER: _ClassVar[int]
     TOPICS_FIELD_NUMBER: _ClassVar[int]
+    REPLICA_ID_FIELD_NUMBER: _ClassVar[int]
     max_wait_ms: int
     min_bytes: int
     max_bytes: int
     isolation_level: IsolationLevel
     topics: _containers.RepeatedCompositeFieldContainer[FetchRequest.Topic]
-    def __init__(self, max_wait_ms: _Optional[int] = ..., min_bytes: _Optional[int] = ..., max_bytes: _Optional[int] = ..., isolation_level: _Optional[_Union[IsolationLevel, str]] = ..., topics: _Optional[_Iterable[_Union[FetchRequest.Topic, _Mapping]]] = ...) -> None: ...
+    replica_id: int
+    def __init__(self, max_wait_ms: _Optional[int] = ..., min_bytes: _Optional[int] = ..., max_bytes: _Optional[int] = ..., isolation_level: _Optional[_Union[IsolationLevel, str]] = ..., topics: _Optional[_Iterable[_Union[FetchRequest.Topic, _Mapping]]] = ..., replica_id: _Optional[int] = ...) -> None: ...
 
 class FetchResponse(_message.Message):
     __slots__ = ("topics",)
