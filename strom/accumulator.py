@@ -5,17 +5,22 @@ guards both. Per partition, batches leave in order: the open batch fills until i
 `batch.size` bytes or has waited `linger.ms`, then closes behind any batches waiting to be
 retried. A partition with a batch in flight is skipped (the sender keeps one request per
 partition in flight, which keeps order across retries without more machinery).
+
+Records held until their batch is answered count against `buffer.memory`; `send()` blocks
+while it is full, up to `max.block.ms`, as Kafka's producer does. Besides bounding memory,
+blocking lets the I/O thread run: a caller's loop of sends otherwise keeps the GIL and the
+sender gets it only every switch interval.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
 
+from strom.errors import KafkaTimeoutError
+from strom.record_future import BatchResult, FutureRecordMetadata
 from strom_api.records import Record
 
 TopicPartition = tuple[str, int]
@@ -29,7 +34,7 @@ class ProducerBatch:
     partition: int
     created: float
     records: list[Record] = field(default_factory=list)
-    futures: list[concurrent.futures.Future[Any]] = field(default_factory=list)
+    result: BatchResult = field(default_factory=BatchResult)  # every record's future waits on it
     size: int = BATCH_OVERHEAD
     closed: bool = False
     attempts: int = 0
@@ -38,6 +43,7 @@ class ProducerBatch:
     epoch: int = -1
     sequence: int = -1
     encoded: bytes | None = None
+    released: bool = False  # its bytes no longer count against buffer.memory
 
     @property
     def tp(self) -> TopicPartition:
@@ -45,10 +51,20 @@ class ProducerBatch:
 
 
 class RecordAccumulator:
-    def __init__(self, batch_size: int, linger_ms: int) -> None:
+    def __init__(
+        self,
+        batch_size: int,
+        linger_ms: int,
+        buffer_memory: int = 32 * 1024 * 1024,
+        max_block_ms: int = 60_000,
+    ) -> None:
         self.batch_size = max(batch_size, 1)
         self.linger_s = linger_ms / 1000
+        self.buffer_memory = buffer_memory
+        self.max_block_s = max_block_ms / 1000
         self._lock = threading.Lock()
+        self._space = threading.Condition(self._lock)
+        self._held = 0  # bytes of records not answered yet
         self._open: dict[TopicPartition, ProducerBatch] = {}
         self._waiting: dict[TopicPartition, deque[ProducerBatch]] = {}
         self._count = 0  # batches held (open or waiting)
@@ -62,14 +78,15 @@ class RecordAccumulator:
         key: bytes | None,
         value: bytes | None,
         headers: tuple[tuple[str, bytes | None], ...],
-        future: concurrent.futures.Future[Any],
-    ) -> bool:
-        """Adds a record; returns whether the sender should look now (a batch filled, or a
-        new one started its linger clock)."""
+    ) -> tuple[FutureRecordMetadata, bool]:
+        """Adds a record; returns its future and whether the sender should look now (a batch
+        filled, or a new one started its linger clock)."""
         size = RECORD_OVERHEAD + len(key or b"") + len(value or b"")
         size += sum(len(k) + len(v or b"") + 8 for k, v in headers)
         tp = (topic, partition)
         with self._lock:
+            if self._held and self._held + size > self.buffer_memory:
+                self._wait_for_space(size)
             batch = self._open.get(tp)
             wake = False
             if batch is not None and batch.records and batch.size + size > self.batch_size:
@@ -80,13 +97,44 @@ class RecordAccumulator:
                 batch = self._open[tp] = ProducerBatch(topic, partition, time.monotonic())
                 self._count += 1
                 wake = True
-            batch.records.append(Record(len(batch.records), timestamp, key, value, headers))
-            batch.futures.append(future)
+            index = len(batch.records)
+            batch.records.append(Record(index, timestamp, key, value, headers))
             batch.size += size
+            self._held += size
             if batch.size >= self.batch_size:
                 self._close(batch)
                 wake = True
-            return wake
+        future = FutureRecordMetadata(
+            batch.result,
+            index,
+            topic,
+            partition,
+            timestamp,
+            len(key) if key is not None else -1,
+            len(value) if value is not None else -1,
+        )
+        return future, wake
+
+    def _wait_for_space(self, size: int) -> None:
+        deadline = time.monotonic() + self.max_block_s
+        while self._held and self._held + size > self.buffer_memory:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise KafkaTimeoutError(
+                    f"Failed to allocate {size} bytes within the configured max blocking time "
+                    f"{self.max_block_s * 1000:g} ms (buffer.memory {self.buffer_memory} bytes "
+                    f"full of records not answered yet)."
+                )
+            self._space.wait(remaining)
+
+    def release(self, batch: ProducerBatch) -> None:
+        """The batch is answered for good: its bytes leave buffer.memory."""
+        with self._lock:
+            if batch.released:
+                return
+            batch.released = True
+            self._held -= batch.size - BATCH_OVERHEAD
+            self._space.notify_all()
 
     def _close(self, batch: ProducerBatch) -> None:
         batch.closed = True

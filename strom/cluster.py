@@ -43,6 +43,15 @@ class TopicInfo:
     error: str  # "NONE", or why the topic cannot be used now
     message: str = ""
     partitions: dict[int, PartitionInfo] = field(default_factory=dict)
+    _available: list[int] | None = None
+
+    @property
+    def available(self) -> list[int]:
+        """The partitions with a leader, sorted: worked out once per metadata answer (a
+        TopicInfo is never changed after it is applied), not once per record sent."""
+        if self._available is None:
+            self._available = sorted(p for p, i in self.partitions.items() if i.leader >= 0)
+        return self._available
 
 
 def parse_bootstrap(servers: str | Sequence[str]) -> list[str]:

@@ -33,6 +33,10 @@ _PRODUCER_KEYS: dict[str, Callable[[str], Any]] = {
     "request.timeout.ms": int,
     "enable.idempotence": lambda v: v.lower() == "true",
     "max.request.size": int,
+    "max.block.ms": int,
+    "buffer.memory": int,
+    "max.in.flight.requests.per.connection": int,
+    "retry.backoff.ms": int,
     "client.id": str,
 }
 

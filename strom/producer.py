@@ -24,7 +24,8 @@ from strom.accumulator import RecordAccumulator
 from strom.cluster import Cluster, parse_bootstrap
 from strom.errors import ClosedError, KafkaTimeoutError, StromError
 from strom.partitioner import StickyPartitioner, partition_for_key
-from strom.sender import RecordMetadata, Sender, SenderConfig
+from strom.record_future import FutureRecordMetadata, RecordMetadata
+from strom.sender import Sender, SenderConfig
 from strom_api import compression
 
 __all__ = ["FutureRecordMetadata", "Producer", "RecordMetadata"]
@@ -32,38 +33,13 @@ __all__ = ["FutureRecordMetadata", "Producer", "RecordMetadata"]
 Partitioner = Callable[[bytes | None, list[int], list[int]], int]
 
 
-class FutureRecordMetadata(concurrent.futures.Future[RecordMetadata]):
-    """A concurrent.futures.Future of the record's RecordMetadata, with kafka-python's
-    get/add_callback/add_errback/succeeded/failed. Callbacks run on the I/O thread."""
-
-    def get(self, timeout: float | None = None) -> RecordMetadata:
-        try:
-            return self.result(timeout)
-        except concurrent.futures.TimeoutError:
-            raise KafkaTimeoutError(f"no answer for the record within {timeout} s") from None
-
-    def add_callback(self, fn: Callable[..., Any], *args: Any) -> FutureRecordMetadata:
-        def call(future: concurrent.futures.Future[RecordMetadata]) -> None:
-            if future.exception() is None:
-                fn(*args, future.result())
-
-        self.add_done_callback(call)
-        return self
-
-    def add_errback(self, fn: Callable[..., Any], *args: Any) -> FutureRecordMetadata:
-        def call(future: concurrent.futures.Future[RecordMetadata]) -> None:
-            error = future.exception()
-            if error is not None:
-                fn(*args, error)
-
-        self.add_done_callback(call)
-        return self
-
-    def succeeded(self) -> bool:
-        return self.done() and self.exception() is None
-
-    def failed(self) -> bool:
-        return self.done() and self.exception() is not None
+def _as_bytes(what: str, data: Any) -> bytes:
+    if isinstance(data, bytes | bytearray | memoryview):
+        return bytes(data)
+    raise StromError(
+        "INVALID_RECORD",
+        f"the {what} must be bytes (or give a {what}_serializer), not {type(data).__name__}",
+    )
 
 
 def _acks(value: str | int) -> int:
@@ -103,6 +79,7 @@ class Producer:
         max_in_flight_requests_per_connection: int = 5,
         max_request_size: int = 1024 * 1024,
         max_block_ms: int = 60_000,
+        buffer_memory: int = 32 * 1024 * 1024,
         metadata_max_age_ms: int = 300_000,
         partitioner: Partitioner | None = None,
         key_serializer: Callable[[Any], bytes | None] | None = None,
@@ -142,7 +119,9 @@ class Producer:
         self._sticky = StickyPartitioner()
         self._closed = False
         self._io = shared_loop()
-        self._accumulator = RecordAccumulator(batch_size, linger_ms)
+        if buffer_memory < 1:
+            raise StromError("INVALID_CONFIG", "buffer_memory must be >= 1")
+        self._accumulator = RecordAccumulator(batch_size, linger_ms, buffer_memory, max_block_ms)
         config = SenderConfig(
             acks=acks_value,
             idempotent=enable_idempotence,
@@ -184,17 +163,19 @@ class Producer:
             raise StromError("INVALID_RECORD", "a record needs a value or a key (None both)")
         key_bytes = self.key_serializer(key) if self.key_serializer else key
         value_bytes = self.value_serializer(value) if self.value_serializer else value
-        for what, data in (("key", key_bytes), ("value", value_bytes)):
-            if data is not None and not isinstance(data, bytes | bytearray | memoryview):
-                raise StromError(
-                    "INVALID_RECORD",
-                    f"the {what} must be bytes (or give a {what}_serializer), not "
-                    f"{type(data).__name__}",
-                )
-        key_bytes = bytes(key_bytes) if key_bytes is not None else None
-        value_bytes = bytes(value_bytes) if value_bytes is not None else None
-        header_tuple = tuple((str(k), None if v is None else bytes(v)) for k, v in headers or ())
-        size = len(key_bytes or b"") + len(value_bytes or b"") + 61 + 24
+        # Checks ordered for the common case (bytes already): this runs once per record.
+        if key_bytes is not None and type(key_bytes) is not bytes:
+            key_bytes = _as_bytes("key", key_bytes)
+        if value_bytes is not None and type(value_bytes) is not bytes:
+            value_bytes = _as_bytes("value", value_bytes)
+        header_tuple = (
+            tuple((str(k), None if v is None else bytes(v)) for k, v in headers) if headers else ()
+        )
+        size = 85  # batch and record overheads (61 + 24)
+        if key_bytes is not None:
+            size += len(key_bytes)
+        if value_bytes is not None:
+            size += len(value_bytes)
         if size > self.max_request_size:
             raise StromError(
                 "MESSAGE_TOO_LARGE",
@@ -203,10 +184,10 @@ class Producer:
             )
         partition = self._partition(topic, key_bytes, partition)
         timestamp = int(time.time() * 1000) if timestamp_ms is None else int(timestamp_ms)
-        future = FutureRecordMetadata()
-        if self._accumulator.append(
-            topic, partition, timestamp, key_bytes, value_bytes, header_tuple, future
-        ):
+        future, wake = self._accumulator.append(
+            topic, partition, timestamp, key_bytes, value_bytes, header_tuple
+        )
+        if wake:
             self._io.loop.call_soon_threadsafe(self._sender.wake)
         return future
 
@@ -222,7 +203,7 @@ class Producer:
                     f"partition {partition} of topic '{topic}' does not exist ({count} partitions)",
                 )
             return partition
-        available = sorted(p for p, i in info.partitions.items() if i.leader >= 0)
+        available = info.available
         if self.partitioner is not None:
             return self.partitioner(key, sorted(info.partitions), available)
         if key is not None:

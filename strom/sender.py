@@ -48,18 +48,6 @@ _STALE_METADATA = {
 _RESET_PRODUCER = {"UNKNOWN_PRODUCER_ID", "OUT_OF_ORDER_SEQUENCE_NUMBER"}
 
 
-@dataclass(frozen=True, slots=True)
-class RecordMetadata:
-    """Where a record was written (kafka-python's RecordMetadata, its main fields)."""
-
-    topic: str
-    partition: int
-    offset: int  # -1 with acks=0
-    timestamp: int  # the broker's append time on a LogAppendTime topic, else the record's
-    serialized_key_size: int = -1
-    serialized_value_size: int = -1
-
-
 @dataclass(frozen=True)
 class SenderConfig:
     acks: int  # 0, 1 or -1
@@ -289,24 +277,12 @@ class Sender:
     # --- outcomes ---------------------------------------------------------------------
 
     def _succeed(self, batch: ProducerBatch, base_offset: int, append_time: int) -> None:
-        for i, (record, future) in enumerate(zip(batch.records, batch.futures, strict=True)):
-            if future.done():
-                continue
-            future.set_result(
-                RecordMetadata(
-                    batch.topic,
-                    batch.partition,
-                    base_offset + i if base_offset >= 0 else -1,
-                    append_time if append_time >= 0 else record.timestamp,
-                    len(record.key) if record.key is not None else -1,
-                    len(record.value) if record.value is not None else -1,
-                )
-            )
+        self.accumulator.release(batch)
+        batch.result.succeed(base_offset, append_time)
 
     def _fail(self, batch: ProducerBatch, error: Exception) -> None:
-        for future in batch.futures:
-            if not future.done():
-                future.set_exception(error)
+        self.accumulator.release(batch)
+        batch.result.fail(error)
 
     def _answered_error(self, batch: ProducerBatch, error: StromError) -> None:
         if error.name in _STALE_METADATA:
