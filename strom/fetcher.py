@@ -11,6 +11,7 @@ Positions without a starting point are reset by ListOffsets per `auto_offset_res
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections import deque
@@ -46,6 +47,9 @@ class ConsumerRecord(NamedTuple):
     key: bytes | None
     value: bytes | None
     headers: list[tuple[str, bytes | None]]
+
+
+_new_consumer_record = functools.partial(tuple.__new__, ConsumerRecord)
 
 
 @dataclass(frozen=True)
@@ -388,28 +392,38 @@ class Fetcher:
                 kept = 0
                 cut = False
                 if not header.is_control:
+                    # Once per record: locals, and ConsumerRecords built from tuples in C.
                     stamp_type = 1 if header.log_append_time else 0
-                    for r in records:
-                        if r.offset < position:
+                    append_time = header.max_timestamp
+                    bucket = out.setdefault(tp, [])
+                    append = bucket.append
+                    topic, partition = tp.topic, tp.partition
+                    room = max_records - taken
+                    for offset, timestamp, key, value, headers in records:
+                        if offset < position:
                             continue
-                        if taken + kept >= max_records:
+                        if kept >= room:
                             cut = True
                             break
-                        ts = header.max_timestamp if stamp_type else r.timestamp
-                        out.setdefault(tp, []).append(
-                            ConsumerRecord(
-                                tp.topic,
-                                tp.partition,
-                                r.offset,
-                                ts,
-                                stamp_type,
-                                r.key,
-                                r.value,
-                                list(r.headers),
+                        append(
+                            _new_consumer_record(
+                                (
+                                    topic,
+                                    partition,
+                                    offset,
+                                    append_time if stamp_type else timestamp,
+                                    stamp_type,
+                                    key,
+                                    value,
+                                    list(headers),
+                                )
                             )
                         )
                         kept += 1
-                        self.positions[tp] = r.offset + 1
+                    if kept:
+                        self.positions[tp] = bucket[-1].offset + 1
+                    if not bucket:
+                        del out[tp]
                 taken += kept
                 if cut:
                     break  # max_records reached inside this batch: resume here next poll

@@ -21,6 +21,7 @@ than lastOffsetDelta + 1; both are preserved here.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
@@ -69,6 +70,18 @@ def _write_varint(out: bytearray, value: int) -> None:
 
 
 def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+    if pos + 1 < len(buf):
+        byte = buf[pos]
+        if byte < 0x80:  # one byte: most deltas and counts
+            return (byte >> 1) ^ -(byte & 1), pos + 1
+        second = buf[pos + 1]
+        if second < 0x80:  # two bytes: lengths of records up to 8 KiB
+            value = (byte & 0x7F) | (second << 7)
+            return (value >> 1) ^ -(value & 1), pos + 2
+    return _read_long_varint(buf, pos)
+
+
+def _read_long_varint(buf: bytes, pos: int) -> tuple[int, int]:
     result = 0
     shift = 0
     while True:
@@ -101,6 +114,10 @@ def _read_bytes(buf: bytes, pos: int) -> tuple[bytes | None, int]:
     if end > len(buf):
         raise InvalidRecordBatchError("record field runs past the end of the batch")
     return buf[pos:end], end
+
+
+# Builds a Record from a tuple in C: a NamedTuple's own constructor is a Python function.
+_new_record = functools.partial(tuple.__new__, Record)
 
 
 def _varint_bytes(value: int) -> bytes:
@@ -226,38 +243,55 @@ def decode_batch(
         raise InvalidRecordBatchError(
             f"batch at offset {header.base_offset} does not decompress: {exc}"
         ) from exc
-    records = []
+    if not isinstance(data, bytes):
+        data = bytes(data)  # one copy per batch, so that keys and values slice as bytes
+    # This loop runs once per record a consumer reads: locals, and no call for the fields
+    # that are almost always there (a key or value of -1 length, no headers).
+    records: list[Record] = []
+    append = records.append
+    read_varint = _read_varint
+    new_record = _new_record
+    base_offset, base_timestamp = header.base_offset, header.base_timestamp
+    size = len(data)
     rpos = 0
     for _ in range(header.record_count):
-        length, rpos = _read_varint(data, rpos)
+        length, rpos = read_varint(data, rpos)
         end = rpos + length
-        if length < 1 or end > len(data):
+        if length < 1 or end > size:
             raise InvalidRecordBatchError(
-                f"record in batch at offset {header.base_offset} has a bad length {length}"
+                f"record in batch at offset {base_offset} has a bad length {length}"
             )
-        rpos += 1  # attributes, unused
-        ts_delta, rpos = _read_varint(data, rpos)
-        offset_delta, rpos = _read_varint(data, rpos)
-        key, rpos = _read_bytes(data, rpos)
-        value, rpos = _read_bytes(data, rpos)
-        count, rpos = _read_varint(data, rpos)
-        headers = []
-        for _ in range(count):
-            name, rpos = _read_bytes(data, rpos)
-            hvalue, rpos = _read_bytes(data, rpos)
-            headers.append(((name or b"").decode(errors="replace"), hvalue))
+        ts_delta, rpos = read_varint(data, rpos + 1)  # + 1: attributes, unused
+        offset_delta, rpos = read_varint(data, rpos)
+        key_length, rpos = read_varint(data, rpos)
+        if key_length < 0:
+            key = None
+        else:
+            key = data[rpos : rpos + key_length]
+            rpos += key_length
+        value_length, rpos = read_varint(data, rpos)
+        if value_length < 0:
+            value = None
+        else:
+            value = data[rpos : rpos + value_length]
+            rpos += value_length
+        count, rpos = read_varint(data, rpos)
+        headers: tuple[Header, ...] = ()
+        if count:
+            found = []
+            for _ in range(count):
+                name, rpos = _read_bytes(data, rpos)
+                hvalue, rpos = _read_bytes(data, rpos)
+                found.append(((name or b"").decode(errors="replace"), hvalue))
+            headers = tuple(found)
         if rpos != end:
             raise InvalidRecordBatchError(
-                f"record in batch at offset {header.base_offset} has {end - rpos} stray bytes"
+                f"record in batch at offset {base_offset} has {end - rpos} stray bytes"
+                if rpos < end
+                else f"record in batch at offset {base_offset} runs past its length"
             )
-        records.append(
-            Record(
-                header.base_offset + offset_delta,
-                header.base_timestamp + ts_delta,
-                key,
-                value,
-                tuple(headers),
-            )
+        append(
+            new_record((base_offset + offset_delta, base_timestamp + ts_delta, key, value, headers))
         )
     if rpos != len(data):
         raise InvalidRecordBatchError(
