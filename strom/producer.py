@@ -187,7 +187,8 @@ class Producer:
         future, wake = self._accumulator.append(
             topic, partition, timestamp, key_bytes, value_bytes, header_tuple
         )
-        if wake:
+        if wake and not self._sender.wake_pending:
+            self._sender.wake_pending = True
             self._io.loop.call_soon_threadsafe(self._sender.wake)
         return future
 

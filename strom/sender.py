@@ -82,7 +82,13 @@ class Sender:
     def start(self) -> None:
         self._task = asyncio.create_task(self._run())
 
+    # Set by the producer's thread when it schedules wake(), cleared by wake() before the
+    # sender looks: one cross-thread call (a write to the loop's self-pipe) per look rather
+    # than per batch opened or filled.
+    wake_pending = False
+
     def wake(self) -> None:
+        self.wake_pending = False
         self._wake.set()
 
     async def flush(self) -> None:
