@@ -3,8 +3,8 @@
 `send()` appends from the caller's thread; the sender drains from the I/O loop; one lock
 guards both. Per partition, batches leave in order: the open batch fills until it reaches
 `batch.size` bytes or has waited `linger.ms`, then closes behind any batches waiting to be
-retried. A partition with a batch in flight is skipped (the sender keeps one request per
-partition in flight, which keeps order across retries without more machinery).
+retried. The sender says how many more batches of a partition it may send now (its
+in-flight limit); a batch sent again goes back in the order it was first sent.
 
 Records held until their batch is answered count against `buffer.memory`; `send()` blocks
 while it is full, up to `max.block.ms`, as Kafka's producer does. Besides bounding memory,
@@ -17,6 +17,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from strom.errors import KafkaTimeoutError
@@ -44,6 +45,7 @@ class ProducerBatch:
     sequence: int = -1
     encoded: bytes | None = None
     released: bool = False  # its bytes no longer count against buffer.memory
+    order: int = -1  # its place among the partition's batches, from its first drain
 
     @property
     def tp(self) -> TopicPartition:
@@ -142,30 +144,29 @@ class RecordAccumulator:
         self._waiting.setdefault(batch.tp, deque()).append(batch)
 
     def drain(
-        self, now: float, busy: set[TopicPartition]
+        self, now: float, room: Callable[[TopicPartition], int]
     ) -> tuple[list[ProducerBatch], float | None]:
-        """At most one batch per partition not `busy`: the oldest waiting one (once its
-        retry backoff passed), else the open one if full, lingered, or flushing. Returns
+        """Per partition, up to `room(tp)` batches in order: waiting ones (each once its
+        retry backoff passed), then the open one if full, lingered, or flushing. Returns
         them and when to look again (None: nothing pending)."""
         out: list[ProducerBatch] = []
         wake_at: float | None = None
         with self._lock:
             for tp in list(self._waiting.keys() | self._open.keys()):
-                if tp in busy:
-                    continue
+                free = room(tp)
                 queue = self._waiting.get(tp)
-                if queue:
+                while free > 0 and queue:
                     batch = queue[0]
                     if batch.retry_at > now:
                         wake_at = (
                             batch.retry_at if wake_at is None else min(wake_at, batch.retry_at)
                         )
-                        continue
-                    queue.popleft()
-                    out.append(batch)
-                    continue
+                        free = 0
+                        break
+                    out.append(queue.popleft())
+                    free -= 1
                 open_batch = self._open.get(tp)
-                if open_batch is None:
+                if free <= 0 or open_batch is None or queue:
                     continue
                 due = open_batch.created + self.linger_s
                 if self.flushing or due <= now:
@@ -178,11 +179,23 @@ class RecordAccumulator:
         return out, wake_at
 
     def requeue(self, batch: ProducerBatch, retry_at: float) -> None:
-        """A batch to send again, ahead of its partition's later batches."""
+        """A batch to send again, in its first-sent order among the partition's batches to
+        resend, ahead of those never sent (answers of pipelined requests come in any order)."""
         batch.retry_at = retry_at
         with self._lock:
-            self._waiting.setdefault(batch.tp, deque()).appendleft(batch)
+            queue = self._waiting.setdefault(batch.tp, deque())
+            at = 0
+            while at < len(queue) and 0 <= queue[at].order < batch.order:
+                at += 1
+            queue.insert(at, batch)
             self._count += 1
+
+    def waiting_before(self, batch: ProducerBatch) -> bool:
+        """Whether a batch of the same partition first sent before `batch` waits to be sent
+        again."""
+        with self._lock:
+            queue = self._waiting.get(batch.tp, ())
+            return any(0 <= b.order < batch.order for b in queue)
 
     def expire(
         self, now: float, timeout_s: float, busy: set[TopicPartition]

@@ -130,6 +130,7 @@ class Producer:
             delivery_timeout_ms=delivery_timeout_ms,
             retry_backoff_ms=retry_backoff_ms,
             compression=_compression(compression_type),
+            max_in_flight=max_in_flight_requests_per_connection,
         )
         bootstrap = parse_bootstrap(
             bootstrap_servers if isinstance(bootstrap_servers, str) else list(bootstrap_servers)

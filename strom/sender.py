@@ -1,18 +1,26 @@
 """The producer's I/O side (Kafka's Sender): drains ready batches, groups them by partition
 leader into one Produce request per broker, and settles each record's future.
 
-Runs on the client's event loop. One request per partition is in flight at a time, so
-batches of a partition are written in the order they were sent even across retries.
+Runs on the client's event loop. Up to `max.in.flight.requests.per.connection` requests per
+partition are in flight (a request holds at most one batch of a partition, as Kafka's).
 Retriable answers (a leader change, a broker gone, too few in-sync replicas) send the batch
 again after `retry.backoff.ms` with fresh metadata, until `delivery.timeout.ms` from the
-batch's creation; other errors fail the batch's records at once.
+batch's creation; other errors fail the batch's records at once. After any error a
+partition sends one batch at a time until one succeeds with nothing else in flight, and
+batches sent again go in the order they were first sent (Kafka's producer does the same),
+so with idempotence order holds across retries; without it, as in Kafka, a retry may land
+after a later batch.
 
 Idempotence (`enable.idempotence`): the producer gets an id and epoch (InitProducerId) and
 numbers each partition's batches; a retry carries the same numbers, so a batch the broker
 already wrote is answered with its original offsets, never written twice. A batch refused
-outright never used its numbers (they are given back); when the broker lost track of the
-producer (UNKNOWN_PRODUCER_ID, OUT_OF_ORDER_SEQUENCE_NUMBER) or a batch's fate is unknown
-(it timed out), the epoch is bumped and numbering restarts (KIP-360).
+outright never used its numbers (they are given back when no later batch was numbered,
+else the epoch is bumped); OUT_OF_ORDER_SEQUENCE_NUMBER behind an earlier batch of the
+partition that failed or is unanswered only means "after that one": the batch is sent
+again behind it. When the broker lost track of the producer (UNKNOWN_PRODUCER_ID,
+OUT_OF_ORDER_SEQUENCE_NUMBER otherwise) or a batch's fate is unknown (it timed out), the
+epoch is bumped and numbering restarts (KIP-360); no batch of the new epoch is sent for a
+partition while batches of the old one are in flight there.
 """
 
 from __future__ import annotations
@@ -57,6 +65,7 @@ class SenderConfig:
     delivery_timeout_ms: int
     retry_backoff_ms: int
     compression: int
+    max_in_flight: int = 5  # requests per partition
 
 
 class Sender:
@@ -70,7 +79,10 @@ class Sender:
         self.producer_epoch = -1
         self._next_sequence: dict[TopicPartition, int] = {}
         self._bump_needed = False
-        self._busy: set[TopicPartition] = set()
+        # Batches in flight per partition, in the order they were sent.
+        self._in_flight: dict[TopicPartition, list[ProducerBatch]] = {}
+        self._recovering: set[TopicPartition] = set()  # one batch at a time after an error
+        self._next_order: dict[TopicPartition, int] = {}
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
         self._closing = False
@@ -95,7 +107,7 @@ class Sender:
         """Until every record appended so far has its answer."""
         self.accumulator.flushing = True
         try:
-            while self.accumulator.pending() or self._busy:
+            while self.accumulator.pending() or self._in_flight:
                 self._idle.clear()
                 self._wake.set()
                 await self._idle.wait()
@@ -131,7 +143,7 @@ class Sender:
             except Exception:  # never let one bad batch stop every future send
                 log.exception("producer sender step failed")
                 wake_at = time.monotonic() + self.config.retry_backoff_ms / 1000
-            if not self.accumulator.pending() and not self._busy:
+            if not self.accumulator.pending() and not self._in_flight:
                 self._idle.set()
             self._wake.clear()
             timeout = None if wake_at is None else max(wake_at - time.monotonic(), 0)
@@ -144,38 +156,75 @@ class Sender:
     async def _once(self) -> float | None:
         now = time.monotonic()
         for batch in self.accumulator.expire(
-            now, self.config.delivery_timeout_ms / 1000, self._busy
+            now, self.config.delivery_timeout_ms / 1000, set(self._in_flight)
         ):
             self._expired(batch)
         if self.config.idempotent and (self.producer_id < 0 or self._bump_needed):
+            if self._in_flight:
+                # As Kafka's producer: the epoch changes once every request in flight was
+                # answered, so each batch to resend is known to be unwritten or written.
+                return None
             try:
                 await self._init_producer_id()
             except StromError as exc:
                 log.warning("InitProducerId failed: %s", exc)
                 return now + self.config.retry_backoff_ms / 1000
             self._bump_needed = False
-        batches, wake_at = self.accumulator.drain(now, self._busy)
-        by_leader: dict[int, list[ProducerBatch]] = {}
+        batches, wake_at = self.accumulator.drain(now, self._room)
+        # Per leader, requests in order, each with at most one batch of a partition: the
+        # k-th batch drained of a partition goes in the leader's k-th request.
+        by_leader: dict[int, list[list[ProducerBatch]]] = {}
         backoff = self.config.retry_backoff_ms / 1000
         for batch in batches:
+            if batch.order < 0:
+                batch.order = self._next_order.get(batch.tp, 0)
+                self._next_order[batch.tp] = batch.order + 1
             leader = self.cluster.leader(batch.topic, batch.partition)
             if leader < 0 or leader not in self.cluster.brokers:
                 self.cluster.mark_stale()
                 self.accumulator.requeue(batch, now + backoff)
                 wake_at = now + backoff if wake_at is None else min(wake_at, now + backoff)
                 continue
-            by_leader.setdefault(leader, []).append(batch)
-        for leader, group in by_leader.items():
-            for batch in group:
-                self._busy.add(batch.tp)
-            task = asyncio.create_task(self._produce(leader, group))
-            self._requests.add(task)
-            task.add_done_callback(self._requests.discard)
+            requests = by_leader.setdefault(leader, [])
+            for group in requests:
+                if all(b.tp != batch.tp for b in group):
+                    group.append(batch)
+                    break
+            else:
+                requests.append([batch])
+        for leader, requests in by_leader.items():
+            for group in requests:
+                for batch in group:
+                    self._in_flight.setdefault(batch.tp, []).append(batch)
+                # Tasks start in creation order and number their batches before their first
+                # await, so a partition's sequences follow the order its batches were drained.
+                task = asyncio.create_task(self._produce(leader, group))
+                self._requests.add(task)
+                task.add_done_callback(self._requests.discard)
         if self.cluster.needs_refresh() and (batches or self.accumulator.pending()):
             task = asyncio.create_task(self._refresh())
             self._requests.add(task)
             task.add_done_callback(self._requests.discard)
         return wake_at
+
+    def _room(self, tp: TopicPartition) -> int:
+        """How many more batches of `tp` may be sent now."""
+        flying = self._in_flight.get(tp, ())
+        if flying and (
+            tp in self._recovering
+            or (self.config.idempotent and flying[-1].epoch != self.producer_epoch)
+        ):
+            return 0
+        limit = 1 if tp in self._recovering else self.config.max_in_flight
+        return limit - len(flying)
+
+    def _earlier_unsettled(self, batch: ProducerBatch) -> bool:
+        """A batch of the same partition sent before `batch` is unanswered or to be resent."""
+        if any(
+            b is not batch and b.order < batch.order for b in self._in_flight.get(batch.tp, ())
+        ):
+            return True
+        return self.accumulator.waiting_before(batch)
 
     async def _refresh(self) -> None:
         try:
@@ -227,7 +276,11 @@ class Sender:
             await self._produce_once(leader, batches)
         finally:
             for batch in batches:
-                self._busy.discard(batch.tp)
+                flying = self._in_flight.get(batch.tp)
+                if flying is not None:
+                    flying[:] = [b for b in flying if b is not batch]
+                    if not flying:
+                        del self._in_flight[batch.tp]
             self._wake.set()
 
     async def _produce_once(self, leader: int, batches: list[ProducerBatch]) -> None:
@@ -283,6 +336,10 @@ class Sender:
     # --- outcomes ---------------------------------------------------------------------
 
     def _succeed(self, batch: ProducerBatch, base_offset: int, append_time: int) -> None:
+        if batch.tp in self._recovering and all(
+            b is batch for b in self._in_flight.get(batch.tp, ())
+        ):
+            self._recovering.discard(batch.tp)
         self.accumulator.release(batch)
         batch.result.succeed(base_offset, append_time)
 
@@ -293,6 +350,16 @@ class Sender:
     def _answered_error(self, batch: ProducerBatch, error: StromError) -> None:
         if error.name in _STALE_METADATA:
             self.cluster.mark_stale()
+        self._recovering.add(batch.tp)
+        if (
+            self.config.idempotent
+            and error.name == "OUT_OF_ORDER_SEQUENCE_NUMBER"
+            and self._earlier_unsettled(batch)
+        ):
+            # Refused because an earlier batch of the partition is not written (yet): it
+            # goes again right behind that one, numbers unchanged.
+            self.accumulator.requeue(batch, time.monotonic())
+            return
         if self.config.idempotent and error.name in _RESET_PRODUCER:
             # The broker lost this producer's state for the partition: a new epoch starts
             # the numbering again (the batch was not written).
@@ -304,8 +371,14 @@ class Sender:
             self._retry_or_fail(batch, error)
             return
         if self.config.idempotent and batch.epoch == self.producer_epoch:
-            # Refused before anything was written: its numbers are free again.
-            self._next_sequence[batch.tp] = batch.sequence
+            end = (batch.sequence + len(batch.records)) % (2**31)
+            if self._next_sequence.get(batch.tp) == end:
+                # Refused before anything was written and nothing numbered after it: its
+                # numbers are free again.
+                self._next_sequence[batch.tp] = batch.sequence
+            else:
+                # Later batches carry numbers after the gap it leaves: start again.
+                self.producer_id_needs_bump()
         self._fail(batch, error)
 
     def producer_id_needs_bump(self) -> None:
@@ -314,6 +387,7 @@ class Sender:
         self._bump_needed = True
 
     def _retry_or_fail(self, batch: ProducerBatch, error: StromError) -> None:
+        self._recovering.add(batch.tp)
         now = time.monotonic()
         waited = now - batch.created
         if batch.attempts > self.config.retries or waited > self.config.delivery_timeout_ms / 1000:
