@@ -1,0 +1,245 @@
+"""The client library against the raw RPC: `strom producer-perf-test` and
+`strom consumer-perf-test` (each its own process, as a user runs them) against the raw
+Produce/Fetch RPC rate of the data-plane benchmark, on the same cluster in the same run.
+
+    python bench/clients.py [--quick]
+
+Three combined `strom server` nodes on loopback, topics of 3 partitions, RF 3,
+min.insync.replicas=2.
+
+1. produce, per record size (100 B, 1 KiB), acks (1, all) and compression (none, zstd):
+   - client: `strom producer-perf-test --throughput -1` with batch.size=65536, linger.ms=5 and
+     the producer's defaults otherwise (idempotent); its own records/s (from the first send
+     to the end of flush(), as Kafka's tool counts);
+   - raw: pre-built batches of the same records (the tool's payload, as many records per batch
+     as the client's batch.size holds, compressed once with the same codec) sent as
+     serialized ProduceRequests, 4 in flight per partition leader (bench/produce_consume.py's
+     produce_run), no per-record work at all: the rate the wire and the brokers allow.
+2. consume, per record size, from a topic of exactly equal partitions (written raw):
+   - client: one `strom consumer-perf-test --group` process, and three of them in one group
+     (one partition each), from the group's first assignment to the last record (Kafka's
+     fetch.nMsg.sec; three processes: all records over the span from the first assignment
+     to the last process's end);
+   - raw: three FetchStream sessions (one per leader) reading the topic, 8 MiB per fetch.
+
+Goal (issue 6): the client library reaches >= 80% of the raw rate. Benchmarks print, never
+assert: a missed goal is printed UNMET. The full run takes about 4 minutes; --quick about 90 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime
+
+import uvloop
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import produce_consume as pc  # noqa: E402  (bench/ is not a package)
+
+from strom_api import compression  # noqa: E402
+from strom_api.records import Record, encode_batch  # noqa: E402
+
+ROOT = pc.ROOT
+BATCH_SIZE = 65536
+RECORD_OVERHEAD = 24  # what strom.accumulator counts per record on top of its value
+BATCH_OVERHEAD = 61
+GOAL = 0.8
+SIZES = {
+    # records per produce run, by record size; consume topics hold the 1-consumer count
+    "full": {100: 300_000, 1024: 90_000},
+    "quick": {100: 60_000, 1024: 20_000},
+}
+CODECS = {"none": compression.NONE, "zstd": compression.ZSTD}
+PRODUCED = re.compile(r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\)")
+
+
+def payload(size: int) -> bytes:
+    """What producer-perf-test sends (strom/perf_commands.py)."""
+    return bytes((i % 26) + 65 for i in range(size))
+
+
+def strom_cli(*args: str, timeout: float = 600) -> str:
+    result = subprocess.run(
+        [sys.executable, "-m", "strom.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=ROOT),
+        timeout=timeout,
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"strom {args[0]} failed: {result.stderr.strip()[-500:]}")
+    return result.stdout
+
+
+def client_produce(strom: pc.Strom, topic: str, size: int, count: int, acks: str, codec: str):
+    props = [
+        f"bootstrap.servers={','.join(strom.address.values())}",
+        f"acks={acks}",
+        f"batch.size={BATCH_SIZE}",
+        "linger.ms=5",
+    ]
+    if codec != "none":
+        props.append(f"compression.type={codec}")
+    out = strom_cli(
+        "producer-perf-test",
+        "--topic",
+        topic,
+        "--num-records",
+        str(count),
+        "--record-size",
+        str(size),
+        "--throughput",
+        "-1",
+        "--producer-props",
+        *props,
+    )
+    found = PRODUCED.search(out.strip().splitlines()[-1])
+    if found is None:
+        raise RuntimeError(f"unexpected producer-perf-test output: {out[-300:]}")
+    return float(found.group(2))
+
+
+def raw_batch(size: int, codec: int) -> tuple[bytes, int]:
+    records = max((BATCH_SIZE - BATCH_OVERHEAD) // (size + RECORD_OVERHEAD), 1)
+    now = int(time.time() * 1000)
+    value = payload(size)
+    batch = encode_batch(
+        [Record(i, now, None, value) for i in range(records)], compression_codec=codec
+    )
+    return batch, records
+
+
+def raw_produce(
+    strom: pc.Strom,
+    runner: asyncio.Runner,
+    topic: str,
+    size: int,
+    count: int,
+    acks: int,
+    codec: int,
+) -> pc.Run:
+    batch, records = raw_batch(size, codec)
+    leaders = {p: leader for (_, p), (leader, _) in strom.leaders([topic]).items()}
+    run = pc.Run(acks, records, len(batch))
+    runner.run(
+        pc.produce_run(strom, topic, leaders, batch, acks, count // records * len(batch), run)
+    )
+    return run
+
+
+def consumer_perf_lines(out: str) -> tuple[float, float, int]:
+    """(end time, fetch seconds, records) from consumer-perf-test's CSV line."""
+    fields = [f.strip() for f in out.strip().splitlines()[-1].split(",")]
+    ended = datetime.strptime(fields[1], "%Y-%m-%d %H:%M:%S:%f").timestamp()
+    return ended, int(fields[7]) / 1000, int(fields[4])
+
+
+def client_consume(strom: pc.Strom, topic: str, total: int, processes: int) -> float:
+    """Records/s of `processes` consumer-perf-test processes in one group."""
+    group = f"{topic}-{processes}"
+    cmd = [
+        sys.executable,
+        "-m",
+        "strom.cli",
+        "consumer-perf-test",
+        "--bootstrap-server",
+        ",".join(strom.address.values()),
+        "--topic",
+        topic,
+        "--messages",
+        str(total // processes),
+        "--group",
+        group,
+        "--timeout",
+        "20000",
+    ]
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    procs = [
+        subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for _ in range(processes)
+    ]
+    results = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=600)
+        if proc.returncode != 0:
+            raise RuntimeError(f"consumer-perf-test failed: {err.decode()[-500:]}")
+        results.append(consumer_perf_lines(out.decode()))
+    first = min(ended - fetch for ended, fetch, _ in results)
+    last = max(ended for ended, _, _ in results)
+    return sum(n for _, _, n in results) / max(last - first, 1e-9)
+
+
+def ratio_cell(client: float, raw: float) -> str:
+    r = client / raw if raw else float("nan")
+    return f"{r:.2f}{'' if r >= GOAL else ' UNMET'}"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small volumes, about 90 s")
+    args = parser.parse_args()
+    mode = "quick" if args.quick else "full"
+    counts = SIZES[mode]
+    root = tempfile.mkdtemp(prefix="strom-bench-clients-", dir=os.environ.get("STROM_BENCH_DIR"))
+    print(
+        f"{mode} run in {root}, Python {sys.version.split()[0]}, {os.cpu_count()} CPUs; 3 "
+        f"combined nodes, 3 partitions RF 3 (min.insync.replicas=2); client batch.size="
+        f"{BATCH_SIZE}, linger.ms=5, idempotent; raw: {pc.IN_FLIGHT} requests in flight per "
+        f"leader"
+    )
+    runner = asyncio.Runner(loop_factory=uvloop.new_event_loop)
+    strom = pc.Strom(os.path.join(root, "cluster"))
+    wall = time.perf_counter()
+    try:
+        print("\nproduce (records/s):")
+        print(f"{'record':>7} {'acks':>4} {'codec':>5} {'client':>9} {'raw':>9} {'client/raw':>11}")
+        for size, count in counts.items():
+            for acks_name, acks in (("1", 1), ("all", -1)):
+                for codec_name, codec in CODECS.items():
+                    client_topic = f"client-{size}-{acks_name}-{codec_name}"
+                    raw_topic = f"raw-{size}-{acks_name}-{codec_name}"
+                    strom.create_topics([client_topic, raw_topic])
+                    strom.leaders([client_topic, raw_topic])
+                    client = client_produce(strom, client_topic, size, count, acks_name, codec_name)
+                    raw = raw_produce(strom, runner, raw_topic, size, count, acks, codec).records_s
+                    print(
+                        f"{size:>6}B {acks_name:>4} {codec_name:>5} {client:>9,.0f} {raw:>9,.0f} "
+                        f"{ratio_cell(client, raw):>11}",
+                        flush=True,
+                    )
+                    strom.delete_topics([client_topic, raw_topic])
+        print("\nconsume (records/s; topics written raw, equal partitions):")
+        print(f"{'record':>7} {'consumers':>9} {'client':>9} {'raw':>9} {'client/raw':>11}")
+        for size, count in counts.items():
+            topic = f"consume-{size}"
+            strom.create_topics([topic])
+            run = raw_produce(strom, runner, topic, size, count, -1, compression.NONE)
+            total = round(run.bytes / run.batch_bytes) * run.records_per_batch
+            leaders = {p: leader for (_, p), (leader, _) in strom.leaders([topic]).items()}
+            runner.run(pc.consume_run(strom, topic, leaders, run))
+            raw = total / run.consume_seconds
+            for processes in (1, 3):
+                client = client_consume(strom, topic, total, processes)
+                print(
+                    f"{size:>6}B {processes:>9} {client:>9,.0f} {raw:>9,.0f} "
+                    f"{ratio_cell(client, raw):>11}",
+                    flush=True,
+                )
+            strom.delete_topics([topic])
+    finally:
+        strom.stop()
+        runner.close()
+    print(f"\ngoal: client >= {GOAL:.0%} of raw; whole run {time.perf_counter() - wall:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
