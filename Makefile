@@ -5,7 +5,7 @@ PY = $(VENV)/bin/python
 STAMP = $(VENV)/.installed
 PROTOS = $(wildcard proto/strom_api/v1/*.proto)
 
-.PHONY: venv proto lint test bench run clean sim
+.PHONY: venv proto lint test bench run monitor clean sim
 
 venv: $(STAMP)
 
@@ -44,6 +44,14 @@ bench: venv
 
 run: venv
 	$(PY) deploy/local/cluster.py
+
+# `make monitor` (beside `make run`): Debian's Prometheus (apt-get install prometheus; not its
+# service) scraping the local cluster with deploy/prometheus/prometheus.yml and the alert
+# rules; UI on http://127.0.0.1:9090, data in .local-cluster/prometheus.
+monitor:
+	@command -v prometheus >/dev/null || { echo "prometheus is not installed: apt-get install --no-install-recommends prometheus"; exit 1; }
+	prometheus --config.file=deploy/prometheus/prometheus.yml \
+		--storage.tsdb.path=.local-cluster/prometheus --web.listen-address=127.0.0.1:9090
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -25,6 +25,7 @@ from broker.client_service import ClientServicer, auto_create
 from broker.controller_forwarder import forwarding_servicer
 from broker.controller_service import ControllerServicer
 from broker.group_coordinator import OFFSETS_TOPIC, GroupCoordinator
+from broker.health import NodeHealth, node_ready
 from broker.lifecycle_client import LifecycleClient
 from broker.log_maintenance import LogMaintenance
 from broker.metrics import NodeMetrics
@@ -78,6 +79,7 @@ class Node:
         self._background: list[asyncio.Task[None]] = []
         self.metrics: NodeMetrics | None = None
         self.metrics_port = 0
+        self.health = NodeHealth(lambda: node_ready(self))  # on every listener
 
     async def start(self) -> None:
         config = self.config
@@ -100,6 +102,7 @@ class Node:
         if config.is_broker:
             await self._start_broker()
         await self.driver.start()
+        await self.health.start()
         if self.controller is not None:
             self.controller.start()
         if self.lifecycle is not None:
@@ -192,6 +195,7 @@ class Node:
         controller_pb2_grpc.add_ControllerServiceServicer_to_server(  # type: ignore[no-untyped-call]
             forwarding_servicer(lifecycle.forward), server
         )
+        self.health.add_to(server)
         self.broker_port = server.add_insecure_port(listener.address)
         await server.start()
 
@@ -251,6 +255,7 @@ class Node:
 
     def _add_services(self, server: object) -> None:
         assert self.controller is not None
+        self.health.add_to(server)
         controller_pb2_grpc.add_ControllerServiceServicer_to_server(  # type: ignore[no-untyped-call]
             ControllerServicer(
                 self.controller, self.cluster_id, self.config.properties, self.config.node_id
@@ -259,6 +264,7 @@ class Node:
         )
 
     async def stop(self) -> None:
+        await self.health.stop()
         if self.metrics is not None:
             self.metrics.stop()
         if self.lifecycle is not None:

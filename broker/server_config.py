@@ -7,15 +7,18 @@
     controller.listener.names=CONTROLLER
     log.dirs=/var/lib/strom/data
 
-The file is Java properties (`key=value` or `key: value`, `#`/`!` comments); `--override
-key=value` wins over it. A missing required key or a bad value is an InvalidConfigError
-naming it. Keys this node does not know are reported (as Kafka warns "supplied but isn't a
-known config") and ignored. The Raft and controller settings go to RaftConfig and
-ControllerConfig under their Kafka names.
+The file is Java properties (`key=value` or `key: value`, `#`/`!` comments). Environment
+variables `STROM_<KEY>` win over it (the key lower-cased, `_` read as `.`: STROM_NODE_ID is
+node.id, STROM_CONTROLLER_QUORUM_VOTERS is controller.quorum.voters; containers set per-pod
+values this way, deploy/README.md), and `--override key=value` wins over both. A missing
+required key or a bad value is an InvalidConfigError naming it. Keys this node does not know
+are reported (as Kafka warns "supplied but isn't a known config") and ignored. The Raft and
+controller settings go to RaftConfig and ControllerConfig under their Kafka names.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -191,12 +194,29 @@ def parse_overrides(overrides: Sequence[str]) -> dict[str, str]:
     return out
 
 
-def load(path: str, overrides: Sequence[str] = ()) -> ServerConfig:
+ENV_PREFIX = "STROM_"
+
+
+def env_overrides(environ: Mapping[str, str]) -> dict[str, str]:
+    """The config keys set by STROM_<KEY> variables: STROM_NODE_ID=3 is node.id=3."""
+    return {
+        name[len(ENV_PREFIX) :].lower().replace("_", "."): value.strip()
+        for name, value in environ.items()
+        if name.startswith(ENV_PREFIX) and len(name) > len(ENV_PREFIX)
+    }
+
+
+def load(
+    path: str, overrides: Sequence[str] = (), environ: Mapping[str, str] | None = None
+) -> ServerConfig:
+    """The file, then STROM_<KEY> variables of `environ` (default: the process's), then
+    `overrides`."""
     try:
         with open(path, encoding="utf-8") as f:
             props = parse_properties(f.read())
     except OSError as exc:
         raise InvalidConfigError(f"cannot read {path}: {exc.strerror}") from None
+    props.update(env_overrides(os.environ if environ is None else environ))
     props.update(parse_overrides(overrides))
     return from_properties(props)
 

@@ -131,6 +131,7 @@ def main() -> int:
         print(f"  controllers: {controllers}; active controller: node {cluster.controller_id}")
         targets = ",".join(f"127.0.0.1:{args.metrics_port + i - 1}" for i in NODES)
         print(f"  Prometheus scrape targets (/metrics): {targets}")
+        print("  `make monitor` runs Prometheus on them with the alert rules (deploy/README.md)")
         print("  Ctrl-C stops the cluster (controlled shutdown).", flush=True)
     while not stopping and all(p.poll() is None for p in procs):
         time.sleep(0.2)

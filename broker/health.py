@@ -1,0 +1,91 @@
+"""grpc.health.v1 on every listener of a node: what Kubernetes' gRPC probes ask.
+
+Two services, as the probes need them (deploy/k8s):
+- "" (the server as a whole, liveness and startup): SERVING while the process answers at
+  all. It never depends on a leader or a quorum: a cluster that lost its quorum must not
+  have its nodes restarted one after another by their liveness probes.
+- "strom.ready" (readiness): SERVING once the node is part of a working cluster:
+  - a broker (broker or combined role) has registered, caught up with the metadata log and
+    been unfenced by the controller (the broker lifecycle's `caught_up`, as Kafka's broker
+    only serves once its initial catch-up is done);
+  - a controller (controller or combined role) knows the Raft leader of the current epoch
+    (it is the leader, or follows one), so a rolling restart only moves on to the next
+    controller once the restarted one has rejoined the quorum.
+  A combined node needs both. A broker-only node that loses the controllers stays ready:
+  it goes on serving its partitions (as Kafka's brokers do) until a controller fences it.
+  During shutdown it turns NOT_SERVING before the controlled shutdown starts.
+
+The status is recomputed every `interval_s` by a task on the node's event loop, which reads
+the node's state where it lives, and pushed into grpc_health's servicer (which also answers
+Watch streams).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from grpc_health.v1 import health_pb2, health_pb2_grpc  # type: ignore[import-untyped]
+from grpc_health.v1.health import aio  # type: ignore[import-untyped]
+
+if TYPE_CHECKING:
+    from broker.node import Node
+
+log = logging.getLogger("strom.health")
+
+READY_SERVICE = "strom.ready"
+SERVING = health_pb2.HealthCheckResponse.SERVING
+NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+
+
+def node_ready(node: Node) -> bool:
+    """The readiness rule of the module docstring, read from a running node."""
+    driver = getattr(node, "driver", None)  # set by Node.start()
+    core = driver.core if driver is not None else None
+    if node.config.is_controller and (core is None or core.leader_id < 0):
+        return False
+    lifecycle = node.lifecycle
+    if node.config.is_broker:
+        return lifecycle is not None and lifecycle.caught_up and not lifecycle.fenced
+    return True
+
+
+class NodeHealth:
+    """The health servicer of one node, shared by its listeners."""
+
+    def __init__(self, is_ready: Callable[[], bool], interval_s: float = 0.5) -> None:
+        self.servicer = aio.HealthServicer()
+        self.is_ready = is_ready
+        self.interval_s = interval_s
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+
+    def add_to(self, server: object) -> None:
+        """Adds grpc.health.v1.Health to a gRPC server that has not started yet."""
+        health_pb2_grpc.add_HealthServicer_to_server(self.servicer, server)
+
+    async def start(self) -> None:
+        await self.servicer.set(READY_SERVICE, NOT_SERVING)
+        self._task = asyncio.create_task(self._run())
+
+    async def _run(self) -> None:
+        while not self._stopping:
+            try:
+                ready = self.is_ready()
+            except Exception:  # a bug here must not leave a stale SERVING behind
+                log.exception("could not compute readiness")
+                ready = False
+            await self.servicer.set(READY_SERVICE, SERVING if ready else NOT_SERVING)
+            await asyncio.sleep(self.interval_s)
+
+    async def stop(self) -> None:
+        """Not ready from now on; the process itself still answers SERVING until it exits."""
+        self._stopping = True
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        await self.servicer.set(READY_SERVICE, NOT_SERVING)

@@ -1,0 +1,222 @@
+"""The container's entrypoint: the per-pod settings of a Strom node in a StatefulSet, then
+`exec strom server CONFIG` (so the node is PID 1 and gets SIGTERM itself: a controlled
+shutdown).
+
+    strom-entrypoint [--config /etc/strom/server.properties] [--print-env]
+
+The config file (a ConfigMap, shared by all pods) has what every node shares; what differs
+per pod is passed to `strom server` as STROM_<KEY> environment variables (broker/
+server_config.py reads them), computed here from the pod's environment:
+
+- node.id: kept in the data directory. A pod that was formatted before keeps the node.id
+  of its meta.properties; a new one takes NODE_ID_OFFSET + its ordinal (the number at the
+  end of POD_NAME, e.g. strom-broker-2) and its data directory is formatted with it
+  (`strom storage format --cluster-id $CLUSTER_ID`).
+- controller.quorum.voters: one voter per controller pod, generated from CONTROLLER_REPLICAS
+  pods of the StatefulSet CONTROLLER_STATEFULSET behind the headless Service
+  CONTROLLER_SERVICE, ids CONTROLLER_NODE_ID_OFFSET + ordinal, port CONTROLLER_PORT.
+- listeners: the pod's stable DNS name (POD_NAME.NODE_SERVICE.POD_NAMESPACE.svc.
+  CLUSTER_DOMAIN) on BROKER_PORT for a broker and CONTROLLER_PORT for a controller. Strom
+  registers its listeners as they are (it has no advertised.listeners), so they must be
+  names other pods can reach, not 0.0.0.0.
+- broker.rack: the zone label (topology.kubernetes.io/zone) of the Kubernetes node the pod
+  runs on (NODE_NAME), read from the API server with the pod's service account. Without
+  access the broker runs without a rack and says so.
+
+Variables the pod sets as STROM_<KEY> itself (e.g. STROM_PROCESS_ROLES) win over the file
+and are never replaced here, except the ones this script computes. --print-env does all but
+the exec and prints the variables instead (for tests and for a look at what a pod would
+run). Errors are one line on stderr and exit code 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import ssl
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Mapping
+
+from broker import server_config
+from storage import meta_properties
+
+ZONE_LABEL = "topology.kubernetes.io/zone"
+SERVICE_ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+
+class EntrypointError(Exception):
+    pass
+
+
+def _get(env: Mapping[str, str], name: str) -> str:
+    value = env.get(name, "").strip()
+    if not value:
+        raise EntrypointError(f"the environment variable {name} is not set")
+    return value
+
+
+def _int(env: Mapping[str, str], name: str) -> int:
+    value = _get(env, name)
+    try:
+        return int(value)
+    except ValueError:
+        raise EntrypointError(f"{name}={value!r}: expected an integer") from None
+
+
+def ordinal(pod_name: str) -> int:
+    """A StatefulSet pod's ordinal: strom-broker-2 is 2."""
+    _, _, number = pod_name.rpartition("-")
+    if not number.isdigit():
+        raise EntrypointError(f"POD_NAME={pod_name!r} does not end in a StatefulSet ordinal")
+    return int(number)
+
+
+def voters(env: Mapping[str, str]) -> str:
+    """controller.quorum.voters for CONTROLLER_REPLICAS controller pods."""
+    statefulset = _get(env, "CONTROLLER_STATEFULSET")
+    service = _get(env, "CONTROLLER_SERVICE")
+    namespace = _get(env, "POD_NAMESPACE")
+    domain = env.get("CLUSTER_DOMAIN", "cluster.local")
+    offset = _int(env, "CONTROLLER_NODE_ID_OFFSET")
+    port = _int(env, "CONTROLLER_PORT")
+    replicas = _int(env, "CONTROLLER_REPLICAS")
+    if replicas < 1:
+        raise EntrypointError(f"CONTROLLER_REPLICAS={replicas}: expected at least 1")
+    return ",".join(
+        f"{offset + i}@{statefulset}-{i}.{service}.{namespace}.svc.{domain}:{port}"
+        for i in range(replicas)
+    )
+
+
+def pod_host(env: Mapping[str, str]) -> str:
+    """The pod's own name in its StatefulSet's headless Service."""
+    domain = env.get("CLUSTER_DOMAIN", "cluster.local")
+    pod, service = _get(env, "POD_NAME"), _get(env, "NODE_SERVICE")
+    return f"{pod}.{service}.{_get(env, 'POD_NAMESPACE')}.svc.{domain}"
+
+
+def listeners(env: Mapping[str, str], roles: set[str]) -> str:
+    host = pod_host(env)
+    found = []
+    if "broker" in roles:
+        found.append(f"PLAINTEXT://{host}:{_int(env, 'BROKER_PORT')}")
+    if "controller" in roles:
+        found.append(f"CONTROLLER://{host}:{_int(env, 'CONTROLLER_PORT')}")
+    return ",".join(found)
+
+
+def plan(env: Mapping[str, str], config_text: str, kept_node_id: int | None) -> dict[str, str]:
+    """The STROM_<KEY> variables for this pod (rack aside): pure, for the tests."""
+    props = server_config.parse_properties(config_text)
+    props.update(server_config.env_overrides(env))
+    roles = {r.strip() for r in props.get("process.roles", "").split(",") if r.strip()}
+    if not roles:
+        raise EntrypointError(
+            "process.roles is set neither in the config file nor as STROM_PROCESS_ROLES"
+        )
+    node_id = kept_node_id
+    if node_id is None:
+        node_id = _int(env, "NODE_ID_OFFSET") + ordinal(_get(env, "POD_NAME"))
+    return {
+        "STROM_NODE_ID": str(node_id),
+        "STROM_CONTROLLER_QUORUM_VOTERS": voters(env),
+        "STROM_LISTENERS": listeners(env, roles),
+    }
+
+
+def kept_node_id(config_text: str, env: Mapping[str, str]) -> int | None:
+    """The node.id of a data directory formatted before, None for a new one."""
+    props = server_config.parse_properties(config_text)
+    props.update(server_config.env_overrides(env))
+    directory = (props.get("log.dirs") or props.get("log.dir") or "").split(",")[0].strip()
+    if not directory:
+        raise EntrypointError("log.dirs is not set")
+    meta = meta_properties.read(directory)
+    return None if meta is None else meta.node_id
+
+
+def zone(env: Mapping[str, str]) -> str | None:
+    """The zone label of the Kubernetes node this pod runs on; None (and a line saying why)
+    when it cannot be read."""
+    node = env.get("NODE_NAME", "").strip()
+    host = env.get("KUBERNETES_SERVICE_HOST", "").strip()
+    if not node or not host:
+        return None
+    port = env.get("KUBERNETES_SERVICE_PORT", "443").strip()
+    try:
+        with open(os.path.join(SERVICE_ACCOUNT, "token")) as f:
+            token = f.read().strip()
+        context = ssl.create_default_context(cafile=os.path.join(SERVICE_ACCOUNT, "ca.crt"))
+        request = urllib.request.Request(
+            f"https://{host}:{port}/api/v1/nodes/{node}",
+            headers={"Authorization": f"Bearer {token}"},
+        )
+        with urllib.request.urlopen(request, timeout=10, context=context) as response:
+            labels = json.load(response)["metadata"].get("labels", {})
+    except (OSError, ValueError, KeyError) as exc:
+        print(f"strom-entrypoint: no broker.rack: cannot read node {node}: {exc}", file=sys.stderr)
+        return None
+    value = labels.get(ZONE_LABEL)
+    if not value:
+        print(f"strom-entrypoint: no broker.rack: node {node} has no {ZONE_LABEL}", file=sys.stderr)
+    return value or None
+
+
+def _strom() -> str:
+    """The `strom` command beside this Python (the image's venv), else on PATH."""
+    beside = os.path.join(os.path.dirname(sys.executable), "strom")
+    return beside if os.path.exists(beside) else (shutil.which("strom") or "strom")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", default="/etc/strom/server.properties")
+    parser.add_argument("--print-env", action="store_true", help="print, do not exec")
+    args = parser.parse_args(argv)
+    env = dict(os.environ)
+    try:
+        try:
+            with open(args.config, encoding="utf-8") as f:
+                config_text = f.read()
+        except OSError as exc:
+            raise EntrypointError(f"cannot read {args.config}: {exc.strerror}") from None
+        settings = plan(env, config_text, kept_node_id(config_text, env))
+        rack = zone(env)
+        if rack is not None:
+            settings["STROM_BROKER_RACK"] = rack
+        env.update(settings)
+        formatted = subprocess.run(
+            [
+                _strom(),
+                "storage",
+                "format",
+                "--config",
+                args.config,
+                "--ignore-formatted",
+                "--cluster-id",
+                _get(env, "CLUSTER_ID"),
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        if formatted.returncode != 0:
+            raise EntrypointError(f"strom storage format failed: {formatted.stderr.strip()}")
+    except EntrypointError as error:
+        print(f"strom-entrypoint: {error}", file=sys.stderr)
+        return 1
+    if args.print_env:
+        for key, value in sorted(settings.items()):
+            print(f"{key}={value}")
+        return 0
+    sys.stdout.flush()
+    os.execve(_strom(), [_strom(), "server", args.config], env)
+    return 1  # not reached
+
+
+if __name__ == "__main__":
+    sys.exit(main())

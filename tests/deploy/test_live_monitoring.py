@@ -1,0 +1,213 @@
+"""The rules and dashboards against a live 3-node cluster (real `strom server` processes on
+loopback): every metric name they reference is emitted, and Debian's Prometheus, scraping
+the cluster with the alert rules loaded, sees a series per broker and turns the
+under-replicated-partitions rule's expression true (its alert pending) once a broker is
+killed."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from strom_api.v1 import controller_pb2
+from tests.data_plane.data_client import DataClient, batch
+from tests.deploy.deploy_files import (
+    RULES,
+    dashboard_expressions,
+    dashboard_variable_metrics,
+    metric_names,
+    rule_expressions,
+    tool,
+)
+from tests.node_integration.node_cluster import NodeCluster
+from tests.raft_integration.process_cluster import free_ports, wait_until
+
+# Made by Prometheus itself for every target, not by the nodes.
+SYNTHETIC = {"up"}
+# Dashboard queries with no data in a healthy cluster: per-topic failure rates (no request
+# failed, so no topic has a failure series yet).
+MAY_BE_EMPTY = {
+    "strom-topics/Failed produce and fetch requests per topic/A",
+    "strom-topics/Failed produce and fetch requests per topic/B",
+}
+
+
+def referenced_metrics() -> set[str]:
+    names = dashboard_variable_metrics()
+    for expr in [*rule_expressions().values(), *dashboard_expressions().values()]:
+        names |= metric_names(expr)
+    return names
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """3 combined nodes with a topic of 3 partitions (replication factor 3) that records
+    were produced to and fetched from, so that per-topic, per-partition and per-request
+    series exist; `cluster.emitted` holds every sample name scraped from the nodes then."""
+    cluster = NodeCluster(str(tmp_path_factory.mktemp("monitored")), 3)
+    cluster.start_all()
+    try:
+        cluster.wait_for_brokers()
+        response = cluster.call(
+            "CreateTopics",
+            controller_pb2.CreateTopicsRequest(
+                topics=[
+                    controller_pb2.CreatableTopic(
+                        name="watched",
+                        num_partitions=3,
+                        replication_factor=3,
+                        configs={"min.insync.replicas": "2"},
+                    )
+                ]
+            ),
+        )
+        assert response.topics[0].error.code == 0
+        client = DataClient({i: f"127.0.0.1:{cluster.broker_port[i]}" for i in cluster.ids})
+        for partition in range(3):
+            leader = client.leader("watched", partition)
+            answer = client.produce_raw(leader, "watched", partition, batch([b"m" * 100] * 4))
+            assert answer.error.code == 0
+            assert len(client.read_all("watched", partition)) == 4
+        cluster.emitted = {name for node in cluster.ids for name, _ in cluster.scrape(node)}
+        yield cluster
+    finally:
+        cluster.stop_all()
+
+
+def test_every_referenced_metric_is_emitted(cluster):
+    referenced = referenced_metrics()
+    assert len(referenced) > 30
+    missing = sorted(referenced - SYNTHETIC - cluster.emitted)
+    assert not missing, f"dashboards or rules reference metrics no node emits: {missing}"
+
+
+class Prometheus:
+    """Debian's prometheus binary (not its service) on a loopback port, with a temporary
+    config and storage directory."""
+
+    def __init__(self, directory: Path, targets: list[str]) -> None:
+        self.port = free_ports(1)[0]
+        config = directory / "prometheus.yml"
+        config.write_text(
+            json.dumps(  # JSON is YAML
+                {
+                    "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+                    "rule_files": [str(RULES)],
+                    "scrape_configs": [
+                        {"job_name": "strom", "static_configs": [{"targets": targets}]}
+                    ],
+                }
+            )
+        )
+        self.log = directory / "prometheus.log"
+        with open(self.log, "wb") as log:
+            self.proc = subprocess.Popen(
+                [
+                    tool("prometheus"),
+                    f"--config.file={config}",
+                    f"--storage.tsdb.path={directory / 'data'}",
+                    f"--web.listen-address=127.0.0.1:{self.port}",
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+
+    def api(self, path: str, **params: str) -> Any:
+        url = f"http://127.0.0.1:{self.port}/api/v1/{path}?{urllib.parse.urlencode(params)}"
+        with urllib.request.urlopen(url, timeout=5) as response:
+            body = json.load(response)
+        assert body["status"] == "success", body
+        return body["data"]
+
+    def query(self, expr: str) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = self.api("query", query=expr)["result"]
+        return result
+
+    def poll(self, check: Any, timeout_s: float, what: str) -> Any:
+        def attempt() -> Any:
+            try:
+                found = check()
+            except OSError:  # not listening yet
+                found = None
+            if not found:
+                time.sleep(0.25)
+            return found
+
+        try:
+            return wait_until(attempt, timeout_s, what)
+        except TimeoutError:
+            raise AssertionError(
+                f"{what}; prometheus log:\n{self.log.read_text()[-3000:]}"
+            ) from None
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def test_prometheus_scrapes_the_cluster_and_the_alert_expression_turns_true(cluster, tmp_path):
+    targets = [f"127.0.0.1:{cluster.metrics_port[n]}" for n in cluster.ids]
+    prometheus = Prometheus(tmp_path, targets)
+    try:
+
+        def per_broker() -> list[dict[str, Any]] | None:
+            found = prometheus.query("kafka_server_replicamanager_underreplicatedpartitions")
+            return found if len(found) == 3 else None
+
+        series = prometheus.poll(per_broker, 30, "a series per broker in Prometheus")
+        assert {s["metric"]["instance"] for s in series} == set(targets)
+        assert all(s["metric"]["job"] == "strom" for s in series)
+        # Every metric the dashboards and rules name has data in Prometheus, `up` included.
+        names = {s["metric"]["__name__"] for s in prometheus.query('{__name__=~".+"}')}
+        assert referenced_metrics() <= names, sorted(referenced_metrics() - names)
+        # Every dashboard query returns data from the live cluster (so label names and values
+        # in its selectors are right too), but those that only count failures.
+        prometheus.poll(
+            lambda: prometheus.query("count(rate(process_cpu_seconds_total[1m])) == 3"),
+            20,
+            "two scrapes of every node (for rates)",
+        )
+        empty = {k for k, e in dashboard_expressions().items() if not prometheus.query(e)}
+        assert empty == MAY_BE_EMPTY, empty
+        expr = rule_expressions()["StromUnderReplicatedPartitions"]
+        prometheus.poll(lambda: not prometheus.query(expr), 30, "no under-replicated partition")
+        assert prometheus.query(rule_expressions()["StromAbnormalControllerState"]) == []
+
+        victim = next(n for n in cluster.ids if n != cluster.active_controller())
+        cluster.stop(victim, signal.SIGKILL)
+        firing = prometheus.poll(
+            lambda: prometheus.query(expr), 30, "the alert expression true after a broker died"
+        )
+        victim_target = f"127.0.0.1:{cluster.metrics_port[victim]}"
+        assert {s["metric"]["instance"] for s in firing} <= set(targets) - {victim_target}
+        alerts = prometheus.poll(
+            lambda: [
+                a
+                for a in prometheus.api("alerts")["alerts"]
+                if a["labels"]["alertname"] == "StromUnderReplicatedPartitions"
+            ],
+            10,
+            "the alert pending in Prometheus",
+        )
+        assert {a["state"] for a in alerts} == {"pending"}  # `for: 10m` has not passed
+        # The dead node's scrape fails, and the scrape-down rule's job matcher finds it.
+        down = prometheus.poll(
+            lambda: prometheus.query(rule_expressions()["StromScrapeDown"]),
+            10,
+            "the scrape-down expression true for the dead node",
+        )
+        assert [s["metric"]["instance"] for s in down] == [victim_target]
+    finally:
+        prometheus.stop()
