@@ -129,6 +129,11 @@ class RecordAccumulator:
                 )
             self._space.wait(remaining)
 
+    def has_room(self, size: int) -> bool:
+        """Whether `size` more bytes fit in buffer.memory now (read without the lock: a
+        hint for strom.aio, which then either sends at once or from a worker thread)."""
+        return self._held + size <= self.buffer_memory
+
     def release(self, batch: ProducerBatch) -> None:
         """The batch is answered for good: its bytes leave buffer.memory."""
         with self._lock:

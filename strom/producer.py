@@ -193,6 +193,16 @@ class Producer:
             self._io.loop.call_soon_threadsafe(self._sender.wake)
         return future
 
+    def can_send_now(self, topic: str) -> bool:
+        """Whether send() to `topic` returns without waiting: its metadata is known and
+        buffer.memory has room for a full batch (strom.aio sends from its loop then)."""
+        info = self._cluster.topics.get(topic)
+        return (
+            info is not None
+            and bool(info.partitions)
+            and self._accumulator.has_room(self._accumulator.batch_size)
+        )
+
     def _partition(self, topic: str, key: bytes | None, partition: int | None) -> int:
         info = self._cluster.topics.get(topic)
         if info is None or not info.partitions:
