@@ -5,7 +5,7 @@ PY = $(VENV)/bin/python
 STAMP = $(VENV)/.installed
 PROTOS = $(wildcard proto/strom_api/v1/*.proto)
 
-.PHONY: venv proto lint test bench run monitor clean sim
+.PHONY: venv proto lint test bench run monitor clean sim chaos
 
 venv: $(STAMP)
 
@@ -41,6 +41,18 @@ bench: venv
 	@set -e; scripts="$(wildcard bench/*.py)"; \
 	if [ -z "$$scripts" ]; then echo "no benchmarks yet in bench/"; fi; \
 	for f in $$scripts; do echo "== $$f"; $(PY) $$f $(if $(QUICK),--quick); done
+
+# Fault injection (tests/chaos): `make chaos SEEDS=5 DURATION=120 [NEMESIS=kill,pause]
+# [TOPOLOGY=combined|split|both]` runs each seed on each topology and prints the checker's
+# table; `make test` runs two short fixed runs.
+DURATION ?= 60
+TOPOLOGY ?= both
+NEMESIS ?= kill,kill-leader,kill-controller,pause
+# SEEDS defaults to 1000 for `make sim`; chaos runs take a minute each, so 3 unless given.
+CHAOS_SEEDS = $(if $(filter command line environment,$(origin SEEDS)),$(SEEDS),3)
+chaos: venv
+	$(PY) -m tests.chaos --seeds $(CHAOS_SEEDS) --start $(START) --duration $(DURATION) \
+		--topology $(TOPOLOGY) --nemesis $(NEMESIS)
 
 run: venv
 	$(PY) deploy/local/cluster.py

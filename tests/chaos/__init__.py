@@ -1,0 +1,12 @@
+"""Fault injection against real node processes, with a checker (issue 9).
+
+    python -m tests.chaos --seeds 5 --duration 60 [--nemesis kill,pause] [--topology split]
+    make chaos SEEDS=5 DURATION=60
+
+workload.py   producers, group readers, controller watch, final read
+nemesis.py    faults and their seeded schedules
+checker.py    lost / duplicated / inconsistent / reordered / vanished / commits backwards /
+              two active controllers, and unavailability per fault
+run.py        one run: cluster, workload, faults, healing, liveness, final read, report
+test_chaos.py the short runs in `make test`
+"""

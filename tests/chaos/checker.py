@@ -1,0 +1,137 @@
+"""The checker: what a run's records say about the cluster, in the spirit of Jepsen's queue
+checker. Every count is of something Strom promises never happens with acks=all,
+min.insync.replicas=2, RF 3 and idempotent producers, except the availability figures.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from tests.chaos.nemesis import Fault
+from tests.chaos.workload import Recorder
+
+
+@dataclass
+class Report:
+    acknowledged: int = 0
+    read: int = 0
+    lost: list[bytes] = field(default_factory=list)  # acknowledged, never read
+    duplicated: list[bytes] = field(default_factory=list)  # one value at two offsets
+    inconsistent: list[str] = field(default_factory=list)  # one offset, two values
+    reordered: list[str] = field(default_factory=list)  # a producer's records out of order
+    vanished: list[str] = field(default_factory=list)  # a group read that the end lacks
+    commits_backwards: list[str] = field(default_factory=list)
+    two_controllers: list[str] = field(default_factory=list)  # two active in one epoch
+    unavailable: dict[str, list[float]] = field(default_factory=dict)  # per fault kind, s
+    failed_sends: int = 0
+
+    @property
+    def violations(self) -> int:
+        return sum(
+            len(x)
+            for x in (
+                self.lost,
+                self.duplicated,
+                self.inconsistent,
+                self.reordered,
+                self.vanished,
+                self.commits_backwards,
+                self.two_controllers,
+            )
+        )
+
+    def summary(self) -> str:
+        lines = [
+            f"acknowledged {self.acknowledged}, read at the end {self.read}, failed sends "
+            f"{self.failed_sends} (not acknowledged: allowed)",
+            f"lost {len(self.lost)}, duplicated {len(self.duplicated)}, inconsistent offsets "
+            f"{len(self.inconsistent)}, reordered {len(self.reordered)}, vanished reads "
+            f"{len(self.vanished)}, committed offsets backwards {len(self.commits_backwards)}, "
+            f"two active controllers {len(self.two_controllers)}",
+        ]
+        for kind, gaps in sorted(self.unavailable.items()):
+            lines.append(
+                f"unavailability after {kind}: median {statistics.median(gaps):.2f} s, max "
+                f"{max(gaps):.2f} s over {len(gaps)} fault(s)"
+            )
+        for name in (
+            "lost",
+            "duplicated",
+            "inconsistent",
+            "reordered",
+            "vanished",
+            "commits_backwards",
+            "two_controllers",
+        ):
+            items = getattr(self, name)
+            if items:
+                lines.append(f"  {name}: {items[:5]!r}{' ...' if len(items) > 5 else ''}")
+        return "\n".join(lines)
+
+
+def check(rec: Recorder, final: list[tuple[int, int, bytes]], faults: list[Fault]) -> Report:
+    report = Report(acknowledged=len(rec.acks), read=len(final), failed_sends=rec.failed_sends)
+    at_offset: dict[tuple[int, int], bytes] = {}
+    offsets_of: dict[bytes, list[tuple[int, int]]] = defaultdict(list)
+    for partition, offset, value in final:
+        if (partition, offset) in at_offset and at_offset[(partition, offset)] != value:
+            report.inconsistent.append(f"final read: {partition}@{offset} twice, two values")
+        at_offset[(partition, offset)] = value
+        offsets_of[value].append((partition, offset))
+    report.duplicated = sorted(v for v, where in offsets_of.items() if len(where) > 1)
+    for ack in rec.acks:
+        where = offsets_of.get(ack.value)
+        if not where:
+            report.lost.append(ack.value)
+        elif (ack.partition, ack.offset) not in where:
+            report.inconsistent.append(
+                f"{ack.value!r} acknowledged at {ack.partition}@{ack.offset}, read at {where}"
+            )
+    # Per producer and partition, values in offset order must be in send order.
+    by_producer: dict[tuple[bytes, int], list[tuple[int, int]]] = defaultdict(list)
+    for partition, offset, value in final:
+        producer, _, seq = value.partition(b":")
+        by_producer[(producer, partition)].append((offset, int(seq)))
+    for (producer, partition), seen in by_producer.items():
+        seqs = [seq for _, seq in sorted(seen)]
+        if any(b <= a for a, b in zip(seqs, seqs[1:], strict=False)):
+            report.reordered.append(f"producer {producer.decode()} in partition {partition}")
+    for _, _, partition, offset, value in rec.reads:
+        if at_offset.get((partition, offset)) != value:
+            report.vanished.append(
+                f"{partition}@{offset}: group read {value!r}, final "
+                f"{at_offset.get((partition, offset))!r}"
+            )
+    last: dict[tuple[str, int], tuple[int, str]] = {}
+    for _, topic, partition, offset, member in sorted(rec.commits):
+        key = (topic, partition)
+        if key in last and offset < last[key][0]:
+            report.commits_backwards.append(
+                f"{topic}-{partition}: {last[key][0]} ({last[key][1]}) then {offset} ({member})"
+            )
+        last[key] = (offset, member)
+    for when, seen in rec.controller_rounds:
+        active_epochs = [epoch for active, epoch in seen.values() if active >= 1]
+        if len(active_epochs) != len(set(active_epochs)):
+            report.two_controllers.append(f"t={when:.1f}: {seen}")
+    report.unavailable = unavailability(rec, faults)
+    return report
+
+
+def unavailability(rec: Recorder, faults: list[Fault]) -> dict[str, list[float]]:
+    """Per fault: over partitions, the longest wait from the fault until a record sent after
+    it was acknowledged (what a producer of that partition saw)."""
+    by_partition: dict[int, list[tuple[float, float]]] = defaultdict(list)
+    for ack in rec.acks:
+        by_partition[ack.partition].append((ack.sent, ack.acked))
+    out: dict[str, list[float]] = defaultdict(list)
+    for fault in faults:
+        worst = 0.0
+        for acks in by_partition.values():
+            after = [acked for sent, acked in acks if sent >= fault.at]
+            if after:
+                worst = max(worst, min(after) - fault.at)
+        out[fault.kind].append(worst)
+    return dict(out)

@@ -1,0 +1,141 @@
+"""One chaos run: a cluster, the workload, a seeded fault schedule, healing, a liveness check,
+the final read, and the checker's report. Every run prints its seed and fault schedule."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+from strom.producer import Producer
+from tests.chaos.checker import Report, check
+from tests.chaos.nemesis import Nemesis, schedule
+from tests.chaos.workload import (
+    ControllerWatch,
+    GroupReaders,
+    Producers,
+    Recorder,
+    read_everything,
+)
+from tests.client.cluster_helpers import GROUP_SETTINGS, create_topic
+from tests.data_plane.data_client import DataClient
+from tests.node_integration.node_cluster import FAST, NodeCluster
+
+TOPIC = "chaos"
+PARTITIONS = 6
+LIVENESS_BOUND_S = 30.0  # after healing, produce and consume must work again within this
+
+
+@dataclass
+class RunResult:
+    seed: int
+    topology: str
+    kinds: tuple[str, ...]
+    report: Report
+    schedule: list[str]
+    recovered_s: float  # from healing until a produce to every partition was acknowledged
+    seconds: float
+
+
+def run_once(
+    base: str,
+    seed: int,
+    kinds: tuple[str, ...],
+    duration_s: float = 30.0,
+    topology: str = "combined",
+    echo: bool = True,
+) -> RunResult:
+    started = time.monotonic()
+    cluster = NodeCluster(base, 3, extra=GROUP_SETTINGS, brokers=3 if topology == "split" else 0)
+    cluster.start_all()
+    try:
+        cluster.wait_for_brokers(timeout_s=60)
+        create_topic(cluster, TOPIC, partitions=PARTITIONS)
+        brokers = [b for b in cluster.ids if not cluster.split or b not in cluster.controller_ids]
+        addresses = {b: f"127.0.0.1:{cluster.broker_port[b]}" for b in brokers}
+        bootstrap = ",".join(addresses.values())
+        client = DataClient(addresses)
+        rec = Recorder()
+        producers = Producers(bootstrap, TOPIC, count=2, rate=150, rec=rec)
+        readers = GroupReaders(bootstrap, TOPIC, count=2, rec=rec)
+        watch = ControllerWatch(cluster.metrics_port, lambda: list(cluster.procs), rec)
+        session_s = int(FAST["broker.session.timeout.ms"]) / 1000
+        steps = schedule(seed, kinds, duration_s, session_s)
+        nemesis = Nemesis(cluster, TOPIC, PARTITIONS, _leader_lookup(client))
+        stop = threading.Event()
+        for part in (producers, readers, watch):
+            part.start()
+        t0 = time.monotonic()
+        faults = threading.Thread(target=nemesis.run, args=(steps, stop), daemon=True)
+        faults.start()
+        stop.wait(duration_s)
+        stop.set()
+        faults.join(30)
+        nemesis.heal()
+        healed = time.monotonic()
+        cluster.wait_for_brokers(timeout_s=60)
+        recovered = _produce_everywhere(bootstrap) - healed
+        producers.close()
+        time.sleep(1.0)  # the readers catch up on the last records
+        readers.close()
+        watch.close()
+        final = read_everything(bootstrap, TOPIC, PARTITIONS)
+        report = check(rec, final, nemesis.faults)
+        described = [f.describe(t0) for f in nemesis.faults]
+        result = RunResult(
+            seed,
+            topology,
+            kinds,
+            report,
+            described,
+            recovered,
+            time.monotonic() - started,
+        )
+        if echo:
+            print(format_result(result), flush=True)
+        return result
+    finally:
+        cluster.stop_all()
+
+
+def _leader_lookup(client: DataClient):  # type: ignore[no-untyped-def]
+    def leader(topic: str, partition: int) -> int:
+        try:
+            return int(client.leader(topic, partition, timeout_s=2))
+        except Exception:  # a broker down: no target this time
+            return -1
+
+    return leader
+
+
+def _produce_everywhere(bootstrap: str) -> float:
+    """Liveness: an acks=all record acknowledged on every partition; when that happened."""
+    deadline = time.monotonic() + LIVENESS_BOUND_S
+    with Producer(
+        bootstrap,
+        acks="all",
+        request_timeout_ms=5000,
+        delivery_timeout_ms=int(LIVENESS_BOUND_S * 1000),
+    ) as p:
+        futures = [p.send(TOPIC, b"liveness:%d" % i, partition=i) for i in range(PARTITIONS)]
+        for future in futures:
+            future.get(timeout=max(deadline - time.monotonic(), 0.1))
+    return time.monotonic()
+
+
+def format_result(result: RunResult) -> str:
+    head = (
+        f"chaos run seed={result.seed} topology={result.topology} "
+        f"nemeses={','.join(result.kinds)} ({result.seconds:.0f} s); replay: python -m "
+        f"tests.chaos --seed {result.seed} --topology {result.topology} --nemesis "
+        f"{','.join(result.kinds)}"
+    )
+    return "\n".join(
+        [
+            head,
+            "schedule:",
+            *(f"  {line}" for line in result.schedule),
+            result.report.summary(),
+            f"recovered {result.recovered_s:.2f} s after healing",
+        ]
+    )

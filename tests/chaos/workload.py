@@ -1,0 +1,249 @@
+"""What runs against the cluster while faults are injected, and what it records.
+
+- Producers: threads with an idempotent acks=all Producer each, writing unique values
+  "<producer>:<seq>" (keyed, so every partition gets a steady stream), recording each
+  acknowledged record's partition, offset, send and ack time.
+- Group readers: consumers of one group committing after every poll, recording what they
+  read and every offset they committed (after the commit returned).
+- A controller watch: every node's ActiveControllerCount and Raft epoch, scraped in rounds.
+- The final read: a fresh consumer reading every partition from its log start to its end.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Any
+
+from strom.consumer import Consumer, TopicPartition
+from strom.errors import StromError
+from strom.producer import Producer
+from tests.client.cluster_helpers import FAST
+
+GROUP = "chaos-readers"
+
+
+@dataclass
+class Ack:
+    value: bytes
+    partition: int
+    offset: int
+    sent: float
+    acked: float
+
+
+@dataclass
+class Recorder:
+    """Everything the workload saw, appended from its threads."""
+
+    acks: list[Ack] = field(default_factory=list)
+    failed_sends: int = 0
+    reads: list[tuple[float, str, int, int, bytes]] = field(default_factory=list)
+    commits: list[tuple[float, str, int, int, str]] = field(default_factory=list)
+    controller_rounds: list[tuple[float, dict[int, tuple[float, float]]]] = field(
+        default_factory=list
+    )
+    errors: list[str] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class Producers:
+    def __init__(self, bootstrap: str, topic: str, count: int, rate: float, rec: Recorder):
+        self.bootstrap, self.topic, self.rate, self.rec = bootstrap, topic, rate, rec
+        self.stop = threading.Event()
+        self.threads = [
+            threading.Thread(target=self._run, args=(i,), daemon=True) for i in range(count)
+        ]
+        self.sent = 0
+
+    def start(self) -> None:
+        for thread in self.threads:
+            thread.start()
+
+    def _run(self, index: int) -> None:
+        producer = Producer(
+            self.bootstrap,
+            acks="all",
+            enable_idempotence=True,
+            linger_ms=5,
+            request_timeout_ms=5000,
+            delivery_timeout_ms=60_000,
+            retry_backoff_ms=100,
+        )
+        interval = 1 / self.rate
+        seq = 0
+        next_at = time.monotonic()
+        try:
+            while not self.stop.is_set():
+                value = b"%d:%d" % (index, seq)
+                sent = time.monotonic()
+                try:
+                    future = producer.send(self.topic, value, key=b"%d" % (seq % 24))
+                except StromError as exc:
+                    self._failed(f"send: {exc}")
+                    continue
+                future.add_done_callback(self._on_done(value, sent))
+                seq += 1
+                with self.rec.lock:
+                    self.sent += 1
+                next_at += interval
+                pause = next_at - time.monotonic()
+                if pause > 0:
+                    time.sleep(pause)
+                else:
+                    next_at = time.monotonic()
+        finally:
+            try:
+                producer.flush(timeout=70)
+            except StromError as exc:
+                self._failed(f"flush: {exc}")
+            producer.close()
+
+    def _on_done(self, value: bytes, sent: float) -> Any:
+        def done(future: Any) -> None:
+            error = future.exception()
+            if error is not None:
+                self._failed(str(error))
+                return
+            md = future.result()
+            with self.rec.lock:
+                self.rec.acks.append(Ack(value, md.partition, md.offset, sent, time.monotonic()))
+
+        return done
+
+    def _failed(self, why: str) -> None:
+        with self.rec.lock:
+            self.rec.failed_sends += 1
+            if len(self.rec.errors) < 20:
+                self.rec.errors.append(why)
+
+    def close(self) -> None:
+        self.stop.set()
+        for thread in self.threads:
+            thread.join(90)
+
+
+class GroupReaders:
+    def __init__(self, bootstrap: str, topic: str, count: int, rec: Recorder):
+        self.bootstrap, self.topic, self.rec = bootstrap, topic, rec
+        self.stop = threading.Event()
+        self.threads = [
+            threading.Thread(target=self._run, args=(f"reader-{i}",), daemon=True)
+            for i in range(count)
+        ]
+
+    def start(self) -> None:
+        for thread in self.threads:
+            thread.start()
+
+    def _run(self, name: str) -> None:
+        consumer: Consumer | None = None
+        while not self.stop.is_set():
+            try:
+                if consumer is None:
+                    consumer = Consumer(
+                        self.topic,
+                        bootstrap_servers=self.bootstrap,
+                        group_id=GROUP,
+                        enable_auto_commit=False,
+                        request_timeout_ms=5000,
+                        **FAST,
+                    )
+                batches = consumer.poll(timeout_ms=200)
+                now = time.monotonic()
+                with self.rec.lock:
+                    for tp, records in batches.items():
+                        self.rec.reads.extend(
+                            (now, tp.topic, tp.partition, r.offset, r.value) for r in records
+                        )
+                if batches:
+                    positions = {tp: consumer.position(tp) for tp in batches}
+                    consumer.commit({tp: pos for tp, pos in positions.items()})
+                    now = time.monotonic()
+                    with self.rec.lock:
+                        self.rec.commits.extend(
+                            (now, tp.topic, tp.partition, pos, name)
+                            for tp, pos in positions.items()
+                        )
+            except StromError as exc:
+                # Rebalances and faults: the next poll rejoins; what was read but not
+                # committed is read again (at-least-once), which the checker allows.
+                with self.rec.lock:
+                    if len(self.rec.errors) < 20:
+                        self.rec.errors.append(f"{name}: {exc}")
+                time.sleep(0.1)
+        if consumer is not None:
+            try:
+                consumer.close(autocommit=False)
+            except StromError:
+                pass
+
+    def close(self) -> None:
+        self.stop.set()
+        for thread in self.threads:
+            thread.join(30)
+
+
+class ControllerWatch:
+    """Rounds of scrapes: {node: (ActiveControllerCount, Raft epoch)} per round."""
+
+    def __init__(self, metrics_ports: dict[int, int], live: Any, rec: Recorder):
+        self.ports, self.live, self.rec = metrics_ports, live, rec
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stop.wait(0.25):
+            seen: dict[int, tuple[float, float]] = {}
+            for node in self.live():
+                sample = _controller_sample(self.ports[node])
+                if sample is not None:
+                    seen[node] = sample
+            with self.rec.lock:
+                self.rec.controller_rounds.append((time.monotonic(), seen))
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(10)
+
+
+def _controller_sample(port: int) -> tuple[float, float] | None:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=0.5) as r:
+            text = r.read().decode()
+    except OSError:
+        return None  # down or paused
+    active = epoch = None
+    for line in text.splitlines():
+        if line.startswith("kafka_controller_kafkacontroller_activecontrollercount "):
+            active = float(line.split()[-1])
+        elif line.startswith("kafka_server_raftmetrics_current_epoch "):
+            epoch = float(line.split()[-1])
+    if active is None or epoch is None:
+        return None
+    return active, epoch
+
+
+def read_everything(bootstrap: str, topic: str, partitions: int) -> list[tuple[int, int, bytes]]:
+    """Every record of the topic, from each partition's log start to its end."""
+    tps = [TopicPartition(topic, p) for p in range(partitions)]
+    out: list[tuple[int, int, bytes]] = []
+    with Consumer(bootstrap_servers=bootstrap, request_timeout_ms=10_000) as consumer:
+        consumer.assign(tps)
+        ends = consumer.end_offsets(tps)
+        consumer.seek_to_beginning(*tps)
+        done = {tp for tp in tps if consumer.position(tp) >= ends[tp]}
+        deadline = time.monotonic() + 60
+        while len(done) < len(tps):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"final read stuck: {sorted(set(tps) - done)}")
+            for tp, records in consumer.poll(timeout_ms=500).items():
+                out.extend((tp.partition, r.offset, r.value) for r in records)
+                if consumer.position(tp) >= ends[tp]:
+                    done.add(tp)
+    return out
