@@ -5,6 +5,7 @@
 
 workload.py   producers, group readers, controller watch, final read
 nemesis.py    faults and their seeded schedules
+netns.py      each node in its own network namespace; partitions drop packets (iptables)
 checker.py    lost / duplicated / inconsistent / reordered / vanished / commits backwards /
               two active controllers, and unavailability per fault
 run.py        one run: cluster, workload, faults, healing, liveness, final read, report

@@ -8,8 +8,9 @@ import time
 from dataclasses import dataclass
 
 from strom.producer import Producer
+from tests.chaos import netns
 from tests.chaos.checker import Report, check
-from tests.chaos.nemesis import Nemesis, schedule
+from tests.chaos.nemesis import NETWORK_KINDS, Nemesis, schedule
 from tests.chaos.workload import (
     ControllerWatch,
     GroupReaders,
@@ -46,22 +47,44 @@ def run_once(
     echo: bool = True,
 ) -> RunResult:
     started = time.monotonic()
-    cluster = NodeCluster(base, 3, extra=GROUP_SETTINGS, brokers=3 if topology == "split" else 0)
+    brokers = 3 if topology == "split" else 0
+    network = None
+    if any(kind in NETWORK_KINDS for kind in kinds):
+        why = netns.available()
+        if why is not None:
+            raise RuntimeError(f"network partitions need a private network: {why}")
+        network = netns.Network(range(1, 3 + brokers + 1))
+    try:
+        cluster = NodeCluster(
+            base,
+            3,
+            extra=GROUP_SETTINGS,
+            brokers=brokers,
+            hosts=network.address if network else None,
+            launcher={i: network.launcher(i) for i in network.nodes} if network else None,
+        )
+    except BaseException:
+        if network is not None:
+            network.close()
+        raise
     cluster.start_all()
     try:
         cluster.wait_for_brokers(timeout_s=60)
         create_topic(cluster, TOPIC, partitions=PARTITIONS)
-        brokers = [b for b in cluster.ids if not cluster.split or b not in cluster.controller_ids]
-        addresses = {b: f"127.0.0.1:{cluster.broker_port[b]}" for b in brokers}
+        brokers_ids = [
+            b for b in cluster.ids if not cluster.split or b not in cluster.controller_ids
+        ]
+        addresses = {b: f"{cluster.host[b]}:{cluster.broker_port[b]}" for b in brokers_ids}
         bootstrap = ",".join(addresses.values())
         client = DataClient(addresses)
         rec = Recorder()
         producers = Producers(bootstrap, TOPIC, count=2, rate=150, rec=rec)
         readers = GroupReaders(bootstrap, TOPIC, count=2, rec=rec)
-        watch = ControllerWatch(cluster.metrics_port, lambda: list(cluster.procs), rec)
+        metrics = {n: f"{cluster.host[n]}:{cluster.metrics_port[n]}" for n in cluster.ids}
+        watch = ControllerWatch(metrics, lambda: list(cluster.procs), rec)
         session_s = int(FAST["broker.session.timeout.ms"]) / 1000
         steps = schedule(seed, kinds, duration_s, session_s)
-        nemesis = Nemesis(cluster, TOPIC, PARTITIONS, _leader_lookup(client))
+        nemesis = Nemesis(cluster, TOPIC, PARTITIONS, _leader_lookup(client), network)
         stop = threading.Event()
         for part in (producers, readers, watch):
             part.start()
@@ -96,6 +119,8 @@ def run_once(
         return result
     finally:
         cluster.stop_all()
+        if network is not None:
+            network.close()
 
 
 def _leader_lookup(client: DataClient):  # type: ignore[no-untyped-def]

@@ -189,8 +189,8 @@ class GroupReaders:
 class ControllerWatch:
     """Rounds of scrapes: {node: (ActiveControllerCount, Raft epoch)} per round."""
 
-    def __init__(self, metrics_ports: dict[int, int], live: Any, rec: Recorder):
-        self.ports, self.live, self.rec = metrics_ports, live, rec
+    def __init__(self, metrics: dict[int, str], live: Any, rec: Recorder):
+        self.metrics, self.live, self.rec = metrics, live, rec  # node -> host:port
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
 
@@ -201,7 +201,7 @@ class ControllerWatch:
         while not self.stop.wait(0.25):
             seen: dict[int, tuple[float, float]] = {}
             for node in self.live():
-                sample = _controller_sample(self.ports[node])
+                sample = _controller_sample(self.metrics[node])
                 if sample is not None:
                     seen[node] = sample
             with self.rec.lock:
@@ -212,9 +212,9 @@ class ControllerWatch:
         self.thread.join(10)
 
 
-def _controller_sample(port: int) -> tuple[float, float] | None:
+def _controller_sample(address: str) -> tuple[float, float] | None:
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=0.5) as r:
+        with urllib.request.urlopen(f"http://{address}/metrics", timeout=0.5) as r:
             text = r.read().decode()
     except OSError:
         return None  # down or paused

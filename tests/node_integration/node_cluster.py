@@ -41,9 +41,15 @@ class NodeCluster:
         nodes: int = 3,
         extra: dict[str, str] | None = None,
         brokers: int = 0,
+        hosts: dict[int, str] | None = None,
+        launcher: dict[int, list[str]] | None = None,
     ) -> None:
+        """`hosts`: each node's address (default 127.0.0.1); `launcher`: a command prefix
+        per node (tests/chaos runs each node in its own network namespace this way)."""
         self.base = base
         self.ids = list(range(1, nodes + brokers + 1))
+        self.host = {i: (hosts or {}).get(i, "127.0.0.1") for i in self.ids}
+        self.launcher = launcher or {}
         self.controller_ids = self.ids[:nodes]
         self.split = brokers > 0
         n = len(self.ids)
@@ -52,7 +58,7 @@ class NodeCluster:
         self.controller_port = dict(zip(self.ids, ports[n : 2 * n], strict=True))
         self.metrics_port = dict(zip(self.ids, ports[2 * n :], strict=True))
         self.voters = ",".join(
-            f"{i}@127.0.0.1:{self.controller_port[i]}" for i in self.controller_ids
+            f"{i}@{self.host[i]}:{self.controller_port[i]}" for i in self.controller_ids
         )
         self.extra = {**FAST, **(extra or {})}
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
@@ -82,16 +88,17 @@ class NodeCluster:
 
     def _write_config(self, node: int) -> None:
         os.makedirs(os.path.dirname(self.config_path(node)), exist_ok=True)
+        host = self.host[node]
         if not self.split:
             roles = "broker,controller"
             listeners = (
-                f"PLAINTEXT://127.0.0.1:{self.broker_port[node]},"
-                f"CONTROLLER://127.0.0.1:{self.controller_port[node]}"
+                f"PLAINTEXT://{host}:{self.broker_port[node]},"
+                f"CONTROLLER://{host}:{self.controller_port[node]}"
             )
         elif node in self.controller_ids:
-            roles, listeners = "controller", f"CONTROLLER://127.0.0.1:{self.controller_port[node]}"
+            roles, listeners = "controller", f"CONTROLLER://{host}:{self.controller_port[node]}"
         else:
-            roles, listeners = "broker", f"PLAINTEXT://127.0.0.1:{self.broker_port[node]}"
+            roles, listeners = "broker", f"PLAINTEXT://{host}:{self.broker_port[node]}"
         lines = {
             "process.roles": roles,
             "node.id": str(node),
@@ -99,7 +106,7 @@ class NodeCluster:
             "listeners": listeners,
             "controller.listener.names": "CONTROLLER",
             "log.dirs": self.data_dir(node),
-            "prometheus.metrics.host": "127.0.0.1",
+            "prometheus.metrics.host": host,
             "prometheus.metrics.port": str(self.metrics_port[node]),
             **self.extra,
         }
@@ -122,7 +129,14 @@ class NodeCluster:
     def start(self, node: int) -> None:
         log = open(os.path.join(self.base, f"node{node}", "server.log"), "ab")  # noqa: SIM115
         self.procs[node] = subprocess.Popen(
-            [sys.executable, "-m", "strom.cli", "server", self.config_path(node)],
+            [
+                *self.launcher.get(node, []),
+                sys.executable,
+                "-m",
+                "strom.cli",
+                "server",
+                self.config_path(node),
+            ],
             stdout=log,
             stderr=subprocess.STDOUT,
             cwd=ROOT,
@@ -150,7 +164,7 @@ class NodeCluster:
     # --- the controller API --------------------------------------------------------------
 
     def stub(self, node: int) -> Any:
-        channel = grpc.insecure_channel(f"127.0.0.1:{self.controller_port[node]}")
+        channel = grpc.insecure_channel(f"{self.host[node]}:{self.controller_port[node]}")
         return controller_pb2_grpc.ControllerServiceStub(channel)  # type: ignore[no-untyped-call]
 
     def describe_cluster(self, node: int | None = None) -> Any | None:
@@ -200,7 +214,7 @@ class NodeCluster:
         """The node's /metrics as {(name, sorted labels): value}."""
         from prometheus_client.parser import text_string_to_metric_families
 
-        url = f"http://127.0.0.1:{self.metrics_port[node]}/metrics"
+        url = f"http://{self.host[node]}:{self.metrics_port[node]}/metrics"
         with urllib.request.urlopen(url, timeout=10) as response:
             text = response.read().decode()
         samples = {}
