@@ -626,6 +626,16 @@ class GroupCoordinator:
     def list_groups(self) -> list[Group]:
         return [g for g in self.groups.values() if g.partition in self.loaded]
 
+    def committed_offsets(self) -> list[tuple[str, str, int, int]]:
+        """(group, topic, partition, offset) of every committed offset of the groups this
+        broker serves, sorted; for metrics, read on the event loop."""
+        return sorted(
+            (group.group_id, topic, partition, value.offset)
+            for group in self.list_groups()
+            for (topic, partition), value in group.offsets.items()
+            if value.offset >= 0
+        )
+
     async def delete_group(self, group_id: str) -> None:
         group = self._group(group_id)
         if group is None:

@@ -5,9 +5,17 @@ Names are the ones Strimzi's JMX exporter rules give Kafka's MBeans (lower case,
 `_`, `PerSec` meters as `_total` counters), so Strimzi's Grafana dashboards and alert rules
 work unchanged: kafka_server_replicamanager_*, kafka_controller_kafkacontroller_*,
 kafka_server_brokertopicmetrics_*_total (per topic, and without the topic label for all
-topics, as Kafka reports both), kafka_log_log_size, kafka_server_raftmetrics_*. Strom's own
-are in base units: strom_request_duration_seconds{api}, strom_replica_lag_records,
-strom_purgatory_size. Python's process and GC collectors replace the JVM ones.
+topics, as Kafka reports both), kafka_log_log_size, kafka_log_log_logendoffset and
+kafka_log_log_logstartoffset (per replica, as Kafka's Log MBeans), kafka_server_raftmetrics_*.
+Offsets that Kafka's brokers do not export come under Kafka Exporter's names (what Strimzi's
+consumer-lag dashboards query; Kafka Exporter speaks Kafka's protocol, so it cannot run
+against Strom): the leader's high watermark as kafka_topic_partition_current_offset, and each
+group's committed offsets as kafka_consumergroup_current_offset from its coordinator. Lag is
+their difference, computed by Prometheus (deploy/prometheus/strom-rules.yml records
+kafka_consumergroup_lag): the coordinator of a group rarely leads all its partitions, and a
+scrape asks no other node. Strom's own are in base units: strom_request_duration_seconds{api},
+strom_replica_lag_records, strom_purgatory_size. Python's process and GC collectors replace
+the JVM ones.
 
 Gauges are computed at scrape time from the node's state: the HTTP server runs in a
 thread, so it asks the event loop for a snapshot instead of reading structures the loop
@@ -98,6 +106,9 @@ class NodeCollector(Collector):
             metrics += self._controller()
         if self.node.replicas is not None:
             metrics += self._replicas()
+            metrics += self._offsets()
+        if self.node.groups is not None:
+            metrics += self._committed_offsets()
         return metrics
 
     # --- KRaft --------------------------------------------------------------------------
@@ -298,6 +309,51 @@ class NodeCollector(Collector):
         purgatory.add_metric(["produce"], stats.produce_waiting)
         purgatory.add_metric(["fetch"], stats.fetch_waiting)
         yield purgatory
+
+    # --- offsets ------------------------------------------------------------------------
+
+    def _offsets(self) -> Iterator[Metric]:
+        replicas = self.node.replicas
+        assert replicas is not None
+        labels = ["topic", "partition"]
+        end = GaugeMetricFamily(
+            "kafka_log_log_logendoffset",
+            "The offset the partition's replica on this broker appends next.",
+            labels=labels,
+        )
+        start = GaugeMetricFamily(
+            "kafka_log_log_logstartoffset",
+            "The first offset kept by the partition's replica on this broker.",
+            labels=labels,
+        )
+        high_watermark = GaugeMetricFamily(
+            "kafka_topic_partition_current_offset",
+            "The high watermark (the end offset consumers see), reported by the leader.",
+            labels=labels,
+        )
+        for p in sorted(replicas.partitions.values(), key=lambda p: (p.topic, p.index)):
+            key = [p.topic, str(p.index)]
+            end.add_metric(key, p.log.log_end_offset)
+            start.add_metric(key, p.log.log_start_offset)
+            if p.leader is not None:
+                high_watermark.add_metric(key, p.log.high_watermark)
+        yield end
+        yield start
+        yield high_watermark
+
+    def _committed_offsets(self) -> Iterator[Metric]:
+        """The offsets committed by the groups this broker coordinates: one series per
+        group, topic and partition that has a committed offset (no group, no series)."""
+        coordinator = self.node.groups
+        assert coordinator is not None
+        committed = GaugeMetricFamily(
+            "kafka_consumergroup_current_offset",
+            "The offset a consumer group committed (reported by the group's coordinator).",
+            labels=["consumergroup", "topic", "partition"],
+        )
+        for group_id, topic, partition, offset in coordinator.committed_offsets():
+            committed.add_metric([group_id, topic, str(partition)], offset)
+        yield committed
 
 
 def _gauge(name: str, text: str, value: float) -> GaugeMetricFamily:

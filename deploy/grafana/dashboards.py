@@ -3,8 +3,9 @@ deploy/grafana/dashboards/<uid>.json (committed; tests/deploy checks they are cu
 every expression parses and that every metric they name is emitted by a live cluster).
 
 Metric names are those of broker/metrics.py (Strimzi's names for Kafka's metrics, Python's
-process and GC collectors instead of the JVM's). `$__rate_interval` and `$topic` are
-Grafana variables.
+process and GC collectors instead of the JVM's; Kafka Exporter's for offsets and consumer lag,
+kafka_consumergroup_lag being recorded by deploy/prometheus/strom-rules.yml).
+`$__rate_interval`, `$topic` and `$consumergroup` are Grafana variables.
 """
 
 from __future__ import annotations
@@ -15,7 +16,15 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from panels import dashboard, q, stat, table, timeseries, topic_variable  # noqa: E402
+from panels import (  # noqa: E402
+    dashboard,
+    label_variable,
+    q,
+    stat,
+    table,
+    timeseries,
+    topic_variable,
+)
 
 OUT = Path(__file__).resolve().parent / "dashboards"
 RATE = "[$__rate_interval]"
@@ -245,7 +254,7 @@ def topics() -> dict[str, Any]:
     return dashboard(
         "strom-topics",
         "Strom / Topics and partitions",
-        "Log sizes, records and bytes in and out per topic, follower lag per partition.",
+        "Log sizes, offsets, records and bytes in and out per topic, follower lag per partition.",
         [
             timeseries(
                 "Log size per topic (all replicas)",
@@ -261,6 +270,39 @@ def topics() -> dict[str, Any]:
                 ),
                 unit="bytes",
                 width=12,
+            ),
+            timeseries(
+                "Offsets per partition",
+                # Every replica reports its log's offsets; the largest is the leader's.
+                q(
+                    f"max by (topic, partition) (kafka_log_log_logendoffset{{{selected}}})",
+                    "{{topic}}-{{partition}} log end",
+                ),
+                q(
+                    "max by (topic, partition) "
+                    f"(kafka_topic_partition_current_offset{{{selected}}})",
+                    "{{topic}}-{{partition}} high watermark",
+                ),
+                q(
+                    f"max by (topic, partition) (kafka_log_log_logstartoffset{{{selected}}})",
+                    "{{topic}}-{{partition}} log start",
+                ),
+                width=12,
+                description="Log end offset (the next offset appended), high watermark (the "
+                "end consumers see: replicated to the ISR) and log start offset (the first "
+                "kept).",
+            ),
+            timeseries(
+                "Records committed per partition",
+                q(
+                    "sum by (topic, partition) "
+                    f"(rate(kafka_topic_partition_current_offset{{{selected}}}{RATE}))",
+                    "{{topic}}-{{partition}}",
+                ),
+                unit="ops",
+                width=12,
+                description="How fast the high watermark advances: records per second that "
+                "became visible to consumers.",
             ),
             timeseries(
                 "Records in per topic",
@@ -336,10 +378,111 @@ def topics() -> dict[str, Any]:
     )
 
 
+def consumer_groups() -> dict[str, Any]:
+    selected = 'consumergroup=~"$consumergroup", topic=~"$topic"'
+    lag = f"sum by (consumergroup, topic) (kafka_consumergroup_lag{{{selected}}})"
+    # Committed offsets only grow (but for a reset), so rate() reads as records consumed
+    # per second; a coordinator move starts a new series, which sum() joins up.
+    consumed = (
+        "sum by (consumergroup, topic) "
+        f"(rate(kafka_consumergroup_current_offset{{{selected}}}[5m]))"
+    )
+    # Lag over the consumption rate of the last 5 minutes: +Inf for a group that has
+    # stopped committing, 0 for one with no lag.
+    catch_up = f"{lag} / {consumed} > 0 or {lag} == 0"
+    return dashboard(
+        "strom-consumer-groups",
+        "Strom / Consumer groups",
+        "Consumer lag per group, topic and partition (the partition's high watermark minus "
+        "the group's committed offset), consumption against production, and the time each "
+        "group needs to catch up at its current pace.",
+        [
+            stat(
+                "Consumer groups",
+                "count(count by (consumergroup) "
+                f"(kafka_consumergroup_current_offset{{{selected}}}))",
+                description="Groups with committed offsets.",
+            ),
+            stat("Total lag", f"sum(kafka_consumergroup_lag{{{selected}}})"),
+            stat("Largest partition lag", f"max(kafka_consumergroup_lag{{{selected}}})"),
+            stat(
+                "Longest time to catch up",
+                f"max({catch_up})",
+                unit="s",
+                width=6,
+                description="Infinite when a group with lag has committed nothing for 5 minutes.",
+            ),
+            stat(
+                "Groups lagging more than 10000 records",
+                f"count({lag} > 10000) or vector(0)",
+                width=6,
+                description="The threshold of the StromConsumerGroupLagTooLarge alert (after "
+                "15 minutes).",
+            ),
+            timeseries("Lag per group and topic", q(lag, "{{consumergroup}} {{topic}}"), width=12),
+            timeseries(
+                "Time to catch up per group and topic",
+                q(catch_up, "{{consumergroup}} {{topic}}"),
+                unit="s",
+                width=12,
+                description="Lag divided by the records the group consumed per second over "
+                "the last 5 minutes.",
+            ),
+            timeseries(
+                "Consumed and produced per second",
+                q(
+                    "sum by (consumergroup, topic) "
+                    f"(rate(kafka_consumergroup_current_offset{{{selected}}}{RATE}))",
+                    "{{consumergroup}} consumed {{topic}}",
+                ),
+                q(
+                    "sum by (topic) "
+                    f'(rate(kafka_topic_partition_current_offset{{topic=~"$topic"}}{RATE}))',
+                    "produced to {{topic}}",
+                ),
+                unit="ops",
+                width=12,
+                description="Consumed: how fast committed offsets advance; produced: how fast "
+                "the high watermarks advance. Lag grows while consumption is below production.",
+            ),
+            timeseries(
+                "Committed offset per partition",
+                q(
+                    "max by (consumergroup, topic, partition) "
+                    f"(kafka_consumergroup_current_offset{{{selected}}})",
+                    "{{consumergroup}} {{topic}}-{{partition}}",
+                ),
+                width=12,
+            ),
+            timeseries(
+                "Lag per partition",
+                q(
+                    f"kafka_consumergroup_lag{{{selected}}}",
+                    "{{consumergroup}} {{topic}}-{{partition}}",
+                ),
+                width=12,
+            ),
+            table(
+                "Lag per partition now",
+                q(
+                    "max by (consumergroup, topic, partition) "
+                    f"(kafka_consumergroup_lag{{{selected}}})"
+                ),
+                width=12,
+            ),
+        ],
+        [
+            label_variable("consumergroup", "Consumer group", "kafka_consumergroup_current_offset"),
+            topic_variable("kafka_consumergroup_current_offset"),
+        ],
+    )
+
+
 DASHBOARDS = {
     "strom-cluster": cluster_overview,
     "strom-kraft": kraft_quorum,
     "strom-topics": topics,
+    "strom-consumer-groups": consumer_groups,
 }
 
 

@@ -52,15 +52,21 @@ def q(expr: str, legend: str = "") -> Query:
 
 def topic_variable(metric: str) -> dict[str, Any]:
     """A multi-value `topic` variable listing the topics that `metric` has series for."""
-    query = f"label_values({metric}, topic)"
+    return label_variable("topic", "Topic", metric)
+
+
+def label_variable(label: str, title: str, metric: str) -> dict[str, Any]:
+    """A multi-value variable `label` listing the values of that label in `metric`'s series
+    (not the empty one)."""
+    query = f"label_values({metric}, {label})"
     return {
-        "name": "topic",
-        "label": "Topic",
+        "name": label,
+        "label": title,
         "type": "query",
         "datasource": DATASOURCE,
-        "query": {"query": query, "refId": "topic"},
+        "query": {"query": query, "refId": label},
         "definition": query,
-        "regex": "/.+/",  # the all-topics aggregate has topic=""
+        "regex": "/.+/",  # e.g. the all-topics aggregate has topic=""
         "multi": True,
         "includeAll": True,
         "allValue": ".+",

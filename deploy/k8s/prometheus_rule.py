@@ -22,6 +22,18 @@ HEADER = (
 )
 
 
+class _Dumper(yaml.SafeDumper):
+    """Writes multi-line strings (PromQL expressions) as literal blocks, as in the rule file."""
+
+
+def _str(dumper: yaml.SafeDumper, text: str) -> yaml.Node:
+    style = "|" if "\n" in text else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=style)
+
+
+_Dumper.add_representer(str, _str)
+
+
 def render() -> str:
     groups = yaml.safe_load(RULES.read_text())["groups"]
     rule = {
@@ -30,7 +42,7 @@ def render() -> str:
         "metadata": {"name": "strom"},
         "spec": {"groups": groups},
     }
-    return HEADER + yaml.safe_dump(rule, sort_keys=False, width=100)
+    return HEADER + yaml.dump(rule, Dumper=_Dumper, sort_keys=False, width=100)
 
 
 def main() -> int:

@@ -34,14 +34,23 @@ def tool(name: str) -> str:
     return path
 
 
-def rule_expressions() -> dict[str, str]:
-    """{alert name: expr} of deploy/prometheus/strom-rules.yml."""
+def _rules() -> list[dict[str, str]]:
     groups = yaml.safe_load(RULES.read_text())["groups"]
-    return {r["alert"]: r["expr"] for g in groups for r in g["rules"]}
+    return [r for g in groups for r in g["rules"]]
+
+
+def rule_expressions() -> dict[str, str]:
+    """{alert name: expr} of the alert rules of deploy/prometheus/strom-rules.yml."""
+    return {r["alert"]: r["expr"] for r in _rules() if "alert" in r}
+
+
+def recording_rules() -> dict[str, str]:
+    """{recorded metric name: expr} of its recording rules."""
+    return {r["record"]: r["expr"] for r in _rules() if "record" in r}
 
 
 # Grafana's variables, replaced by values Prometheus accepts where they stand.
-GRAFANA_VARIABLES = {"$__rate_interval": "1m", "$topic": ".+"}
+GRAFANA_VARIABLES = {"$__rate_interval": "1m", "$topic": ".+", "$consumergroup": ".+"}
 
 
 def dashboard_expressions() -> dict[str, str]:

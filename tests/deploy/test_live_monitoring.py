@@ -1,6 +1,8 @@
 """The rules and dashboards against a live 3-node cluster (real `strom server` processes on
-loopback): every metric name they reference is emitted, and Debian's Prometheus, scraping
-the cluster with the alert rules loaded, sees a series per broker and turns the
+loopback): every metric name they reference is emitted (or recorded by the rules), the
+partitions' offsets and a consumer group's committed offsets have the right values, and
+Debian's Prometheus, scraping the cluster with the rules loaded, records the group's lag
+(high watermark minus committed offset), sees a series per broker and turns the
 under-replicated-partitions rule's expression true (its alert pending) once a broker is
 killed."""
 
@@ -17,13 +19,16 @@ from typing import Any
 
 import pytest
 
+from strom.consumer import Consumer, TopicPartition
 from strom_api.v1 import controller_pb2
+from tests.client.cluster_helpers import FAST, GROUP_SETTINGS, bootstrap
 from tests.data_plane.data_client import DataClient, batch
 from tests.deploy.deploy_files import (
     RULES,
     dashboard_expressions,
     dashboard_variable_metrics,
     metric_names,
+    recording_rules,
     rule_expressions,
     tool,
 )
@@ -40,9 +45,17 @@ MAY_BE_EMPTY = {
 }
 
 
+# The consumer group of the fixture: its committed offsets of watched-0, 1, 2 (each holds
+# 4 records), so its lag is 3, 1 and 0.
+GROUP = "watchers"
+COMMITTED = {0: 1, 1: 3, 2: 4}
+RECORDS = 4
+
+
 def referenced_metrics() -> set[str]:
     names = dashboard_variable_metrics()
-    for expr in [*rule_expressions().values(), *dashboard_expressions().values()]:
+    rules = [*rule_expressions().values(), *recording_rules().values()]
+    for expr in [*rules, *dashboard_expressions().values()]:
         names |= metric_names(expr)
     return names
 
@@ -50,9 +63,10 @@ def referenced_metrics() -> set[str]:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     """3 combined nodes with a topic of 3 partitions (replication factor 3) that records
-    were produced to and fetched from, so that per-topic, per-partition and per-request
-    series exist; `cluster.emitted` holds every sample name scraped from the nodes then."""
-    cluster = NodeCluster(str(tmp_path_factory.mktemp("monitored")), 3)
+    were produced to and fetched from, and a consumer group that committed offsets below
+    and at their end, so that per-topic, per-partition, per-group and per-request series
+    exist; `cluster.emitted` holds every sample name scraped from the nodes then."""
+    cluster = NodeCluster(str(tmp_path_factory.mktemp("monitored")), 3, extra=GROUP_SETTINGS)
     cluster.start_all()
     try:
         cluster.wait_for_brokers()
@@ -73,9 +87,14 @@ def cluster(tmp_path_factory):
         client = DataClient({i: f"127.0.0.1:{cluster.broker_port[i]}" for i in cluster.ids})
         for partition in range(3):
             leader = client.leader("watched", partition)
-            answer = client.produce_raw(leader, "watched", partition, batch([b"m" * 100] * 4))
+            records = batch([b"m" * 100] * RECORDS)
+            answer = client.produce_raw(leader, "watched", partition, records)
             assert answer.error.code == 0
-            assert len(client.read_all("watched", partition)) == 4
+            assert len(client.read_all("watched", partition)) == RECORDS
+        with Consumer(bootstrap_servers=bootstrap(cluster), group_id=GROUP, **FAST) as consumer:
+            offsets = {TopicPartition("watched", p): o for p, o in COMMITTED.items()}
+            consumer.assign(list(offsets))
+            consumer.commit(offsets)
         cluster.emitted = {name for node in cluster.ids for name, _ in cluster.scrape(node)}
         yield cluster
     finally:
@@ -85,8 +104,55 @@ def cluster(tmp_path_factory):
 def test_every_referenced_metric_is_emitted(cluster):
     referenced = referenced_metrics()
     assert len(referenced) > 30
-    missing = sorted(referenced - SYNTHETIC - cluster.emitted)
+    missing = sorted(referenced - SYNTHETIC - set(recording_rules()) - cluster.emitted)
     assert not missing, f"dashboards or rules reference metrics no node emits: {missing}"
+
+
+def samples_of(cluster, name, **labels):
+    """{node: value} of the nodes with a `name` series of exactly these labels."""
+    key = (name, tuple(sorted(labels.items())))
+    found = {}
+    for node in cluster.ids:
+        samples = cluster.scrape(node)
+        if key in samples:
+            found[node] = samples[key]
+    return found
+
+
+def test_partition_offsets_and_committed_offsets(cluster):
+    for p in range(3):
+        watched = {"topic": "watched", "partition": str(p)}
+        # The leader reports the high watermark; every replica its log's offsets.
+        leader = DataClient({i: f"127.0.0.1:{cluster.broker_port[i]}" for i in cluster.ids}).leader(
+            "watched", p
+        )
+        assert samples_of(cluster, "kafka_topic_partition_current_offset", **watched) == {
+            leader: RECORDS
+        }
+        assert samples_of(cluster, "kafka_log_log_logstartoffset", **watched) == dict.fromkeys(
+            cluster.ids, 0
+        )
+        wait_until(
+            lambda w=watched: (
+                samples_of(cluster, "kafka_log_log_logendoffset", **w)
+                == dict.fromkeys(cluster.ids, RECORDS)
+            ),
+            10,
+            "every replica's log end offset",
+        )
+        # The group's coordinator alone reports its committed offset.
+        committed = samples_of(
+            cluster, "kafka_consumergroup_current_offset", consumergroup=GROUP, **watched
+        )
+        assert list(committed.values()) == [COMMITTED[p]]
+    # Only groups with committed offsets have series: none of another name.
+    groups = {
+        dict(labels)["consumergroup"]
+        for node in cluster.ids
+        for (name, labels) in cluster.scrape(node)
+        if name == "kafka_consumergroup_current_offset"
+    }
+    assert groups == {GROUP}
 
 
 class Prometheus:
@@ -169,6 +235,18 @@ def test_prometheus_scrapes_the_cluster_and_the_alert_expression_turns_true(clus
         series = prometheus.poll(per_broker, 30, "a series per broker in Prometheus")
         assert {s["metric"]["instance"] for s in series} == set(targets)
         assert all(s["metric"]["job"] == "strom" for s in series)
+
+        # The recorded lag: the leader's high watermark minus the coordinator's commit.
+        def group_lag() -> dict[str, float] | None:
+            found = prometheus.query(f'kafka_consumergroup_lag{{consumergroup="{GROUP}"}}')
+            lag = {s["metric"]["partition"]: float(s["value"][1]) for s in found}
+            return lag if len(lag) == len(COMMITTED) else None
+
+        lag = prometheus.poll(group_lag, 30, "the group's lag recorded for every partition")
+        assert lag == {str(p): RECORDS - o for p, o in COMMITTED.items()}
+        assert {
+            tuple(sorted(s["metric"])) for s in prometheus.query("kafka_consumergroup_lag")
+        } == {("__name__", "consumergroup", "partition", "topic")}
         # Every metric the dashboards and rules name has data in Prometheus, `up` included.
         names = {s["metric"]["__name__"] for s in prometheus.query('{__name__=~".+"}')}
         assert referenced_metrics() <= names, sorted(referenced_metrics() - names)

@@ -17,6 +17,7 @@ from tests.deploy.deploy_files import (
     RULES,
     dashboard_expressions,
     metric_names,
+    recording_rules,
     rule_expressions,
     tool,
 )
@@ -31,7 +32,8 @@ def promtool(*args: str, cwd: str | None = None) -> subprocess.CompletedProcess[
 def test_rules_pass_promtool_check():
     result = promtool("check", "rules", str(RULES))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert f"SUCCESS: {len(rule_expressions())} rules found" in result.stdout
+    count = len(rule_expressions()) + len(recording_rules())
+    assert f"SUCCESS: {count} rules found" in result.stdout
 
 
 def test_rules_pass_their_unit_tests():
@@ -49,7 +51,10 @@ def test_the_alerts_the_issue_asks_for_exist():
         "StromNoRaftLeader",
         "StromRaftEpochChurn",
         "StromScrapeDown",
+        "StromConsumerGroupLagTooLarge",
     }
+    # Kafka Exporter's lag, from the offsets the nodes report.
+    assert set(recording_rules()) == {"kafka_consumergroup_lag"}
 
 
 def test_the_local_scrape_config_is_valid():
@@ -105,7 +110,9 @@ def test_committed_dashboards_are_generated_from_the_code():
         assert committed[name] == text, f"{name} is stale: run python deploy/grafana/dashboards.py"
 
 
-@pytest.mark.parametrize("name", ["strom-cluster", "strom-kraft", "strom-topics"])
+@pytest.mark.parametrize(
+    "name", ["strom-cluster", "strom-kraft", "strom-topics", "strom-consumer-groups"]
+)
 def test_dashboards_have_unique_panel_ids_and_a_datasource_variable(name):
     board = json.loads((DASHBOARDS / f"{name}.json").read_text())
     ids = [p["id"] for p in board["panels"]]
