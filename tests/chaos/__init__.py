@@ -6,6 +6,7 @@
 workload.py   producers, group readers, controller watch, final read
 nemesis.py    faults and their seeded schedules
 netns.py      each node in its own network namespace; partitions drop packets (iptables)
+node_faults.py  an LD_PRELOAD shim for slow fsyncs and wall-clock jumps; unflushed data cut
 checker.py    lost / duplicated / inconsistent / reordered / vanished / commits backwards /
               two active controllers, and unavailability per fault
 run.py        one run: cluster, workload, faults, healing, liveness, final read, report

@@ -11,7 +11,11 @@ Kinds:
                    netns.py), the majority/minority split of three;
 - partition-leader: the leader of a random partition cut off from the other nodes, while
                    clients still reach it (it must not acknowledge what it cannot replicate);
-- partition-controller: the active controller cut off from the other nodes.
+- partition-controller: the active controller cut off from the other nodes;
+- crash-unflushed: kill -9 of a random node that also loses the tail of every partition's
+                   active segment past its recovery point (node_faults.py), then restart;
+- slow-disk:       every fsync of a random node waits 200-500 ms first;
+- clock-jump:      a random node's wall clock jumps 1-10 minutes ahead or back, then back.
 At most one node is faulted at a time: with RF 3 and min.insync.replicas=2 that is what
 acks=all promises to survive; the next fault waits until the last one healed.
 """
@@ -24,9 +28,12 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from tests.chaos.node_faults import cut_unflushed
+
 PROCESS_KINDS = ("kill", "kill-leader", "kill-controller", "pause")
 NETWORK_KINDS = ("partition-node", "partition-leader", "partition-controller")
-KINDS = PROCESS_KINDS + NETWORK_KINDS
+NODE_KINDS = ("crash-unflushed", "slow-disk", "clock-jump")
+KINDS = PROCESS_KINDS + NETWORK_KINDS + NODE_KINDS
 
 
 @dataclass
@@ -35,10 +42,12 @@ class Fault:
     kind: str
     node: int
     healed: float = 0.0
+    detail: str = ""
 
     def describe(self, start: float) -> str:
         return (
-            f"t={self.at - start:5.1f}s {self.kind:<15} node {self.node}, healed at "
+            f"t={self.at - start:5.1f}s {self.kind:<15} node {self.node}"
+            f"{' (' + self.detail + ')' if self.detail else ''}, healed at "
             f"t={self.healed - start:5.1f}s"
         )
 
@@ -60,7 +69,7 @@ def schedule(seed: int, kinds: tuple[str, ...], duration_s: float, session_s: fl
     while True:
         kind = rng.choice(kinds)
         wait = rng.uniform(1.0, 3.0) + (3.0 if not steps else 0.0)
-        long = kind == "pause" or kind in NETWORK_KINDS  # past the session timeout
+        long = kind in ("pause", "slow-disk", "clock-jump") or kind in NETWORK_KINDS
         down = session_s + rng.uniform(0.5, 2.0) if long else rng.uniform(1.0, 4.0)
         if used + wait + down > duration_s - 3:
             return steps
@@ -72,10 +81,19 @@ class Nemesis:
     """Applies a schedule to a NodeCluster (tests/node_integration/node_cluster.py)."""
 
     def __init__(
-        self, cluster: Any, topic: str, partitions: int, leader_of: Any, network: Any = None
+        self,
+        cluster: Any,
+        topic: str,
+        partitions: int,
+        leader_of: Any,
+        network: Any = None,
+        node_faults: Any = None,
+        rng: random.Random | None = None,
     ) -> None:
         self.cluster = cluster
         self.network = network  # a netns.Network, for the partition kinds
+        self.node_faults = node_faults  # a node_faults.NodeFaults, for slow-disk, clock-jump
+        self.rng = rng or random.Random(0)
         self.topic = topic
         self.partitions = partitions
         self.leader_of = leader_of  # (topic, partition) -> broker id, or -1
@@ -91,7 +109,25 @@ class Nemesis:
                 continue
             fault = Fault(time.monotonic(), step.kind, node)
             self.faults.append(fault)
-            if step.kind in NETWORK_KINDS:
+            if step.kind == "slow-disk":
+                delay = self.rng.randint(200, 500)
+                fault.detail = f"fsync +{delay} ms"
+                self.node_faults.set_fsync_delay(node, delay)
+                stop.wait(step.down)
+                self.node_faults.set_fsync_delay(node, 0)
+            elif step.kind == "clock-jump":
+                jump = self.rng.choice((-1, 1)) * self.rng.randint(60, 600)
+                fault.detail = f"clock {jump:+d} s"
+                self.node_faults.set_clock_offset(node, jump)
+                stop.wait(step.down)
+                self.node_faults.set_clock_offset(node, 0)
+            elif step.kind == "crash-unflushed":
+                self.cluster.stop(node, signal.SIGKILL)
+                cut = cut_unflushed(self.cluster.data_dir(node), self.rng)
+                fault.detail = f"{cut} unflushed bytes cut"
+                stop.wait(step.down)
+                self.cluster.start(node)
+            elif step.kind in NETWORK_KINDS:
                 others = {n for n in self.cluster.ids if n != node}
                 self.network.partition({node}, others)
                 stop.wait(step.down)
@@ -112,6 +148,8 @@ class Nemesis:
         live = sorted(self.cluster.procs)
         if step.kind in NETWORK_KINDS and self.network is None:
             raise ValueError(f"{step.kind} needs the run's private network (netns.py)")
+        if step.kind in ("slow-disk", "clock-jump") and self.node_faults is None:
+            raise ValueError(f"{step.kind} needs the node fault files (node_faults.py)")
         if step.kind in ("kill-leader", "partition-leader"):
             partition = int(step.pick * self.partitions)
             leader = self.leader_of(self.topic, partition)
@@ -128,6 +166,10 @@ class Nemesis:
         started."""
         if self.network is not None:
             self.network.heal()
+        if self.node_faults is not None:
+            for node in self.cluster.ids:
+                self.node_faults.set_fsync_delay(node, 0)
+                self.node_faults.set_clock_offset(node, 0)
         for node in list(self.paused):
             self.cluster.procs[node].send_signal(signal.SIGCONT)
             self.paused.discard(node)

@@ -3,6 +3,7 @@ the final read, and the checker's report. Every run prints its seed and fault sc
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from dataclasses import dataclass
@@ -11,6 +12,7 @@ from strom.producer import Producer
 from tests.chaos import netns
 from tests.chaos.checker import Report, check
 from tests.chaos.nemesis import NETWORK_KINDS, Nemesis, schedule
+from tests.chaos.node_faults import NodeFaults, missing_tools
 from tests.chaos.workload import (
     ControllerWatch,
     GroupReaders,
@@ -55,13 +57,24 @@ def run_once(
             raise RuntimeError(f"network partitions need a private network: {why}")
         network = netns.Network(range(1, 3 + brokers + 1))
     try:
+        ids = list(range(1, 3 + brokers + 1))
+        slow_disk, clock = "slow-disk" in kinds, "clock-jump" in kinds
+        missing = missing_tools(slow_disk, clock)
+        if missing is not None:
+            raise RuntimeError(
+                f"{'/'.join(k for k in kinds if k in ('slow-disk', 'clock-jump'))} needs {missing}"
+            )
+        node_faults = NodeFaults(base, ids, slow_disk, clock)
         cluster = NodeCluster(
             base,
             3,
             extra=GROUP_SETTINGS,
             brokers=brokers,
             hosts=network.address if network else None,
-            launcher={i: network.launcher(i) for i in network.nodes} if network else None,
+            launcher={
+                i: [*(network.launcher(i) if network else []), *node_faults.env_prefix(i)]
+                for i in ids
+            },
         )
     except BaseException:
         if network is not None:
@@ -84,7 +97,15 @@ def run_once(
         watch = ControllerWatch(metrics, lambda: list(cluster.procs), rec)
         session_s = int(FAST["broker.session.timeout.ms"]) / 1000
         steps = schedule(seed, kinds, duration_s, session_s)
-        nemesis = Nemesis(cluster, TOPIC, PARTITIONS, _leader_lookup(client), network)
+        nemesis = Nemesis(
+            cluster,
+            TOPIC,
+            PARTITIONS,
+            _leader_lookup(client),
+            network,
+            node_faults,
+            random.Random(seed),
+        )
         stop = threading.Event()
         for part in (producers, readers, watch):
             part.start()

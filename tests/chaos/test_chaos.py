@@ -11,7 +11,8 @@ import os
 import pytest
 
 from tests.chaos import netns
-from tests.chaos.nemesis import NETWORK_KINDS, PROCESS_KINDS
+from tests.chaos.nemesis import NETWORK_KINDS, NODE_KINDS, PROCESS_KINDS
+from tests.chaos.node_faults import missing_tools
 from tests.chaos.run import format_result, run_once
 
 pytestmark = pytest.mark.chaos
@@ -21,6 +22,7 @@ RUNS = [
     (1, "combined", PROCESS_KINDS, 25.0),
     (2, "split", ("kill-controller", "kill-leader", "pause", "partition-controller"), 25.0),
     (3, "combined", NETWORK_KINDS, 25.0),
+    (4, "combined", NODE_KINDS, 25.0),
 ]
 
 
@@ -30,8 +32,13 @@ RUNS = [
     ids=[f"seed{seed}-{topology}" for seed, topology, _, _ in RUNS],
 )
 def test_faults_lose_nothing_acknowledged(tmp_path, seed, topology, kinds, seconds):
+    why = None
     if set(kinds) & set(NETWORK_KINDS) and netns.available() is not None:
         why = f"network partitions need a private network: {netns.available()}"
+    missing = missing_tools("slow-disk" in kinds, "clock-jump" in kinds)
+    if missing is not None:
+        why = f"slow disks and clock jumps need {missing}"
+    if why is not None:
         if os.environ.get("CI"):
             pytest.fail(why)  # CI installs what they need (.ci/run): a missing step
         pytest.skip(why)
