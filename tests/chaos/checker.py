@@ -24,6 +24,7 @@ class Report:
     vanished: list[str] = field(default_factory=list)  # a group read that the end lacks
     commits_backwards: list[str] = field(default_factory=list)
     two_controllers: list[str] = field(default_factory=list)  # two active in one epoch
+    replicas_behind: list[str] = field(default_factory=list)  # not caught up after healing
     unavailable: dict[str, list[float]] = field(default_factory=dict)  # per fault kind, s
     failed_sends: int = 0
 
@@ -39,6 +40,7 @@ class Report:
                 self.vanished,
                 self.commits_backwards,
                 self.two_controllers,
+                self.replicas_behind,
             )
         )
 
@@ -49,7 +51,8 @@ class Report:
             f"lost {len(self.lost)}, duplicated {len(self.duplicated)}, inconsistent offsets "
             f"{len(self.inconsistent)}, reordered {len(self.reordered)}, vanished reads "
             f"{len(self.vanished)}, committed offsets backwards {len(self.commits_backwards)}, "
-            f"two active controllers {len(self.two_controllers)}",
+            f"two active controllers {len(self.two_controllers)}, replicas behind after "
+            f"healing {len(self.replicas_behind)}",
         ]
         for kind, gaps in sorted(self.unavailable.items()):
             lines.append(
@@ -64,6 +67,7 @@ class Report:
             "vanished",
             "commits_backwards",
             "two_controllers",
+            "replicas_behind",
         ):
             items = getattr(self, name)
             if items:
@@ -71,7 +75,12 @@ class Report:
         return "\n".join(lines)
 
 
-def check(rec: Recorder, final: list[tuple[int, int, bytes]], faults: list[Fault]) -> Report:
+def check(
+    rec: Recorder,
+    final: list[tuple[int, int, bytes]],
+    faults: list[Fault],
+    replicas: dict[int, dict[int, dict[int, bytes]]] | None = None,
+) -> Report:
     report = Report(acknowledged=len(rec.acks), read=len(final), failed_sends=rec.failed_sends)
     at_offset: dict[tuple[int, int], bytes] = {}
     offsets_of: dict[bytes, list[tuple[int, int]]] = defaultdict(list)
@@ -116,8 +125,33 @@ def check(rec: Recorder, final: list[tuple[int, int, bytes]], faults: list[Fault
         active_epochs = [epoch for active, epoch in seen.values() if active >= 1]
         if len(active_epochs) != len(set(active_epochs)):
             report.two_controllers.append(f"t={when:.1f}: {seen}")
+    _compare_replicas(report, at_offset, replicas or {})
     report.unavailable = unavailability(rec, faults)
     return report
+
+
+def _compare_replicas(
+    report: Report,
+    at_offset: dict[tuple[int, int], bytes],
+    replicas: dict[int, dict[int, dict[int, bytes]]],
+) -> None:
+    """Every replica, read on its own, must hold what the final read saw at each offset, and
+    all of it once healed."""
+    for partition, views in sorted(replicas.items()):
+        end = max((o + 1 for p, o in at_offset if p == partition), default=0)
+        for broker, view in sorted(views.items()):
+            for offset, value in view.items():
+                expected = at_offset.get((partition, offset))
+                if expected is not None and expected != value:
+                    report.inconsistent.append(
+                        f"replica on broker {broker}: {partition}@{offset} is {value!r}, the "
+                        f"final read {expected!r}"
+                    )
+            held = max(view, default=-1) + 1
+            if held < end:
+                report.replicas_behind.append(
+                    f"partition {partition} on broker {broker}: up to {held}, the log ends at {end}"
+                )
 
 
 def unavailability(rec: Recorder, faults: list[Fault]) -> dict[str, list[float]]:

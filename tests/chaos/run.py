@@ -19,6 +19,7 @@ from tests.chaos.workload import (
     Producers,
     Recorder,
     read_everything,
+    read_replicas,
 )
 from tests.client.cluster_helpers import GROUP_SETTINGS, create_topic
 from tests.data_plane.data_client import DataClient
@@ -124,7 +125,8 @@ def run_once(
         readers.close()
         watch.close()
         final = read_everything(bootstrap, TOPIC, PARTITIONS)
-        report = check(rec, final, nemesis.faults)
+        replicas = read_replicas(client, TOPIC, PARTITIONS)
+        report = check(rec, final, nemesis.faults, replicas)
         described = [f.describe(t0) for f in nemesis.faults]
         result = RunResult(
             seed,

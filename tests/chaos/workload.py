@@ -230,14 +230,20 @@ def _controller_sample(address: str) -> tuple[float, float] | None:
 
 
 def read_everything(bootstrap: str, topic: str, partitions: int) -> list[tuple[int, int, bytes]]:
-    """Every record of the topic, from each partition's log start to its end."""
+    """Every record of the topic, read by a new consumer group from the beginning to the
+    end offsets seen when it joined."""
     tps = [TopicPartition(topic, p) for p in range(partitions)]
     out: list[tuple[int, int, bytes]] = []
-    with Consumer(bootstrap_servers=bootstrap, request_timeout_ms=10_000) as consumer:
-        consumer.assign(tps)
+    with Consumer(
+        bootstrap_servers=bootstrap,
+        group_id="chaos-final-read",
+        enable_auto_commit=False,
+        request_timeout_ms=10_000,
+        **FAST,
+    ) as consumer:
         ends = consumer.end_offsets(tps)
-        consumer.seek_to_beginning(*tps)
-        done = {tp for tp in tps if consumer.position(tp) >= ends[tp]}
+        consumer.subscribe([topic])
+        done: set[TopicPartition] = {tp for tp in tps if ends[tp] == 0}
         deadline = time.monotonic() + 60
         while len(done) < len(tps):
             if time.monotonic() > deadline:
@@ -246,4 +252,43 @@ def read_everything(bootstrap: str, topic: str, partitions: int) -> list[tuple[i
                 out.extend((tp.partition, r.offset, r.value) for r in records)
                 if consumer.position(tp) >= ends[tp]:
                     done.add(tp)
+    return out
+
+
+def read_replicas(
+    client: Any, topic: str, partitions: int, timeout_s: float = 30
+) -> dict[int, dict[int, dict[int, bytes]]]:
+    """{partition: {broker: {offset: value}}}: every replica's records up to its own high
+    watermark (Kafka's debugging-consumer fetch), once the replicas' high watermarks agree
+    (or `timeout_s` passed)."""
+    from strom_api.records import decode_batches
+
+    deadline = time.monotonic() + timeout_s
+    out: dict[int, dict[int, dict[int, bytes]]] = {}
+    for partition in range(partitions):
+        meta = client.metadata([topic]).topics[0]
+        replicas = list(next(p for p in meta.partitions if p.partition == partition).replicas)
+        while True:
+            views: dict[int, dict[int, bytes]] = {}
+            marks = set()
+            for broker in replicas:
+                view: dict[int, bytes] = {}
+                offset = 0
+                while True:
+                    answer = client.fetch_raw(broker, topic, partition, offset, replica_id=-2)
+                    if answer.error.code != 0:
+                        break
+                    got = [r for _, batch in decode_batches(answer.records) for r in batch]
+                    for r in got:
+                        if r.offset >= offset:
+                            view[r.offset] = r.value
+                    if not got or got[-1].offset + 1 >= answer.high_watermark:
+                        marks.add(answer.high_watermark)
+                        break
+                    offset = got[-1].offset + 1
+                views[broker] = view
+            out[partition] = views
+            if len(marks) == 1 and len(views) == len(replicas) or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
     return out

@@ -91,8 +91,11 @@ class DataClient:
         max_wait_ms: int = 0,
         min_bytes: int = 1,
         max_bytes: int = 1 << 20,
+        replica_id: int = 0,
     ) -> Any:
+        """One partition's fetch; replica_id -2 reads a follower's replica too."""
         request = client_pb2.FetchRequest(
+            replica_id=replica_id,
             max_wait_ms=max_wait_ms,
             min_bytes=min_bytes,
             max_bytes=max_bytes,
