@@ -47,7 +47,7 @@ bench: venv
 # table; `make test` runs two short fixed runs.
 DURATION ?= 60
 TOPOLOGY ?= both
-NEMESIS ?= kill,kill-leader,kill-controller,pause
+NEMESIS ?= kill,kill-leader,kill-controller,pause,partition-node,partition-leader,partition-controller,crash-unflushed,slow-disk,clock-jump
 # SEEDS defaults to 1000 for `make sim`; chaos runs take a minute each, so 3 unless given.
 CHAOS_SEEDS = $(if $(filter command line environment,$(origin SEEDS)),$(SEEDS),3)
 chaos: venv

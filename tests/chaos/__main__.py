@@ -1,7 +1,7 @@
 """Long chaos runs: python -m tests.chaos [--seeds N] [--start S] [--duration SECONDS]
-[--nemesis kill,kill-leader,kill-controller,pause] [--topology combined|split|both]
-[--seed N (one run)]. Prints each run's seed, schedule and report, then a table per nemesis;
-exit status 1 when any run found a violation."""
+[--nemesis KIND,...] [--each] [--topology combined|split|both] [--seed N (one run)].
+Prints each run's seed, schedule and report, then a table per nemesis set; exit status 1
+when any run found a violation."""
 
 from __future__ import annotations
 
@@ -23,6 +23,9 @@ def main() -> int:
     parser.add_argument("--duration", type=float, default=60.0, help="seconds of faults per run")
     parser.add_argument("--nemesis", default=",".join(KINDS))
     parser.add_argument("--topology", choices=("combined", "split", "both"), default="both")
+    parser.add_argument(
+        "--each", action="store_true", help="run every nemesis on its own (a row each)"
+    )
     args = parser.parse_args()
     kinds = tuple(k.strip() for k in args.nemesis.split(",") if k.strip())
     unknown = set(kinds) - set(KINDS)
@@ -31,52 +34,51 @@ def main() -> int:
     seeds = [args.seed] if args.seed is not None else range(args.start, args.start + args.seeds)
     topologies = ("combined", "split") if args.topology == "both" else (args.topology,)
     results: list[RunResult] = []
+    sets = [(kind,) for kind in kinds] if args.each else [kinds]
     for seed in seeds:
         for topology in topologies:
-            with tempfile.TemporaryDirectory(prefix="strom-chaos-") as base:
-                results.append(run_once(base, seed, kinds, args.duration, topology))
-            print()
+            for nemeses in sets:
+                with tempfile.TemporaryDirectory(prefix="strom-chaos-") as base:
+                    results.append(run_once(base, seed, nemeses, args.duration, topology))
+                print(flush=True)
     print(table(results))
     return 1 if any(r.report.violations for r in results) else 0
 
 
 def table(results: list[RunResult]) -> str:
-    rows = [
-        "nemesis          runs  minutes  faults  acked    lost dup reord incons vanish "
-        "backw 2ctl  unavail median/max s"
-    ]
-    per_kind: dict[str, list[float]] = defaultdict(list)
-    for r in results:
-        for kind, gaps in r.report.unavailable.items():
-            per_kind[kind] += gaps
-    total = defaultdict(int)
-    for r in results:
-        rep = r.report
-        total["acked"] += rep.acknowledged
-        for name in (
-            "lost",
-            "duplicated",
-            "reordered",
-            "inconsistent",
-            "vanished",
-            "commits_backwards",
-            "two_controllers",
-        ):
-            total[name] += len(getattr(rep, name))
-    minutes = sum(r.seconds for r in results) / 60
-    for kind, gaps in sorted(per_kind.items()):
-        rows.append(
-            f"{kind:<16} {len(results):>4} {minutes:>8.1f} {len(gaps):>7} "
-            f"{'':>6} {'':>7} {'':>3} {'':>5} {'':>6} {'':>6} {'':>5} {'':>4}  "
-            f"{statistics.median(gaps):.2f}/{max(gaps):.2f}"
-        )
-    faults = sum(len(g) for g in per_kind.values())
-    rows.append(
-        f"{'all':<16} {len(results):>4} {minutes:>8.1f} {faults:>7} "
-        f"{total['acked']:>6} {total['lost']:>7} {total['duplicated']:>3} {total['reordered']:>5} "
-        f"{total['inconsistent']:>6} {total['vanished']:>6} {total['commits_backwards']:>5} "
-        f"{total['two_controllers']:>4}"
+    """One row per nemesis set (run with --each for one row per kind of fault)."""
+    names = (
+        "lost",
+        "duplicated",
+        "reordered",
+        "inconsistent",
+        "vanished",
+        "commits_backwards",
+        "two_controllers",
+        "replicas_behind",
     )
+    rows = [
+        "nemesis                runs   min  acked     lost dup reord incons vanish backw 2ctl "
+        "behind  unavailable s (median/max)"
+    ]
+    groups: dict[str, list[RunResult]] = defaultdict(list)
+    for r in results:
+        groups[",".join(r.kinds)].append(r)
+    for label, runs in sorted(groups.items()):
+        counts = [sum(len(getattr(r.report, n)) for r in runs) for n in names]
+        gaps: dict[str, list[float]] = defaultdict(list)
+        for r in runs:
+            for kind, values in r.report.unavailable.items():
+                gaps[kind] += values
+        unavailable = "; ".join(
+            f"{kind} {statistics.median(v):.2f}/{max(v):.2f}" for kind, v in sorted(gaps.items())
+        )
+        rows.append(
+            f"{label[:22]:<22} {len(runs):>4} {sum(r.seconds for r in runs) / 60:>5.1f} "
+            f"{sum(r.report.acknowledged for r in runs):>6} {counts[0]:>8} {counts[1]:>3} "
+            f"{counts[2]:>5} {counts[3]:>6} {counts[4]:>6} {counts[5]:>5} {counts[6]:>4} "
+            f"{counts[7]:>6}  {unavailable}"
+        )
     return "\n".join(rows)
 
 

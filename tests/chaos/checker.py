@@ -27,6 +27,8 @@ class Report:
     replicas_behind: list[str] = field(default_factory=list)  # not caught up after healing
     unavailable: dict[str, list[float]] = field(default_factory=dict)  # per fault kind, s
     failed_sends: int = 0
+    topics_created: int = 0
+    reassignments: int = 0
 
     @property
     def violations(self) -> int:
@@ -47,7 +49,9 @@ class Report:
     def summary(self) -> str:
         lines = [
             f"acknowledged {self.acknowledged}, read at the end {self.read}, failed sends "
-            f"{self.failed_sends} (not acknowledged: allowed)",
+            f"{self.failed_sends} (not acknowledged: allowed); during the faults "
+            f"{self.topics_created} topics created and written, {self.reassignments} "
+            f"partitions reassigned with a preferred election",
             f"lost {len(self.lost)}, duplicated {len(self.duplicated)}, inconsistent offsets "
             f"{len(self.inconsistent)}, reordered {len(self.reordered)}, vanished reads "
             f"{len(self.vanished)}, committed offsets backwards {len(self.commits_backwards)}, "
@@ -80,8 +84,16 @@ def check(
     final: list[tuple[int, int, bytes]],
     faults: list[Fault],
     replicas: dict[int, dict[int, dict[int, bytes]]] | None = None,
+    churn: dict[str, list[tuple[int, int, bytes]]] | None = None,
 ) -> Report:
-    report = Report(acknowledged=len(rec.acks), read=len(final), failed_sends=rec.failed_sends)
+    report = Report(
+        acknowledged=len(rec.acks) + len(rec.churn_acks),
+        read=len(final),
+        failed_sends=rec.failed_sends,
+        topics_created=rec.topics_created,
+        reassignments=rec.reassignments,
+    )
+    _check_churn(report, rec, churn or {})
     at_offset: dict[tuple[int, int], bytes] = {}
     offsets_of: dict[bytes, list[tuple[int, int]]] = defaultdict(list)
     for partition, offset, value in final:
@@ -128,6 +140,29 @@ def check(
     _compare_replicas(report, at_offset, replicas or {})
     report.unavailable = unavailability(rec, faults)
     return report
+
+
+def _check_churn(
+    report: Report, rec: Recorder, churn: dict[str, list[tuple[int, int, bytes]]]
+) -> None:
+    """Records acknowledged in topics created during the faults are all there, once."""
+    for topic, records in churn.items():
+        where: dict[bytes, list[tuple[int, int]]] = defaultdict(list)
+        for partition, offset, value in records:
+            where[value].append((partition, offset))
+        report.duplicated += sorted(v for v, w in where.items() if len(w) > 1)
+        for acked_topic, ack in rec.churn_acks:
+            if acked_topic != topic:
+                continue
+            if not where.get(ack.value):
+                report.lost.append(ack.value)
+            elif (ack.partition, ack.offset) not in where[ack.value]:
+                report.inconsistent.append(
+                    f"{ack.value!r} acknowledged at {topic} {ack.partition}@{ack.offset}, "
+                    f"read at {where[ack.value]}"
+                )
+    read_topics = set(churn)
+    report.lost += [ack.value for topic, ack in rec.churn_acks if topic not in read_topics]
 
 
 def _compare_replicas(

@@ -14,12 +14,14 @@ from tests.chaos.checker import Report, check
 from tests.chaos.nemesis import NETWORK_KINDS, Nemesis, schedule
 from tests.chaos.node_faults import NodeFaults, missing_tools
 from tests.chaos.workload import (
+    AdminChurn,
     ControllerWatch,
     GroupReaders,
     Producers,
     Recorder,
     read_everything,
     read_replicas,
+    read_topics,
 )
 from tests.client.cluster_helpers import GROUP_SETTINGS, create_topic
 from tests.data_plane.data_client import DataClient
@@ -96,6 +98,7 @@ def run_once(
         readers = GroupReaders(bootstrap, TOPIC, count=2, rec=rec)
         metrics = {n: f"{cluster.host[n]}:{cluster.metrics_port[n]}" for n in cluster.ids}
         watch = ControllerWatch(metrics, lambda: list(cluster.procs), rec)
+        churn = AdminChurn(bootstrap, TOPIC, PARTITIONS, rec)
         session_s = int(FAST["broker.session.timeout.ms"]) / 1000
         steps = schedule(seed, kinds, duration_s, session_s)
         nemesis = Nemesis(
@@ -108,7 +111,7 @@ def run_once(
             random.Random(seed),
         )
         stop = threading.Event()
-        for part in (producers, readers, watch):
+        for part in (producers, readers, watch, churn):
             part.start()
         t0 = time.monotonic()
         faults = threading.Thread(target=nemesis.run, args=(steps, stop), daemon=True)
@@ -121,12 +124,13 @@ def run_once(
         cluster.wait_for_brokers(timeout_s=60)
         recovered = _produce_everywhere(bootstrap) - healed
         producers.close()
+        churn.close()
         time.sleep(1.0)  # the readers catch up on the last records
         readers.close()
         watch.close()
         final = read_everything(bootstrap, TOPIC, PARTITIONS)
         replicas = read_replicas(client, TOPIC, PARTITIONS)
-        report = check(rec, final, nemesis.faults, replicas)
+        report = check(rec, final, nemesis.faults, replicas, read_topics(bootstrap, churn.created))
         described = [f.describe(t0) for f in nemesis.faults]
         result = RunResult(
             seed,

@@ -6,6 +6,9 @@
 - Group readers: consumers of one group committing after every poll, recording what they
   read and every offset they committed (after the commit returned).
 - A controller watch: every node's ActiveControllerCount and Raft epoch, scraped in rounds.
+- Admin churn: new topics created (and written to) during faults, and the main topic's
+  partitions reassigned to another replica order with a preferred leader election, so
+  leadership moves under load.
 - The final read: a fresh consumer reading every partition from its log start to its end.
 """
 
@@ -46,6 +49,10 @@ class Recorder:
         default_factory=list
     )
     errors: list[str] = field(default_factory=list)
+    # Admin churn: records acknowledged in topics created during the run, (topic, ack).
+    churn_acks: list[tuple[str, Ack]] = field(default_factory=list)
+    topics_created: int = 0
+    reassignments: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -186,6 +193,87 @@ class GroupReaders:
             thread.join(30)
 
 
+class AdminChurn:
+    """Every couple of seconds: a new topic (3 partitions, RF 3) with a few acks=all records,
+    then the main topic's next partition moved to a rotated replica order and its preferred
+    leader elected. Failures while faults are on are expected and only counted."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, rec: Recorder) -> None:
+        self.bootstrap, self.topic, self.partitions, self.rec = bootstrap, topic, partitions, rec
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.created: list[str] = []
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def _run(self) -> None:
+        from strom.admin import AdminClient, NewTopic
+
+        admin = AdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=5000)
+        producer = Producer(self.bootstrap, acks="all", request_timeout_ms=5000)
+        n = 0
+        try:
+            while not self.stop.wait(2.0):
+                name = f"{self.topic}-new-{n}"
+                try:
+                    admin.create_topics(
+                        [NewTopic(name, 3, 3, topic_configs={"min.insync.replicas": "2"})]
+                    )
+                    self.created.append(name)
+                    with self.rec.lock:
+                        self.rec.topics_created += 1
+                    for i in range(10):
+                        value = b"%s:%d" % (name.encode(), i)
+                        future = producer.send(name, value, partition=i % 3)
+                        future.add_done_callback(self._on_done(name, value, time.monotonic()))
+                except StromError as exc:
+                    self._note(f"create {name}: {exc}")
+                n += 1
+                partition = n % self.partitions
+                try:
+                    described = admin.describe_topics([self.topic])[0]
+                    replicas = list(
+                        next(p for p in described.partitions if p.partition == partition).replicas
+                    )
+                    rotated = replicas[1:] + replicas[:1]
+                    admin.alter_partition_reassignments({(self.topic, partition): rotated})
+                    admin.elect_leaders("preferred", [(self.topic, partition)])
+                    with self.rec.lock:
+                        self.rec.reassignments += 1
+                except (StromError, StopIteration) as exc:
+                    self._note(f"reassign {self.topic}-{partition}: {exc}")
+        finally:
+            try:
+                producer.flush(timeout=60)
+            except StromError as exc:
+                self._note(f"churn flush: {exc}")
+            producer.close()
+            admin.close()
+
+    def _on_done(self, topic: str, value: bytes, sent: float) -> Any:
+        def done(future: Any) -> None:
+            if future.exception() is not None:
+                self._note(f"churn send: {future.exception()}")
+                return
+            md = future.result()
+            with self.rec.lock:
+                self.rec.churn_acks.append(
+                    (topic, Ack(value, md.partition, md.offset, sent, time.monotonic()))
+                )
+
+        return done
+
+    def _note(self, why: str) -> None:
+        with self.rec.lock:
+            if len(self.rec.errors) < 40:
+                self.rec.errors.append(why)
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(90)
+
+
 class ControllerWatch:
     """Rounds of scrapes: {node: (ActiveControllerCount, Raft epoch)} per round."""
 
@@ -252,6 +340,27 @@ def read_everything(bootstrap: str, topic: str, partitions: int) -> list[tuple[i
                 out.extend((tp.partition, r.offset, r.value) for r in records)
                 if consumer.position(tp) >= ends[tp]:
                     done.add(tp)
+    return out
+
+
+def read_topics(bootstrap: str, topics: list[str]) -> dict[str, list[tuple[int, int, bytes]]]:
+    """Every record of each topic (its partitions assigned, from the beginning to the end
+    offsets seen first)."""
+    out: dict[str, list[tuple[int, int, bytes]]] = {}
+    with Consumer(bootstrap_servers=bootstrap, request_timeout_ms=10_000) as consumer:
+        for topic in topics:
+            tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))]
+            consumer.assign(tps)
+            ends = consumer.end_offsets(tps)
+            consumer.seek_to_beginning(*tps)
+            records: list[tuple[int, int, bytes]] = []
+            deadline = time.monotonic() + 30
+            while any(consumer.position(tp) < ends[tp] for tp in tps):
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"reading {topic} got stuck")
+                for tp, batch in consumer.poll(timeout_ms=300).items():
+                    records.extend((tp.partition, r.offset, r.value) for r in batch)
+            out[topic] = records
     return out
 
 
