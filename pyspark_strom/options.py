@@ -1,0 +1,260 @@
+"""The connector's options, parsed and checked once, named as Spark's Kafka source names them.
+
+Spark hands a data source its options with their keys as the user typed them; Spark's own
+sources treat keys case-insensitively, and so does `parse_read_options`. Every bad value
+raises StromError INVALID_CONFIG with one sentence naming the option, what it must be and
+what it was.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from strom.cluster import parse_bootstrap
+from strom.errors import StromError
+from strom.fetcher import EARLIEST, LATEST, TopicPartition
+
+BOOTSTRAP_KEYS = ("strom.bootstrap.servers", "kafka.bootstrap.servers")
+TIMEOUT_KEYS = ("strom.request.timeout.ms", "kafka.request.timeout.ms")
+FETCH_BYTES_KEYS = ("strom.max.partition.fetch.bytes", "kafka.max.partition.fetch.bytes")
+
+
+def invalid(message: str) -> StromError:
+    return StromError("INVALID_CONFIG", message)
+
+
+@dataclass(frozen=True)
+class OffsetSpec:
+    """Where a read starts or ends: `kind` is earliest, latest, offsets (per partition, -2 and
+    -1 meaning earliest and latest), timestamp (one for every partition) or timestamps (per
+    partition)."""
+
+    kind: str
+    offsets: dict[TopicPartition, int] = field(default_factory=dict)
+    timestamp: int = -1
+
+
+@dataclass(frozen=True)
+class Options:
+    bootstrap: str
+    request_timeout_ms: int
+    subscribe: tuple[str, ...] = ()
+    pattern: str | None = None
+    assign: tuple[TopicPartition, ...] = ()
+    starting: OffsetSpec = OffsetSpec("earliest")
+    ending: OffsetSpec = OffsetSpec("latest")
+    by_timestamp_strategy: str = "error"  # error | latest
+    min_partitions: int | None = None
+    max_records_per_partition: int | None = None
+    max_offsets_per_trigger: int | None = None
+    fail_on_data_loss: bool = True
+    include_headers: bool = False
+    fetch_bytes: int = 4 * 1024 * 1024  # per Fetch of a task (max.partition.fetch.bytes)
+
+
+def _lower(options: Mapping[str, str]) -> dict[str, str]:
+    return {str(k).lower(): str(v) for k, v in options.items() if v is not None}
+
+
+def _bool(opts: dict[str, str], name: str, default: bool) -> bool:
+    text = opts.get(name.lower())
+    if text is None:
+        return default
+    if text.strip().lower() in ("true", "false"):
+        return text.strip().lower() == "true"
+    raise invalid(f"option '{name}' must be true or false, not {text!r}")
+
+
+def _positive(opts: dict[str, str], name: str) -> int | None:
+    text = opts.get(name.lower())
+    if text is None:
+        return None
+    try:
+        value = int(text.strip())
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise invalid(f"option '{name}' must be a positive integer, not {text!r}")
+    return value
+
+
+def _bootstrap(opts: dict[str, str]) -> str:
+    bootstrap = next((opts[k] for k in BOOTSTRAP_KEYS if opts.get(k)), None)
+    if bootstrap is None:
+        raise invalid(
+            "option 'strom.bootstrap.servers' (or 'kafka.bootstrap.servers') must be given "
+            "as host:port[,host:port...]"
+        )
+    try:
+        parse_bootstrap(bootstrap)
+    except StromError as exc:
+        raise invalid(f"option 'strom.bootstrap.servers': {exc.message}") from None
+    return bootstrap
+
+
+def _timeout(opts: dict[str, str]) -> int:
+    for key in TIMEOUT_KEYS:
+        if key in opts:
+            return _positive(opts, key) or 30_000
+    return 30_000
+
+
+def _timestamp(text: str, name: str) -> int:
+    try:
+        value = int(str(text).strip())
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise invalid(f"option '{name}' must be a timestamp in ms since the epoch, not {text!r}")
+    return value
+
+
+def _json_object(text: str, name: str, example: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict):
+        raise invalid(f"option '{name}' must be JSON like {example}, not {text!r}")
+    return value
+
+
+def _per_partition(text: str, name: str, example: str) -> dict[TopicPartition, int]:
+    out: dict[TopicPartition, int] = {}
+    for topic, parts in _json_object(text, name, example).items():
+        if not isinstance(parts, dict):
+            raise invalid(f"option '{name}' must be JSON like {example}, not {text!r}")
+        for partition, value in parts.items():
+            try:
+                tp = TopicPartition(str(topic), int(partition))
+                out[tp] = int(value)
+            except (TypeError, ValueError):
+                message = f"option '{name}' must be JSON like {example}, not {text!r}"
+                raise invalid(message) from None
+    return out
+
+
+def _offsets(opts: dict[str, str], name: str, default: str, streaming: bool) -> OffsetSpec:
+    """startingOffsets / endingOffsets and their timestamp forms (the timestamp wins, as in
+    Spark: ...Timestamp, then ...OffsetsByTimestamp, then ...Offsets)."""
+    side = "starting" if name == "startingOffsets" else "ending"
+    single = opts.get(f"{side}timestamp")
+    if single is not None:
+        return OffsetSpec("timestamp", timestamp=_timestamp(single, f"{side}Timestamp"))
+    by_ts = opts.get(f"{side}offsetsbytimestamp")
+    if by_ts is not None:
+        key = f"{side}OffsetsByTimestamp"
+        stamps = _per_partition(by_ts, key, '{"topic":{"0":1700000000000}}')
+        for stamp in stamps.values():
+            _timestamp(str(stamp), key)
+        return OffsetSpec("timestamps", offsets=stamps)
+    text = opts.get(name.lower(), default).strip()
+    word = text.lower()
+    if word in ("earliest", "latest"):
+        if (side, word) in (("starting", "latest"), ("ending", "earliest")) and not streaming:
+            raise invalid(f"option '{name}' cannot be {word} for a batch query")
+        return OffsetSpec(word)
+    example = '{"topic":{"0":23,"1":-2}}' if side == "starting" else '{"topic":{"0":50,"1":-1}}'
+    offsets = _per_partition(text, name, example)
+    forbidden = EARLIEST if side == "ending" else (LATEST if not streaming else None)
+    for tp, offset in offsets.items():
+        if offset < EARLIEST or offset == forbidden:
+            allowed = "-1 (latest)" if side == "ending" else "-2 (earliest)"
+            if streaming:
+                allowed = "-2 (earliest) or -1 (latest)"
+            raise invalid(
+                f"option '{name}' has offset {offset} for {tp.topic}-{tp.partition}: give an "
+                f"offset >= 0 or {allowed}"
+            )
+    return OffsetSpec("offsets", offsets=offsets)
+
+
+def parse_options(options: Mapping[str, str], streaming: bool = False) -> Options:
+    """The options of a read, checked."""
+    opts = _lower(options)
+    bootstrap = _bootstrap(opts)
+    request_timeout_ms = _timeout(opts)
+
+    given = [k for k in ("subscribe", "subscribepattern", "assign") if k in opts]
+    if len(given) != 1:
+        raise invalid(
+            "exactly one of the options 'subscribe', 'subscribePattern' or 'assign' must be "
+            f"given, not {len(given)}"
+        )
+    subscribe: tuple[str, ...] = ()
+    pattern = None
+    assign: tuple[TopicPartition, ...] = ()
+    if "subscribe" in opts:
+        subscribe = tuple(t.strip() for t in opts["subscribe"].split(",") if t.strip())
+        if not subscribe:
+            raise invalid("option 'subscribe' must name at least one topic, as topic1,topic2")
+    elif "subscribepattern" in opts:
+        pattern = opts["subscribepattern"]
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise invalid(f"option 'subscribePattern' is not a regular expression: {exc}") from None
+    else:
+        example = '{"topicA":[0,1],"topicB":[2,4]}'
+        parsed = _json_object(opts["assign"], "assign", example)
+        tps = []
+        for topic, parts in parsed.items():
+            if not isinstance(parts, list) or not all(isinstance(p, int) for p in parts):
+                text = opts["assign"]
+                raise invalid(f"option 'assign' must be JSON like {example}, not {text!r}")
+            tps += [TopicPartition(topic, p) for p in parts]
+        if not tps:
+            raise invalid("option 'assign' must name at least one partition")
+        assign = tuple(tps)
+
+    if streaming and any(
+        k in opts for k in ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp")
+    ):
+        raise invalid("option 'endingOffsets' (and its timestamp forms) is for batch queries only")
+    strategy = opts.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
+    if strategy not in ("error", "latest"):
+        raise invalid(
+            f"option 'startingOffsetsByTimestampStrategy' must be error or latest, not {strategy!r}"
+        )
+    return Options(
+        bootstrap=bootstrap,
+        request_timeout_ms=request_timeout_ms,
+        subscribe=subscribe,
+        pattern=pattern,
+        assign=assign,
+        starting=_offsets(
+            opts, "startingOffsets", "latest" if streaming else "earliest", streaming
+        ),
+        ending=(
+            OffsetSpec("latest") if streaming else _offsets(opts, "endingOffsets", "latest", False)
+        ),
+        by_timestamp_strategy=strategy,
+        min_partitions=_positive(opts, "minPartitions"),
+        max_records_per_partition=_positive(opts, "maxRecordsPerPartition"),
+        max_offsets_per_trigger=_positive(opts, "maxOffsetsPerTrigger"),
+        fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
+        include_headers=_bool(opts, "includeHeaders", False),
+        fetch_bytes=next(
+            (_positive(opts, k) or 0 for k in FETCH_BYTES_KEYS if k in opts), 4 * 1024 * 1024
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    bootstrap: str
+    request_timeout_ms: int
+    topic: str | None
+
+
+def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
+    opts = _lower(options)
+    bootstrap = _bootstrap(opts)
+    topic = opts.get("topic")
+    if topic is not None and not topic.strip():
+        raise invalid("option 'topic' must not be empty")
+    return WriteOptions(bootstrap, _timeout(opts), topic)
