@@ -13,6 +13,9 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test]'
+	@# Spark finds pyspark_strom by scanning its workers' sys.path for pyspark_* modules; an
+	@# editable install's import hook is invisible to that scan, a plain path entry is not.
+	$(PY) -c "import pathlib, sysconfig; pathlib.Path(sysconfig.get_paths()['purelib'], 'strom-source-tree.pth').write_text('$(CURDIR)\\n')"
 	touch $@
 
 # Same command as tests/test_generated_code.py; -Iproto makes generated modules import each
