@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import re
 import sys
 import time
@@ -242,7 +243,12 @@ def main(args: argparse.Namespace, out: Callable[[str], None] = print) -> int:
         out(str(exc))
         return 1
     except KeyboardInterrupt:
-        return 0
+        # Ctrl-C is how this tool ends (as Kafka's, which exits the JVM): leave at once. A
+        # normal interpreter exit could wait on gRPC's shutdown while the I/O thread still
+        # holds a fetch the interrupt cut short.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 def _verify(args: argparse.Namespace, out: Callable[[str], None]) -> int:
@@ -269,14 +275,22 @@ def _verify(args: argparse.Namespace, out: Callable[[str], None]) -> int:
         out(f"{_stamp(time.time())}: verification process is started.")
         next_report = time.monotonic() + args.report_interval_ms / 1000
         while True:
-            verified = io.run(verifier.round())
+            pending = io.submit(verifier.round())
+            try:
+                verified = pending.result()
+            except KeyboardInterrupt:
+                pending.cancel()  # the round's fetches stop on the I/O thread too
+                raise
             if time.monotonic() >= next_report:
                 out(verifier.report(time.time()))
                 next_report = time.monotonic() + args.report_interval_ms / 1000
             if not verified:
                 time.sleep(0.05)  # nothing new anywhere: no busy loop while replicas lag
     finally:
-        io.run(verifier.cluster.close(), 5)
+        try:
+            io.run(verifier.cluster.close(), 5)
+        except Exception:  # closing is best effort on the way out
+            pass
 
 
 __all__ = ["ReplicaVerifier", "ReplicasDisagree", "add_command", "main"]
