@@ -34,6 +34,9 @@ class Tool:
             text=True,
             cwd=ROOT,
             env=dict(os.environ, PYTHONPATH=ROOT),
+            # Ctrl-C as a user's terminal sends it: a runner started in the background (CI's
+            # may be) ignores SIGINT, and children inherit that, so restore the default.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
         self.lines: queue.Queue[str] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
