@@ -46,6 +46,7 @@ class ProducerBatch:
     encoded: bytes | None = None
     released: bool = False  # its bytes no longer count against buffer.memory
     order: int = -1  # its place among the partition's batches, from its first drain
+    fate_unknown: bool = False  # sent, and no answer came back (written or not: unknown)
 
     @property
     def tp(self) -> TopicPartition:
@@ -149,11 +150,15 @@ class RecordAccumulator:
         self._waiting.setdefault(batch.tp, deque()).append(batch)
 
     def drain(
-        self, now: float, room: Callable[[TopicPartition], int]
+        self,
+        now: float,
+        room: Callable[[TopicPartition], int],
+        only: Callable[[ProducerBatch], bool] | None = None,
     ) -> tuple[list[ProducerBatch], float | None]:
         """Per partition, up to `room(tp)` batches in order: waiting ones (each once its
         retry backoff passed), then the open one if full, lingered, or flushing. Returns
-        them and when to look again (None: nothing pending)."""
+        them and when to look again (None: nothing pending). With `only`, a partition's
+        waiting batches leave only while they satisfy it, and no open batch leaves."""
         out: list[ProducerBatch] = []
         wake_at: float | None = None
         with self._lock:
@@ -162,6 +167,9 @@ class RecordAccumulator:
                 queue = self._waiting.get(tp)
                 while free > 0 and queue:
                     batch = queue[0]
+                    if only is not None and not only(batch):
+                        free = 0
+                        break
                     if batch.retry_at > now:
                         wake_at = (
                             batch.retry_at if wake_at is None else min(wake_at, batch.retry_at)
@@ -171,7 +179,7 @@ class RecordAccumulator:
                     out.append(queue.popleft())
                     free -= 1
                 open_batch = self._open.get(tp)
-                if free <= 0 or open_batch is None or queue:
+                if free <= 0 or open_batch is None or queue or only is not None:
                     continue
                 due = open_batch.created + self.linger_s
                 if self.flushing or due <= now:
@@ -194,6 +202,10 @@ class RecordAccumulator:
                 at += 1
             queue.insert(at, batch)
             self._count += 1
+
+    def any_waiting(self, predicate: Callable[[ProducerBatch], bool]) -> bool:
+        with self._lock:
+            return any(predicate(b) for queue in self._waiting.values() for b in queue)
 
     def waiting_before(self, batch: ProducerBatch) -> bool:
         """Whether a batch of the same partition first sent before `batch` waits to be sent

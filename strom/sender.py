@@ -54,6 +54,8 @@ _STALE_METADATA = {
     "BROKER_NOT_AVAILABLE",
 }
 _RESET_PRODUCER = {"UNKNOWN_PRODUCER_ID", "OUT_OF_ORDER_SEQUENCE_NUMBER"}
+# Answers for a batch the leader appended before the acks=all wait failed.
+_APPENDED_ERRORS = {"REQUEST_TIMED_OUT", "NOT_ENOUGH_REPLICAS_AFTER_APPEND"}
 
 
 @dataclass(frozen=True)
@@ -159,18 +161,29 @@ class Sender:
             now, self.config.delivery_timeout_ms / 1000, set(self._in_flight)
         ):
             self._expired(batch)
+        only = None
         if self.config.idempotent and (self.producer_id < 0 or self._bump_needed):
             if self._in_flight:
                 # As Kafka's producer: the epoch changes once every request in flight was
                 # answered, so each batch to resend is known to be unwritten or written.
                 return None
+            if self._bump_needed and self.accumulator.any_waiting(_fate_unknown):
+                # A batch whose request got no answer may be written: renumbered under a new
+                # epoch it would be written again (a duplicate, out of order). Resolve such
+                # batches first, with their old numbers (the broker answers a written one as
+                # a duplicate); the epoch changes once none is left (Kafka keeps unresolved
+                # batches in flight for the same reason).
+                only = _fate_unknown
+        if only is None and self.config.idempotent and (
+            self.producer_id < 0 or self._bump_needed
+        ):
             try:
                 await self._init_producer_id()
             except StromError as exc:
                 log.warning("InitProducerId failed: %s", exc)
                 return now + self.config.retry_backoff_ms / 1000
             self._bump_needed = False
-        batches, wake_at = self.accumulator.drain(now, self._room)
+        batches, wake_at = self.accumulator.drain(now, self._room, only)
         # Per leader, requests in order, each with at most one batch of a partition: the
         # k-th batch drained of a partition goes in the leader's k-th request.
         by_leader: dict[int, list[list[ProducerBatch]]] = {}
@@ -315,6 +328,7 @@ class Sender:
             self.cluster.mark_stale()
             error = StromError("NETWORK_EXCEPTION", f"broker {leader}: {what}", True)
             for batch in batches:
+                batch.fate_unknown = True
                 self._retry_or_fail(batch, error)
             return
         if self.config.acks == 0:
@@ -325,6 +339,7 @@ class Sender:
         for batch in batches:
             answer = answers.get(batch.tp)
             if answer is None:
+                batch.fate_unknown = True
                 self._retry_or_fail(
                     batch, StromError("UNKNOWN_SERVER_ERROR", "no answer for the partition", True)
                 )
@@ -336,6 +351,7 @@ class Sender:
     # --- outcomes ---------------------------------------------------------------------
 
     def _succeed(self, batch: ProducerBatch, base_offset: int, append_time: int) -> None:
+        batch.fate_unknown = False
         if batch.tp in self._recovering and all(
             b is batch for b in self._in_flight.get(batch.tp, ())
         ):
@@ -348,6 +364,9 @@ class Sender:
         batch.result.fail(error)
 
     def _answered_error(self, batch: ProducerBatch, error: StromError) -> None:
+        # Appended but not replicated in time: written on the leader, maybe kept. Any other
+        # error: refused, not written.
+        batch.fate_unknown = error.name in _APPENDED_ERRORS
         if error.name in _STALE_METADATA:
             self.cluster.mark_stale()
         self._recovering.add(batch.tp)
@@ -417,3 +436,7 @@ class Sender:
                 f"(leader {self.cluster.leader(batch.topic, batch.partition)})"
             ),
         )
+
+
+def _fate_unknown(batch: ProducerBatch) -> bool:
+    return batch.fate_unknown
