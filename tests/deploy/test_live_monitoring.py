@@ -20,8 +20,7 @@ from typing import Any
 import pytest
 
 from strom.consumer import Consumer, TopicPartition
-from strom_api.v1 import controller_pb2
-from tests.client.cluster_helpers import FAST, GROUP_SETTINGS, bootstrap
+from tests.client.cluster_helpers import FAST, GROUP_SETTINGS, bootstrap, create_topic
 from tests.data_plane.data_client import DataClient, batch
 from tests.deploy.deploy_files import (
     RULES,
@@ -70,20 +69,7 @@ def cluster(tmp_path_factory):
     cluster.start_all()
     try:
         cluster.wait_for_brokers()
-        response = cluster.call(
-            "CreateTopics",
-            controller_pb2.CreateTopicsRequest(
-                topics=[
-                    controller_pb2.CreatableTopic(
-                        name="watched",
-                        num_partitions=3,
-                        replication_factor=3,
-                        configs={"min.insync.replicas": "2"},
-                    )
-                ]
-            ),
-        )
-        assert response.topics[0].error.code == 0
+        create_topic(cluster, "watched", partitions=3)  # RF 3, min.insync.replicas 2
         client = DataClient({i: f"127.0.0.1:{cluster.broker_port[i]}" for i in cluster.ids})
         for partition in range(3):
             leader = client.leader("watched", partition)
