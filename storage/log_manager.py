@@ -12,6 +12,7 @@ recovery point.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Sequence
@@ -32,6 +33,17 @@ CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 TopicPartition = tuple[str, int]
 _TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 _PARTITION_DIR = re.compile(r"^(?P<topic>[a-zA-Z0-9._-]{1,249})-(?P<partition>\d+)$")
+
+
+def _marker_epoch(path: str) -> int:
+    """The broker epoch in a clean-shutdown marker; -1 when it holds none (an empty marker
+    from before KIP-966, or one that does not parse)."""
+    try:
+        with open(path, "rb") as f:
+            epoch = json.loads(f.read() or b"{}").get("brokerEpoch", -1)
+    except (OSError, ValueError, AttributeError):
+        return -1
+    return epoch if isinstance(epoch, int) else -1
 
 
 def validate_topic(topic: str, partition: int) -> None:
@@ -59,16 +71,21 @@ class LogManager:
         self.logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, str] = {}
         self.had_clean_shutdown = False
+        # KIP-966: the broker epoch the clean-shutdown markers recorded (-1: none, or not
+        # the same in every directory); the broker sends it when it registers.
+        self.previous_broker_epoch = -1
 
     def startup(self, configs: dict[str, LogConfig] | None = None) -> None:
         """Opens every partition log found; `configs` maps topics to their LogConfig."""
         configs = configs or {}
         clean_everywhere = True
+        epochs = set()
         for log_dir in self.log_dirs:
             os.makedirs(log_dir, exist_ok=True)
             marker = os.path.join(log_dir, CLEAN_SHUTDOWN_FILE)
             was_clean = os.path.exists(marker)
             clean_everywhere &= was_clean
+            epochs.add(_marker_epoch(marker) if was_clean else -1)
             recovery = checkpoint.read_offsets(os.path.join(log_dir, RECOVERY_POINT_FILE))
             hws = checkpoint.read_offsets(os.path.join(log_dir, HIGH_WATERMARK_FILE))
             starts = checkpoint.read_offsets(os.path.join(log_dir, LOG_START_FILE))
@@ -94,6 +111,7 @@ class LogManager:
                 os.unlink(marker)
                 fsync_dir(log_dir)
         self.had_clean_shutdown = clean_everywhere and bool(self.log_dirs)
+        self.previous_broker_epoch = epochs.pop() if len(epochs) == 1 else -1
 
     def get_log(self, topic: str, partition: int) -> Log | None:
         return self.logs.get((topic, partition))
@@ -161,13 +179,15 @@ class LogManager:
             deleted += log.delete_old_segments()
         return deleted, removed
 
-    def shutdown(self) -> None:
-        """Flush, checkpoint, close, then mark each directory as cleanly shut down."""
+    def shutdown(self, broker_epoch: int = -1) -> None:
+        """Flush, checkpoint, close, then mark each directory as cleanly shut down, with the
+        broker's epoch (Kafka's {"version":0,"brokerEpoch":N}) for KIP-966's detection."""
         self.flush_all()
         self.checkpoint()
         for log in self.logs.values():
             log.close()
+        marker = json.dumps({"version": 0, "brokerEpoch": broker_epoch}).encode()
         for log_dir in self.log_dirs:
-            atomic_write(os.path.join(log_dir, CLEAN_SHUTDOWN_FILE), b"")
+            atomic_write(os.path.join(log_dir, CLEAN_SHUTDOWN_FILE), marker)
         self.logs.clear()
         self._dir_of.clear()

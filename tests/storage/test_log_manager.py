@@ -10,6 +10,7 @@ offsets come back from their checkpoints; cleanup() applies retention and compac
 
 from __future__ import annotations
 
+import json
 import os
 import random
 
@@ -211,3 +212,33 @@ def test_flush_dirty_logs_flushes_only_logs_past_their_flush_ms(tmp_path):
     clock.advance(100)
     assert lm.flush_dirty_logs() == 1
     assert fast.recovery_point == 1 and slow.recovery_point == 0
+
+
+def test_the_clean_shutdown_marker_carries_the_broker_epoch(tmp_path):
+    """KIP-966: the broker sends it back when it registers; anything else is unclean."""
+    lm, dirs = manager(tmp_path)
+    populate(lm, random.Random(5))
+    lm.shutdown(broker_epoch=4711)
+    for d in dirs:
+        with open(os.path.join(d, CLEAN_SHUTDOWN_FILE)) as f:
+            assert json.load(f) == {"version": 0, "brokerEpoch": 4711}  # Kafka's format
+    lm2, _ = manager(tmp_path)
+    assert lm2.previous_broker_epoch == 4711
+    for log in lm2.logs.values():
+        crash(log)
+    lm3, _ = manager(tmp_path)  # after a crash: no marker, no epoch
+    assert lm3.previous_broker_epoch == -1
+
+
+def test_markers_that_disagree_or_hold_no_epoch_give_none(tmp_path):
+    lm, dirs = manager(tmp_path)
+    lm.shutdown(broker_epoch=7)
+    with open(os.path.join(dirs[0], CLEAN_SHUTDOWN_FILE), "w") as f:
+        f.write(json.dumps({"version": 0, "brokerEpoch": 8}))
+    assert manager(tmp_path)[0].previous_broker_epoch == -1
+    lm, dirs = manager(tmp_path)
+    lm.shutdown(broker_epoch=7)
+    for d in dirs:  # an empty marker, as written before KIP-966
+        open(os.path.join(d, CLEAN_SHUTDOWN_FILE), "w").close()
+    again = manager(tmp_path)[0]
+    assert again.had_clean_shutdown and again.previous_broker_epoch == -1
