@@ -75,6 +75,7 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
                     request.incarnation_id,
                     [Endpoint.from_pb(e) for e in request.endpoints],
                     request.rack or None,
+                    request.previous_broker_epoch,
                 )
             )
         except ApiError as error:

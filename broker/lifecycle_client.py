@@ -34,8 +34,11 @@ class LifecycleClient:
         rack: str | None,
         metadata_offset: Callable[[], int],
         heartbeat_interval_ms: int = 2000,
+        previous_broker_epoch: int = -1,
     ) -> None:
         self.broker_id = broker_id
+        # The epoch of its last clean shutdown, -1 if none (KIP-966; metadata/broker_lifecycle)
+        self.previous_broker_epoch = previous_broker_epoch
         self.cluster_id = cluster_id
         self.voters = dict(voters)
         self.endpoints = list(endpoints)
@@ -106,6 +109,7 @@ class LifecycleClient:
             incarnation_id=self.incarnation_id,
             endpoints=[e.to_pb() for e in self.endpoints],
             rack=self.rack or "",
+            previous_broker_epoch=self.previous_broker_epoch,
         )
         response = await self._call("RegisterBroker", request)
         if response is not None:

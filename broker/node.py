@@ -131,6 +131,7 @@ class Node:
             config.rack,
             lambda: self.loader.image.offset,
             config.controller.heartbeat_interval_ms,
+            previous_broker_epoch=self.log_manager.previous_broker_epoch,
         )
         lifecycle = self.lifecycle
 
@@ -303,7 +304,12 @@ class Node:
                     partition.snapshot_producers()
                 except OSError:
                     log.exception("could not snapshot the producers of %s", partition.name)
-        self.log_manager.shutdown()
+        # The marker names the registration this data was kept under (KIP-966); a broker
+        # that never registered this time keeps the one it started with.
+        epoch = self.lifecycle.broker_epoch if self.lifecycle is not None else -1
+        self.log_manager.shutdown(
+            epoch if epoch >= 0 else self.log_manager.previous_broker_epoch
+        )
 
     # --- the broker acting on metadata -------------------------------------------------------
 

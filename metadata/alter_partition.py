@@ -12,6 +12,8 @@ or fenced leader cannot undo a newer change:
   must stay in it: else INELIGIBLE_REPLICA (a follower of a fenced broker must not come
   back in, KIP-841);
 - a leader in RECOVERING state may report RECOVERED, never the reverse (INVALID_REQUEST).
+The ELR follows the ISR (partition_change.next_elr, KIP-966): a member dropped while the
+ISR is below min.insync.replicas joins it; the ELR empties once the ISR is back at it.
 An accepted proposal becomes a PartitionChangeRecord; the answer is the registration it
 leads to (the partition epoch one higher).
 """
@@ -23,9 +25,10 @@ from dataclasses import dataclass
 
 from google.protobuf.message import Message
 
-from metadata.broker_lifecycle import may_lead
+from metadata.broker_lifecycle import may_lead, min_insync_replicas
 from metadata.errors import ApiError
 from metadata.image import MetadataImage, PartitionRegistration
+from metadata.partition_change import next_elr
 from strom_api.v1 import metadata_pb2 as pb
 
 
@@ -119,6 +122,16 @@ def _check(
     record = pb.PartitionChangeRecord(partition_id=proposal.partition_id, topic_id=topic.topic_id)
     record.isr.SetInParent()
     record.isr.ids.extend(proposal.new_isr)
+    elr = next_elr(
+        current.replicas,
+        current.isr,
+        proposal.new_isr,
+        current.elr,
+        min_insync_replicas(image, topic.name),
+    )
+    if elr != current.elr:
+        record.eligible_leader_replicas.SetInParent()
+        record.eligible_leader_replicas.ids.extend(elr)
     if proposal.leader_recovery_state != current.leader_recovery_state:
         record.leader_recovery_state = proposal.leader_recovery_state  # type: ignore[assignment]
     return record, current.merge(record)

@@ -55,28 +55,57 @@ def unclean_election_enabled(image: MetadataImage, topic: str) -> bool:
     return value.strip().lower() == "true"
 
 
+def min_insync_replicas(image: MetadataImage, topic: str) -> int:
+    """`min.insync.replicas`: the topic's value, else the cluster default, else 1."""
+    value = image.configs.of(pb.TOPIC, topic).get("min.insync.replicas")
+    if value is None:
+        value = image.configs.of(pb.BROKER, "").get("min.insync.replicas", "1")
+    try:
+        return max(int(value), 1)
+    except ValueError:
+        return 1
+
+
 # --- partitions when a broker goes or comes ---------------------------------------------------
 
 
-def move_away_from(image: MetadataImage, broker_id: int) -> list[Message]:
+def move_away_from(
+    image: MetadataImage, broker_id: int, lost_data: bool = False
+) -> list[Message]:
     """Partition changes for a broker that is fenced or shutting down: out of every ISR
-    (unless it is the last member) and, where it led, a new leader from the ISR (or none)."""
+    (unless it is the last member) and, where it led, a new leader from the ISR or the ELR
+    (or none).
+
+    `lost_data`: it restarted after an unclean shutdown (KIP-966), so its log may lack
+    acknowledged records it once held: it also leaves every ELR, and the ISR even as the
+    last member when an ELR member (which holds every committed record) can lead instead.
+    When none can, it stays: its recovered log is then the best copy the controller knows
+    of, and taking it out would leave the partition offline until an unclean election (as
+    Kafka before KIP-966 did; Kafka 4 leaves it offline for its unclean recovery)."""
     acceptable = may_lead(image, excluded=broker_id)
     records: list[Message] = []
     for name in sorted(image.topics.by_name):
         topic = image.topics.by_name[name]
         unclean = unclean_election_enabled(image, name)
+        min_isr = min_insync_replicas(image, name)
         for partition_id in sorted(topic.partitions):
             current = topic.partitions[partition_id]
-            if broker_id not in current.isr and current.leader != broker_id:
+            in_elr = lost_data and broker_id in current.elr
+            if broker_id not in current.isr and current.leader != broker_id and not in_elr:
                 continue
+            target_isr = isr_without(current.isr, broker_id)
+            others_in_elr = [b for b in current.elr if b != broker_id]
+            if lost_data and others_in_elr:
+                target_isr = tuple(b for b in current.isr if b != broker_id)
             change = build_partition_change(
                 topic.topic_id,
                 partition_id,
                 current,
                 acceptable,
-                target_isr=isr_without(current.isr, broker_id),
+                target_isr=target_isr,
                 unclean_enabled=unclean,
+                min_isr=min_isr,
+                lost_data=(broker_id,) if lost_data else (),
             )
             if change is not None:
                 records.append(change)
@@ -94,7 +123,12 @@ def leaders_for_offline(image: MetadataImage, acceptable: Callable[[int], bool])
             if current.leader != NO_LEADER:
                 continue
             change = build_partition_change(
-                topic.topic_id, partition_id, current, acceptable, unclean_enabled=unclean
+                topic.topic_id,
+                partition_id,
+                current,
+                acceptable,
+                unclean_enabled=unclean,
+                min_isr=min_insync_replicas(image, name),
             )
             if change is not None:
                 records.append(change)
@@ -119,6 +153,8 @@ class BrokerRegistrationRequest:
     incarnation_id: bytes
     endpoints: Sequence[Endpoint]
     rack: str | None = None
+    # KIP-966: the epoch its clean-shutdown marker held, -1 without one (see register_broker)
+    previous_broker_epoch: int = -1
 
 
 class HeartbeatTracker:
@@ -152,6 +188,17 @@ class HeartbeatTracker:
         )
 
 
+def restarted_uncleanly(image: MetadataImage, request: BrokerRegistrationRequest) -> bool:
+    """A new incarnation of a registered broker whose clean-shutdown marker does not name
+    its registered epoch (KIP-966): it crashed, or its marker is from another life."""
+    existing = image.cluster.brokers.get(request.broker_id)
+    return (
+        existing is not None
+        and existing.incarnation_id != request.incarnation_id
+        and request.previous_broker_epoch != existing.epoch
+    )
+
+
 def register_broker(
     image: MetadataImage,
     tracker: HeartbeatTracker,
@@ -162,7 +209,14 @@ def register_broker(
     """Records registering the broker, and its broker epoch: `record_offset`, the offset its
     RegisterBrokerRecord will have. A broker id still held by another live incarnation is
     refused (DUPLICATE_BROKER_REGISTRATION); a restart (new incarnation, old session over)
-    replaces the old registration, whose partitions move away first."""
+    replaces the old registration, whose partitions move away first.
+
+    Unclean-shutdown detection (KIP-966): a broker that shut down cleanly wrote its broker
+    epoch down and sends it back here. Any other value means it crashed and may have lost
+    records it had not flushed, acknowledged ones among them (acks=all waits for replicas'
+    memory, not their disks): it leaves every ISR and ELR where another replica can lead
+    (move_away_from with lost_data), so it cannot lead over, and truncate, replicas that
+    kept those records."""
     existing = image.cluster.brokers.get(request.broker_id)
     records: list[Message] = []
     if existing is not None and existing.incarnation_id != request.incarnation_id:
@@ -171,7 +225,8 @@ def register_broker(
                 "DUPLICATE_BROKER_REGISTRATION",
                 f"Another broker is registered with broker id {request.broker_id}.",
             )
-        records += move_away_from(image, request.broker_id)
+        lost_data = restarted_uncleanly(image, request)
+        records += move_away_from(image, request.broker_id, lost_data=lost_data)
     records.insert(
         0,
         pb.RegisterBrokerRecord(

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import random
 import time
 from collections.abc import Mapping, Sequence
@@ -38,6 +39,7 @@ from metadata.broker_lifecycle import (
     fence_broker,
     heartbeat,
     register_broker,
+    restarted_uncleanly,
 )
 from metadata.config_control import ConfigOp, incremental_alter_configs
 from metadata.errors import ApiError
@@ -64,6 +66,8 @@ from raft.core import NotLeaderError
 from raft.driver import RaftDriver
 from raft.roles import Role
 from strom_api.v1 import metadata_pb2 as pb
+
+log = logging.getLogger("strom.controller")
 
 
 @dataclass(frozen=True)
@@ -203,7 +207,17 @@ class QuorumController:
             # No other append is in flight (one operation at a time), so the record goes
             # at the log end.
             offset = core.log.end_offset()
+            unclean = restarted_uncleanly(self.image, request)
             records, epoch = register_broker(self.image, self.tracker, request, offset, _now_ms())
+            if unclean:
+                log.warning(
+                    "Broker %d registered after an unclean shutdown (previous broker epoch "
+                    "%d, registered as %d): it leaves every ISR and ELR where another "
+                    "replica can lead",
+                    request.broker_id,
+                    request.previous_broker_epoch,
+                    self.image.cluster.brokers[request.broker_id].epoch,
+                )
             first = await self._commit(records)
             if first != offset:
                 raise ApiError(

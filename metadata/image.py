@@ -93,6 +93,7 @@ class PartitionRegistration:
     removing_replicas: tuple[int, ...] = ()
     adding_replicas: tuple[int, ...] = ()
     leader_recovery_state: int = pb.RECOVERED
+    elr: tuple[int, ...] = ()  # eligible leader replicas (KIP-966)
 
     @property
     def has_leader(self) -> bool:
@@ -125,6 +126,11 @@ class PartitionRegistration:
                 if change.HasField("leader_recovery_state")
                 else self.leader_recovery_state
             ),
+            elr=(
+                tuple(change.eligible_leader_replicas.ids)
+                if change.HasField("eligible_leader_replicas")
+                else self.elr
+            ),
         )
 
     def record(self, topic_id: bytes, partition_id: int) -> pb.PartitionRecord:
@@ -139,6 +145,7 @@ class PartitionRegistration:
             leader_epoch=self.leader_epoch,
             partition_epoch=self.partition_epoch,
             leader_recovery_state=self.leader_recovery_state,  # type: ignore[arg-type]
+            eligible_leader_replicas=self.elr,
         )
 
     @staticmethod
@@ -152,6 +159,7 @@ class PartitionRegistration:
             removing_replicas=tuple(record.removing_replicas),
             adding_replicas=tuple(record.adding_replicas),
             leader_recovery_state=record.leader_recovery_state,
+            elr=tuple(record.eligible_leader_replicas),
         )
 
 

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 from google.protobuf.message import Message
 
-from metadata.broker_lifecycle import may_lead
+from metadata.broker_lifecycle import may_lead, min_insync_replicas
 from metadata.errors import ApiError
 from metadata.image import MetadataImage, PartitionRegistration, TopicImage
 from metadata.partition_change import Election, build_partition_change
@@ -103,7 +103,12 @@ def _elect(
     elif partition.has_leader:
         return None, _not_needed()
     record = build_partition_change(
-        topic.topic_id, partition_id, partition, acceptable, election=election
+        topic.topic_id,
+        partition_id,
+        partition,
+        acceptable,
+        election=election,
+        min_isr=min_insync_replicas(image, name),
     )
     if record is None:
         return None, (
@@ -174,7 +179,12 @@ def rebalance_leaders(
             if partition.leader == broker_id or broker_id not in partition.isr:
                 continue
             record = build_partition_change(
-                topic.topic_id, partition_id, partition, acceptable, election=Election.PREFERRED
+                topic.topic_id,
+                partition_id,
+                partition,
+                acceptable,
+                election=Election.PREFERRED,
+                min_isr=min_insync_replicas(image, topic.name),
             )
             if record is not None:
                 records.append(record)

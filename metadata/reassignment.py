@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 from google.protobuf.message import Message
 
-from metadata.broker_lifecycle import may_lead, unclean_election_enabled
+from metadata.broker_lifecycle import may_lead, min_insync_replicas, unclean_election_enabled
 from metadata.errors import ApiError
 from metadata.image import MetadataImage, PartitionRegistration, TopicImage
 from metadata.partition_change import build_partition_change
@@ -142,6 +142,7 @@ def _change(
         target_adding=adding,
         target_removing=removing,
         unclean_enabled=unclean,
+        min_isr=min_insync_replicas(image, topic.name),
     )
 
 
@@ -223,6 +224,7 @@ def _cancel(
         target_adding=(),
         target_removing=(),
         unclean_enabled=unclean,
+        min_isr=min_insync_replicas(image, topic.name),
     )
 
 

@@ -24,19 +24,19 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bstrom_api/v1/metadata.proto\x12\x0cstrom_api.v1\"U\n\x0e\x42rokerEndpoint\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04host\x18\x02 \x01(\t\x12\x0c\n\x04port\x18\x03 \x01(\x05\x12\x19\n\x11security_protocol\x18\x04 \x01(\t\"\xc6\x01\n\x14RegisterBrokerRecord\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x16\n\x0eincarnation_id\x18\x02 \x01(\x0c\x12\x14\n\x0c\x62roker_epoch\x18\x03 \x01(\x03\x12/\n\tendpoints\x18\x04 \x03(\x0b\x32\x1c.strom_api.v1.BrokerEndpoint\x12\x0c\n\x04rack\x18\x05 \x01(\t\x12\x0e\n\x06\x66\x65nced\x18\x06 \x01(\x08\x12\x1e\n\x16in_controlled_shutdown\x18\x07 \x01(\x08\"A\n\x16UnregisterBrokerRecord\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\"<\n\x11\x46\x65nceBrokerRecord\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\">\n\x13UnfenceBrokerRecord\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\"\x97\x01\n\x1e\x42rokerRegistrationChangeRecord\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\x12,\n\x07\x66\x65ncing\x18\x03 \x01(\x0e\x32\x1b.strom_api.v1.FencingChange\x12\x1e\n\x16in_controlled_shutdown\x18\x04 \x01(\x08\"-\n\x0bTopicRecord\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x10\n\x08topic_id\x18\x02 \x01(\x0c\"\x8d\x02\n\x0fPartitionRecord\x12\x14\n\x0cpartition_id\x18\x01 \x01(\x05\x12\x10\n\x08topic_id\x18\x02 \x01(\x0c\x12\x10\n\x08replicas\x18\x03 \x03(\x05\x12\x0b\n\x03isr\x18\x04 \x03(\x05\x12\x19\n\x11removing_replicas\x18\x05 \x03(\x05\x12\x17\n\x0f\x61\x64\x64ing_replicas\x18\x06 \x03(\x05\x12\x0e\n\x06leader\x18\x07 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x08 \x01(\x05\x12\x17\n\x0fpartition_epoch\x18\t \x01(\x05\x12@\n\x15leader_recovery_state\x18\n \x01(\x0e\x32!.strom_api.v1.LeaderRecoveryState\"\x1b\n\x0c\x42rokerIdList\x12\x0b\n\x03ids\x18\x01 \x03(\x05\"\x83\x03\n\x15PartitionChangeRecord\x12\x14\n\x0cpartition_id\x18\x01 \x01(\x05\x12\x10\n\x08topic_id\x18\x02 \x01(\x0c\x12\x13\n\x06leader\x18\x03 \x01(\x05H\x00\x88\x01\x01\x12\'\n\x03isr\x18\x04 \x01(\x0b\x32\x1a.strom_api.v1.BrokerIdList\x12,\n\x08replicas\x18\x05 \x01(\x0b\x32\x1a.strom_api.v1.BrokerIdList\x12\x35\n\x11removing_replicas\x18\x06 \x01(\x0b\x32\x1a.strom_api.v1.BrokerIdList\x12\x33\n\x0f\x61\x64\x64ing_replicas\x18\x07 \x01(\x0b\x32\x1a.strom_api.v1.BrokerIdList\x12\x45\n\x15leader_recovery_state\x18\x08 \x01(\x0e\x32!.strom_api.v1.LeaderRecoveryStateH\x01\x88\x01\x01\x42\t\n\x07_leaderB\x18\n\x16_leader_recovery_state\"%\n\x11RemoveTopicRecord\x12\x10\n\x08topic_id\x18\x01 \x01(\x0c\"\x8a\x01\n\x0c\x43onfigRecord\x12\x37\n\rresource_type\x18\x01 \x01(\x0e\x32 .strom_api.v1.ConfigResourceType\x12\x15\n\rresource_name\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x12\n\x05value\x18\x04 \x01(\tH\x00\x88\x01\x01\x42\x08\n\x06_value\"V\n\x11ProducerIdsRecord\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\x12\x18\n\x10next_producer_id\x18\x03 \x01(\x03\"9\n\x12\x46\x65\x61tureLevelRecord\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x15\n\rfeature_level\x18\x02 \x01(\x05\"\x0c\n\nNoOpRecord\"\x8d\x06\n\x0eMetadataRecord\x12=\n\x0fregister_broker\x18\x01 \x01(\x0b\x32\".strom_api.v1.RegisterBrokerRecordH\x00\x12\x41\n\x11unregister_broker\x18\x02 \x01(\x0b\x32$.strom_api.v1.UnregisterBrokerRecordH\x00\x12\x37\n\x0c\x66\x65nce_broker\x18\x03 \x01(\x0b\x32\x1f.strom_api.v1.FenceBrokerRecordH\x00\x12;\n\x0eunfence_broker\x18\x04 \x01(\x0b\x32!.strom_api.v1.UnfenceBrokerRecordH\x00\x12R\n\x1a\x62roker_registration_change\x18\x05 \x01(\x0b\x32,.strom_api.v1.BrokerRegistrationChangeRecordH\x00\x12*\n\x05topic\x18\x06 \x01(\x0b\x32\x19.strom_api.v1.TopicRecordH\x00\x12\x32\n\tpartition\x18\x07 \x01(\x0b\x32\x1d.strom_api.v1.PartitionRecordH\x00\x12?\n\x10partition_change\x18\x08 \x01(\x0b\x32#.strom_api.v1.PartitionChangeRecordH\x00\x12\x37\n\x0cremove_topic\x18\t \x01(\x0b\x32\x1f.strom_api.v1.RemoveTopicRecordH\x00\x12,\n\x06\x63onfig\x18\n \x01(\x0b\x32\x1a.strom_api.v1.ConfigRecordH\x00\x12\x37\n\x0cproducer_ids\x18\x0b \x01(\x0b\x32\x1f.strom_api.v1.ProducerIdsRecordH\x00\x12\x39\n\rfeature_level\x18\x0c \x01(\x0b\x32 .strom_api.v1.FeatureLevelRecordH\x00\x12)\n\x05no_op\x18\r \x01(\x0b\x32\x18.strom_api.v1.NoOpRecordH\x00\x42\x08\n\x06record*9\n\rFencingChange\x12\x10\n\x0c\x46\x45NCING_NONE\x10\x00\x12\t\n\x05\x46\x45NCE\x10\x01\x12\x0b\n\x07UNFENCE\x10\x02*4\n\x13LeaderRecoveryState\x12\r\n\tRECOVERED\x10\x00\x12\x0e\n\nRECOVERING\x10\x01*H\n\x12\x43onfigResourceType\x12\x1b\n\x17\x43ONFIG_RESOURCE_UNKNOWN\x10\x00\x12\t\n\x05TOPIC\x10\x02\x12\n\n\x06\x42ROKER\x10\x04\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bstrom_api/v1/metadata.proto\x12\x0cstrom_api.v1\"U\n\x0e\x42rokerEndpoint\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04host\x18\x02 \x01(\t\x12\x0c\n\x04port\x18\x03 \x01(\x05\x12\x19\n\x11security_protocol\x18\x04 \x01(\t\"\xc6\x01\n\x14RegisterBrokerRecord\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x16\n\x0eincarnation_id\x18\x02 \x01(\x0c\x12\x14\n\x0c\x62roker_epoch\x18\x03 \x01(\x03\x12/\n\tendpoints\x18\x04 \x03(\x0b\x32\x1c.strom_api.v1.BrokerEndpoint\x12\x0c\n\x04rack\x18\x05 \x01(\t\x12\x0e\n\x06\x66\x65nced\x18\x06 \x01(\x08\x12\x1e\n\x16in_controlled_shutdown\x18\x07 \x01(\x08\"A\n\x16UnregisterBrokerRecord\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\"<\n\x11\x46\x65nceBrokerRecord\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\">\n\x13UnfenceBrokerRecord\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\"\x97\x01\n\x1e\x42rokerRegistrationChangeRecord\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\x12,\n\x07\x66\x65ncing\x18\x03 \x01(\x0e\x32\x1b.strom_api.v1.FencingChange\x12\x1e\n\x16in_controlled_shutdown\x18\x04 \x01(\x08\"-\n\x0bTopicRecord\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x10\n\x08topic_id\x18\x02 \x01(\x0c\"\xaf\x02\n\x0fPartitionRecord\x12\x14\n\x0cpartition_id\x18\x01 \x01(\x05\x12\x10\n\x08topic_id\x18\x02 \x01(\x0c\x12\x10\n\x08replicas\x18\x03 \x03(\x05\x12\x0b\n\x03isr\x18\x04 \x03(\x05\x12\x19\n\x11removing_replicas\x18\x05 \x03(\x05\x12\x17\n\x0f\x61\x64\x64ing_replicas\x18\x06 \x03(\x05\x12\x0e\n\x06leader\x18\x07 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x08 \x01(\x05\x12\x17\n\x0fpartition_epoch\x18\t \x01(\x05\x12@\n\x15leader_recovery_state\x18\n \x01(\x0e\x32!.strom_api.v1.LeaderRecoveryState\x12 \n\x18\x65ligible_leader_replicas\x18\x0b \x03(\x05\"\x1b\n\x0c\x42rokerIdList\x12\x0b\n\x03ids\x18\x01 \x03(\x05\"\xc1\x03\n\x15PartitionChangeRecord\x12\x14\n\x0cpartition_id\x18\x01 \x01(\x05\x12\x10\n\x08topic_id\x18\x02 \x01(\x0c\x12\x13\n\x06leader\x18\x03 \x01(\x05H\x00\x88\x01\x01\x12\'\n\x03isr\x18\x04 \x01(\x0b\x32\x1a.strom_api.v1.BrokerIdList\x12,\n\x08replicas\x18\x05 \x01(\x0b\x32\x1a.strom_api.v1.BrokerIdList\x12\x35\n\x11removing_replicas\x18\x06 \x01(\x0b\x32\x1a.strom_api.v1.BrokerIdList\x12\x33\n\x0f\x61\x64\x64ing_replicas\x18\x07 \x01(\x0b\x32\x1a.strom_api.v1.BrokerIdList\x12\x45\n\x15leader_recovery_state\x18\x08 \x01(\x0e\x32!.strom_api.v1.LeaderRecoveryStateH\x01\x88\x01\x01\x12<\n\x18\x65ligible_leader_replicas\x18\t \x01(\x0b\x32\x1a.strom_api.v1.BrokerIdListB\t\n\x07_leaderB\x18\n\x16_leader_recovery_state\"%\n\x11RemoveTopicRecord\x12\x10\n\x08topic_id\x18\x01 \x01(\x0c\"\x8a\x01\n\x0c\x43onfigRecord\x12\x37\n\rresource_type\x18\x01 \x01(\x0e\x32 .strom_api.v1.ConfigResourceType\x12\x15\n\rresource_name\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x12\n\x05value\x18\x04 \x01(\tH\x00\x88\x01\x01\x42\x08\n\x06_value\"V\n\x11ProducerIdsRecord\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\x12\x18\n\x10next_producer_id\x18\x03 \x01(\x03\"9\n\x12\x46\x65\x61tureLevelRecord\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x15\n\rfeature_level\x18\x02 \x01(\x05\"\x0c\n\nNoOpRecord\"\x8d\x06\n\x0eMetadataRecord\x12=\n\x0fregister_broker\x18\x01 \x01(\x0b\x32\".strom_api.v1.RegisterBrokerRecordH\x00\x12\x41\n\x11unregister_broker\x18\x02 \x01(\x0b\x32$.strom_api.v1.UnregisterBrokerRecordH\x00\x12\x37\n\x0c\x66\x65nce_broker\x18\x03 \x01(\x0b\x32\x1f.strom_api.v1.FenceBrokerRecordH\x00\x12;\n\x0eunfence_broker\x18\x04 \x01(\x0b\x32!.strom_api.v1.UnfenceBrokerRecordH\x00\x12R\n\x1a\x62roker_registration_change\x18\x05 \x01(\x0b\x32,.strom_api.v1.BrokerRegistrationChangeRecordH\x00\x12*\n\x05topic\x18\x06 \x01(\x0b\x32\x19.strom_api.v1.TopicRecordH\x00\x12\x32\n\tpartition\x18\x07 \x01(\x0b\x32\x1d.strom_api.v1.PartitionRecordH\x00\x12?\n\x10partition_change\x18\x08 \x01(\x0b\x32#.strom_api.v1.PartitionChangeRecordH\x00\x12\x37\n\x0cremove_topic\x18\t \x01(\x0b\x32\x1f.strom_api.v1.RemoveTopicRecordH\x00\x12,\n\x06\x63onfig\x18\n \x01(\x0b\x32\x1a.strom_api.v1.ConfigRecordH\x00\x12\x37\n\x0cproducer_ids\x18\x0b \x01(\x0b\x32\x1f.strom_api.v1.ProducerIdsRecordH\x00\x12\x39\n\rfeature_level\x18\x0c \x01(\x0b\x32 .strom_api.v1.FeatureLevelRecordH\x00\x12)\n\x05no_op\x18\r \x01(\x0b\x32\x18.strom_api.v1.NoOpRecordH\x00\x42\x08\n\x06record*9\n\rFencingChange\x12\x10\n\x0c\x46\x45NCING_NONE\x10\x00\x12\t\n\x05\x46\x45NCE\x10\x01\x12\x0b\n\x07UNFENCE\x10\x02*4\n\x13LeaderRecoveryState\x12\r\n\tRECOVERED\x10\x00\x12\x0e\n\nRECOVERING\x10\x01*H\n\x12\x43onfigResourceType\x12\x1b\n\x17\x43ONFIG_RESOURCE_UNKNOWN\x10\x00\x12\t\n\x05TOPIC\x10\x02\x12\n\n\x06\x42ROKER\x10\x04\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'strom_api.v1.metadata_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_FENCINGCHANGE']._serialized_start=2543
-  _globals['_FENCINGCHANGE']._serialized_end=2600
-  _globals['_LEADERRECOVERYSTATE']._serialized_start=2602
-  _globals['_LEADERRECOVERYSTATE']._serialized_end=2654
-  _globals['_CONFIGRESOURCETYPE']._serialized_start=2656
-  _globals['_CONFIGRESOURCETYPE']._serialized_end=2728
+  _globals['_FENCINGCHANGE']._serialized_start=2639
+  _globals['_FENCINGCHANGE']._serialized_end=2696
+  _globals['_LEADERRECOVERYSTATE']._serialized_start=2698
+  _globals['_LEADERRECOVERYSTATE']._serialized_end=2750
+  _globals['_CONFIGRESOURCETYPE']._serialized_start=2752
+  _globals['_CONFIGRESOURCETYPE']._serialized_end=2824
   _globals['_BROKERENDPOINT']._serialized_start=45
   _globals['_BROKERENDPOINT']._serialized_end=130
   _globals['_REGISTERBROKERRECORD']._serialized_start=133
@@ -52,21 +52,21 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_TOPICRECORD']._serialized_start=680
   _globals['_TOPICRECORD']._serialized_end=725
   _globals['_PARTITIONRECORD']._serialized_start=728
-  _globals['_PARTITIONRECORD']._serialized_end=997
-  _globals['_BROKERIDLIST']._serialized_start=999
-  _globals['_BROKERIDLIST']._serialized_end=1026
-  _globals['_PARTITIONCHANGERECORD']._serialized_start=1029
-  _globals['_PARTITIONCHANGERECORD']._serialized_end=1416
-  _globals['_REMOVETOPICRECORD']._serialized_start=1418
-  _globals['_REMOVETOPICRECORD']._serialized_end=1455
-  _globals['_CONFIGRECORD']._serialized_start=1458
-  _globals['_CONFIGRECORD']._serialized_end=1596
-  _globals['_PRODUCERIDSRECORD']._serialized_start=1598
-  _globals['_PRODUCERIDSRECORD']._serialized_end=1684
-  _globals['_FEATURELEVELRECORD']._serialized_start=1686
-  _globals['_FEATURELEVELRECORD']._serialized_end=1743
-  _globals['_NOOPRECORD']._serialized_start=1745
-  _globals['_NOOPRECORD']._serialized_end=1757
-  _globals['_METADATARECORD']._serialized_start=1760
-  _globals['_METADATARECORD']._serialized_end=2541
+  _globals['_PARTITIONRECORD']._serialized_end=1031
+  _globals['_BROKERIDLIST']._serialized_start=1033
+  _globals['_BROKERIDLIST']._serialized_end=1060
+  _globals['_PARTITIONCHANGERECORD']._serialized_start=1063
+  _globals['_PARTITIONCHANGERECORD']._serialized_end=1512
+  _globals['_REMOVETOPICRECORD']._serialized_start=1514
+  _globals['_REMOVETOPICRECORD']._serialized_end=1551
+  _globals['_CONFIGRECORD']._serialized_start=1554
+  _globals['_CONFIGRECORD']._serialized_end=1692
+  _globals['_PRODUCERIDSRECORD']._serialized_start=1694
+  _globals['_PRODUCERIDSRECORD']._serialized_end=1780
+  _globals['_FEATURELEVELRECORD']._serialized_start=1782
+  _globals['_FEATURELEVELRECORD']._serialized_end=1839
+  _globals['_NOOPRECORD']._serialized_start=1841
+  _globals['_NOOPRECORD']._serialized_end=1853
+  _globals['_METADATARECORD']._serialized_start=1856
+  _globals['_METADATARECORD']._serialized_end=2637
 # @@protoc_insertion_point(module_scope)

@@ -107,7 +107,7 @@ class TopicRecord(_message.Message):
     def __init__(self, name: _Optional[str] = ..., topic_id: _Optional[bytes] = ...) -> None: ...
 
 class PartitionRecord(_message.Message):
-    __slots__ = ("partition_id", "topic_id", "replicas", "isr", "removing_replicas", "adding_replicas", "leader", "leader_epoch", "partition_epoch", "leader_recovery_state")
+    __slots__ = ("partition_id", "topic_id", "replicas", "isr", "removing_replicas", "adding_replicas", "leader", "leader_epoch", "partition_epoch", "leader_recovery_state", "eligible_leader_replicas")
     PARTITION_ID_FIELD_NUMBER: _ClassVar[int]
     TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
     REPLICAS_FIELD_NUMBER: _ClassVar[int]
@@ -118,6 +118,7 @@ class PartitionRecord(_message.Message):
     LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     PARTITION_EPOCH_FIELD_NUMBER: _ClassVar[int]
     LEADER_RECOVERY_STATE_FIELD_NUMBER: _ClassVar[int]
+    ELIGIBLE_LEADER_REPLICAS_FIELD_NUMBER: _ClassVar[int]
     partition_id: int
     topic_id: bytes
     replicas: _containers.RepeatedScalarFieldContainer[int]
@@ -128,7 +129,8 @@ class PartitionRecord(_message.Message):
     leader_epoch: int
     partition_epoch: int
     leader_recovery_state: LeaderRecoveryState
-    def __init__(self, partition_id: _Optional[int] = ..., topic_id: _Optional[bytes] = ..., replicas: _Optional[_Iterable[int]] = ..., isr: _Optional[_Iterable[int]] = ..., removing_replicas: _Optional[_Iterable[int]] = ..., adding_replicas: _Optional[_Iterable[int]] = ..., leader: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., partition_epoch: _Optional[int] = ..., leader_recovery_state: _Optional[_Union[LeaderRecoveryState, str]] = ...) -> None: ...
+    eligible_leader_replicas: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, partition_id: _Optional[int] = ..., topic_id: _Optional[bytes] = ..., replicas: _Optional[_Iterable[int]] = ..., isr: _Optional[_Iterable[int]] = ..., removing_replicas: _Optional[_Iterable[int]] = ..., adding_replicas: _Optional[_Iterable[int]] = ..., leader: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., partition_epoch: _Optional[int] = ..., leader_recovery_state: _Optional[_Union[LeaderRecoveryState, str]] = ..., eligible_leader_replicas: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class BrokerIdList(_message.Message):
     __slots__ = ("ids",)
@@ -137,7 +139,7 @@ class BrokerIdList(_message.Message):
     def __init__(self, ids: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class PartitionChangeRecord(_message.Message):
-    __slots__ = ("partition_id", "topic_id", "leader", "isr", "replicas", "removing_replicas", "adding_replicas", "leader_recovery_state")
+    __slots__ = ("partition_id", "topic_id", "leader", "isr", "replicas", "removing_replicas", "adding_replicas", "leader_recovery_state", "eligible_leader_replicas")
     PARTITION_ID_FIELD_NUMBER: _ClassVar[int]
     TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
     LEADER_FIELD_NUMBER: _ClassVar[int]
@@ -146,6 +148,7 @@ class PartitionChangeRecord(_message.Message):
     REMOVING_REPLICAS_FIELD_NUMBER: _ClassVar[int]
     ADDING_REPLICAS_FIELD_NUMBER: _ClassVar[int]
     LEADER_RECOVERY_STATE_FIELD_NUMBER: _ClassVar[int]
+    ELIGIBLE_LEADER_REPLICAS_FIELD_NUMBER: _ClassVar[int]
     partition_id: int
     topic_id: bytes
     leader: int
@@ -154,7 +157,8 @@ class PartitionChangeRecord(_message.Message):
     removing_replicas: BrokerIdList
     adding_replicas: BrokerIdList
     leader_recovery_state: LeaderRecoveryState
-    def __init__(self, partition_id: _Optional[int] = ..., topic_id: _Optional[bytes] = ..., leader: _Optional[int] = ..., isr: _Optional[_Union[BrokerIdList, _Mapping]] = ..., replicas: _Optional[_Union[BrokerIdList, _Mapping]] = ..., removing_replicas: _Optional[_Union[BrokerIdList, _Mapping]] = ..., adding_replicas: _Optional[_Union[BrokerIdList, _Mapping]] = ..., leader_recovery_state: _Optional[_Union[LeaderRecoveryState, str]] = ...) -> None: ...
+    eligible_leader_replicas: BrokerIdList
+    def __init__(self, partition_id: _Optional[int] = ..., topic_id: _Optional[bytes] = ..., leader: _Optional[int] = ..., isr: _Optional[_Union[BrokerIdList, _Mapping]] = ..., replicas: _Optional[_Union[BrokerIdList, _Mapping]] = ..., removing_replicas: _Optional[_Union[BrokerIdList, _Mapping]] = ..., adding_replicas: _Optional[_Union[BrokerIdList, _Mapping]] = ..., leader_recovery_state: _Optional[_Union[LeaderRecoveryState, str]] = ..., eligible_leader_replicas: _Optional[_Union[BrokerIdList, _Mapping]] = ...) -> None: ...
 
 class RemoveTopicRecord(_message.Message):
     __slots__ = ("topic_id",)

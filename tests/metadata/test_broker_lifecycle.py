@@ -37,12 +37,19 @@ class Controller:
         self.image = MetadataDelta(self.image).replay_all(records).apply(end, 1)
         return self.image
 
-    def register(self, broker_id: int, incarnation: int = 0, rack: str | None = None) -> int:
+    def register(
+        self,
+        broker_id: int,
+        incarnation: int = 0,
+        rack: str | None = None,
+        previous_epoch: int = -1,
+    ) -> int:
         request = BrokerRegistrationRequest(
             broker_id,
             bytes([incarnation]) * 16,
             [Endpoint("PLAINTEXT", "h", 9000 + broker_id)],
             rack,
+            previous_epoch,
         )
         records, epoch = register_broker(
             self.image, self.tracker, request, self.image.offset, self.now
@@ -174,3 +181,119 @@ def test_unregistering_moves_partitions_and_removes_the_broker():
     c.commit(unregister_broker(c.image, 2))
     assert 2 not in c.image.cluster.brokers
     assert all(p.leader != 2 for p in c.image.topics.by_name["t"].partitions.values())
+
+
+# --- KIP-966: eligible leader replicas and unclean-shutdown detection -------------------------
+
+
+def min_isr_two_topic(c: Controller, replicas=(3, 1, 2)) -> None:
+    records, _ = create_topics(
+        c.image,
+        [NewTopic("t", assignments={0: list(replicas)}, configs={"min.insync.replicas": "2"})],
+    )
+    c.commit(records)
+
+
+def test_a_broker_that_lost_its_tail_does_not_lead_over_one_that_kept_it():
+    """Found by tests/chaos (seed 4, crash-unflushed): ISR {3, 1} with 2 catching up; 1 is
+    fenced (a controller failover), 3 crashes and loses unflushed records that 1 holds, is
+    fenced, restarts. Before KIP-966, 3 stayed the last ISR member and led again on its
+    shorter log; the others truncated to it and acknowledged records were gone."""
+    c, epochs = started(3)
+    min_isr_two_topic(c)
+    c.commit(fence_broker(c.image, 2))  # restarted earlier, not yet back in the ISR
+    p = c.image.topics.partition("t", 0)
+    assert (p.leader, p.isr, p.elr) == (3, (3, 1), ())
+    c.commit(fence_broker(c.image, 1))
+    p = c.image.topics.partition("t", 0)
+    # below min.insync.replicas the high watermark stands still: 1 holds every committed record
+    assert (p.leader, p.isr, p.elr) == (3, (3,), (1,))
+    c.commit(fence_broker(c.image, 3))
+    p = c.image.topics.partition("t", 0)
+    assert (p.leader, p.isr, p.elr) == (NO_LEADER, (3,), (1,))
+    c.now += 9000
+    epoch3 = c.register(3, incarnation=1)  # no clean-shutdown marker: previous epoch -1
+    p = c.image.topics.partition("t", 0)
+    assert (p.leader, p.isr, p.elr) == (NO_LEADER, (), (1,))
+    c.beat(3, epoch3)  # caught up and unfenced: still not eligible
+    assert c.image.topics.partition("t", 0).leader == NO_LEADER
+    c.beat(1, epochs[1])  # 1 heartbeats again: unfenced, the ELR member leads
+    p = c.image.topics.partition("t", 0)
+    assert (p.leader, p.isr, p.elr, p.leader_recovery_state) == (1, (1,), (), pb.RECOVERED)
+
+
+def test_a_clean_restart_keeps_the_last_isr_member_eligible():
+    c, epochs = started(3)
+    min_isr_two_topic(c)
+    for b in (2, 1, 3):
+        c.commit(fence_broker(c.image, b))
+    c.now += 9000
+    epoch3 = c.register(3, incarnation=1, previous_epoch=epochs[3])  # its marker's epoch
+    p = c.image.topics.partition("t", 0)
+    assert (p.isr, p.elr) == ((3,), (1,))
+    c.beat(3, epoch3)
+    assert c.image.topics.partition("t", 0).leader == 3
+
+
+def test_an_eligible_leader_replica_leads_when_the_last_isr_member_is_fenced():
+    c, epochs = started(3)
+    min_isr_two_topic(c)
+    c.commit(fence_broker(c.image, 2))
+    c.commit(fence_broker(c.image, 1))
+    c.beat(1, epochs[1])  # back, but not yet in the ISR
+    c.commit(fence_broker(c.image, 3))
+    p = c.image.topics.partition("t", 0)
+    # 3 keeps every committed record too (fenced, not known to have lost anything)
+    assert (p.leader, p.isr, p.elr) == (1, (1,), (3,))
+
+
+def test_an_unclean_shutdown_takes_a_broker_out_of_every_isr_and_elr():
+    c, epochs = started(3)
+    min_isr_two_topic(c, replicas=(1, 2, 3))
+    c.commit(fence_broker(c.image, 3))
+    c.commit(fence_broker(c.image, 2))
+    p = c.image.topics.partition("t", 0)
+    # 3 left while the ISR was still at min.insync.replicas: the high watermark moved on
+    assert (p.isr, p.elr) == ((1,), (2,))
+    c.now += 9000
+    c.register(2, incarnation=1)  # unclean
+    p = c.image.topics.partition("t", 0)
+    assert (p.leader, p.isr, p.elr) == (1, (1,), ())
+
+
+def test_the_only_copy_stays_in_the_isr_after_an_unclean_shutdown():
+    """With no ELR member to lead instead, taking it out would only leave the partition
+    offline: its recovered log is the best copy there is (single-replica topics above all)."""
+    c, epochs = started(1)
+    records, _ = create_topics(c.image, [NewTopic("single", assignments={0: [1]})])
+    c.commit(records)
+    c.commit(fence_broker(c.image, 1))
+    c.now += 9000
+    epoch = c.register(1, incarnation=1)
+    c.beat(1, epoch)
+    p = c.image.topics.partition("single", 0)
+    assert (p.leader, p.isr) == (1, (1,))
+
+
+def test_the_elr_empties_once_the_isr_is_back_at_min_insync_replicas():
+    c, epochs = started(3)
+    min_isr_two_topic(c)
+    c.commit(fence_broker(c.image, 2))
+    c.commit(fence_broker(c.image, 1))
+    assert c.image.topics.partition("t", 0).elr == (1,)
+    c.commit(unfence_broker(c.image, 1))
+    p = c.image.topics.partition("t", 0)
+    record = pb.PartitionChangeRecord(partition_id=0, topic_id=c.image.topics.by_name["t"].topic_id)
+    record.isr.ids.extend([3, 1])
+    from metadata.alter_partition import IsrProposal, alter_partition
+
+    records, [result] = alter_partition(
+        c.image,
+        3,
+        epochs[3],
+        [IsrProposal(record.topic_id, 0, p.leader_epoch, p.partition_epoch, (3, 1))],
+    )
+    assert result.error is None
+    c.commit(records)
+    p = c.image.topics.partition("t", 0)
+    assert (p.isr, p.elr) == ((3, 1), ())

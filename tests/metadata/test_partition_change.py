@@ -6,7 +6,13 @@ from __future__ import annotations
 import pytest
 
 from metadata.image import PartitionRegistration
-from metadata.partition_change import Election, build_partition_change, elect_leader, isr_without
+from metadata.partition_change import (
+    Election,
+    build_partition_change,
+    elect_leader,
+    isr_without,
+    next_elr,
+)
 from metadata.records import NO_LEADER
 from strom_api.v1 import metadata_pb2 as pb
 
@@ -104,3 +110,44 @@ def test_the_isr_never_holds_a_broker_outside_the_replicas(leader):
     after = current.merge(record)
     assert set(after.isr) <= set(after.replicas)
     assert after.leader in after.isr
+
+
+# --- eligible leader replicas (KIP-966) -------------------------------------------------------
+
+
+def test_the_elr_gains_who_leaves_the_isr_below_min_insync_replicas():
+    assert next_elr((1, 2, 3), (1, 2, 3), (1, 2), (), min_isr=2) == ()  # still at min
+    assert next_elr((1, 2, 3), (1, 2), (1,), (), min_isr=2) == (2,)
+    assert next_elr((1, 2, 3), (1,), (3,), (2,), min_isr=2) == (2, 1)
+    assert next_elr((1, 2, 3), (1,), (1, 2), (2, 3), min_isr=2) == ()  # back at min: empty
+    assert next_elr((1, 2, 3), (1,), (1,), (2, 3), min_isr=3) == (2, 3)
+
+
+def test_the_elr_drops_isr_members_non_replicas_and_those_that_lost_data():
+    assert next_elr((1, 2, 3), (1,), (1, 2), (2, 3), min_isr=3) == (3,)
+    assert next_elr((1, 2), (1,), (1,), (2, 3), min_isr=2) == (2,)
+    assert next_elr((1, 2, 3), (1, 2), (1,), (3,), min_isr=2, lost_data=(2,)) == (3,)
+
+
+def test_an_elr_member_leads_cleanly_when_no_isr_member_may():
+    choice = elect_leader((1, 2, 3), (1,), 1, alive(2, 3), elr=(3,))
+    assert (choice.leader, choice.unclean, choice.from_elr) == (3, False, True)
+    # the ISR comes first, and unclean election comes after the ELR
+    assert elect_leader((1, 2, 3), (2,), 1, alive(2, 3), elr=(3,)).leader == 2
+    assert elect_leader((1, 2, 3), (1,), 1, alive(2, 3), unclean_enabled=True, elr=(3,)).leader == 3
+
+
+def test_an_election_from_the_elr_makes_it_the_isr_and_moves_the_old_isr_to_the_elr():
+    current = PartitionRegistration(replicas=(1, 2, 3), isr=(1,), leader=NO_LEADER, elr=(3,))
+    record = build_partition_change(TID, 0, current, alive(2, 3), min_isr=2)
+    after = current.merge(record)
+    assert (after.leader, after.isr, after.elr) == (3, (3,), (1,))
+    assert after.leader_recovery_state == pb.RECOVERED
+
+
+def test_an_unclean_election_empties_the_elr():
+    current = PartitionRegistration(replicas=(1, 2, 3), isr=(1,), leader=NO_LEADER, elr=(3,))
+    record = build_partition_change(TID, 0, current, alive(2), min_isr=2, unclean_enabled=True)
+    after = current.merge(record)
+    assert (after.leader, after.isr, after.elr) == (2, (2,), ())
+    assert after.leader_recovery_state == pb.RECOVERING

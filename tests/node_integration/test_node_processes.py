@@ -193,5 +193,30 @@ def test_three_controllers_and_three_brokers(tmp_path):
         wait_until(unfenced(cluster, {4, 6}), 20, f"broker {victim} fenced")
         for p in partitions(cluster, "t").values():
             assert p.leader in (4, 6) and victim not in p.isr
+
+        # KIP-966: a broker stopped with SIGTERM leaves its epoch in the clean-shutdown
+        # marker and comes back clean; after kill -9 it has none, and the controller treats
+        # it as one that may have lost unflushed records.
+        def epoch_of(broker: int) -> int:
+            described = cluster.describe_cluster()
+            assert described is not None
+            return next(b.broker_epoch for b in described.brokers if b.broker_id == broker)
+
+        def unclean_registrations() -> int:
+            return sum(
+                cluster.log_text(c).count("registered after an unclean shutdown")
+                for c in cluster.controller_ids
+            )
+
+        cluster.start(victim)
+        wait_until(unfenced(cluster, {4, 5, 6}), 30, f"broker {victim} back")
+        assert unclean_registrations() == 1  # it was killed
+        epoch = epoch_of(4)
+        assert cluster.stop(4, signal.SIGTERM) == 0
+        with open(os.path.join(cluster.data_dir(4), ".kafka_cleanshutdown")) as f:
+            assert f.read() == f'{{"version": 0, "brokerEpoch": {epoch}}}'
+        cluster.start(4)
+        wait_until(unfenced(cluster, {4, 5, 6}), 30, "broker 4 back")
+        assert unclean_registrations() == 1  # a clean restart
     finally:
         cluster.stop_all()
