@@ -227,6 +227,13 @@ class QuorumController:
             return epoch
 
     async def broker_heartbeat(self, request: HeartbeatRequest) -> HeartbeatResponse:
+        # The broker is alive now, whatever waits ahead of it for the lock: a slow commit
+        # (a registration, a fencing, Raft waiting on a disk) must not let its session run
+        # out meanwhile. Kafka too notes contact when the heartbeat arrives, outside its
+        # event queue (BrokerHeartbeatTracker), after brokers were fenced under load.
+        broker = self.image.cluster.brokers.get(request.broker_id)
+        if broker is not None and broker.epoch == request.broker_epoch and self.is_active():
+            self.tracker.touch(request.broker_id, _now_ms())
         async with self._lock:
             self._require_active()
             records, response = heartbeat(self.image, self.tracker, request, _now_ms())

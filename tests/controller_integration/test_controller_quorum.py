@@ -235,3 +235,46 @@ def test_failover_in_the_middle_of_an_operation_converges(tmp_path):
                     await n.stop(graceful=False)
 
     asyncio.run(scenario())
+
+
+def test_a_heartbeat_waiting_behind_a_slow_operation_keeps_the_broker_alive(tmp_path):
+    """Found by tests/chaos: a live broker fenced right after a controller failover, because
+    its heartbeat waited for the controller's lock (a slow commit) behind the periodic
+    fencing check. Contact now counts when the heartbeat arrives, as in Kafka."""
+
+    async def scenario() -> None:
+        voters = {i + 1: f"127.0.0.1:{p}" for i, p in enumerate(free_ports(3))}
+        nodes = [Node(i, voters, str(tmp_path / f"c{i}")) for i in voters]
+        for n in nodes:
+            await n.start()
+        try:
+            leader = await wait_for(lambda: active(nodes), 10, "an active controller")
+            controller = leader.controller
+            epoch = await controller.register_broker(
+                BrokerRegistrationRequest(101, bytes([101]) * 16, [Endpoint("PLAINTEXT", "h", 1)])
+            )
+            response = await controller.broker_heartbeat(
+                HeartbeatRequest(101, epoch, leader.loader.image.offset)
+            )
+            assert not response.is_fenced
+            fenced_ever = []
+            leader.loader.publishers.append(
+                lambda delta, image: fenced_ever.append(image.cluster.brokers[101].fenced)
+            )
+            session_s = CONTROLLER.session_timeout_ms / 1000
+            async with controller._lock:  # a slow operation holds the controller
+                await asyncio.sleep(session_s * 0.6)
+                beat = asyncio.create_task(
+                    controller.broker_heartbeat(
+                        HeartbeatRequest(101, epoch, leader.loader.image.offset)
+                    )
+                )
+                await asyncio.sleep(session_s * 0.6)  # past the session since the last one
+            assert not (await beat).is_fenced
+            await asyncio.sleep(0.3)  # the periodic check has run since
+            assert not any(fenced_ever)  # not even fenced and at once unfenced again
+        finally:
+            for n in nodes:
+                await n.stop(graceful=False)
+
+    asyncio.run(scenario())
