@@ -232,6 +232,7 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
                     isr=p.isr,
                     adding_replicas=p.adding_replicas,
                     removing_replicas=p.removing_replicas,
+                    eligible_leader_replicas=p.elr,
                 )
             for key, value in image.configs.of(mpb.TOPIC, name).items():
                 item.configs[key] = value

@@ -77,8 +77,9 @@ def elect_leader(
 
 def isr_without(isr: Sequence[int], broker: int) -> tuple[int, ...]:
     """The ISR after `broker` leaves it (fenced, shutting down), keeping the last member:
-    with no ISR at all the partition could never again elect a leader cleanly (Kafka keeps
-    the last one too, before KIP-966's eligible leader replicas)."""
+    it holds every committed record, and may lead again when it returns (Kafka before
+    KIP-966 kept it too; Kafka 4 moves it to the ELR, which here holds the members that
+    left before it). Only a restart that lost data takes it out (broker_lifecycle)."""
     remaining = tuple(b for b in isr if b != broker)
     return remaining if remaining else tuple(isr)
 

@@ -210,6 +210,9 @@ def partition_line(topic_name: str, partition: Any) -> str:
         f"\tTopic: {topic_name}\tPartition: {partition.partition}\tLeader: {leader}"
         f"\tReplicas: {id_list(partition.replicas)}\tIsr: {id_list(partition.isr)}"
     )
+    elr = getattr(partition, "eligible_leader_replicas", ())
+    if elr:  # Kafka 4's Elr column, shown here only when a partition has one
+        line += f"\tElr: {id_list(elr)}"
     if _reassigning(partition):
         line += (
             f"\tAdding Replicas: {id_list(partition.adding_replicas)}"

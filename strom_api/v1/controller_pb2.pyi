@@ -318,7 +318,7 @@ class DescribeTopicsRequest(_message.Message):
 class DescribeTopicsResponse(_message.Message):
     __slots__ = ("topics", "metadata_offset")
     class Partition(_message.Message):
-        __slots__ = ("partition", "leader", "leader_epoch", "replicas", "isr", "adding_replicas", "removing_replicas")
+        __slots__ = ("partition", "leader", "leader_epoch", "replicas", "isr", "adding_replicas", "removing_replicas", "eligible_leader_replicas")
         PARTITION_FIELD_NUMBER: _ClassVar[int]
         LEADER_FIELD_NUMBER: _ClassVar[int]
         LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
@@ -326,6 +326,7 @@ class DescribeTopicsResponse(_message.Message):
         ISR_FIELD_NUMBER: _ClassVar[int]
         ADDING_REPLICAS_FIELD_NUMBER: _ClassVar[int]
         REMOVING_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+        ELIGIBLE_LEADER_REPLICAS_FIELD_NUMBER: _ClassVar[int]
         partition: int
         leader: int
         leader_epoch: int
@@ -333,7 +334,8 @@ class DescribeTopicsResponse(_message.Message):
         isr: _containers.RepeatedScalarFieldContainer[int]
         adding_replicas: _containers.RepeatedScalarFieldContainer[int]
         removing_replicas: _containers.RepeatedScalarFieldContainer[int]
-        def __init__(self, partition: _Optional[int] = ..., leader: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ..., isr: _Optional[_Iterable[int]] = ..., adding_replicas: _Optional[_Iterable[int]] = ..., removing_replicas: _Optional[_Iterable[int]] = ...) -> None: ...
+        eligible_leader_replicas: _containers.RepeatedScalarFieldContainer[int]
+        def __init__(self, partition: _Optional[int] = ..., leader: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ..., isr: _Optional[_Iterable[int]] = ..., adding_replicas: _Optional[_Iterable[int]] = ..., removing_replicas: _Optional[_Iterable[int]] = ..., eligible_leader_replicas: _Optional[_Iterable[int]] = ...) -> None: ...
     class Topic(_message.Message):
         __slots__ = ("name", "topic_id", "error", "partitions", "configs")
         class ConfigsEntry(_message.Message):

@@ -183,6 +183,13 @@ class TestTopicDescribe:
         # 3 replicas less 1 being added: the ISR of 2 is complete
         assert topic_description(self.topic(moving), under_replicated=True) == []
 
+    def test_a_partition_with_eligible_leader_replicas_shows_them(self) -> None:
+        offline = Partition(
+            partition=0, leader=-1, replicas=[1, 2, 3], isr=[], eligible_leader_replicas=[1]
+        )
+        _, line = topic_description(self.topic(offline))
+        assert line.endswith("\tLeader: none\tReplicas: 1,2,3\tIsr: \tElr: 1")
+
     def test_under_replicated_and_unavailable_filters_drop_the_topic_line(self) -> None:
         described = self.topic(
             Partition(partition=0, leader=1, replicas=[1, 2], isr=[1, 2]),
