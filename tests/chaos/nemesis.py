@@ -17,7 +17,11 @@ Kinds:
 - slow-disk:       every fsync of a random node waits 200-500 ms first;
 - clock-jump:      a random node's wall clock jumps 1-10 minutes ahead or back, then back.
 At most one node is faulted at a time: with RF 3 and min.insync.replicas=2 that is what
-acks=all promises to survive; the next fault waits until the last one healed.
+acks=all promises to survive; the next fault waits until the last one healed. A crash that
+loses unflushed data is a disk loss, not just a process death: it also waits until every
+partition is fully replicated again, or it could take the last intact copy of a record
+another fault left on two replicas (two disk losses at once, which acks=all never promised
+to survive; Kafka does not fsync on acknowledgement either).
 """
 
 from __future__ import annotations
@@ -89,6 +93,7 @@ class Nemesis:
         network: Any = None,
         node_faults: Any = None,
         rng: random.Random | None = None,
+        fully_replicated: Any = None,
     ) -> None:
         self.cluster = cluster
         self.network = network  # a netns.Network, for the partition kinds
@@ -99,11 +104,14 @@ class Nemesis:
         self.leader_of = leader_of  # (topic, partition) -> broker id, or -1
         self.faults: list[Fault] = []
         self.paused: set[int] = set()
+        self.fully_replicated = fully_replicated  # () -> bool: every ISR is every replica
 
     def run(self, steps: list[Step], stop: Any) -> None:
         for step in steps:
             if stop.wait(step.wait):
                 return
+            if step.kind == "crash-unflushed" and not self._wait_fully_replicated(stop):
+                continue
             node = self._target(step)
             if node is None:
                 continue
@@ -143,6 +151,17 @@ class Nemesis:
                 stop.wait(step.down)
                 self.cluster.start(node)
             fault.healed = time.monotonic()
+
+    def _wait_fully_replicated(self, stop: Any, bound_s: float = 60.0) -> bool:
+        if self.fully_replicated is None:
+            return True
+        deadline = time.monotonic() + bound_s
+        while time.monotonic() < deadline:
+            if self.fully_replicated():
+                return True
+            if stop.wait(0.2):
+                return False
+        return False
 
     def _target(self, step: Step) -> int | None:
         live = sorted(self.cluster.procs)

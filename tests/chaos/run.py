@@ -109,6 +109,7 @@ def run_once(
             network,
             node_faults,
             random.Random(seed),
+            _fully_replicated_check(client),
         )
         stop = threading.Event()
         for part in (producers, readers, watch, churn):
@@ -158,6 +159,21 @@ def _leader_lookup(client: DataClient):  # type: ignore[no-untyped-def]
             return -1
 
     return leader
+
+
+def _fully_replicated_check(client: DataClient):  # type: ignore[no-untyped-def]
+    def fully_replicated() -> bool:
+        try:
+            meta = client.metadata()
+        except AssertionError:
+            return False
+        return all(
+            set(p.isr) == set(p.replicas) and p.leader_id >= 0
+            for t in meta.topics
+            for p in t.partitions
+        )
+
+    return fully_replicated
 
 
 def _produce_everywhere(bootstrap: str) -> float:
