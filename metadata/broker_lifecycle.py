@@ -77,11 +77,12 @@ def move_away_from(
     (or none).
 
     `lost_data`: it restarted after an unclean shutdown (KIP-966), so its log may lack
-    acknowledged records it once held: it also leaves every ELR, and the ISR even as the
-    last member when an ELR member (which holds every committed record) can lead instead.
-    When none can, it stays: its recovered log is then the best copy the controller knows
-    of, and taking it out would leave the partition offline until an unclean election (as
-    Kafka before KIP-966 did; Kafka 4 leaves it offline for its unclean recovery)."""
+    acknowledged records it once held: it leaves the ISR (even as the last member) and the
+    ELR wherever another ISR or ELR member remains to lead instead. Where it is the only one
+    left, it stays: its recovered log is then the best copy the controller knows of, and
+    taking it out would leave the partition offline until an unclean election (Kafka before
+    KIP-966 kept it too; Kafka 4 leaves the partition for its unclean recovery, which Strom
+    does not have)."""
     acceptable = may_lead(image, excluded=broker_id)
     records: list[Message] = []
     for name in sorted(image.topics.by_name):
@@ -94,8 +95,9 @@ def move_away_from(
             if broker_id not in current.isr and current.leader != broker_id and not in_elr:
                 continue
             target_isr = isr_without(current.isr, broker_id)
-            others_in_elr = [b for b in current.elr if b != broker_id]
-            if lost_data and others_in_elr:
+            others = {*current.isr, *current.elr} - {broker_id}
+            drop = lost_data and bool(others)
+            if drop:
                 target_isr = tuple(b for b in current.isr if b != broker_id)
             change = build_partition_change(
                 topic.topic_id,
@@ -105,7 +107,7 @@ def move_away_from(
                 target_isr=target_isr,
                 unclean_enabled=unclean,
                 min_isr=min_isr,
-                lost_data=(broker_id,) if lost_data else (),
+                lost_data=(broker_id,) if drop else (),
             )
             if change is not None:
                 records.append(change)

@@ -297,3 +297,21 @@ def test_the_elr_empties_once_the_isr_is_back_at_min_insync_replicas():
     c.commit(records)
     p = c.image.topics.partition("t", 0)
     assert (p.isr, p.elr) == ((3, 1), ())
+
+
+def test_the_last_eligible_replica_stays_eligible_after_an_unclean_shutdown():
+    """Found by the replication simulator: every replica restarted uncleanly, one by one. The
+    first left the ISR for the ELR member; that one, back uncleanly too, is the only
+    eligible replica left: it stays in the ELR and leads, rather than nobody ever again."""
+    c, epochs = started(3)
+    min_isr_two_topic(c)
+    for b in (2, 1, 3):
+        c.commit(fence_broker(c.image, b))
+    c.now += 9000
+    new = {b: c.register(b, incarnation=1) for b in (3, 1, 2)}  # all unclean
+    p = c.image.topics.partition("t", 0)
+    assert (p.leader, p.isr, p.elr) == (NO_LEADER, (), (1,))
+    c.beat(3, new[3])
+    c.beat(1, new[1])
+    p = c.image.topics.partition("t", 0)
+    assert (p.leader, p.isr, p.elr) == (1, (1,), ())

@@ -100,6 +100,7 @@ class Checkpoint:
     log_start_offset: int = 0
     recovery_point: int = 0
     clean: bool = False
+    clean_epoch: int = -1  # the broker epoch in the clean-shutdown marker (KIP-966)
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,6 +227,7 @@ class SimBroker:
         self.applying = False  # Node._applying: caught up, deltas reach the replicas
         self.broker_epoch = -1
         self.registered_once = False
+        self.previous_broker_epoch = -1
         self.fenced = True
         self.caught_up = False  # LifecycleClient.caught_up
         self.shutting_down = False
@@ -287,6 +289,8 @@ class SimBroker:
             clean_shutdown=ckpt.clean,
             clock=self.world.clock,
         )
+        # What LogManager.previous_broker_epoch gives the broker to register with.
+        self.previous_broker_epoch = ckpt.clean_epoch if ckpt.clean else -1
         ckpt.clean = False
         self.broker_epoch = broker_epoch
         self.registered_once = broker_epoch >= 0
@@ -331,6 +335,10 @@ class SimBroker:
         self.log.flush()
         self._write_checkpoint()
         self.checkpoint.clean = True
+        # As Node._shutdown_logs: its registration's epoch, else the one it started with.
+        self.checkpoint.clean_epoch = (
+            self.broker_epoch if self.broker_epoch >= 0 else self.previous_broker_epoch
+        )
         self.trace(f"clean stop (log end {self.log.log_end_offset})")
         self._die()
         self.log.close()
@@ -439,7 +447,11 @@ class SimBroker:
                 self.later(self._lifecycle_pause(), self._lifecycle)
 
             me = incarnation_id(self.id, self.incarnation)
-            self._call(self.world.controller.handle_register, (self.id, me), registered)
+            self._call(
+                self.world.controller.handle_register,
+                (self.id, me, self.previous_broker_epoch),
+                registered,
+            )
             return
 
         def beat(answer: Any) -> None:

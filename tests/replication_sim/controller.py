@@ -156,9 +156,15 @@ class SimController:
         self.world.network.send(CONTROLLER, broker_id, reply, answer, lossy=True)
 
     def handle_register(
-        self, broker_id: int, incarnation: bytes, reply: Callable[[int | ApiError], None]
+        self,
+        broker_id: int,
+        incarnation: bytes,
+        previous_broker_epoch: int,
+        reply: Callable[[int | ApiError], None],
     ) -> None:
-        request = BrokerRegistrationRequest(broker_id, incarnation, endpoints(broker_id))
+        request = BrokerRegistrationRequest(
+            broker_id, incarnation, endpoints(broker_id), None, previous_broker_epoch
+        )
         try:
             records, epoch = register_broker(
                 self.image, self.tracker, request, self.image.offset, self.world.now_ms
