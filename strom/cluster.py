@@ -1,10 +1,16 @@
 """What a client knows of the cluster (Kafka's client Metadata): the brokers, each topic's
 partitions with their leaders and leader epochs, and one gRPC channel per broker.
 
-Runs on an asyncio loop. Metadata comes from any broker (the known ones first, then the
-bootstrap addresses) and is asked again when a caller marks it stale (a NOT_LEADER answer,
-a broker gone) or after `metadata.max.age.ms`; refreshes are coalesced, at most one in
-flight, and spaced by `retry.backoff.ms`.
+Runs on an asyncio loop. Metadata comes from any broker (the known ones, then the
+bootstrap addresses; each request starts one broker further on, as Kafka's client asks its
+least loaded node rather than always the same one) and is asked again when a caller marks
+it stale (a NOT_LEADER answer, a broker gone) or after `metadata.max.age.ms`; refreshes are
+coalesced, at most one in flight, and spaced by `retry.backoff.ms`.
+
+A partition's leader epoch never goes back (KIP-320, as Kafka's client Metadata): an answer
+from a broker that has not heard of a newer leader (cut off from the controller, or simply
+behind) leaves the newer leader known here in place, so a client that once learned of it is
+not sent back to a stale leader that cannot replicate.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ class TopicInfo:
     error: str  # "NONE", or why the topic cannot be used now
     message: str = ""
     partitions: dict[int, PartitionInfo] = field(default_factory=dict)
+    topic_id: bytes = b""
     _available: list[int] | None = None
 
     @property
@@ -88,6 +95,7 @@ class Cluster:
         self._refreshing: asyncio.Task[None] | None = None
         self._updated = 0.0
         self._stale = True
+        self._turn = 0  # where the next metadata request starts among the brokers
         self.last_error = ""
 
     # --- channels ----------------------------------------------------------------------
@@ -150,6 +158,8 @@ class Cluster:
 
     async def _ask(self, request: Any) -> Any:
         addresses = list(dict.fromkeys([*self.brokers.values(), *self.bootstrap]))
+        self._turn = (self._turn + 1) % len(addresses)
+        addresses = addresses[self._turn :] + addresses[: self._turn]
         for address in addresses:
             try:
                 response = await self.stub_for(address).Metadata(
@@ -174,8 +184,17 @@ class Cluster:
         self.cluster_id = response.cluster_id
         self.controller_id = response.controller_id
         for topic in response.topics:
-            info = TopicInfo(error_name(topic.error.code), topic.error.message)
+            info = TopicInfo(
+                error_name(topic.error.code), topic.error.message, topic_id=topic.topic_id
+            )
+            known = self.topics.get(topic.name)
+            if known is not None and known.topic_id != topic.topic_id:
+                known = None  # deleted and created again: its epochs start over
             for p in topic.partitions:
+                newer = known.partitions.get(p.partition) if known is not None else None
+                if newer is not None and newer.leader_epoch > p.leader_epoch:
+                    info.partitions[p.partition] = newer
+                    continue
                 info.partitions[p.partition] = PartitionInfo(
                     p.leader_id, p.leader_epoch, tuple(p.replicas), tuple(p.isr)
                 )
