@@ -21,6 +21,13 @@ again behind it. When the broker lost track of the producer (UNKNOWN_PRODUCER_ID
 OUT_OF_ORDER_SEQUENCE_NUMBER otherwise) or a batch's fate is unknown (it timed out), the
 epoch is bumped and numbering restarts (KIP-360); no batch of the new epoch is sent for a
 partition while batches of the old one are in flight there.
+
+A batch whose request got no answer is known to be written once a later batch of the same
+partition and epoch is acknowledged: the leader takes sequence n+1 only after n. Such a
+batch succeeds (offset unknown, -1, as Kafka's RecordMetadata without one) whatever its
+retry is answered, rather than being renumbered under a new epoch and written twice (the
+leader remembers only the last 5 batches, so an older retry is answered
+OUT_OF_ORDER_SEQUENCE_NUMBER). Kafka's producer lets such a batch time out instead.
 """
 
 from __future__ import annotations
@@ -56,6 +63,7 @@ _STALE_METADATA = {
 _RESET_PRODUCER = {"UNKNOWN_PRODUCER_ID", "OUT_OF_ORDER_SEQUENCE_NUMBER"}
 # Answers for a batch the leader appended before the acks=all wait failed.
 _APPENDED_ERRORS = {"REQUEST_TIMED_OUT", "NOT_ENOUGH_REPLICAS_AFTER_APPEND"}
+_SEQUENCES = 2**31  # sequence numbers wrap here
 
 
 @dataclass(frozen=True)
@@ -80,6 +88,8 @@ class Sender:
         self.producer_id = -1
         self.producer_epoch = -1
         self._next_sequence: dict[TopicPartition, int] = {}
+        # Per partition, the last sequence acknowledged: (producer id, epoch, sequence).
+        self._acked_through: dict[TopicPartition, tuple[int, int, int]] = {}
         self._bump_needed = False
         # Batches in flight per partition, in the order they were sent.
         self._in_flight: dict[TopicPartition, list[ProducerBatch]] = {}
@@ -350,7 +360,29 @@ class Sender:
 
     # --- outcomes ---------------------------------------------------------------------
 
+    def _known_written(self, batch: ProducerBatch) -> bool:
+        """A later batch of its partition and epoch was acknowledged (see the module doc)."""
+        acked = self._acked_through.get(batch.tp)
+        if not self.config.idempotent or batch.epoch < 0 or acked is None:
+            return False
+        producer_id, epoch, through = acked
+        last = (batch.sequence + len(batch.records) - 1) % _SEQUENCES
+        return (
+            producer_id == self.producer_id
+            and epoch == batch.epoch
+            and 0 < (through - last) % _SEQUENCES < _SEQUENCES // 2
+        )
+
     def _succeed(self, batch: ProducerBatch, base_offset: int, append_time: int) -> None:
+        if self.config.idempotent and batch.epoch >= 0:
+            last = (batch.sequence + len(batch.records) - 1) % _SEQUENCES
+            acked = self._acked_through.get(batch.tp)
+            if (
+                acked is None
+                or acked[:2] != (self.producer_id, batch.epoch)
+                or 0 < (last - acked[2]) % _SEQUENCES < _SEQUENCES // 2
+            ):
+                self._acked_through[batch.tp] = (self.producer_id, batch.epoch, last)
         batch.fate_unknown = False
         if batch.tp in self._recovering and all(
             b is batch for b in self._in_flight.get(batch.tp, ())
@@ -364,6 +396,9 @@ class Sender:
         batch.result.fail(error)
 
     def _answered_error(self, batch: ProducerBatch, error: StromError) -> None:
+        if self._known_written(batch):
+            self._succeed(batch, -1, -1)
+            return
         # Appended but not replicated in time: written on the leader, maybe kept. Any other
         # error: refused, not written.
         batch.fate_unknown = error.name in _APPENDED_ERRORS
@@ -406,6 +441,9 @@ class Sender:
         self._bump_needed = True
 
     def _retry_or_fail(self, batch: ProducerBatch, error: StromError) -> None:
+        if self._known_written(batch):
+            self._succeed(batch, -1, -1)
+            return
         self._recovering.add(batch.tp)
         now = time.monotonic()
         waited = now - batch.created
@@ -426,6 +464,9 @@ class Sender:
         self.accumulator.requeue(batch, now + self.config.retry_backoff_ms / 1000)
 
     def _expired(self, batch: ProducerBatch) -> None:
+        if self._known_written(batch):
+            self._succeed(batch, -1, -1)
+            return
         if self.config.idempotent and batch.epoch >= 0:
             self.producer_id_needs_bump()
         self._fail(

@@ -59,3 +59,13 @@ def test_every_kind_of_violation_is_found():
     assert len(report.commits_backwards) == 1
     assert len(report.two_controllers) == 1
     assert len(report.replicas_behind) == 1 and "broker 2" in report.replicas_behind[0]
+
+
+def test_an_acknowledgement_without_an_offset_needs_the_value_in_its_partition():
+    """strom/sender.py acknowledges a batch known written by a later one with offset -1."""
+    rec, final = history()
+    rec.acks[0] = Ack(b"0:0", 0, -1, sent=10.0, acked=10.5)
+    assert check(rec, final, [], replicas_of(final)).violations == 0
+    rec.acks[0] = Ack(b"0:0", 1, -1, sent=10.0, acked=10.5)  # read in partition 0, not 1
+    report = check(rec, final, [], replicas_of(final))
+    assert len(report.inconsistent) == 1 and "0:0" in report.inconsistent[0]
