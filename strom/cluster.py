@@ -61,6 +61,23 @@ class TopicInfo:
         return self._available
 
 
+def topic_info(topic: Any, known: TopicInfo | None) -> TopicInfo:
+    """A MetadataResponse topic as a TopicInfo, keeping from `known` (what the client had)
+    each partition whose leader epoch is newer than the answer's (KIP-320)."""
+    info = TopicInfo(error_name(topic.error.code), topic.error.message, topic_id=topic.topic_id)
+    if known is not None and known.topic_id != topic.topic_id:
+        known = None  # deleted and created again: its epochs start over
+    for p in topic.partitions:
+        newer = known.partitions.get(p.partition) if known is not None else None
+        if newer is not None and newer.leader_epoch > p.leader_epoch:
+            info.partitions[p.partition] = newer
+        else:
+            info.partitions[p.partition] = PartitionInfo(
+                p.leader_id, p.leader_epoch, tuple(p.replicas), tuple(p.isr)
+            )
+    return info
+
+
 def parse_bootstrap(servers: str | Sequence[str]) -> list[str]:
     items = servers.split(",") if isinstance(servers, str) else list(servers)
     addresses = [s.strip() for s in items if s.strip()]
@@ -184,21 +201,7 @@ class Cluster:
         self.cluster_id = response.cluster_id
         self.controller_id = response.controller_id
         for topic in response.topics:
-            info = TopicInfo(
-                error_name(topic.error.code), topic.error.message, topic_id=topic.topic_id
-            )
-            known = self.topics.get(topic.name)
-            if known is not None and known.topic_id != topic.topic_id:
-                known = None  # deleted and created again: its epochs start over
-            for p in topic.partitions:
-                newer = known.partitions.get(p.partition) if known is not None else None
-                if newer is not None and newer.leader_epoch > p.leader_epoch:
-                    info.partitions[p.partition] = newer
-                    continue
-                info.partitions[p.partition] = PartitionInfo(
-                    p.leader_id, p.leader_epoch, tuple(p.replicas), tuple(p.isr)
-                )
-            self.topics[topic.name] = info
+            self.topics[topic.name] = topic_info(topic, self.topics.get(topic.name))
         self._updated = time.monotonic()
         self._stale = False
 

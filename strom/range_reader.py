@@ -22,7 +22,7 @@ from typing import Any
 
 import grpc
 
-from strom.cluster import CHANNEL_OPTIONS, PartitionInfo, TopicInfo, parse_bootstrap
+from strom.cluster import CHANNEL_OPTIONS, TopicInfo, parse_bootstrap, topic_info
 from strom.errors import StromError, error_name, from_pb
 from strom.fetcher import EARLIEST, LATEST, TopicPartition
 from strom_api.record_batch import LOG_OVERHEAD, parse_header
@@ -127,12 +127,7 @@ class SyncCluster:
         if response.brokers:
             self.brokers = {b.node_id: f"{b.host}:{b.port}" for b in response.brokers}
         for topic in response.topics:
-            info = TopicInfo(error_name(topic.error.code), topic.error.message)
-            for p in topic.partitions:
-                info.partitions[p.partition] = PartitionInfo(
-                    p.leader_id, p.leader_epoch, tuple(p.replicas), tuple(p.isr)
-                )
-            self.topics[topic.name] = info
+            self.topics[topic.name] = topic_info(topic, self.topics.get(topic.name))
             if topic.is_internal:
                 self.internal.add(topic.name)
 
