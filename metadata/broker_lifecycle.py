@@ -47,21 +47,24 @@ def may_lead(image: MetadataImage, excluded: int | None = None) -> Callable[[int
     return check
 
 
+def _topic_config(image: MetadataImage, topic: str, name: str, default: str) -> str:
+    """A topic config's value: the topic's own, else the cluster default, else `default`."""
+    value = image.configs.of(pb.TOPIC, topic).get(name)
+    if value is None:
+        value = image.configs.of(pb.BROKER, "").get(name, default)
+    return value
+
+
 def unclean_election_enabled(image: MetadataImage, topic: str) -> bool:
     """`unclean.leader.election.enable`: the topic's value, else the cluster default."""
-    value = image.configs.of(pb.TOPIC, topic).get("unclean.leader.election.enable")
-    if value is None:
-        value = image.configs.of(pb.BROKER, "").get("unclean.leader.election.enable", "false")
+    value = _topic_config(image, topic, "unclean.leader.election.enable", "false")
     return value.strip().lower() == "true"
 
 
 def min_insync_replicas(image: MetadataImage, topic: str) -> int:
     """`min.insync.replicas`: the topic's value, else the cluster default, else 1."""
-    value = image.configs.of(pb.TOPIC, topic).get("min.insync.replicas")
-    if value is None:
-        value = image.configs.of(pb.BROKER, "").get("min.insync.replicas", "1")
     try:
-        return max(int(value), 1)
+        return max(int(_topic_config(image, topic, "min.insync.replicas", "1")), 1)
     except ValueError:
         return 1
 

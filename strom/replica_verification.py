@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import re
 import sys
@@ -287,10 +288,8 @@ def _verify(args: argparse.Namespace, out: Callable[[str], None]) -> int:
             if not verified:
                 time.sleep(0.05)  # nothing new anywhere: no busy loop while replicas lag
     finally:
-        try:
+        with contextlib.suppress(Exception):  # closing is best effort on the way out
             io.run(verifier.cluster.close(), 5)
-        except Exception:  # closing is best effort on the way out
-            pass
 
 
 __all__ = ["ReplicaVerifier", "ReplicasDisagree", "add_command", "main"]

@@ -282,7 +282,7 @@ class Sender:
         if self.config.idempotent and batch.epoch != self.producer_epoch:
             batch.epoch = self.producer_epoch
             batch.sequence = self._next_sequence.get(batch.tp, 0)
-            self._next_sequence[batch.tp] = (batch.sequence + len(batch.records)) % (2**31)
+            self._next_sequence[batch.tp] = (batch.sequence + len(batch.records)) % _SEQUENCES
             batch.encoded = None
         if batch.encoded is None:
             batch.encoded = encode_batch(
@@ -366,21 +366,18 @@ class Sender:
         if not self.config.idempotent or batch.epoch < 0 or acked is None:
             return False
         producer_id, epoch, through = acked
-        last = (batch.sequence + len(batch.records) - 1) % _SEQUENCES
-        return (
-            producer_id == self.producer_id
-            and epoch == batch.epoch
-            and 0 < (through - last) % _SEQUENCES < _SEQUENCES // 2
+        return (producer_id, epoch) == (self.producer_id, batch.epoch) and _after(
+            through, _last_sequence(batch)
         )
 
     def _succeed(self, batch: ProducerBatch, base_offset: int, append_time: int) -> None:
         if self.config.idempotent and batch.epoch >= 0:
-            last = (batch.sequence + len(batch.records) - 1) % _SEQUENCES
+            last = _last_sequence(batch)
             acked = self._acked_through.get(batch.tp)
             if (
                 acked is None
                 or acked[:2] != (self.producer_id, batch.epoch)
-                or 0 < (last - acked[2]) % _SEQUENCES < _SEQUENCES // 2
+                or _after(last, acked[2])
             ):
                 self._acked_through[batch.tp] = (self.producer_id, batch.epoch, last)
         batch.fate_unknown = False
@@ -425,7 +422,7 @@ class Sender:
             self._retry_or_fail(batch, error)
             return
         if self.config.idempotent and batch.epoch == self.producer_epoch:
-            end = (batch.sequence + len(batch.records)) % (2**31)
+            end = (batch.sequence + len(batch.records)) % _SEQUENCES
             if self._next_sequence.get(batch.tp) == end:
                 # Refused before anything was written and nothing numbered after it: its
                 # numbers are free again.
@@ -477,6 +474,15 @@ class Sender:
                 f"(leader {self.cluster.leader(batch.topic, batch.partition)})"
             ),
         )
+
+
+def _last_sequence(batch: ProducerBatch) -> int:
+    return (batch.sequence + len(batch.records) - 1) % _SEQUENCES
+
+
+def _after(a: int, b: int) -> bool:
+    """Sequence a comes after b (they wrap at 2**31)."""
+    return 0 < (a - b) % _SEQUENCES < _SEQUENCES // 2
 
 
 def _fate_unknown(batch: ProducerBatch) -> bool:
