@@ -13,7 +13,7 @@ from broker.api_errors import error_pb, make_error
 from broker.group_coordinator import GroupCoordinator
 from broker.group_service import GroupApi
 from broker.producer_ids import ProducerIdManager
-from broker.replica_manager import FetchItem, ReplicaManager
+from broker.replica_manager import FetchItem, FetchResult, ProduceResult, ReplicaManager
 from metadata.errors import ApiError
 from metadata.image import MetadataImage
 from storage.errors import StorageError
@@ -52,6 +52,26 @@ def _timed(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any
 
 async def _nothing() -> None:
     return None
+
+
+def repeated_partitions(request: Any) -> set[tuple[str, int]]:
+    """The (topic, partition) pairs a request names more than once."""
+    seen: set[tuple[str, int]] = set()
+    twice: set[tuple[str, int]] = set()
+    for topic in request.topics:
+        for p in topic.partitions:
+            key = (topic.name, p.partition)
+            (twice if key in seen else seen).add(key)
+    return twice
+
+
+def duplicate_error(topic: str, partition: int) -> ApiError:
+    # Kafka answers a partition named twice in one request with INVALID_REQUEST (ListOffsets,
+    # CreatePartitions, DeleteRecords...); for Produce and Fetch too here: two batches for one
+    # partition would otherwise both be answered with one offset, two reads with copies.
+    return ApiError(
+        "INVALID_REQUEST", f"The request names partition {topic}-{partition} more than once."
+    )
 
 
 def _leader_pb(leader: tuple[int, int]) -> client_pb2.LeaderIdAndEpoch:
@@ -159,12 +179,16 @@ class ClientServicer(GroupApi, client_pb2_grpc.ClientServiceServicer):
 
     @_timed
     async def Produce(self, request: Any, context: Any) -> Any:  # noqa: N802
+        twice = repeated_partitions(request)
         batches = [
             (topic.name, partition.partition, partition.records)
             for topic in request.topics
             for partition in topic.partitions
+            if (topic.name, partition.partition) not in twice
         ]
         results = await self.replicas.produce(request.acks, request.timeout_ms, batches)
+        for key in twice:
+            results[key] = ProduceResult(error=duplicate_error(*key))
         response = client_pb2.ProduceResponse()
         if request.acks == 0:
             return response
@@ -207,6 +231,7 @@ class ClientServicer(GroupApi, client_pb2_grpc.ClientServiceServicer):
             yield response
 
     async def _fetch(self, request: Any) -> Any:
+        twice = repeated_partitions(request)
         items = [
             FetchItem(
                 topic.name,
@@ -217,6 +242,7 @@ class ClientServicer(GroupApi, client_pb2_grpc.ClientServiceServicer):
             )
             for topic in request.topics
             for p in topic.partitions
+            if (topic.name, p.partition) not in twice
         ]
         results = await self.replicas.fetch(
             items,
@@ -225,6 +251,8 @@ class ClientServicer(GroupApi, client_pb2_grpc.ClientServiceServicer):
             request.max_bytes or DEFAULT_FETCH_MAX_BYTES,
             any_replica=request.replica_id == DEBUGGING_CONSUMER_ID,
         )
+        for key in twice:
+            results[key] = FetchResult(error=duplicate_error(*key))
         response = client_pb2.FetchResponse()
         for topic in request.topics:
             out = response.topics.add(name=topic.name)

@@ -307,9 +307,7 @@ class Node:
         # The marker names the registration this data was kept under (KIP-966); a broker
         # that never registered this time keeps the one it started with.
         epoch = self.lifecycle.broker_epoch if self.lifecycle is not None else -1
-        self.log_manager.shutdown(
-            epoch if epoch >= 0 else self.log_manager.previous_broker_epoch
-        )
+        self.log_manager.shutdown(epoch if epoch >= 0 else self.log_manager.previous_broker_epoch)
 
     # --- the broker acting on metadata -------------------------------------------------------
 

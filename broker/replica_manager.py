@@ -41,6 +41,17 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+# A long poll holds a request, and its memory, for up to max_wait_ms. Kafka bounds it only by
+# the int32 field; Strom answers after at most this long however much is asked (a fetch may
+# always be answered early), so no request can park for days. Clients ask 500 ms by default.
+MAX_FETCH_WAIT_MS = 60_000
+
+
+def fetch_wait_s(max_wait_ms: int) -> float:
+    """A fetch's max_wait_ms as seconds to wait: negative as 0, at most MAX_FETCH_WAIT_MS."""
+    return min(max(max_wait_ms, 0), MAX_FETCH_WAIT_MS) / 1000
+
+
 @dataclass(slots=True)
 class ProduceResult:
     append: LeaderAppend | None = None
@@ -222,10 +233,14 @@ class ReplicaManager:
             future = self._signals[key] = asyncio.get_running_loop().create_future()
         return future
 
-    async def _wait_any(self, keys: Iterable[TopicPartition], timeout_s: float) -> None:
+    async def _wait_any(self, keys: Iterable[TopicPartition], timeout_s: float) -> bool:
+        """Waits until one of the partitions moves or the time is up; False at once when
+        there is nothing to wait on, so a caller's loop never spins on an empty wait."""
         futures = {self._signal(k) for k in keys}
-        if futures and timeout_s > 0:
-            await asyncio.wait(futures, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+        if not futures or timeout_s <= 0:
+            return False
+        await asyncio.wait(futures, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+        return True
 
     # --- lookups ----------------------------------------------------------------------------
 
@@ -331,7 +346,7 @@ class ReplicaManager:
                     return
                 if remaining <= 0:
                     break
-                await self._wait_any((k for k, _, _ in waiting), remaining)
+                await self._wait_any((k for k, _, _ in waiting), remaining)  # never empty here
             for key, partition, append in waiting:
                 results[key] = ProduceResult(
                     error=ApiError(
@@ -355,9 +370,10 @@ class ReplicaManager:
         any_replica: bool = False,
     ) -> dict[TopicPartition, FetchResult]:
         """Consumers' fetch from the leaders; with `any_replica` (Kafka's debugging consumer)
-        from whichever replica this broker holds."""
+        from whichever replica this broker holds. A fetch naming no partition is answered
+        at once, as Kafka's ReplicaManager does ("does not require any data")."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + max(max_wait_ms, 0) / 1000
+        deadline = loop.time() + fetch_wait_s(max_wait_ms)
         while True:
             results = self._read_for_consumers(items, max_bytes, any_replica)
             total = sum(len(r.records) for r in results.values())
@@ -372,9 +388,11 @@ class ReplicaManager:
                 return results
             self.stats.fetch_waiting += 1
             try:
-                await self._wait_any(((i.topic, i.partition) for i in items), remaining)
+                waited = await self._wait_any(((i.topic, i.partition) for i in items), remaining)
             finally:
                 self.stats.fetch_waiting -= 1
+            if not waited:
+                deadline = 0.0  # nothing to wait on: answer what there is
 
     def _read_for_consumers(
         self, items: Sequence[FetchItem], max_bytes: int, any_replica: bool = False
@@ -411,7 +429,7 @@ class ReplicaManager:
         """Serves one ReplicaFetchRequest: (request partition, partition, FollowerRead or
         ApiError) per partition, after waiting up to max_wait_ms for min_bytes."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + max(request.max_wait_ms, 0) / 1000
+        deadline = loop.time() + fetch_wait_s(request.max_wait_ms)
         while True:
             answers = self._read_for_follower(request)
             total = 0
@@ -425,7 +443,8 @@ class ReplicaManager:
             if total >= max(request.min_bytes, 1) or stop or remaining <= 0:
                 return answers
             keys = [(p.topic, p.index) for _, p, _ in answers if p is not None]
-            await self._wait_any(keys, remaining)
+            if not await self._wait_any(keys, remaining):
+                return answers  # no partition to wait on (Kafka answers at once)
 
     def _read_for_follower(self, request: Any) -> list[tuple[Any, Partition | None, Any]]:
         answers: list[tuple[Any, Partition | None, Any]] = []
@@ -433,7 +452,16 @@ class ReplicaManager:
             request.max_bytes if request.max_bytes > 0 else self.config.fetch_response_max_bytes
         )
         now = now_ms()
+        seen: set[tuple[bytes, int]] = set()
+        twice: set[tuple[bytes, int]] = set()
         for item in request.partitions:
+            key = (item.topic_id, item.partition)
+            (twice if key in seen else seen).add(key)
+        for item in request.partitions:
+            if (item.topic_id, item.partition) in twice:
+                message = f"The fetch names partition {item.partition} of a topic twice."
+                answers.append((item, None, ApiError("INVALID_REQUEST", message)))
+                continue
             partition = self.by_id.get((item.topic_id, item.partition))
             if partition is None:
                 answers.append(

@@ -1,0 +1,138 @@
+"""Requests from an outside process that once froze, crashed or misled a node (issue 16),
+against a real 3-node cluster: each is answered at once with Kafka's error name, changes
+nothing it was not allowed to, and leaves the node serving."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from strom_api.v1 import client_pb2, replica_pb2, replica_pb2_grpc
+from tests.data_plane.data_client import DataClient, batch, error_name
+from tests.data_plane.test_client_api import create_topic, latest_offset
+from tests.node_integration.node_cluster import NodeCluster
+
+INT32_MAX = 2**31 - 1
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    cluster = NodeCluster(str(tmp_path_factory.mktemp("hostile")), 3)
+    cluster.start_all()
+    try:
+        cluster.wait_for_brokers()
+        yield cluster
+    finally:
+        cluster.stop_all()
+
+
+@pytest.fixture(scope="module")
+def client(cluster):
+    return DataClient({i: f"127.0.0.1:{cluster.broker_port[i]}" for i in cluster.ids})
+
+
+def health_latency(cluster, node: int) -> float:
+    channel = grpc.insecure_channel(f"127.0.0.1:{cluster.broker_port[node]}")
+    stub = health_pb2_grpc.HealthStub(channel)
+    start = time.monotonic()
+    stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=5)
+    return time.monotonic() - start
+
+
+def test_a_fetch_naming_no_partition_is_answered_at_once(cluster, client):
+    """It once spun the event loop for max_wait_ms (2^31-1: for good) and got the node fenced."""
+    stub = client.stub(1)
+    request = client_pb2.FetchRequest(max_wait_ms=INT32_MAX, min_bytes=1, max_bytes=1 << 20)
+    start = time.monotonic()
+    response = stub.Fetch(request, timeout=5)
+    assert time.monotonic() - start < 2
+    assert len(response.topics) == 0
+    # The stream form too, several requests on one stream.
+    start = time.monotonic()
+    answers = list(stub.FetchStream(iter([request] * 3), timeout=5))
+    assert len(answers) == 3 and time.monotonic() - start < 2
+    assert health_latency(cluster, 1) < 1
+
+
+def test_a_replica_fetch_naming_no_partition_is_answered_at_once(cluster, client):
+    channel = grpc.insecure_channel(f"127.0.0.1:{cluster.broker_port[2]}")
+    stub = replica_pb2_grpc.ReplicaServiceStub(channel)
+    request = replica_pb2.ReplicaFetchRequest(
+        replica_id=99, max_wait_ms=INT32_MAX, min_bytes=1, max_bytes=1 << 20
+    )
+    start = time.monotonic()
+    answers = list(stub.Fetch(iter([request] * 3), timeout=5))
+    assert len(answers) == 3 and time.monotonic() - start < 2
+    assert health_latency(cluster, 2) < 1
+
+
+def test_a_long_poll_is_bounded_and_does_not_hold_the_loop(cluster, client):
+    create_topic(cluster, "longpoll")
+    leader = client.leader("longpoll", 0)
+    end = latest_offset(client, "longpoll")
+    box = {}
+
+    def poll():
+        try:
+            box["answer"] = client.fetch_raw(
+                leader, "longpoll", 0, end, max_wait_ms=INT32_MAX, min_bytes=1
+            )
+        except grpc.RpcError as exc:
+            box["error"] = exc
+
+    thread = threading.Thread(target=poll, daemon=True)
+    thread.start()
+    time.sleep(0.5)
+    assert health_latency(cluster, leader) < 1  # the waiting fetch does not block the node
+    answer = client.produce_raw(leader, "longpoll", 0, batch([b"wake"]))
+    assert error_name(answer.error) == "NONE"
+    thread.join(10)
+    assert box["answer"].records, box
+
+
+def test_a_partition_named_twice_in_a_produce_is_refused_and_not_written(cluster, client):
+    """Both batches were once answered with the second's offset."""
+    create_topic(cluster, "twice")
+    leader = client.leader("twice", 0)
+    before = latest_offset(client, "twice")
+    request = client_pb2.ProduceRequest(
+        acks=-1,
+        timeout_ms=10_000,
+        topics=[
+            client_pb2.ProduceRequest.Topic(
+                name="twice",
+                partitions=[
+                    client_pb2.ProduceRequest.Partition(partition=0, records=batch([b"a"])),
+                    client_pb2.ProduceRequest.Partition(partition=0, records=batch([b"b"])),
+                ],
+            )
+        ],
+    )
+    response = client.stub(leader).Produce(request, timeout=15)
+    names = [error_name(p.error) for p in response.topics[0].partitions]
+    assert names == ["INVALID_REQUEST", "INVALID_REQUEST"]
+    assert latest_offset(client, "twice") == before
+
+
+def test_a_partition_named_many_times_in_a_fetch_is_refused(cluster, client):
+    """It once answered 1,000 copies of the same records."""
+    create_topic(cluster, "many")
+    leader = client.leader("many", 0)
+    assert error_name(client.produce_raw(leader, "many", 0, batch([b"x" * 100])).error) == "NONE"
+    partition = client_pb2.FetchRequest.Partition(
+        partition=0, fetch_offset=0, partition_max_bytes=1 << 20, current_leader_epoch=-1
+    )
+    request = client_pb2.FetchRequest(
+        max_wait_ms=0,
+        min_bytes=1,
+        max_bytes=1 << 20,
+        topics=[client_pb2.FetchRequest.Topic(name="many", partitions=[partition] * 1000)],
+    )
+    response = client.stub(leader).Fetch(request, timeout=10)
+    items = response.topics[0].partitions
+    assert {error_name(p.error) for p in items} == {"INVALID_REQUEST"}
+    assert sum(len(p.records) for p in items) == 0
