@@ -44,6 +44,8 @@ _CONTROLLER_KEYS = {
     "default.replication.factor": "default_replication_factor",
     "metadata.log.max.record.bytes.between.snapshots": "max_bytes_between_snapshots",
     "leader.imbalance.per.broker.percentage": "leader_imbalance_percentage",
+    "max.partitions": "max_partitions",
+    "max.broker.partitions": "max_broker_partitions",
 }
 _NODE_KEYS = {
     "process.roles",
@@ -310,6 +312,11 @@ def from_properties(props: Mapping[str, str]) -> ServerConfig:
     for key, attr in _CONTROLLER_KEYS.items():
         if key in props:
             controller_values[attr] = _int(props, key)
+    for key in ("max.partitions", "max.broker.partitions"):
+        if key in props and _int(props, key) < 1:
+            raise InvalidConfigError(
+                f"invalid value '{props[key]}' for config '{key}': must be >= 1"
+            )
     if "leader.imbalance.check.interval.seconds" in props:
         seconds = _int(props, "leader.imbalance.check.interval.seconds")
         controller_values["leader_imbalance_check_interval_ms"] = seconds * 1000

@@ -72,9 +72,7 @@ def min_insync_replicas(image: MetadataImage, topic: str) -> int:
 # --- partitions when a broker goes or comes ---------------------------------------------------
 
 
-def move_away_from(
-    image: MetadataImage, broker_id: int, lost_data: bool = False
-) -> list[Message]:
+def move_away_from(image: MetadataImage, broker_id: int, lost_data: bool = False) -> list[Message]:
     """Partition changes for a broker that is fenced or shutting down: out of every ISR
     (unless it is the last member) and, where it led, a new leader from the ISR or the ELR
     (or none).

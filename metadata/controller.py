@@ -57,6 +57,7 @@ from metadata.records import encode
 from metadata.topic_control import (
     CreateTopicResult,
     NewTopic,
+    PartitionLimits,
     TopicDefaults,
     create_partitions,
     create_topics,
@@ -86,6 +87,13 @@ class ControllerConfig:
     auto_leader_rebalance: bool = True
     leader_imbalance_percentage: int = 10
     leader_imbalance_check_interval_ms: int = 300_000
+    # KIP-578: max.partitions, max.broker.partitions (metadata/topic_control.py)
+    max_partitions: int = PartitionLimits.max_partitions
+    max_broker_partitions: int = PartitionLimits.max_broker_partitions
+
+    @property
+    def partition_limits(self) -> PartitionLimits:
+        return PartitionLimits(self.max_partitions, self.max_broker_partitions)
 
 
 def _now_ms() -> int:
@@ -176,7 +184,11 @@ class QuorumController:
                 self.config.num_partitions, self.config.default_replication_factor
             )
             records, results = create_topics(
-                self.image, topics, defaults=defaults, start=self.rng.randrange(1 << 16)
+                self.image,
+                topics,
+                defaults=defaults,
+                limits=self.config.partition_limits,
+                start=self.rng.randrange(1 << 16),
             )
             await self._commit(records)
             return results
@@ -194,7 +206,12 @@ class QuorumController:
         async with self._lock:
             self._require_active()
             records = create_partitions(
-                self.image, name, count, assignments, start=self.rng.randrange(1 << 16)
+                self.image,
+                name,
+                count,
+                assignments,
+                limits=self.config.partition_limits,
+                start=self.rng.randrange(1 << 16),
             )
             await self._commit(records)
 

@@ -128,9 +128,7 @@ def build_partition_change(
     adding = tuple(current.adding_replicas if target_adding is None else target_adding)
     isr = tuple(b for b in isr if b in replicas) or isr  # never outside the replica set
     elr = next_elr(replicas, current.isr, isr, current.elr, min_isr, lost_data)
-    choice = elect_leader(
-        replicas, isr, current.leader, acceptable, election, unclean_enabled, elr
-    )
+    choice = elect_leader(replicas, isr, current.leader, acceptable, election, unclean_enabled, elr)
     record = pb.PartitionChangeRecord(partition_id=partition_id, topic_id=topic_id)
     if choice.from_elr:
         isr = (choice.leader,)

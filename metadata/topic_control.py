@@ -8,6 +8,14 @@ that collides with an existing one once '.' and '_' are taken as equal), a name 
 both (INVALID_REQUEST), a feasible placement (INVALID_PARTITIONS,
 INVALID_REPLICATION_FACTOR, INVALID_REPLICA_ASSIGNMENT) and valid configs (INVALID_CONFIG).
 A topic that fails a check gets its error and no records; the others go ahead.
+
+Limits (placement builds every assignment in memory on the controller's event loop, so a
+request for 10^9 partitions once took the active controller down): Kafka's
+MAX_PARTITIONS_PER_BATCH, 10,000 new partitions in one request, refused as a whole with
+POLICY_VIOLATION before anything is placed; and KIP-578's `max.partitions` (partitions in the
+cluster) and `max.broker.partitions` (replicas on one broker), POLICY_VIOLATION for the topic
+that would pass them. KIP-578 left both unlimited by default; Strom, a Python broker, defaults
+them to what it is built and tested for (PartitionLimits).
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ from storage.log_manager import validate_topic
 from strom_api.v1 import metadata_pb2 as pb
 
 USE_DEFAULT = -1
+MAX_PARTITIONS_PER_REQUEST = 10_000  # Kafka's ReplicationControlManager.MAX_PARTITIONS_PER_BATCH
 
 
 @dataclass(frozen=True)
@@ -45,6 +54,59 @@ class TopicDefaults:
 
     num_partitions: int = 1
     replication_factor: int = 1
+
+
+@dataclass(frozen=True)
+class PartitionLimits:
+    """KIP-578's max.partitions and max.broker.partitions (static configs here)."""
+
+    max_partitions: int = 100_000
+    max_broker_partitions: int = 20_000
+
+
+class _PartitionCounts:
+    """Partitions in the cluster and replicas per broker, as the image has them plus what
+    this request adds, against the limits."""
+
+    def __init__(self, image: MetadataImage, limits: PartitionLimits) -> None:
+        self.limits = limits
+        self.total = 0
+        self.per_broker: Counter[int] = Counter()
+        for topic in image.topics.by_name.values():
+            self.total += len(topic.partitions)
+            for registration in topic.partitions.values():
+                self.per_broker.update(registration.replicas)
+
+    def add(self, assignment: Sequence[Sequence[int]]) -> None:
+        """Counts `assignment` in, or raises POLICY_VIOLATION (counting nothing)."""
+        total = self.total + len(assignment)
+        if total > self.limits.max_partitions:
+            raise ApiError(
+                "POLICY_VIOLATION",
+                f"The cluster would have {total} partitions, more than max.partitions="
+                f"{self.limits.max_partitions}.",
+            )
+        added = Counter(b for replicas in assignment for b in replicas)
+        for broker, count in sorted(added.items()):
+            if self.per_broker[broker] + count > self.limits.max_broker_partitions:
+                raise ApiError(
+                    "POLICY_VIOLATION",
+                    f"Broker {broker} would hold {self.per_broker[broker] + count} partition "
+                    f"replicas, more than max.broker.partitions="
+                    f"{self.limits.max_broker_partitions}.",
+                )
+        self.total = total
+        self.per_broker.update(added)
+
+
+def _too_many_in_one_request(count: int) -> ApiError | None:
+    if count > MAX_PARTITIONS_PER_REQUEST:
+        return ApiError(
+            "POLICY_VIOLATION",
+            f"Excessively large number of partitions per request: {count}, more than "
+            f"{MAX_PARTITIONS_PER_REQUEST}.",
+        )
+    return None
 
 
 @dataclass(frozen=True)
@@ -74,14 +136,27 @@ def create_topics(
     topics: Sequence[NewTopic],
     *,
     defaults: TopicDefaults = TopicDefaults(),
+    limits: PartitionLimits = PartitionLimits(),
     start: int = 0,
     topic_id_factory: Callable[[], bytes] = new_topic_id,
 ) -> tuple[list[Message], list[CreateTopicResult]]:
     records: list[Message] = []
     results = []
+    requested = sum(
+        len(t.assignments)
+        if t.assignments is not None
+        else defaults.num_partitions
+        if t.num_partitions == USE_DEFAULT
+        else max(t.num_partitions, 0)
+        for t in topics
+    )
+    too_many = _too_many_in_one_request(requested)
+    if too_many is not None:
+        return [], [CreateTopicResult(t.name, too_many) for t in topics]
     counts = Counter(t.name for t in topics)
     taken = {_collision_key(n): n for n in image.topics.by_name}
     usable = usable_brokers(image)
+    partition_counts = _PartitionCounts(image, limits)
     for topic in topics:
         try:
             if counts[topic.name] > 1:
@@ -89,7 +164,7 @@ def create_topics(
                     "INVALID_REQUEST", f"Found multiple entries for topic '{topic.name}'."
                 )
             topic_records, result = _create_one(
-                image, topic, defaults, usable, start, topic_id_factory, taken
+                image, topic, defaults, usable, start, topic_id_factory, taken, partition_counts
             )
         except ApiError as error:
             results.append(CreateTopicResult(topic.name, error))
@@ -108,6 +183,7 @@ def _create_one(
     start: int,
     topic_id_factory: Callable[[], bytes],
     taken: Mapping[str, str],
+    partition_counts: _PartitionCounts,
 ) -> tuple[list[Message], CreateTopicResult]:
     name = topic.name
     try:
@@ -142,6 +218,7 @@ def _create_one(
         )
         assignment = place(usable, partitions, factor, start=start)
     validate_topic_configs(topic.configs)
+    partition_counts.add(assignment)  # last: a topic refused later must not count
     topic_id = topic_id_factory()
     records: list[Message] = [pb.TopicRecord(name=name, topic_id=topic_id)]
     records += _partition_records(topic_id, assignment, usable, first=0)
@@ -246,6 +323,7 @@ def create_partitions(
     count: int,
     assignments: Sequence[Sequence[int]] | None = None,
     *,
+    limits: PartitionLimits = PartitionLimits(),
     start: int = 0,
 ) -> list[Message]:
     """Records that grow topic `name` to `count` partitions (Kafka: increase only). New
@@ -254,6 +332,9 @@ def create_partitions(
     if topic is None:
         raise ApiError("UNKNOWN_TOPIC_OR_PARTITION", f"Topic '{name}' does not exist.")
     current = len(topic.partitions)
+    too_many = _too_many_in_one_request(count - current)
+    if too_many is not None:
+        raise too_many
     if count < current:
         raise ApiError(
             "INVALID_PARTITIONS",
@@ -281,4 +362,5 @@ def create_partitions(
             )
     else:
         assignment = place(usable, count - current, factor, start=start, first_partition=current)
+    _PartitionCounts(image, limits).add(assignment)
     return _partition_records(topic.topic_id, assignment, usable, first=current)

@@ -61,6 +61,8 @@ def test_replica_settings_and_topic_defaults_are_known_keys():
         ("replica.fetch.wait.max.ms", "soon", "replica.fetch.wait.max.ms"),
         ("auto.create.topics.enable", "yes", "auto.create.topics.enable"),
         ("prometheus.metrics.port", "70000", "prometheus.metrics.port"),
+        ("max.partitions", "0", "max.partitions"),
+        ("max.broker.partitions", "many", "max.broker.partitions"),
     ],
 )
 def test_bad_values_name_the_key(key, value, words):
@@ -74,3 +76,10 @@ def test_a_broker_needs_a_client_listener():
     controller_only = {**BASE, "process.roles": "controller"}
     controller_only["listeners"] = "CONTROLLER://127.0.0.1:9093"
     assert from_properties(controller_only).is_controller
+
+
+def test_partition_limits_reach_the_controller():
+    config = from_properties({**BASE, "max.partitions": "500", "max.broker.partitions": "60"})
+    assert config.controller.partition_limits.max_partitions == 500
+    assert config.controller.partition_limits.max_broker_partitions == 60
+    assert "max.partitions" not in config.unknown

@@ -11,7 +11,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from strom_api.v1 import client_pb2, replica_pb2, replica_pb2_grpc
+from strom_api.v1 import client_pb2, controller_pb2, replica_pb2, replica_pb2_grpc
 from tests.data_plane.data_client import DataClient, batch, error_name
 from tests.data_plane.test_client_api import create_topic, latest_offset
 from tests.node_integration.node_cluster import NodeCluster
@@ -21,7 +21,8 @@ INT32_MAX = 2**31 - 1
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    cluster = NodeCluster(str(tmp_path_factory.mktemp("hostile")), 3)
+    # max.partitions: small, to see the cluster-wide limit applied (KIP-578).
+    cluster = NodeCluster(str(tmp_path_factory.mktemp("hostile")), 3, {"max.partitions": "200"})
     cluster.start_all()
     try:
         cluster.wait_for_brokers()
@@ -136,3 +137,26 @@ def test_a_partition_named_many_times_in_a_fetch_is_refused(cluster, client):
     items = response.topics[0].partitions
     assert {error_name(p.error) for p in items} == {"INVALID_REQUEST"}
     assert sum(len(p.records) for p in items) == 0
+
+
+def create_raw(cluster, name, partitions, rf=1):
+    request = controller_pb2.CreateTopicsRequest(
+        topics=[
+            controller_pb2.CreatableTopic(
+                name=name, num_partitions=partitions, replication_factor=rf
+            )
+        ]
+    )
+    return cluster.call("CreateTopics", request).topics[0]
+
+
+def test_a_billion_partitions_is_a_policy_violation_not_a_dead_controller(cluster, client):
+    controller = cluster.active_controller()
+    answer = create_raw(cluster, "billion", 10**9)
+    assert error_name(answer.error) == "POLICY_VIOLATION", answer
+    assert "Excessively large number of partitions" in answer.error.message
+    assert cluster.active_controller() == controller
+    answer = create_raw(cluster, "over-max-partitions", 300)
+    assert error_name(answer.error) == "POLICY_VIOLATION", answer
+    assert "max.partitions=200" in answer.error.message
+    assert error_name(create_raw(cluster, "fine", 3).error) == "NONE"

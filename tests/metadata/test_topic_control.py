@@ -13,6 +13,7 @@ from metadata.image import EMPTY_IMAGE, MetadataImage
 from metadata.topic_configs import validate_topic_configs
 from metadata.topic_control import (
     NewTopic,
+    PartitionLimits,
     TopicDefaults,
     create_partitions,
     create_topics,
@@ -196,3 +197,42 @@ def test_topic_config_values_are_checked_with_their_names():
     validate_topic_configs({"cleanup.policy": "compact", "unclean.leader.election.enable": "true"})
     with pytest.raises(ApiError, match="compression.type"):
         validate_topic_configs({"compression.type": "brotli"})
+
+
+def test_more_than_10000_partitions_in_one_request_is_refused_before_placement():
+    """CreateTopics(num_partitions=10^9) once built the whole assignment on the controller's
+    event loop until it died; Kafka refuses over 10,000 per request, every topic of it."""
+    topics = [NewTopic("huge", 10**9, 1), NewTopic("small", 1, 1)]
+    records, results = create_topics(THREE, topics)
+    assert records == []
+    assert [r.error.error_name for r in results] == ["POLICY_VIOLATION", "POLICY_VIOLATION"]
+    assert "Excessively large number of partitions" in str(results[0].error)
+    split = [NewTopic("a", 6000, 1), NewTopic("b", 4001, 1)]
+    assert all(r.error is not None for r in create_topics(THREE, split)[1])
+    assert all(r.error is None for r in create_topics(THREE, split[:1])[1])
+    image = commit(THREE, create_topics(THREE, [NewTopic("a", 1, 1)])[0])
+    with pytest.raises(ApiError) as caught:
+        create_partitions(image, "a", 10**9)
+    assert caught.value.error_name == "POLICY_VIOLATION"
+
+
+def test_max_partitions_and_max_broker_partitions_bound_the_cluster():
+    limits = PartitionLimits(max_partitions=10, max_broker_partitions=7)
+    records, results = create_topics(THREE, [NewTopic("a", 6, 1)], limits=limits)
+    assert results[0].error is None
+    image = commit(THREE, records)
+    # 6 + 5 partitions > max.partitions=10; the topic before it in the request counts too.
+    records, results = create_topics(
+        image, [NewTopic("b", 3, 1), NewTopic("c", 2, 1)], limits=limits
+    )
+    assert results[0].error is None
+    assert results[1].error.error_name == "POLICY_VIOLATION"
+    assert "max.partitions=10" in str(results[1].error)
+    # 3 brokers x 7 replicas: RF 3 with 6 partitions puts 6 on each broker, +2 passes 7.
+    image = commit(THREE, create_topics(THREE, [NewTopic("r", 6, 3)], limits=PartitionLimits())[0])
+    records, results = create_topics(image, [NewTopic("s", 2, 3)], limits=limits)
+    assert "max.broker.partitions=7" in str(results[0].error)
+    with pytest.raises(ApiError) as caught:
+        create_partitions(image, "r", 8, limits=limits)
+    assert caught.value.error_name == "POLICY_VIOLATION"
+    assert create_partitions(image, "r", 7, limits=limits)
