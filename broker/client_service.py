@@ -16,6 +16,7 @@ from broker.producer_ids import ProducerIdManager
 from broker.replica_manager import FetchItem, FetchResult, ProduceResult, ReplicaManager
 from metadata.errors import ApiError
 from metadata.image import MetadataImage
+from metadata.topic_control import INTERNAL_TOPICS
 from storage.errors import StorageError
 from storage.leader_epoch_cache import UNDEFINED_EPOCH
 from storage.log import Log
@@ -25,7 +26,6 @@ from strom_api.v1 import client_pb2, client_pb2_grpc, common_pb2, controller_pb2
 LATEST = -1
 EARLIEST = -2
 MAX_TIMESTAMP = -3
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 DEFAULT_FETCH_MAX_BYTES = 50 * 1024 * 1024  # fetch.max.bytes
 DEFAULT_PARTITION_MAX_BYTES = 1024 * 1024  # max.partition.fetch.bytes
 # Kafka's replica id of a debugging consumer: reads a follower's replica too.

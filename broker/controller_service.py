@@ -14,7 +14,7 @@ from typing import Any
 from broker.api_errors import error_pb
 from metadata.alter_partition import IsrProposal
 from metadata.broker_lifecycle import BrokerRegistrationRequest, HeartbeatRequest
-from metadata.config_control import OpType, describe_configs
+from metadata.config_control import describe_configs
 from metadata.controller import QuorumController
 from metadata.errors import ApiError
 from metadata.image import Endpoint
@@ -302,10 +302,7 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
         changes = [
             (
                 (int(r.resource.type), r.resource.name),
-                [
-                    (op.name, OpType(op.op), op.value if op.HasField("value") else None)
-                    for op in r.ops
-                ],
+                [(op.name, int(op.op), op.value if op.HasField("value") else None) for op in r.ops],
             )
             for r in request.resources
         ]

@@ -108,7 +108,12 @@ class GroupCoordinator:
     # --- which groups are here ------------------------------------------------------
 
     def partition_for(self, group_id: str) -> int:
-        return partition_for_group(group_id, self.config.offsets_topic_partitions)
+        """The __consumer_offsets partition of a group: by the topic's real partition count
+        once it exists, as Kafka's coordinator counts it (a topic made with another count
+        than offsets.topic.num.partitions must not leave groups without a coordinator)."""
+        topic = self.replicas.image.topics.by_name.get(OFFSETS_TOPIC)
+        count = len(topic.partitions) if topic is not None and topic.partitions else 0
+        return partition_for_group(group_id, count or self.config.offsets_topic_partitions)
 
     def on_partition_role(self, partition: Partition) -> None:
         """Called when this broker's role for a partition changed (or it went away)."""

@@ -177,7 +177,12 @@ class Node:
         client_pb2_grpc.add_ClientServiceServicer_to_server(  # type: ignore[no-untyped-call]
             ClientServicer(
                 self.replicas,
-                ProducerIdManager(config.node_id, broker_epoch, lifecycle.call_controller),
+                ProducerIdManager(
+                    config.node_id,
+                    broker_epoch,
+                    lifecycle.call_controller,
+                    lambda: self.loader.image.producer_ids.next_producer_id,
+                ),
                 self.cluster_id,
                 listener.name,
                 lambda: self.loader.leader.leader_id,

@@ -4,6 +4,9 @@ is ever given twice in the cluster), as Kafka's ProducerIdManager does.
 
 A producer that asks again with its id and epoch (KIP-360: after UNKNOWN_PRODUCER_ID or an
 epoch overflow) gets the same id with the next epoch; at the epoch's limit it gets a new id.
+Only an id the controller has handed out (below the metadata's next producer id block) is
+bumped: any other is answered with a new id, as Kafka answers every non-transactional
+InitProducerId, so no request can mint itself an id some broker will give out later.
 """
 
 from __future__ import annotations
@@ -24,7 +27,10 @@ class ProducerIdManager:
         broker_id: int,
         broker_epoch: Callable[[], int],
         controller_call: Callable[[str, Any], Awaitable[Any | None]],
+        issued_below: Callable[[], int] = lambda: 0,
     ) -> None:
+        """`issued_below`: the first producer id the controller has not handed out yet."""
+        self.issued_below = issued_below
         self.broker_id = broker_id
         self.broker_epoch = broker_epoch
         self.controller_call = controller_call
@@ -41,7 +47,8 @@ class ProducerIdManager:
                 "Transactions are not supported: leave transactional.id unset; idempotent "
                 "producers need none.",
             )
-        if producer_id >= 0 and 0 <= producer_epoch < MAX_EPOCH - 1:
+        issued = 0 <= producer_id < max(self.issued_below(), self._end)
+        if issued and 0 <= producer_epoch < MAX_EPOCH - 1:
             return producer_id, producer_epoch + 1
         return await self._new_id(), 0
 

@@ -56,7 +56,8 @@ class ConfigSource(StrEnum):
 
 
 # One change to one key: (name, op, value); the value is ignored (and may be None) for DELETE.
-ConfigOp = tuple[str, OpType, str | None]
+# The op is the wire's int until checked: an unknown one is INVALID_REQUEST for its resource.
+ConfigOp = tuple[str, OpType | int, str | None]
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,6 +36,10 @@ from storage.log_manager import validate_topic
 from strom_api.v1 import metadata_pb2 as pb
 
 USE_DEFAULT = -1
+# Kafka's internal topics: their owners create them; nobody deletes them through DeleteTopics
+# (kafka-topics.sh: "is a kafka internal topic and is not allowed to be marked for
+# deletion"; Strom refuses it in the controller, so no client can).
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 MAX_PARTITIONS_PER_REQUEST = 10_000  # Kafka's ReplicationControlManager.MAX_PARTITIONS_PER_BATCH
 
 
@@ -310,6 +314,11 @@ def delete_topics(
         if topic is None:
             results[name] = ApiError(
                 "UNKNOWN_TOPIC_OR_PARTITION", f"Topic '{name}' does not exist."
+            )
+        elif name in INTERNAL_TOPICS:
+            results[name] = ApiError(
+                "INVALID_REQUEST",
+                f"Topic {name} is a Kafka internal topic and is not allowed to be deleted.",
             )
         elif name not in results:
             records.append(pb.RemoveTopicRecord(topic_id=topic.topic_id))

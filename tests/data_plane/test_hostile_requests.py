@@ -11,7 +11,14 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from strom_api.v1 import client_pb2, controller_pb2, replica_pb2, replica_pb2_grpc
+from strom.consumer import Consumer, TopicPartition
+from strom_api.v1 import (
+    client_pb2,
+    controller_pb2,
+    controller_pb2_grpc,
+    replica_pb2,
+    replica_pb2_grpc,
+)
 from tests.data_plane.data_client import DataClient, batch, error_name
 from tests.data_plane.test_client_api import create_topic, latest_offset
 from tests.node_integration.node_cluster import NodeCluster
@@ -160,3 +167,63 @@ def test_a_billion_partitions_is_a_policy_violation_not_a_dead_controller(cluste
     assert error_name(answer.error) == "POLICY_VIOLATION", answer
     assert "max.partitions=200" in answer.error.message
     assert error_name(create_raw(cluster, "fine", 3).error) == "NONE"
+
+
+def test_init_producer_id_bumps_only_ids_that_were_handed_out(cluster, client):
+    """An id never issued was once answered (that id, epoch + 1)."""
+    stub = client.stub(1)
+    fresh = stub.InitProducerId(client_pb2.InitProducerIdRequest(producer_id=-1), timeout=10)
+    assert error_name(fresh.error) == "NONE" and fresh.producer_epoch == 0
+    again = stub.InitProducerId(
+        client_pb2.InitProducerIdRequest(producer_id=fresh.producer_id, producer_epoch=0),
+        timeout=10,
+    )
+    assert (again.producer_id, again.producer_epoch) == (fresh.producer_id, 1)
+    forged = stub.InitProducerId(
+        client_pb2.InitProducerIdRequest(producer_id=10**15, producer_epoch=5), timeout=10
+    )
+    assert error_name(forged.error) == "NONE"
+    assert forged.producer_id != 10**15 and forged.producer_epoch == 0
+
+
+def test_consumer_offsets_is_not_deleted_and_a_user_made_one_still_serves_groups(cluster, client):
+    """A user once made __consumer_offsets with 1 partition (49 of 50 groups were then
+    without a coordinator) or deleted it. Groups now use the topic's real partition count,
+    as Kafka's coordinator does, and DeleteTopics refuses internal topics."""
+    answer = create_raw(cluster, "__consumer_offsets", 1, rf=3)
+    assert error_name(answer.error) == "NONE", answer
+    create_topic(cluster, "grouped")
+    bootstrap = ",".join(f"127.0.0.1:{cluster.broker_port[i]}" for i in cluster.ids)
+    tp = TopicPartition("grouped", 0)
+    for group in ("g-a", "g-b", "g-c", "g-d"):
+        with Consumer(bootstrap_servers=bootstrap, group_id=group) as consumer:
+            consumer.assign([tp])
+            consumer.commit({tp: 5})
+            assert consumer.committed(tp) == 5
+    response = cluster.call(
+        "DeleteTopics", controller_pb2.DeleteTopicsRequest(names=["__consumer_offsets"])
+    )
+    assert error_name(response.topics[0].error) == "INVALID_REQUEST"
+    assert "internal topic" in response.topics[0].error.message
+    assert client.metadata(["__consumer_offsets"]).topics[0].partitions
+
+
+def test_an_unknown_alter_config_op_is_invalid_request_at_once(cluster):
+    """It once raised ValueError (UNKNOWN), and the broker forwarding it retried every
+    controller for 30 s."""
+    op = controller_pb2.IncrementalAlterConfigsRequest.Op(name="retention.ms", op=7, value="5")
+    request = controller_pb2.IncrementalAlterConfigsRequest(
+        resources=[
+            controller_pb2.IncrementalAlterConfigsRequest.Resource(
+                resource=controller_pb2.ConfigResource(type=2, name="fine"),
+                ops=[op],
+            )
+        ]
+    )
+    channel = grpc.insecure_channel(f"127.0.0.1:{cluster.broker_port[1]}")
+    stub = controller_pb2_grpc.ControllerServiceStub(channel)
+    start = time.monotonic()
+    response = stub.IncrementalAlterConfigs(request, timeout=10)
+    assert time.monotonic() - start < 3
+    assert error_name(response.results[0].error) == "INVALID_REQUEST"
+    assert "Unknown operations type 7" in response.results[0].error.message
