@@ -34,6 +34,7 @@ from broker.producer_ids import ProducerIdManager
 from broker.replica_fetcher import CHANNEL_OPTIONS, FetcherManager
 from broker.replica_manager import ReplicaManager
 from broker.replica_service import ReplicaServicer
+from broker.rpc_guard import guarded, quiet_grpc_server_log
 from broker.server_config import ServerConfig
 from metadata.controller import QuorumController
 from metadata.delta import MetadataDelta
@@ -83,6 +84,7 @@ class Node:
 
     async def start(self) -> None:
         config = self.config
+        quiet_grpc_server_log()
         directories = list(dict.fromkeys([*config.log_dirs, config.metadata_log_dir]))
         self.cluster_id = meta_properties.check_dirs(directories, config.node_id)
         listen = (
@@ -174,6 +176,7 @@ class Node:
         self._background.append(asyncio.create_task(self._checkpoint_periodically()))
         server = self.broker_server = grpc.aio.server(options=CHANNEL_OPTIONS)
         listener = config.broker_listeners[0]
+        guarded_server = guarded(server)  # every request checked before a servicer sees it
         client_pb2_grpc.add_ClientServiceServicer_to_server(  # type: ignore[no-untyped-call]
             ClientServicer(
                 self.replicas,
@@ -193,13 +196,13 @@ class Node:
                 self._create_offsets_topic,
                 self._checkpoint_now,
             ),
-            server,
+            guarded_server,
         )
         replica_pb2_grpc.add_ReplicaServiceServicer_to_server(  # type: ignore[no-untyped-call]
-            ReplicaServicer(self.replicas, self._observe), server
+            ReplicaServicer(self.replicas, self._observe), guarded_server
         )
         controller_pb2_grpc.add_ControllerServiceServicer_to_server(  # type: ignore[no-untyped-call]
-            forwarding_servicer(lifecycle.forward), server
+            forwarding_servicer(lifecycle.forward), guarded_server
         )
         self.health.add_to(server)
         self.broker_port = server.add_insecure_port(listener.address)
@@ -266,7 +269,7 @@ class Node:
             ControllerServicer(
                 self.controller, self.cluster_id, self.config.properties, self.config.node_id
             ),
-            server,
+            guarded(server),
         )
 
     async def stop(self) -> None:
