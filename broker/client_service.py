@@ -186,7 +186,20 @@ class ClientServicer(GroupApi, client_pb2_grpc.ClientServiceServicer):
             for partition in topic.partitions
             if (topic.name, partition.partition) not in twice
         ]
-        results = await self.replicas.produce(request.acks, request.timeout_ms, batches)
+        size = sum(len(records) for _, _, records in batches)
+        memory = self.replicas.memory
+        if await memory.reserve(size, max(request.timeout_ms, 0) / 1000):
+            try:
+                results = await self.replicas.produce(request.acks, request.timeout_ms, batches)
+            finally:
+                memory.release(size)
+        else:
+            error = ApiError(
+                "REQUEST_TIMED_OUT",
+                f"The broker's request memory (queued.max.request.bytes={memory.capacity}) "
+                f"stayed full for the request's {request.timeout_ms} ms; nothing was written.",
+            )
+            results = {(t, p): ProduceResult(error=error) for t, p, _ in batches}
         for key in twice:
             results[key] = ProduceResult(error=duplicate_error(*key))
         response = client_pb2.ProduceResponse()
@@ -219,18 +232,27 @@ class ClientServicer(GroupApi, client_pb2_grpc.ClientServiceServicer):
 
     @_timed
     async def Fetch(self, request: Any, context: Any) -> Any:  # noqa: N802
-        return await self._fetch(request)
+        response, held = await self._fetch(request)
+        self.replicas.memory.release(held)  # handed to gRPC now
+        return response
 
     async def FetchStream(  # noqa: N802
         self, request_iterator: AsyncIterator[Any], context: Any
     ) -> AsyncIterator[Any]:
-        async for request in request_iterator:
-            start = time.perf_counter()
-            response = await self._fetch(request)
-            self.observe("FetchStream", time.perf_counter() - start)
-            yield response
+        held = 0  # the last answer's bytes, until the client asks again (it took them)
+        try:
+            async for request in request_iterator:
+                self.replicas.memory.release(held)
+                held = 0
+                start = time.perf_counter()
+                response, held = await self._fetch(request)
+                self.observe("FetchStream", time.perf_counter() - start)
+                yield response
+        finally:
+            self.replicas.memory.release(held)
 
-    async def _fetch(self, request: Any) -> Any:
+    async def _fetch(self, request: Any) -> tuple[Any, int]:
+        """The response, and how many bytes of records it holds in the memory pool."""
         twice = repeated_partitions(request)
         items = [
             FetchItem(
@@ -268,7 +290,7 @@ class ClientServicer(GroupApi, client_pb2_grpc.ClientServiceServicer):
                 item.last_stable_offset = result.high_watermark  # no transactions: LSO = HW
                 item.log_start_offset = result.log_start_offset
                 item.records = result.records
-        return response
+        return response, sum(len(r.records) for r in results.values())
 
     # --- ListOffsets ------------------------------------------------------------------------
 

@@ -14,7 +14,8 @@ group's committed offsets as kafka_consumergroup_current_offset from its coordin
 their difference, computed by Prometheus (deploy/prometheus/strom-rules.yml records
 kafka_consumergroup_lag): the coordinator of a group rarely leads all its partitions, and a
 scrape asks no other node. Strom's own are in base units: strom_request_duration_seconds{api},
-strom_replica_lag_records, strom_purgatory_size. Python's process and GC collectors replace
+strom_replica_lag_records, strom_purgatory_size; kafka_network_socketserver_memorypool{available,
+used} for queued.max.request.bytes. Python's process and GC collectors replace
 the JVM ones.
 
 Gauges are computed at scrape time from the node's state: the HTTP server runs in a
@@ -309,6 +310,20 @@ class NodeCollector(Collector):
         purgatory.add_metric(["produce"], stats.produce_waiting)
         purgatory.add_metric(["fetch"], stats.fetch_waiting)
         yield purgatory
+        # Kafka's kafka.network:type=SocketServer,name=MemoryPoolAvailable/MemoryPoolUsed
+        # (queued.max.request.bytes; available is -1 when the pool is unbounded).
+        memory = replicas.memory
+        available = memory.capacity - memory.in_use if memory.capacity >= 0 else -1
+        yield _gauge(
+            "kafka_network_socketserver_memorypoolavailable",
+            "Bytes of queued.max.request.bytes free.",
+            available,
+        )
+        yield _gauge(
+            "kafka_network_socketserver_memorypoolused",
+            "Bytes of produce requests and fetch responses held.",
+            memory.in_use,
+        )
 
     # --- offsets ------------------------------------------------------------------------
 

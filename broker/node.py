@@ -31,7 +31,7 @@ from broker.log_maintenance import LogMaintenance
 from broker.metrics import NodeMetrics
 from broker.partition import Partition
 from broker.producer_ids import ProducerIdManager
-from broker.replica_fetcher import CHANNEL_OPTIONS, FetcherManager
+from broker.replica_fetcher import FetcherManager
 from broker.replica_manager import ReplicaManager
 from broker.replica_service import ReplicaServicer
 from broker.rpc_guard import guarded, quiet_grpc_server_log
@@ -174,7 +174,16 @@ class Node:
         self.loader.publishers.append(self._queue_local_changes)
         self._local_changes_task = asyncio.create_task(self._apply_local_changes())
         self._background.append(asyncio.create_task(self._checkpoint_periodically()))
-        server = self.broker_server = grpc.aio.server(options=CHANNEL_OPTIONS)
+        replica = config.replica
+        server = self.broker_server = grpc.aio.server(
+            options=[
+                ("grpc.max_send_message_length", 128 * 1024 * 1024),
+                # socket.request.max.bytes: gRPC refuses a larger request as it arrives.
+                ("grpc.max_receive_message_length", replica.socket_request_max_bytes),
+            ],
+            # queued.max.requests: further calls are refused (RESOURCE_EXHAUSTED), not queued.
+            maximum_concurrent_rpcs=replica.queued_max_requests,
+        )
         listener = config.broker_listeners[0]
         guarded_server = guarded(server)  # every request checked before a servicer sees it
         client_pb2_grpc.add_ClientServiceServicer_to_server(  # type: ignore[no-untyped-call]

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from broker.alter_partition_sender import AlterPartitionSender
+from broker.memory_pool import MemoryPool
 from broker.partition import LeaderAppend, Partition
 from broker.partition_leader import IsrChange
 from broker.server_config import ReplicaConfig
@@ -45,6 +46,11 @@ def now_ms() -> int:
 # the int32 field; Strom answers after at most this long however much is asked (a fetch may
 # always be answered early), so no request can park for days. Clients ask 500 ms by default.
 MAX_FETCH_WAIT_MS = 60_000
+
+
+# Likewise an acks=all produce waits for its replicas at most this long, whatever timeout_ms
+# says (Kafka's producer asks 30 s, request.timeout.ms).
+MAX_PRODUCE_WAIT_MS = 300_000
 
 
 def fetch_wait_s(max_wait_ms: int) -> float:
@@ -124,6 +130,8 @@ class ReplicaManager:
         self._signals: dict[TopicPartition, asyncio.Future[None]] = {}
         self._settings: dict[str, TopicSettings] = {}
         self._isr_task: asyncio.Task[None] | None = None
+        # queued.max.request.bytes: produce bodies and consumer fetch responses held at once.
+        self.memory = MemoryPool(config.queued_max_request_bytes)
         self.isr_sender = AlterPartitionSender(
             broker_id, broker_epoch, controller_call, self._isr_answered
         )
@@ -328,7 +336,7 @@ class ReplicaManager:
         while a produce waits, it fails at once with NOT_ENOUGH_REPLICAS_AFTER_APPEND (the
         high watermark cannot move then, so waiting out the timeout would only hide why)."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + max(timeout_ms, 0) / 1000
+        deadline = loop.time() + min(max(timeout_ms, 0), MAX_PRODUCE_WAIT_MS) / 1000
         count = len(waiting)
         self.stats.produce_waiting += count
         try:
@@ -371,21 +379,26 @@ class ReplicaManager:
     ) -> dict[TopicPartition, FetchResult]:
         """Consumers' fetch from the leaders; with `any_replica` (Kafka's debugging consumer)
         from whichever replica this broker holds. A fetch naming no partition is answered
-        at once, as Kafka's ReplicaManager does ("does not require any data")."""
+        at once, as Kafka's ReplicaManager does ("does not require any data").
+
+        At most fetch.max.bytes are read (KIP-74: the first batch may pass it), and only once
+        the memory pool grants them; the bytes returned stay reserved in `self.memory` until
+        the caller releases them (the response was handed over). When the pool stays full
+        for the whole wait, the answer carries no records."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + fetch_wait_s(max_wait_ms)
+        budget = min(max_bytes, self.config.fetch_response_limit)
         while True:
-            results = self._read_for_consumers(items, max_bytes, any_replica)
+            if not await self.memory.reserve(budget, deadline - loop.time()):
+                return self._counted(self._without_records(items, any_replica))
+            results = self._read_for_consumers(items, budget, any_replica)
             total = sum(len(r.records) for r in results.values())
+            self.memory.adjust(budget, total)
             errors = any(r.error is not None for r in results.values())
             remaining = deadline - loop.time()
             if total >= min_bytes or errors or remaining <= 0:
-                for (topic, _), result in results.items():
-                    _count(self.stats.fetch_requests, topic)
-                    if result.error is not None:
-                        _count(self.stats.failed_fetch_requests, topic)
-                    _count(self.stats.bytes_out, topic, len(result.records))
-                return results
+                return self._counted(results)
+            self.memory.release(total)
             self.stats.fetch_waiting += 1
             try:
                 waited = await self._wait_any(((i.topic, i.partition) for i in items), remaining)
@@ -393,6 +406,35 @@ class ReplicaManager:
                 self.stats.fetch_waiting -= 1
             if not waited:
                 deadline = 0.0  # nothing to wait on: answer what there is
+
+    def _counted(
+        self, results: dict[TopicPartition, FetchResult]
+    ) -> dict[TopicPartition, FetchResult]:
+        for (topic, _), result in results.items():
+            _count(self.stats.fetch_requests, topic)
+            if result.error is not None:
+                _count(self.stats.failed_fetch_requests, topic)
+            _count(self.stats.bytes_out, topic, len(result.records))
+        return results
+
+    def _without_records(
+        self, items: Sequence[FetchItem], any_replica: bool
+    ) -> dict[TopicPartition, FetchResult]:
+        """Each partition's answer with no records (memory for them was not to be had)."""
+        results: dict[TopicPartition, FetchResult] = {}
+        for item in items:
+            key = (item.topic, item.partition)
+            try:
+                if any_replica:
+                    partition = self.local_partition(item.topic, item.partition)
+                else:
+                    partition = self.leader_partition(item.topic, item.partition)
+            except ApiError as exc:
+                results[key] = FetchResult(error=exc)
+                continue
+            log_ = partition.log
+            results[key] = FetchResult(b"", log_.high_watermark, log_.log_start_offset)
+        return results
 
     def _read_for_consumers(
         self, items: Sequence[FetchItem], max_bytes: int, any_replica: bool = False
@@ -448,8 +490,11 @@ class ReplicaManager:
 
     def _read_for_follower(self, request: Any) -> list[tuple[Any, Partition | None, Any]]:
         answers: list[tuple[Any, Partition | None, Any]] = []
-        budget = (
-            request.max_bytes if request.max_bytes > 0 else self.config.fetch_response_max_bytes
+        # Followers are few (one stream per follower broker and fetcher), so their answers
+        # are not held to the memory pool, only to fetch.max.bytes.
+        budget = min(
+            request.max_bytes if request.max_bytes > 0 else self.config.fetch_response_max_bytes,
+            self.config.fetch_response_limit,
         )
         now = now_ms()
         seen: set[tuple[bytes, int]] = set()

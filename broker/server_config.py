@@ -86,6 +86,19 @@ _REPLICA_KEYS = {
     "log.flush.scheduler.interval.ms": "flush_scheduler_interval_ms",
     "log.retention.check.interval.ms": "retention_check_interval_ms",
     "producer.id.expiration.ms": "producer_id_expiration_ms",
+    "socket.request.max.bytes": "socket_request_max_bytes",
+    "queued.max.requests": "queued_max_requests",
+    "queued.max.request.bytes": "queued_max_request_bytes",
+    "fetch.max.bytes": "fetch_response_limit",
+}
+
+
+_LOWEST = {
+    "num.replica.fetchers": 1,
+    "socket.request.max.bytes": 1,
+    "queued.max.requests": 1,
+    "queued.max.request.bytes": 1,  # or -1, unbounded
+    "fetch.max.bytes": 1024,  # Kafka's lower bound
 }
 
 
@@ -102,6 +115,13 @@ class ReplicaConfig:
     flush_scheduler_interval_ms: int = 2**63 - 1
     retention_check_interval_ms: int = 300_000
     producer_id_expiration_ms: int = 86_400_000
+    # What one request may ask, Kafka's names (broker/memory_pool.py, broker/node.py):
+    socket_request_max_bytes: int = 100 * 1024 * 1024  # the largest request accepted
+    queued_max_requests: int = 500  # RPCs (streams included) served at once
+    # Kafka's default is -1 (unbounded): its responses are sent from the page cache by
+    # sendfile, Strom's are held in memory until sent, so Strom bounds them by default.
+    queued_max_request_bytes: int = 256 * 1024 * 1024
+    fetch_response_limit: int = 55 * 1024 * 1024  # fetch.max.bytes: one fetch response
     auto_create_topics: bool = True
     inter_broker_listener: str = ""  # "": the first broker listener
 
@@ -326,8 +346,8 @@ def from_properties(props: Mapping[str, str]) -> ServerConfig:
     for key, attr in _REPLICA_KEYS.items():
         if key in props:
             value = _int(props, key)
-            lowest = 1 if key == "num.replica.fetchers" else 0
-            if value < lowest:
+            lowest = _LOWEST.get(key, 0)
+            if value < lowest and not (key == "queued.max.request.bytes" and value == -1):
                 raise InvalidConfigError(
                     f"invalid value '{props[key]}' for config '{key}': expected an int >= {lowest}"
                 )
