@@ -598,9 +598,29 @@ class GroupCoordinator:
                 raise ApiError("REBALANCE_IN_PROGRESS", "The group is rebalancing: join again.")
         now = now_ms()
         values: dict[tuple[str, int], OffsetValue] = {}
+        refused: dict[tuple[str, int], ApiError | None] = {}
         records: Records = []
+        topics = self.replicas.image.topics
+        limit = self.config.offset_metadata_max_bytes
         for topic in request.topics:
             for p in topic.partitions:
+                # Kafka's checks: a partition that exists (else a commit could fill the
+                # coordinator's memory with made-up names), metadata within
+                # offset.metadata.max.bytes.
+                if topics.partition(topic.name, p.partition) is None:
+                    refused[(topic.name, p.partition)] = ApiError(
+                        "UNKNOWN_TOPIC_OR_PARTITION",
+                        f"This server does not host this topic-partition: "
+                        f"{topic.name}-{p.partition}.",
+                    )
+                    continue
+                if len(p.committed_metadata.encode()) > limit:
+                    refused[(topic.name, p.partition)] = ApiError(
+                        "OFFSET_METADATA_TOO_LARGE",
+                        f"The metadata of the offset for {topic.name}-{p.partition} is longer "
+                        f"than offset.metadata.max.bytes={limit}.",
+                    )
+                    continue
                 value = OffsetValue(
                     p.committed_offset, p.committed_leader_epoch, p.committed_metadata, now
                 )
@@ -614,7 +634,7 @@ class GroupCoordinator:
         if records:
             await self._write(group.partition, records)
         group.offsets.update(values)
-        return dict.fromkeys(values)
+        return {**dict.fromkeys(values), **refused}
 
     def fetch_offsets(self, request: Any) -> dict[tuple[str, int], OffsetValue | None]:
         group = self._group(request.group_id)

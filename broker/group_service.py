@@ -112,8 +112,9 @@ class GroupApi:
 
     async def OffsetCommit(self, request: Any, context: Any) -> Any:  # noqa: N802
         response = client_pb2.OffsetCommitResponse()
+        results: dict[tuple[str, int], ApiError | None] = {}
         try:
-            await self.groups.commit_offsets(request)
+            results = await self.groups.commit_offsets(request)
             error = None
         except ApiError as exc:
             error = error_pb(exc)
@@ -121,8 +122,11 @@ class GroupApi:
             out = response.topics.add(name=topic.name)
             for p in topic.partitions:
                 item = out.partitions.add(partition=p.partition)
+                refusal = results.get((topic.name, p.partition))
                 if error is not None:
                     item.error.CopyFrom(error)
+                elif refusal is not None:
+                    item.error.CopyFrom(error_pb(refusal))
         if error is not None:
             response.error.CopyFrom(error)
         return response

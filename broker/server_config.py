@@ -137,6 +137,7 @@ _GROUP_KEYS = {
     "group.min.session.timeout.ms": "min_session_timeout_ms",
     "group.max.session.timeout.ms": "max_session_timeout_ms",
     "group.initial.rebalance.delay.ms": "initial_rebalance_delay_ms",
+    "offset.metadata.max.bytes": "offset_metadata_max_bytes",
 }
 
 
@@ -151,6 +152,7 @@ class GroupConfig:
     min_session_timeout_ms: int = 6000
     max_session_timeout_ms: int = 1_800_000
     initial_rebalance_delay_ms: int = 3000
+    offset_metadata_max_bytes: int = 4096
 
 
 @dataclass(frozen=True)

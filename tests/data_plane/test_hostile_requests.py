@@ -22,6 +22,7 @@ from strom_api.v1 import (
 from tests.data_plane.data_client import DataClient, batch, error_name
 from tests.data_plane.test_client_api import create_topic, latest_offset
 from tests.node_integration.node_cluster import NodeCluster
+from tests.raft_integration.process_cluster import wait_until
 
 INT32_MAX = 2**31 - 1
 
@@ -260,3 +261,59 @@ def test_malformed_requests_get_corrupt_message_and_one_log_line_per_cause(clust
     assert "Traceback" not in grown
     assert health_latency(cluster, node) < 1
     assert client.metadata(broker=node).brokers
+
+
+def test_offset_commits_to_unknown_partitions_or_with_huge_metadata_are_refused(cluster, client):
+    """Kafka's checks: a commit names partitions that exist, with metadata of at most
+    offset.metadata.max.bytes (4096); else made-up names fill the coordinator's memory."""
+    create_topic(cluster, "committed", partitions=2)
+    for partition in (0, 1):
+        client.leader("committed", partition)  # known to every broker
+    coordinator = wait_until(
+        lambda: _coordinator(client, "strict-group"), 30, "a coordinator for strict-group"
+    )
+    P = client_pb2.OffsetCommitRequest.Partition
+    request = client_pb2.OffsetCommitRequest(
+        group_id="strict-group",
+        generation_id=-1,
+        topics=[
+            client_pb2.OffsetCommitRequest.Topic(
+                name="committed",
+                partitions=[P(partition=0, committed_offset=1), P(partition=7, committed_offset=1)],
+            ),
+            client_pb2.OffsetCommitRequest.Topic(
+                name="made-up", partitions=[P(partition=0, committed_offset=1)]
+            ),
+            client_pb2.OffsetCommitRequest.Topic(
+                name="committed",
+                partitions=[P(partition=1, committed_offset=2, committed_metadata="m" * 5000)],
+            ),
+        ],
+    )
+
+    def commit():  # again until the coordinator's metadata has the new topic too
+        response = client.stub(coordinator).OffsetCommit(request, timeout=15)
+        names = [error_name(p.error) for t in response.topics for p in t.partitions]
+        return names if names[0] == "NONE" else None
+
+    names = wait_until(commit, 20, "the coordinator to know the topic")
+    assert names == [
+        "NONE",
+        "UNKNOWN_TOPIC_OR_PARTITION",
+        "UNKNOWN_TOPIC_OR_PARTITION",
+        "OFFSET_METADATA_TOO_LARGE",
+    ]
+    fetched = client.stub(coordinator).OffsetFetch(
+        client_pb2.OffsetFetchRequest(group_id="strict-group"), timeout=10
+    )
+    committed = {
+        (t.name, p.partition): p.committed_offset for t in fetched.topics for p in t.partitions
+    }
+    assert committed == {("committed", 0): 1}
+
+
+def _coordinator(client, group):
+    answer = client.stub(1).FindCoordinator(
+        client_pb2.FindCoordinatorRequest(key=group), timeout=10
+    )
+    return answer.node_id if error_name(answer.error) == "NONE" else None
