@@ -14,18 +14,13 @@ from strom_api.record_batch import TIMESTAMP_TYPE_BIT, parse_header
 from strom_api.records import decode_batches
 from strom_api.v1 import client_pb2, controller_pb2
 from tests.data_plane.data_client import DataClient, batch, error_name
-from tests.node_integration.node_cluster import NodeCluster
+from tests.node_integration.node_cluster import running_cluster
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    cluster = NodeCluster(str(tmp_path_factory.mktemp("client_api")), 3)
-    cluster.start_all()
-    try:
-        cluster.wait_for_brokers()
+    with running_cluster(str(tmp_path_factory.mktemp("client_api"))) as cluster:
         yield cluster
-    finally:
-        cluster.stop_all()
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ from strom_api.v1 import (
 )
 from tests.data_plane.data_client import DataClient, batch, error_name
 from tests.data_plane.test_client_api import create_topic, latest_offset
-from tests.node_integration.node_cluster import NodeCluster
+from tests.node_integration.node_cluster import running_cluster
 from tests.raft_integration.process_cluster import wait_until
 
 INT32_MAX = 2**31 - 1
@@ -30,13 +30,9 @@ INT32_MAX = 2**31 - 1
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     # max.partitions: small, to see the cluster-wide limit applied (KIP-578).
-    cluster = NodeCluster(str(tmp_path_factory.mktemp("hostile")), 3, {"max.partitions": "200"})
-    cluster.start_all()
-    try:
-        cluster.wait_for_brokers()
+    base = str(tmp_path_factory.mktemp("hostile"))
+    with running_cluster(base, extra={"max.partitions": "200"}) as cluster:
         yield cluster
-    finally:
-        cluster.stop_all()
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ import pytest
 from strom_api.v1 import client_pb2
 from tests.data_plane.data_client import DataClient, batch, error_name
 from tests.data_plane.test_client_api import create_topic
-from tests.node_integration.node_cluster import NodeCluster
+from tests.node_integration.node_cluster import running_cluster
 
 MiB = 1024 * 1024
 POOL = 3 * MiB
@@ -26,14 +26,9 @@ LIMITS = {
 
 @pytest.fixture(scope="module")
 def node(tmp_path_factory):
-    cluster = NodeCluster(str(tmp_path_factory.mktemp("memory")), 1, LIMITS)
-    cluster.start_all()
-    try:
-        cluster.wait_for_brokers()
+    with running_cluster(str(tmp_path_factory.mktemp("memory")), 1, extra=LIMITS) as cluster:
         create_topic(cluster, "mem", rf=1, min_insync_replicas="1")
         yield cluster
-    finally:
-        cluster.stop_all()
 
 
 @pytest.fixture(scope="module")

@@ -8,11 +8,13 @@ follows NOT_CONTROLLER to the active one.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import urllib.request
+from collections.abc import Iterator
 from typing import Any
 
 import grpc
@@ -232,3 +234,16 @@ class NodeCluster:
             return None
 
         return wait_until(find, 20, "an active controller")
+
+
+@contextlib.contextmanager
+def running_cluster(base: str, nodes: int = 3, **options: Any) -> Iterator[NodeCluster]:
+    """A NodeCluster started, its brokers unfenced, and stopped afterwards (the body of most
+    module-scoped cluster fixtures)."""
+    cluster = NodeCluster(base, nodes, **options)
+    cluster.start_all()
+    try:
+        cluster.wait_for_brokers()
+        yield cluster
+    finally:
+        cluster.stop_all()

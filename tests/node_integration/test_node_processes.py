@@ -102,9 +102,11 @@ def test_three_combined_nodes(tmp_path):
         assert not moved.results[0].HasField("error"), moved
         # The new replica catches up (the partition is empty) and the move completes.
         wait_until(
-            lambda: not cluster.call(
-                "ListPartitionReassignments", controller_pb2.ListPartitionReassignmentsRequest()
-            ).reassignments,
+            lambda: (
+                not cluster.call(
+                    "ListPartitionReassignments", controller_pb2.ListPartitionReassignmentsRequest()
+                ).reassignments
+            ),
             20,
             "the reassignment to complete",
         )

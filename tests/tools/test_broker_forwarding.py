@@ -8,19 +8,14 @@ import grpc
 import pytest
 
 from strom_api.v1 import controller_pb2, controller_pb2_grpc
-from tests.node_integration.node_cluster import NodeCluster
+from tests.node_integration.node_cluster import running_cluster
 from tests.tools.tool_runs import ok
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    cluster = NodeCluster(str(tmp_path_factory.mktemp("forwarding")), 3, brokers=3)
-    cluster.start_all()
-    try:
-        cluster.wait_for_brokers()
+    with running_cluster(str(tmp_path_factory.mktemp("forwarding")), brokers=3) as cluster:
         yield cluster
-    finally:
-        cluster.stop_all()
 
 
 def brokers(cluster):
