@@ -11,7 +11,8 @@ Every value is range-checked before it is written (an epoch in [0, MAX_EPOCH], i
 older version accepted a forged BeginQuorumEpoch(2^31-1) and persisted it) is refused with
 a StorageError naming the file, so the node does not start, as Kafka refuses a quorum-state
 it cannot read. Resetting the epoch instead is never safe: this node could then vote twice
-in one epoch, or follow a leader the quorum has fenced.
+in one epoch, or follow a leader the quorum has fenced. The repair is by hand (README.md):
+an epoch above every one the quorum used, with no vote and no leader.
 """
 
 from __future__ import annotations
@@ -49,9 +50,9 @@ class QuorumStateStore:
         problems = [p for p in _problems(state) if p is not None]
         if problems:
             raise StorageError(
-                f"{self.path} holds {'; '.join(problems)}: written by a version that "
-                "accepted forged epochs, it cannot be used safely (restore this node's metadata "
-                "directory from a voter whose quorum-state is valid; see README.md)"
+                f"{self.path} holds a value out of range ({'; '.join(problems)}), as versions "
+                "that accepted forged epochs wrote it; the node will not start on it, nor "
+                "reset its epoch itself (README.md, The Raft quorum, says how to repair it)"
             )
         return state
 
