@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 from interaction import Cluster
 
+from raft.leader_state import MAX_OBSERVERS, OBSERVER_SESSION_TIMEOUT_MS, LeaderState
 from raft.limits import MAX_EPOCH, EpochExhaustedError
 from raft.messages import INCONSISTENT_VOTER_SET, UNKNOWN_LEADER_EPOCH, Message
 from raft.roles import Role
@@ -187,3 +188,18 @@ def test_a_node_at_the_last_epoch_stops_loudly_instead_of_overflowing() -> None:
     cluster.run(f"append-log 1 epoch={MAX_EPOCH} 0@1:x")
     with pytest.raises(EpochExhaustedError, match=f"epochs end at {MAX_EPOCH}"):
         cluster.run("tick 1 200")
+
+
+def test_fetches_from_made_up_observer_ids_track_a_bounded_number() -> None:
+    """Any node id may fetch (observers), so a flood of made-up ids must not grow the
+    leader's bookkeeping without bound: at most MAX_OBSERVERS are tracked, idle ones are
+    forgotten after Kafka's observer session timeout, voters are always tracked."""
+    leader = LeaderState(1, frozenset({1, 2, 3}), 0, 0, 0)
+    for replica in range(100, 100 + MAX_OBSERVERS + 50):
+        leader.record_fetch(replica, 0, 10, 0)
+    assert len(leader.replicas) == 2 + MAX_OBSERVERS
+    leader.record_fetch(2, 5, 20, 5)
+    assert leader.replicas[2].end_offset == 5
+    later = 10 + OBSERVER_SESSION_TIMEOUT_MS
+    leader.record_fetch(7, 0, later, 0)
+    assert set(leader.replicas) == {2, 3, 7}
