@@ -25,26 +25,14 @@ from raft.limits import MAX_EPOCH, MAX_NODE_ID, out_of_range
 from raft.messages import (
     NO_LEADER,
     BeginQuorumEpochRequest,
-    BeginQuorumEpochResponse,
     EndQuorumEpochRequest,
-    EndQuorumEpochResponse,
     FetchRequest,
-    FetchResponse,
     FetchSnapshotRequest,
-    FetchSnapshotResponse,
     Message,
     VoteRequest,
-    VoteResponse,
 )
 
 VOTER_REQUESTS = (VoteRequest, BeginQuorumEpochRequest, EndQuorumEpochRequest)
-RESPONSES = (
-    VoteResponse,
-    BeginQuorumEpochResponse,
-    EndQuorumEpochResponse,
-    FetchResponse,
-    FetchSnapshotResponse,
-)
 OPEN_REQUESTS = (FetchRequest, FetchSnapshotRequest)
 
 
