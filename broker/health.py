@@ -3,7 +3,8 @@
 Two services, as the probes need them (deploy/k8s):
 - "" (the server as a whole, liveness and startup): SERVING while the process answers at
   all. It never depends on a leader or a quorum: a cluster that lost its quorum must not
-  have its nodes restarted one after another by their liveness probes.
+  have its nodes restarted one after another by their liveness probes. After a fatal fault
+  (the node's Raft task died, broker/node.py) it answers NOT_SERVING until the process ends.
 - "strom.ready" (readiness): SERVING once the node is part of a working cluster:
   - a broker (broker or combined role) has registered, caught up with the metadata log and
     been unfenced by the controller (the broker lifecycle's `caught_up`, as Kafka's broker
@@ -80,6 +81,11 @@ class NodeHealth:
                 ready = False
             await self.servicer.set(READY_SERVICE, SERVING if ready else NOT_SERVING)
             await asyncio.sleep(self.interval_s)
+
+    async def fail(self) -> None:
+        """A fatal fault: neither live nor ready from now on (the process is ending)."""
+        await self.stop()
+        await self.servicer.set("", NOT_SERVING)
 
     async def stop(self) -> None:
         """Not ready from now on; the process itself still answers SERVING until it exits."""

@@ -56,6 +56,8 @@ def full_delta(image: MetadataImage) -> MetadataDelta:
 
 
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 30.0
+# After a fatal fault, how long liveness answers NOT_SERVING before the process ends.
+FATAL_EXIT_DELAY_S = 1.0
 
 
 class Node:
@@ -103,7 +105,13 @@ class Node:
             self.controller = QuorumController(self.driver, self.loader, config.controller)
         if config.is_broker:
             await self._start_broker()
-        await self.driver.start()
+        try:
+            await self.driver.start()
+        except BaseException:  # e.g. a quorum-state it refuses: end with the one line only
+            if self.broker_server is not None:
+                await self.broker_server.stop(0)
+            raise
+        self.driver.add_failure_callback(self._raft_failed)
         await self.health.start()
         if self.controller is not None:
             self.controller.start()
@@ -216,6 +224,24 @@ class Node:
         self.health.add_to(server)
         self.broker_port = server.add_insecure_port(listener.address)
         await server.start()
+
+    def _raft_failed(self, error: BaseException) -> None:
+        """The Raft task died (a bug, or a metadata disk that failed a write): this node can
+        no longer vote, lead or learn metadata. As Kafka's ProcessTerminatingFaultHandler:
+        one line naming the error, then the process ends (exit code 1) for its supervisor to
+        restart it; what it acknowledged is durable. Liveness answers NOT_SERVING meanwhile."""
+        log.error(
+            "Encountered fatal fault: the Raft task failed: %s: %s", type(error).__name__, error
+        )
+        self._background.append(asyncio.create_task(self._halt()))
+
+    async def _halt(self) -> None:
+        try:
+            await self.health.fail()
+            await asyncio.sleep(FATAL_EXIT_DELAY_S)  # a probe or Watch in flight sees it
+        finally:
+            logging.shutdown()
+            os._exit(1)
 
     async def _create_offsets_topic(self) -> None:
         """__consumer_offsets on first use, as Kafka creates it; concurrent callers share

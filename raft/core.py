@@ -24,9 +24,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from raft import admission
 from raft.election import ElectionRules, leader_change_record
 from raft.fetch_protocol import FetchProtocol
 from raft.messages import (
+    INCONSISTENT_VOTER_SET,
     NOT_LEADER_OR_FOLLOWER,
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
@@ -90,9 +92,19 @@ class RaftCore(ElectionRules, FetchProtocol):
             else:
                 self._find_leader_as_observer()
 
-    def step(self, message: Message) -> None:
+    def step(self, message: Message) -> str | None:
+        """Acts on a message from a peer. Returns None, or why the message was refused
+        (raft/admission.py: a sender that is not a voter, an epoch out of range): a refused
+        message changes nothing; a refused request from a non-voter is answered
+        INCONSISTENT_VOTER_SET, as Kafka answers it."""
         if message.dst != self.node_id:
             raise ValueError(f"message for node {message.dst} stepped into node {self.node_id}")
+        refusal = admission.refusal(message, self.node_id, self.voters)
+        if refusal is not None:
+            self.messages_refused += 1
+            if refusal.answer:
+                self._answer_non_voter(message)
+            return refusal.reason
         handler = self._handlers[type(message)]
         if isinstance(message, VoteRequest) and message.pre_vote:
             # A pre-vote does not move the receiver to the epoch it asks for (KIP-996). But
@@ -102,10 +114,30 @@ class RaftCore(ElectionRules, FetchProtocol):
             if message.epoch - 1 > self.epoch:
                 self._become(Role.UNATTACHED, message.epoch - 1, "a pre-vote from a later epoch")
             handler(self, message)
-            return
-        if message.epoch > self.epoch:
+            return None
+        if message.epoch > self.epoch and message.src in self.voters:
+            # Only a voter moves our epoch; an observer's fetch from a later epoch is
+            # answered UNKNOWN_LEADER_EPOCH by the fetch handlers (raft/admission.py).
             self._on_higher_epoch(message)
         handler(self, message)
+        return None
+
+    def _answer_non_voter(self, request: Message) -> None:
+        """Kafka's answer to a voters-only request from a node outside the voter set."""
+        if isinstance(request, VoteRequest):
+            self._reply_vote(request, False, INCONSISTENT_VOTER_SET)
+        elif isinstance(request, BeginQuorumEpochRequest):
+            self._send(
+                BeginQuorumEpochResponse(
+                    self.node_id, request.src, self.epoch, self.leader_id, INCONSISTENT_VOTER_SET
+                )
+            )
+        elif isinstance(request, EndQuorumEpochRequest):
+            self._send(
+                EndQuorumEpochResponse(
+                    self.node_id, request.src, self.epoch, self.leader_id, INCONSISTENT_VOTER_SET
+                )
+            )
 
     def propose(self, records: Sequence[bytes]) -> int:
         """Appends `records` as the leader; returns the offset of the last one. It is
@@ -235,6 +267,7 @@ class RaftCore(ElectionRules, FetchProtocol):
             self.log.start().end_offset,
             latest.end_offset if (latest := self.snapshots.latest()) is not None else 0,
             self.snapshots_fetched,
+            self.messages_refused,
         )
 
     _handlers: dict[type, Callable[[Any, Any], None]] = {

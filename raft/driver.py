@@ -12,11 +12,17 @@ Snapshots (KIP-630) live beside the log as `<end_offset>-<epoch>.checkpoint` fil
 (raft/snapshot_files.py). The state machine writes one with create_snapshot(); once the
 log is larger than `metadata.max.retention.bytes` it then starts at the latest snapshot.
 A follower's download is made durable on the loop itself (one fsync, rarely).
+
+Refused messages (raft/admission.py in the core, raft/wire_checks.py at the transport) are
+counted in stats() and logged at most once per sender per minute (raft/refusal_log.py). If
+the driver's task ever ends with an exception, the callbacks given to
+add_failure_callback() get it: the node ends the process (broker/node.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 import time
 from collections import deque
@@ -26,6 +32,7 @@ from typing import Any, Protocol
 
 from raft.config import RaftConfig
 from raft.core import NotLeaderError, RaftCore
+from raft.limits import MAX_EPOCH
 from raft.messages import (
     Entry,
     FetchResponse,
@@ -36,11 +43,15 @@ from raft.messages import (
     SnapshotId,
 )
 from raft.quorum_state import QuorumStateStore
+from raft.refusal_log import RefusalLog
 from raft.roles import Role
 from raft.snapshot_files import FileSnapshotStore
 from raft.storage_log import METADATA_TOPIC_PARTITION, open_raft_log
 from raft.transport import GrpcTransport, RaftServer
+from storage.errors import StorageError
 from storage.log_manager import LogManager
+
+log = logging.getLogger("strom.raft")
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +66,7 @@ class DriverStats:
     messages_sent: int
     messages_received: int
     messages_dropped: int
+    messages_refused: int = 0  # malformed at the edge, or refused by the core
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +142,7 @@ class RaftDriver:
         self._server: RaftServer | None = None
         self._stopping = False
         self.bound_port = 0
+        self.refusals = RefusalLog(log)
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -144,6 +157,12 @@ class RaftDriver:
         self.raft_log = open_raft_log(log, self.snapshots.ids())
         self.store = QuorumStateStore(directory, frozenset(self.voters))
         state = await asyncio.to_thread(self.store.read)
+        if self.raft_log.last_epoch() > MAX_EPOCH:
+            raise StorageError(
+                f"the metadata log in {directory} holds entries of epoch "
+                f"{self.raft_log.last_epoch()}, beyond the largest epoch {MAX_EPOCH} (written "
+                "by a version that accepted forged epochs): the node cannot rejoin the quorum"
+            )
         self.core = RaftCore(
             self.node_id,
             frozenset(self.voters),
@@ -154,7 +173,9 @@ class RaftDriver:
             _now_ms(),
             self.snapshots,
         )
-        self.transport = GrpcTransport(self.node_id, self.voters, self._deliver)
+        self.transport = GrpcTransport(
+            self.node_id, self.voters, self._deliver, self.refusals.refused
+        )
         if self.listen_address is not None:
             self._server = RaftServer(self.transport, self.listen_address)
             self.bound_port = self._server.port
@@ -163,6 +184,20 @@ class RaftDriver:
             await self._server.start()
         self.transport.start()
         self._task = asyncio.create_task(self._run())
+
+    def add_failure_callback(self, callback: Callable[[BaseException], None]) -> None:
+        """`callback(error)` runs if the driver's task ends with an exception (a bug, or a
+        disk that fails a write): the node can then no longer take part in the quorum."""
+        task = self._task
+        if task is None:
+            raise RuntimeError("the Raft driver is not started")
+
+        def done(task: asyncio.Task[None]) -> None:
+            error = None if task.cancelled() else task.exception()
+            if error is not None:
+                callback(error)
+
+        task.add_done_callback(done)
 
     async def stop(self, graceful: bool = True) -> None:
         """Stops the node; a graceful stop first hands leadership to the most caught-up
@@ -263,7 +298,10 @@ class RaftDriver:
             now = _now_ms()
             core.tick(now)
             while self._inbox:
-                core.step(self._inbox.popleft())
+                message = self._inbox.popleft()
+                refused = core.step(message)
+                if refused is not None:
+                    self.refusals.refused(message.src, f"{type(message).__name__}: {refused}")
             if self._linger_deadline is not None and now >= self._linger_deadline:
                 self._propose_pending()
             await self._process_ready()
@@ -375,4 +413,5 @@ class RaftDriver:
             messages_sent=self.transport.sent,
             messages_received=self.transport.received,
             messages_dropped=self.transport.dropped,
+            messages_refused=self.transport.refused + self._require_core().messages_refused,
         )

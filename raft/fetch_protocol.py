@@ -18,6 +18,7 @@ from raft.messages import (
     NOT_LEADER_OR_FOLLOWER,
     POSITION_OUT_OF_RANGE,
     SNAPSHOT_NOT_FOUND,
+    UNKNOWN_LEADER_EPOCH,
     DivergingEpoch,
     Entry,
     FetchRequest,
@@ -36,6 +37,12 @@ class FetchProtocol(NodeState):
     def _handle_fetch_request(self, request: FetchRequest) -> None:
         if request.epoch < self.epoch:
             self._reply_fetch_error(request, FENCED_LEADER_EPOCH)
+            return
+        if request.epoch > self.epoch:
+            # Only an observer's fetch gets here (a voter's moved our epoch first): we have
+            # not reached its epoch, and an observer's word never moves it (Kafka's
+            # validateLeaderOnlyRequest).
+            self._reply_fetch_error(request, UNKNOWN_LEADER_EPOCH)
             return
         if self.role is not Role.LEADER or self.leader is None:
             self._reply_fetch_error(request, NOT_LEADER_OR_FOLLOWER)
@@ -148,6 +155,9 @@ class FetchProtocol(NodeState):
     def _handle_fetch_snapshot_request(self, request: FetchSnapshotRequest) -> None:
         if request.epoch < self.epoch:
             self._reply_fetch_snapshot_error(request, FENCED_LEADER_EPOCH)
+            return
+        if request.epoch > self.epoch:  # an observer's, as in _handle_fetch_request
+            self._reply_fetch_snapshot_error(request, UNKNOWN_LEADER_EPOCH)
             return
         if self.role is not Role.LEADER or self.leader is None:
             self._reply_fetch_snapshot_error(request, NOT_LEADER_OR_FOLLOWER)

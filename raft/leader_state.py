@@ -10,6 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+# Observers (any node id may fetch) are tracked only for DescribeQuorum: one idle this long is
+# forgotten (Kafka's OBSERVER_SESSION_TIMEOUT_MS), and at most MAX_OBSERVERS are tracked at
+# once, so fetches from made-up ids cannot grow the leader's memory without bound (their
+# fetches are still answered; DescribeQuorum then lists only the first MAX_OBSERVERS).
+OBSERVER_SESSION_TIMEOUT_MS = 300_000
+MAX_OBSERVERS = 10_000
+
 
 @dataclass(slots=True)
 class ReplicaState:
@@ -28,6 +35,8 @@ class LeaderState:
     high_watermark: int
     replicas: dict[int, ReplicaState] = field(default_factory=dict)
     begin_epoch_sent_ms: int = -1
+    observers: int = 0  # how many entries of `replicas` are observers
+    observers_swept_ms: int = -1
 
     def __post_init__(self) -> None:
         for voter in self.voters:
@@ -37,7 +46,9 @@ class LeaderState:
     def record_fetch(
         self, replica: int, fetch_offset: int, now_ms: int, leader_end_offset: int
     ) -> None:
-        state = self.replicas.setdefault(replica, ReplicaState())  # observers too
+        state = self._replica(replica, now_ms)
+        if state is None:
+            return  # an observer beyond MAX_OBSERVERS: answered, not tracked
         state.end_offset = fetch_offset
         state.last_fetch_ms = now_ms
         state.acknowledged_epoch = True
@@ -46,9 +57,34 @@ class LeaderState:
 
     def record_alive(self, replica: int, now_ms: int) -> None:
         """A replica fetching a snapshot: alive (check-quorum counts it), no log end news."""
-        state = self.replicas.setdefault(replica, ReplicaState())
+        state = self._replica(replica, now_ms)
+        if state is None:
+            return
         state.last_fetch_ms = now_ms
         state.acknowledged_epoch = True
+
+    def _replica(self, replica: int, now_ms: int) -> ReplicaState | None:
+        state = self.replicas.get(replica)
+        if state is not None:
+            return state
+        if self.observers >= MAX_OBSERVERS:
+            self._forget_idle_observers(now_ms)
+            if self.observers >= MAX_OBSERVERS:
+                return None
+        self.observers += 1
+        state = self.replicas[replica] = ReplicaState()
+        return state
+
+    def _forget_idle_observers(self, now_ms: int) -> None:
+        """At most once a second (a flood of new ids must not make every fetch a sweep)."""
+        if self.observers_swept_ms >= 0 and now_ms - self.observers_swept_ms < 1000:
+            return
+        self.observers_swept_ms = now_ms
+        for replica, state in list(self.replicas.items()):
+            idle = now_ms - state.last_fetch_ms >= OBSERVER_SESSION_TIMEOUT_MS
+            if replica not in self.voters and idle:
+                del self.replicas[replica]
+                self.observers -= 1
 
     def acknowledge(self, replica: int) -> None:
         if replica in self.replicas:

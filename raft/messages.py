@@ -17,6 +17,7 @@ NONE = "NONE"
 FENCED_LEADER_EPOCH = "FENCED_LEADER_EPOCH"  # the request's epoch is older than ours
 NOT_LEADER_OR_FOLLOWER = "NOT_LEADER_OR_FOLLOWER"  # a fetch reached a node that is not leader
 INCONSISTENT_VOTER_SET = "INCONSISTENT_VOTER_SET"  # the sender is not a voter
+UNKNOWN_LEADER_EPOCH = "UNKNOWN_LEADER_EPOCH"  # a fetch from an epoch the receiver has not reached
 SNAPSHOT_NOT_FOUND = "SNAPSHOT_NOT_FOUND"  # the leader no longer has the snapshot asked for
 POSITION_OUT_OF_RANGE = "POSITION_OUT_OF_RANGE"  # a snapshot chunk beyond the snapshot's end
 
@@ -236,3 +237,6 @@ class RaftStats:
     log_start_offset: int = 0  # entries below are only in the snapshot at log start
     latest_snapshot_end: int = 0  # end offset of the newest snapshot, 0 when none
     snapshots_fetched: int = 0  # snapshots this node downloaded from a leader
+    # Messages refused by raft/admission.py (a sender that is not a voter, an epoch out of
+    # range), besides those raft/wire.py refused at the edge (the driver counts those).
+    messages_refused: int = 0

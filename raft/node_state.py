@@ -13,6 +13,7 @@ import random
 
 from raft.config import RaftConfig
 from raft.leader_state import LeaderState
+from raft.limits import MAX_EPOCH, EpochExhaustedError
 from raft.log import RaftLog
 from raft.messages import (
     FENCED_LEADER_EPOCH,
@@ -100,6 +101,7 @@ class NodeState:
         self.election_started_ms = -1
         self.last_election_ms = -1
         self.fetches_served = self.entries_proposed = self.entries_replicated = 0
+        self.messages_refused = 0
         self.parked: dict[int, tuple[FetchRequest, int]] = {}  # leader: long-polled fetches
         if self.leader_id != NO_LEADER and self.leader_id != node_id:
             self._become(
@@ -152,6 +154,12 @@ class NodeState:
         check_transition(self.node_id, self.is_voter, self.role, role, why)
         if epoch < self.epoch:
             raise AssertionError(f"node {self.node_id}: epoch {self.epoch} -> {epoch} ({why})")
+        if epoch > MAX_EPOCH:
+            # Only 2^31 real elections get here (messages beyond it are refused on arrival):
+            # stop loudly rather than persist an epoch that overflows int32.
+            raise EpochExhaustedError(
+                f"node {self.node_id} cannot enter epoch {epoch} ({why}): epochs end at {MAX_EPOCH}"
+            )
         if epoch > self.epoch:
             self.voted_for = NO_LEADER
             self.abandoned_leader = NO_LEADER

@@ -14,6 +14,7 @@ import os
 import re
 from collections.abc import Sequence
 
+from raft.limits import INT64_MAX, MAX_EPOCH, check_range
 from raft.messages import SnapshotId
 from storage.file_io import fsync_dir
 from strom_api.record_batch import InvalidRecordBatchError
@@ -30,6 +31,12 @@ class CorruptSnapshotError(Exception):
     """A snapshot file that does not decode (Kafka: CORRUPT_MESSAGE)."""
 
     error_name = "CORRUPT_MESSAGE"
+
+
+def _check_id(snapshot_id: SnapshotId) -> None:
+    """A snapshot's id is range-checked before a file is named after it."""
+    check_range("snapshot epoch", snapshot_id.epoch, 0, MAX_EPOCH)
+    check_range("snapshot end offset", snapshot_id.end_offset, 0, INT64_MAX)
 
 
 def file_name(snapshot_id: SnapshotId) -> str:
@@ -121,6 +128,7 @@ class FileSnapshotStore:
     def write_file(self, snapshot_id: SnapshotId, records: Sequence[bytes]) -> None:
         """The slow half of create(): encodes and writes the file durably. It touches no
         state of the store (a worker thread runs it while the loop serves downloads)."""
+        _check_id(snapshot_id)
         path = self.path(snapshot_id)
         with open(path + ".local.part", "wb") as f:
             f.write(encode_snapshot(snapshot_id, records))
@@ -134,6 +142,7 @@ class FileSnapshotStore:
         self._ids.add(snapshot_id)
 
     def begin(self, snapshot_id: SnapshotId) -> None:
+        _check_id(snapshot_id)
         self._drop_partial()
         fd = os.open(self.path(snapshot_id) + ".part", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         self._partial = (snapshot_id, fd)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from raft.limits import INT64_MAX, MAX_EPOCH, check_range
 from raft.messages import NO_SNAPSHOT, Entry, SnapshotId
 from storage.errors import CorruptRecordError
 from storage.log import Log
@@ -108,6 +109,11 @@ class StorageRaftLog:
         return out
 
     def append(self, entries: Sequence[Entry]) -> None:
+        for entry in entries:
+            # Checked before anything is written: an epoch beyond MAX_EPOCH is a bug that must
+            # not reach the disk (a batch's partitionLeaderEpoch is an int32).
+            check_range("entry epoch", entry.epoch, 0, MAX_EPOCH)
+            check_range("entry offset", entry.offset, 0, INT64_MAX)
         batches = []
         run: list[Entry] = []
         for entry in entries:

@@ -8,6 +8,9 @@ our own stream to its destination if we have one, else on the destination's stre
 
 Delivery is best effort, as Raft expects: each route has a bounded queue, and a message for
 an unreachable or backed-up peer is dropped (counted in `dropped`), never blocking the core.
+A malformed message (raft/wire_checks.py) is refused here, at the edge: counted in
+`refused`, reported to `on_refused` (which logs it, rate-limited), never delivered; a hello
+that names no valid node id, or this node, ends its stream.
 """
 
 from __future__ import annotations
@@ -20,8 +23,10 @@ from typing import Any
 import grpc
 import grpc.aio
 
+from raft.limits import MAX_NODE_ID
 from raft.messages import Message
 from raft.wire import from_proto, to_proto
+from raft.wire_checks import MalformedRaftMessageError
 from strom_api.v1 import raft_pb2, raft_pb2_grpc
 
 QUEUE_LIMIT = 4096
@@ -42,16 +47,21 @@ def _drain(queue: asyncio.Queue[raft_pb2.RaftMessage]) -> None:
 
 class GrpcTransport(raft_pb2_grpc.RaftServiceServicer):
     def __init__(
-        self, node_id: int, peers: Mapping[int, str], deliver: Callable[[Message], None]
+        self,
+        node_id: int,
+        peers: Mapping[int, str],
+        deliver: Callable[[Message], None],
+        on_refused: Callable[[int, str], None] | None = None,
     ) -> None:
         self.node_id = node_id
         self.peers = dict(peers)  # voter id -> "host:port", ourselves excluded
         self.peers.pop(node_id, None)
         self.deliver = deliver
+        self.on_refused = on_refused
         self._outbound = {peer: _Route() for peer in self.peers}
         self._inbound: dict[int, _Route] = {}
         self._tasks: list[asyncio.Task[None]] = []
-        self.sent = self.received = self.dropped = 0
+        self.sent = self.received = self.dropped = self.refused = 0
 
     def start(self) -> None:
         for peer, address in self.peers.items():
@@ -76,13 +86,28 @@ class GrpcTransport(raft_pb2_grpc.RaftServiceServicer):
         except asyncio.QueueFull:
             self.dropped += 1
 
-    def _receive(self, pb: raft_pb2.RaftMessage) -> None:
+    def _receive(self, pb: raft_pb2.RaftMessage, stream_peer: int) -> None:
         if pb.WhichOneof("body") is None:
             return  # a hello
         if pb.dst != self.node_id:
             return  # misrouted: not ours to act on
+        if pb.src != stream_peer:
+            # Each stream carries one peer's messages (the one it was opened to, or the
+            # one its hello named): another sender's name on it is a forgery.
+            self._refuse(pb.src, f"it came on the stream of node {stream_peer}")
+            return
+        try:
+            message = from_proto(pb)
+        except MalformedRaftMessageError as exc:
+            self._refuse(pb.src, str(exc))
+            return
         self.received += 1
-        self.deliver(from_proto(pb))
+        self.deliver(message)
+
+    def _refuse(self, src: int, reason: str) -> None:
+        self.refused += 1
+        if self.on_refused is not None:
+            self.on_refused(src, reason)
 
     # --- our streams to the voters -------------------------------------------------------
 
@@ -96,7 +121,7 @@ class GrpcTransport(raft_pb2_grpc.RaftServiceServicer):
                     call = stub.Exchange()
                     await call.write(raft_pb2.RaftMessage(src=self.node_id, dst=peer))
                     attempt = 0
-                    await self._pump(call, route, call.read, call.write)
+                    await self._pump(peer, route, call.read, call.write)
             except (grpc.aio.AioRpcError, grpc.aio.UsageError, ConnectionError):
                 pass
             # What queued for a peer while it was unreachable is stale by the time it is back
@@ -106,7 +131,7 @@ class GrpcTransport(raft_pb2_grpc.RaftServiceServicer):
             attempt += 1
             await asyncio.sleep(delay / 1000)
 
-    async def _pump(self, call: Any, route: _Route, read: Any, write: Any) -> None:
+    async def _pump(self, peer: int, route: _Route, read: Any, write: Any) -> None:
         """Writes the route's queue to the stream while reading what comes back; returns
         when either side ends."""
 
@@ -120,7 +145,7 @@ class GrpcTransport(raft_pb2_grpc.RaftServiceServicer):
                 pb = await read()
                 if pb is grpc.aio.EOF:
                     return
-                self._receive(pb)
+                self._receive(pb, peer)
         finally:
             writing.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -133,11 +158,14 @@ class GrpcTransport(raft_pb2_grpc.RaftServiceServicer):
         if hello is grpc.aio.EOF:
             return
         peer = hello.src
+        if not 0 <= peer <= MAX_NODE_ID or peer == self.node_id:
+            self._refuse(peer, "its stream's hello names no other node")
+            return
         route = _Route()
         self._inbound[peer] = route
-        self._receive(hello)
+        self._receive(hello, peer)
         try:
-            await self._pump(context, route, context.read, context.write)
+            await self._pump(peer, route, context.read, context.write)
         finally:
             if self._inbound.get(peer) is route:
                 del self._inbound[peer]

@@ -1,17 +1,23 @@
 """Raft messages to and from their protobuf form (strom_api/v1/raft.proto).
 
 Pure conversion: the one place that knows both the core's dataclasses and the wire's
-messages. Error names map to Kafka's codes in strom_api.v1.ErrorCode.
+messages. Error names map to Kafka's codes in strom_api.v1.ErrorCode. Decoding is the edge:
+a message with a field out of range (raft/wire_checks.py) or an unknown error code raises
+MalformedRaftMessageError, and the transport drops it.
 """
 
 from __future__ import annotations
 
 from raft import messages as m
+from raft.wire_checks import MalformedRaftMessageError, check_message
 from strom_api.v1 import common_pb2, raft_pb2
 
 
 def _name(code: int) -> str:
-    return common_pb2.ErrorCode.Name(code)
+    try:
+        return common_pb2.ErrorCode.Name(code)
+    except ValueError:  # proto3 enums are open: any int32 arrives
+        raise MalformedRaftMessageError(f"unknown error code {code}") from None
 
 
 def _entries_to_proto(entries: tuple[m.Entry, ...]) -> list[raft_pb2.RaftEntry]:
@@ -129,6 +135,13 @@ def to_proto(message: m.Message) -> raft_pb2.RaftMessage:
 
 
 def from_proto(pb: raft_pb2.RaftMessage) -> m.Message:
+    """The message `pb` carries; raises MalformedRaftMessageError if a field is out of range."""
+    message = _decode(pb)
+    check_message(message)
+    return message
+
+
+def _decode(pb: raft_pb2.RaftMessage) -> m.Message:
     kind = pb.WhichOneof("body")
     src, dst = pb.src, pb.dst
     if kind == "vote_request":
@@ -192,4 +205,4 @@ def from_proto(pb: raft_pb2.RaftMessage) -> m.Message:
             c.data,
             _name(c.error),
         )
-    raise ValueError(f"Raft message from {src} carries no body")
+    raise MalformedRaftMessageError(f"Raft message from {src} carries no body")

@@ -26,6 +26,12 @@ Commands (one per block; `<n>` is a node id, `all` means every node in id order)
     stabilize [quiet]          process-ready and deliver-msgs for every node until nothing moves;
                                quiet prints only the role changes (dropped messages are not
                                shown: use it for setup, not for the steps a script is about)
+    inject <Kind> <src>-><dst> [field=value...]
+                               a message no node sent (a forgery, or an absurd one) is stepped
+                               into <dst> at once; Kind is the message's class name
+                               (BeginQuorumEpochRequest, FetchResponse, ...), fields its
+                               dataclass fields (entries=O@E:data,O@E:data); a refused message
+                               prints `refused: <the core's reason>`
     propose <n> <data...>      the node's state machine proposes records (one per word)
     resign <n>                 graceful resignation of a leader
     crash <n>                  power cut: unsynced log entries and everything not yet persisted
@@ -59,6 +65,7 @@ entry stays on a majority of voters' synced logs) and raises InvariantViolation 
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import shlex
 from collections.abc import Callable, Sequence
@@ -76,6 +83,7 @@ from interaction_format import (
     message_kind,
 )
 
+from raft import messages
 from raft.config import RaftConfig
 from raft.core import NotLeaderError, RaftCore
 from raft.log import MemoryRaftLog
@@ -410,9 +418,40 @@ class Cluster:
                 out.append(f"{fmt_message(m)} (dropped: partition)")
                 continue
             out.append(fmt_message(m))
-            node = self.nodes[m.dst]
-            out += ["  " + line for line in self._watch([node], partial(node.core.step, m))]
+            out += ["  " + line for line in self._step(m)]
         return out
+
+    def _step(self, m: Message) -> list[str]:
+        node = self.nodes[m.dst]
+        refusals: list[str] = []
+
+        def step() -> None:
+            refused = node.core.step(m)
+            if refused is not None:
+                refusals.append(f"refused: {refused}")
+
+        return refusals + self._watch([node], step)
+
+    def cmd_inject(self, args: list[str]) -> list[str]:
+        if len(args) < 2 or "->" not in args[1]:
+            raise ScriptError("usage: inject <Kind> <src>-><dst> [field=value...]")
+        kind = getattr(messages, args[0], None)
+        if kind is None or not dataclasses.is_dataclass(kind):
+            raise ScriptError(f"no message kind {args[0]!r}")
+        src, _, dst = args[1].partition("->")
+        values: dict[str, Any] = {"src": int(src), "dst": int(dst)}
+        types = {f.name: f.type for f in dataclasses.fields(kind)}
+        for key, text in self._kwargs(args[2:]).items():
+            if key not in types:
+                raise ScriptError(f"{args[0]} has no field {key!r}")
+            values[key] = _field_value(str(types[key]), text)
+        try:
+            message = kind(**values)
+        except TypeError as e:
+            raise ScriptError(str(e)) from None
+        return [f"{fmt_message(message)} (injected)"] + [
+            "  " + line for line in self._step(message)
+        ]
 
     def _cut(self, a: int, b: int) -> bool:
         if self.groups is None:
@@ -610,6 +649,26 @@ def _holds(node: Node, entry: Entry) -> bool:
     if index < 0:
         return True
     return index < node.log.synced and node.log.entries[index] == entry
+
+
+def _field_value(kind: str, text: str) -> Any:
+    """A message field's value from a script word, by the field's annotation."""
+    if kind == "bool":
+        return text == "true"
+    if kind == "int":
+        return int(text)
+    if kind == "str":
+        return text
+    if kind.startswith("tuple[Entry"):
+        entries = []
+        for word in text.split(",") if text else []:
+            spot, _, data = word.partition(":")
+            offset, _, epoch = spot.partition("@")
+            entries.append(Entry(int(offset), int(epoch), data.encode()))
+        return tuple(entries)
+    if kind.startswith("tuple[int"):
+        return tuple(int(v) for v in text.split(",") if v)
+    raise ScriptError(f"inject cannot set a field of type {kind}")
 
 
 def _config_dict(config: RaftConfig) -> dict[str, int]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+import pytest
 from process_cluster import free_ports, wait_for
 
 from raft.config import RaftConfig
@@ -20,6 +21,10 @@ from raft.driver import RaftDriver
 from raft.messages import LeaderAndEpoch, SnapshotId
 from raft.roles import Role
 from raft.snapshot_files import file_name
+from storage.config import LogConfig
+from storage.errors import StorageError
+from storage.log import Log
+from strom_api.records import Record, encode_batch
 
 FAST = RaftConfig(
     election_timeout_ms=300,
@@ -207,3 +212,20 @@ def test_a_node_left_behind_catches_up_from_the_leaders_snapshot(tmp_path):
                     await d.stop(graceful=False)
 
     asyncio.run(scenario())
+
+
+def test_a_metadata_log_with_an_epoch_beyond_the_largest_is_refused_at_start(tmp_path) -> None:
+    """Entries of epoch 2^31-1 (a forged leader's, appended by a version that accepted it)
+    would make every election after them overflow: the driver refuses to start on them with
+    a StorageError naming the directory, as it does for such a quorum-state."""
+    metadata = tmp_path / "metadata"
+    log = Log.open(str(metadata / "__cluster_metadata-0"), LogConfig())
+    log.append_as_follower(
+        encode_batch([Record(0, 0, None, b"forged")], partition_leader_epoch=2**31 - 1)
+    )
+    log.close()
+    driver = RaftDriver(1, {1: "127.0.0.1:1"}, None, str(metadata), Recorder(), FAST)
+    with pytest.raises(
+        StorageError, match=r"__cluster_metadata-0 holds entries of epoch 2147483647"
+    ):
+        asyncio.run(driver.start())

@@ -46,3 +46,41 @@ def test_a_damaged_file_is_a_storage_error_naming_it(tmp_path, content):
     (tmp_path / "quorum-state").write_bytes(content)
     with pytest.raises(StorageError, match="quorum-state"):
         QuorumStateStore(str(tmp_path), VOTERS).read()
+
+
+# An older version accepted BeginQuorumEpoch(2^31-1) from any node and persisted it.
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("leaderEpoch", 2**31 - 1),
+        ("leaderEpoch", 2**31),
+        ("leaderEpoch", -1),
+        ("votedId", -2),
+        ("leaderId", 2**31),
+    ],
+)
+def test_an_out_of_range_value_is_refused_on_read_naming_the_file(tmp_path, field, value):
+    """The node must not start from it (its next election would overflow, or worse, an
+    epoch reset could let it vote twice): one StorageError naming the file and the value."""
+    data = {"clusterId": "", "leaderId": 99, "leaderEpoch": 7, "votedId": -1}
+    data[field] = value
+    (tmp_path / "quorum-state").write_text(json.dumps(data))
+    with pytest.raises(StorageError, match=rf"quorum-state holds .*{field} {value} is outside"):
+        QuorumStateStore(str(tmp_path), VOTERS).read()
+
+
+@pytest.mark.parametrize(
+    "state",
+    [
+        ElectionState(epoch=2**31 - 1),
+        ElectionState(epoch=-1),
+        ElectionState(5, voted_for=2**31),
+        ElectionState(5, leader_id=-7),
+    ],
+)
+def test_an_out_of_range_value_is_never_written(tmp_path, state):
+    store = QuorumStateStore(str(tmp_path), VOTERS)
+    store.write(ElectionState(epoch=3, voted_for=1, leader_id=1))
+    with pytest.raises(ValueError, match="refusing to persist"):
+        store.write(state)
+    assert store.read() == ElectionState(epoch=3, voted_for=1, leader_id=1)

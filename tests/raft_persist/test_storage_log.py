@@ -87,3 +87,13 @@ def test_storage_log_matches_the_memory_model(seed: int) -> None:
     snapshots = [model.start()] if model.start_offset else []
     reopened = open_raft_log(Log.open(directory, CONFIG, recovery_point=0), snapshots)
     agree(model, reopened, f"seed {seed} after reopen")
+
+
+@pytest.mark.parametrize("entry", [Entry(0, 2**31 - 1, b"x"), Entry(0, -1, b"x")])
+def test_an_entry_with_an_out_of_range_epoch_is_never_written(tmp_path, entry: Entry) -> None:
+    """Before, epoch 2^31 failed inside the batch encoder (`Value out of range`); 2^31-1 was
+    written and every election after it overflowed."""
+    raft_log = StorageRaftLog(Log.open(str(tmp_path / "__cluster_metadata-0"), CONFIG))
+    with pytest.raises(ValueError, match="refusing to persist entry epoch"):
+        raft_log.append([entry])
+    assert raft_log.end_offset() == 0
