@@ -20,55 +20,15 @@ from __future__ import annotations
 import inspect
 import logging
 import re
-import time
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import grpc
 import grpc.aio
 
+from raft.rate_limited_log import RateLimitedLog
+
 log = logging.getLogger("strom.rpc")
-
-LOG_INTERVAL_S = 60.0
-MAX_CAUSES = 1024  # causes remembered; the oldest is forgotten first
-
-
-class RateLimitedLog:
-    """Logs a cause at most once per interval; the next line says how many were held back."""
-
-    def __init__(
-        self,
-        logger: logging.Logger,
-        interval_s: float = LOG_INTERVAL_S,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.logger = logger
-        self.interval_s = interval_s
-        self.clock = clock
-        # cause -> (time last logged, occurrences held back since)
-        self._causes: OrderedDict[Any, tuple[float, int]] = OrderedDict()
-
-    def allow(self, cause: Any) -> tuple[bool, int]:
-        """(log it now?, how many of this cause were held back before it)."""
-        now = self.clock()
-        last = self._causes.get(cause)
-        if last is not None and now - last[0] < self.interval_s:
-            self._causes[cause] = (last[0], last[1] + 1)
-            return False, 0
-        self._causes[cause] = (now, 0)
-        self._causes.move_to_end(cause)
-        while len(self._causes) > MAX_CAUSES:
-            self._causes.popitem(last=False)
-        return True, last[1] if last is not None else 0
-
-    def log(self, cause: Any, level: int, message: str, *args: Any, exc_info: Any = None) -> None:
-        allowed, held_back = self.allow(cause)
-        if not allowed:
-            return
-        if held_back:
-            message += f" ({held_back} more like it in the last {self.interval_s:g} s not logged)"
-        self.logger.log(level, message, *args, exc_info=exc_info)
 
 
 class Malformed:

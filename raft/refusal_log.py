@@ -12,10 +12,9 @@ import logging
 import time
 from collections.abc import Callable
 
-INTERVAL_S = 60.0
-# Senders remembered at once: a flood of made-up ids shares one line per interval beyond it.
-MAX_SENDERS = 1024
-_OTHERS = -1
+from raft.rate_limited_log import INTERVAL_S, MAX_CAUSES, RateLimitedLog
+
+MAX_SENDERS = MAX_CAUSES  # beyond it, a flood of made-up ids shares one line per interval
 
 
 class RefusalLog:
@@ -25,29 +24,7 @@ class RefusalLog:
         interval_s: float = INTERVAL_S,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.log = log
-        self.interval_s = interval_s
-        self.clock = clock
-        self._last: dict[int, float] = {}  # sender -> when its last line was logged
-        self._suppressed: dict[int, int] = {}
+        self.limit = RateLimitedLog(log, interval_s, clock, MAX_SENDERS)
 
     def refused(self, src: int, reason: str) -> None:
-        now = self.clock()
-        key = self._key(src, now)
-        last = self._last.get(key)
-        if last is not None and now - last < self.interval_s:
-            self._suppressed[key] = self._suppressed.get(key, 0) + 1
-            return
-        self._last[key] = now
-        more = self._suppressed.pop(key, 0)
-        since = f" ({more} more refused in the last minute)" if more else ""
-        self.log.warning("Refused a Raft message from node %d: %s%s", src, reason, since)
-
-    def _key(self, src: int, now: float) -> int:
-        if src in self._last or len(self._last) < MAX_SENDERS:
-            return src
-        for sender, when in list(self._last.items()):
-            if now - when >= self.interval_s:
-                del self._last[sender]
-                self._suppressed.pop(sender, None)
-        return src if len(self._last) < MAX_SENDERS else _OTHERS
+        self.limit.log(src, logging.WARNING, "Refused a Raft message from node %d: %s", src, reason)

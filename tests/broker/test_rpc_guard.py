@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import logging
 
-from broker.rpc_guard import RateLimitedLog, quiet_grpc_server_log
+from broker.rpc_guard import quiet_grpc_server_log
+from raft.rate_limited_log import RateLimitedLog
 
 
 class Clock:
@@ -33,11 +34,10 @@ def test_one_line_per_cause_per_interval_then_a_count_of_what_was_held_back(capl
     ]
 
 
-def test_causes_remembered_are_bounded():
-    limit = RateLimitedLog(logging.getLogger("test.limit"), clock=Clock())
-    for i in range(5000):
-        limit.allow(("method", i))
-    assert len(limit._causes) <= 1024
+def test_causes_remembered_are_bounded_and_a_flood_of_new_ones_shares_a_line():
+    limit = RateLimitedLog(logging.getLogger("test.limit"), clock=Clock(), max_causes=10)
+    allowed = sum(limit.allow(("method", i))[0] for i in range(5000))
+    assert allowed == 11 and len(limit._last) <= 11
 
 
 def test_grpcs_own_servicer_errors_are_rate_limited_without_a_traceback_for_bad_bytes(caplog):
