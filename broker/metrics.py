@@ -14,7 +14,7 @@ group's committed offsets as kafka_consumergroup_current_offset from its coordin
 their difference, computed by Prometheus (deploy/prometheus/strom-rules.yml records
 kafka_consumergroup_lag): the coordinator of a group rarely leads all its partitions, and a
 scrape asks no other node. Strom's own are in base units: strom_request_duration_seconds{api},
-strom_replica_lag_records, strom_purgatory_size; kafka_network_socketserver_memorypool{available,
+strom_replica_lag_records, strom_purgatory_size, strom_raft_messages_refused_total; kafka_network_socketserver_memorypool{available,
 used} for queued.max.request.bytes. Python's process and GC collectors replace
 the JVM ones.
 
@@ -166,6 +166,11 @@ class NodeCollector(Collector):
             "kafka_server_raftmetrics_fetch_records_rate",
             "Records fetched from the leader per second since the previous scrape.",
             self._rate("fetch", stats.core.entries_replicated),
+        )
+        yield CounterMetricFamily(
+            "strom_raft_messages_refused",
+            "Raft messages refused: malformed, from a node that is not a voter, or absurd.",
+            value=stats.messages_refused,
         )
 
     def _rate(self, key: str, count: int) -> float:

@@ -152,6 +152,7 @@ def test_forged_begin_quorum_epoch_from_a_non_voter_changes_nothing(cluster: Nod
             assert json.load(f)["leaderEpoch"] == epoch
     create_topic(cluster, "after-forgeries")
     for node in cluster.ids:
+        assert cluster.scrape(node)[("strom_raft_messages_refused_total", ())] >= 3
         text = cluster.log_text(node)
         assert "Refused a Raft message from node 99" in text
         assert "Traceback" not in text, text[-3000:]
