@@ -14,9 +14,9 @@ group's committed offsets as kafka_consumergroup_current_offset from its coordin
 their difference, computed by Prometheus (deploy/prometheus/strom-rules.yml records
 kafka_consumergroup_lag): the coordinator of a group rarely leads all its partitions, and a
 scrape asks no other node. Strom's own are in base units: strom_request_duration_seconds{api},
-strom_replica_lag_records, strom_purgatory_size, strom_raft_messages_refused_total; kafka_network_socketserver_memorypool{available,
-used} for queued.max.request.bytes. Python's process and GC collectors replace
-the JVM ones.
+strom_replica_lag_records, strom_purgatory_size, strom_raft_messages_refused_total;
+kafka_network_socketserver_memorypool{available,used} for queued.max.request.bytes.
+Python's process and GC collectors replace the JVM ones.
 
 Gauges are computed at scrape time from the node's state: the HTTP server runs in a
 thread, so it asks the event loop for a snapshot instead of reading structures the loop
