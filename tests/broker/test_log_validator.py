@@ -405,6 +405,40 @@ def test_compressed_bytes_mutated_under_a_valid_crc_are_refused_or_consumable(co
     accepted_is_consumable(bytes(data))
 
 
+maybe_bytes = st.one_of(st.none(), st.binary(max_size=20), st.integers(0, 9_000).map(bytes))
+
+
+@hypothesis_settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(-100_000, 100_000),
+            maybe_bytes,
+            maybe_bytes,
+            st.lists(
+                st.tuples(st.text(max_size=5), st.one_of(st.none(), st.binary(max_size=5))),
+                max_size=2,
+            ),
+        ),
+        min_size=1,
+        max_size=150,
+    ),
+    st.sampled_from(CODECS),
+)
+def test_every_well_formed_batch_is_taken_with_its_true_max_timestamp(fields, codec):
+    """Varint widths of 1, 2 and 3 bytes in every field, negative deltas, empty and null
+    keys and values, headers: whatever our encoder writes, the walk takes."""
+    records = [
+        Record(i, NOW + ts, key, value, tuple(headers))
+        for i, (ts, key, value, headers) in enumerate(fields)
+    ]
+    settings = TopicSettings(log=log_config(max_message_bytes=1 << 24))
+    data = encode_batch(records, compression_codec=codec, max_timestamp=NOW)
+    out, headers = producer_batches(data, settings, NOW)
+    assert headers[0].max_timestamp == max(r.timestamp for r in records)
+    assert decode_batch(out)[1] == records
+
+
 def test_the_scan_accepts_exactly_what_decode_batch_reads_on_valid_input():
     for codec in CODECS:
         data = encode_batch(RICH[:300], compression_codec=codec)
