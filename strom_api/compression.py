@@ -8,7 +8,9 @@ cramjam's C implementations; this module only maps Kafka's codec ids and the sna
 
 from __future__ import annotations
 
+import mmap
 import struct
+import threading
 
 import cramjam
 
@@ -28,6 +30,11 @@ class UnsupportedCompressionError(ValueError):
 
 class CorruptCompressedDataError(ValueError):
     """The compressed bytes do not decompress with the batch's codec."""
+
+
+class DecompressedTooLargeError(ValueError):
+    """The compressed bytes decompress to more than the caller's limit (a decompression bomb,
+    or a batch too large to take)."""
 
 
 def compress(codec: int, data: bytes) -> bytes:
@@ -52,6 +59,90 @@ def decompress(codec: int, data: bytes | memoryview) -> bytes:
             raise
         name = NAMES.get(codec, str(codec))
         raise CorruptCompressedDataError(f"{name} data does not decompress: {exc}") from exc
+
+
+def decompress_bounded(codec: int, data: bytes | memoryview, limit: int) -> bytes:
+    """`decompress`, but never producing (or holding in memory) more than `limit` bytes: a
+    few kilobytes of zstd can expand to gigabytes. Raises DecompressedTooLargeError past the
+    limit, CorruptCompressedDataError or UnsupportedCompressionError as `decompress` does.
+
+    gzip, lz4 and zstd decompress into a scratch buffer of `limit` + 1 bytes, so the codec
+    stops as soon as the output would pass the limit. The scratch buffer is an anonymous
+    mmap kept per thread: the kernel hands out its zero pages lazily, so only the bytes a
+    batch really fills are ever touched, and it is not reallocated for every batch. Snappy
+    blocks state their decompressed length up front: those lengths are summed first."""
+    try:
+        if codec == NONE:
+            if len(data) > limit:
+                raise DecompressedTooLargeError(_too_large(codec, limit))
+            return bytes(data)
+        if codec == SNAPPY:
+            if _snappy_length(bytes(data)) > limit:
+                raise DecompressedTooLargeError(_too_large(codec, limit))
+            return _decompress(codec, data)
+        if codec not in (GZIP, LZ4, ZSTD):
+            raise UnsupportedCompressionError(f"unknown compression codec id {codec}")
+        return _decompress_into_scratch(codec, data, limit)
+    except (cramjam.DecompressionError, struct.error) as exc:
+        raise CorruptCompressedDataError(f"{NAMES[codec]} data does not decompress: {exc}") from exc
+
+
+_MODULES = {GZIP: cramjam.gzip, LZ4: cramjam.lz4, ZSTD: cramjam.zstd}
+# The message of Rust's io::ErrorKind::WriteZero, which cramjam reports when the output
+# buffer is full: the data would decompress to more than the scratch buffer holds.
+_BUFFER_FULL = "failed to write whole buffer"
+# Scratch pages beyond this are given back to the kernel after use (a rare, large batch
+# should not keep its memory for good).
+_SCRATCH_KEEP = 4 << 20
+_scratch = threading.local()
+
+
+def _decompress_into_scratch(codec: int, data: bytes | memoryview, limit: int) -> bytes:
+    buf: mmap.mmap | None = getattr(_scratch, "buf", None)
+    if buf is None or len(buf) < limit + 1:
+        if buf is not None:
+            buf.close()
+        buf = _scratch.buf = mmap.mmap(-1, limit + 1)
+    try:
+        written = _MODULES[codec].decompress_into(data, buf)
+    except cramjam.DecompressionError as exc:
+        if _BUFFER_FULL in str(exc):
+            _release(buf, len(buf))
+            raise DecompressedTooLargeError(_too_large(codec, limit)) from None
+        raise
+    if written > limit:
+        _release(buf, written)
+        raise DecompressedTooLargeError(_too_large(codec, limit))
+    out = buf[:written]
+    _release(buf, written)
+    return out
+
+
+def _release(buf: mmap.mmap, used: int) -> None:
+    if used > _SCRATCH_KEEP:
+        buf.madvise(mmap.MADV_DONTNEED)
+
+
+def _too_large(codec: int, limit: int) -> str:
+    return f"{NAMES[codec]} data decompresses to more than {limit} bytes"
+
+
+def _snappy_length(data: bytes) -> int:
+    """Decompressed length of raw or xerial-framed snappy, from the blocks' own headers."""
+    if not data.startswith(_XERIAL_MAGIC):
+        return int(cramjam.snappy.decompress_raw_len(data))
+    total = 0
+    pos = len(_XERIAL_HEADER)
+    while pos < len(data):
+        (length,) = _BLOCK_LENGTH.unpack_from(data, pos)
+        pos += 4
+        if length < 0 or pos + length > len(data):
+            raise CorruptCompressedDataError(
+                "snappy data does not decompress: a xerial block runs past the end of the data"
+            )
+        total += int(cramjam.snappy.decompress_raw_len(data[pos : pos + length]))
+        pos += length
+    return total
 
 
 def _decompress(codec: int, data: bytes | memoryview) -> bytes:

@@ -209,8 +209,18 @@ def set_log_append_time(buf: bytearray | memoryview, pos: int, timestamp: int) -
     its CRC, as Kafka's broker does for a topic with message.timestamp.type=LogAppendTime
     (readers then take that time for every record of the batch). The caller must have
     checked the old CRC first: this one makes any bytes look valid."""
-    (attributes,) = _ATTRIBUTES.unpack_from(buf, pos + 21)
-    _ATTRIBUTES.pack_into(buf, pos + 21, attributes | TIMESTAMP_TYPE_BIT)
+    set_max_timestamp(buf, pos, timestamp, log_append_time=True)
+
+
+def set_max_timestamp(
+    buf: bytearray | memoryview, pos: int, timestamp: int, log_append_time: bool = False
+) -> None:
+    """Rewrites the maxTimestamp of the batch at `pos` (setting the LogAppendTime bit when
+    asked) and recomputes its CRC, as Kafka's RecordBatch.setMaxTimestamp. The caller must
+    have checked the old CRC first: this one makes any bytes look valid."""
+    if log_append_time:
+        (attributes,) = _ATTRIBUTES.unpack_from(buf, pos + 21)
+        _ATTRIBUTES.pack_into(buf, pos + 21, attributes | TIMESTAMP_TYPE_BIT)
     _MAX_TIMESTAMP.pack_into(buf, pos + 35, timestamp)
     (batch_length,) = _LEADER_EPOCH.unpack_from(buf, pos + 8)
     end = pos + LOG_OVERHEAD + batch_length

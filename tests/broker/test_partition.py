@@ -368,11 +368,12 @@ def test_corrupt_and_truncated_batches_are_refused_and_nothing_is_written(
     refused("INVALID_RECORD", p.append_as_leader, b"", 1, NOW)  # no batch at all
 
 
-def test_a_bad_magic_is_corrupt(tmp_path):
+def test_a_bad_magic_is_an_invalid_record(tmp_path):
+    # Kafka's ProduceRequest.validateRecords answers INVALID_RECORD, before any CRC check.
     p = single_leader(tmp_path)
     data = bytearray(batch())
     data[16] = 1  # magic v1
-    refused("CORRUPT_MESSAGE", p.append_as_leader, bytes(data), 1, NOW)
+    refused("INVALID_RECORD", p.append_as_leader, bytes(data), 1, NOW)
     assert p.log.log_end_offset == 0
 
 
