@@ -13,8 +13,10 @@ Stopping a broker first moves its leaderships away (controlled shutdown); a lead
 controller hands leadership to the most caught-up voter.
 
 A log directory that fails (its first OSError, storage.log_dir_failures) stops serving its
-partitions at once (KAFKA_STORAGE_ERROR, fetchers dropped, readiness NOT_SERVING). When no
-log directory is left online the broker halts, as Kafka's does ("Shutdown broker because
+partitions at once (KAFKA_STORAGE_ERROR, fetchers dropped, readiness NOT_SERVING), and the
+heartbeats name them so the controller moves their leadership and ISR membership to other
+brokers (Kafka's offline log dirs, KIP-858). When no log directory is left online the
+broker halts, as Kafka's does ("Shutdown broker because
 all log dirs in ... have failed"): no controlled shutdown, whose leader handoff would ask
 this broker's broken disk for nothing; the controller fences it when its heartbeats stop and
 elects leaders among the other replicas of the ISR.
@@ -190,6 +192,7 @@ class Node:
 
         self.replicas.on_role_change = role_changed
         self.replicas.on_removed = removed
+        lifecycle.offline_replicas = self.replicas.offline_replicas
         self.groups.start()
         self.replicas.start()
         replicas = self.replicas

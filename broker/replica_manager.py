@@ -224,6 +224,10 @@ class ReplicaManager:
             self._fire((partition.topic, partition.index))  # waiting produces and fetches
         return stopped
 
+    def offline_replicas(self) -> list[tuple[bytes, int]]:
+        """(topic id, partition) of every replica whose log directory failed."""
+        return [(p.topic_id, p.index) for p in self.partitions.values() if p.offline]
+
     def _offline_error(self, topic: str, index: int) -> ApiError | None:
         """KAFKA_STORAGE_ERROR for a replica of ours whose log directory is offline."""
         partition = self.partitions.get((topic, index))
