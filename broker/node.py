@@ -413,7 +413,12 @@ class Node:
             for partition, registration in change.partitions.items():
                 if me in registration.replicas and manager.get_log(change.name, partition) is None:
                     settings = settings or replicas.settings_for(image, change.name)
-                    manager.get_or_create_log(change.name, partition, settings.log)
+                    try:
+                        manager.get_or_create_log(change.name, partition, settings.log)
+                    except StorageError as exc:  # its log directory failed: the rest goes on
+                        log.error(
+                            "could not create the log of %s-%d: %s", change.name, partition, exc
+                        )
 
     def describe(self) -> str:
         return (
