@@ -347,8 +347,8 @@ class Node:
     def _log_dir_failed(self, log_dir: str, why: str) -> None:
         """On the loop, once per failed directory (Kafka's handleLogDirFailure)."""
         manager, replicas = self.log_manager, self.replicas
-        assert manager is not None and replicas is not None
-        stopped = replicas.stop_serving_dir(log_dir)
+        assert manager is not None
+        stopped = replicas.stop_serving_dir(log_dir) if replicas is not None else []
         log.error(
             "Stopped serving replicas in dir %s (%s): %d partition(s) now offline",
             log_dir,
