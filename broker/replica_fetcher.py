@@ -122,7 +122,9 @@ class ReplicaFetcher:
                     self.address,
                     self.last_error,
                 )
-            except (ConnectionError, TimeoutError) as exc:
+            except (ConnectionError, TimeoutError, asyncio.InvalidStateError) as exc:
+                # InvalidStateError: the leader's end of the stream went away (a process
+                # killed or halted) between two fetches; as expected as a refused connect.
                 self.last_error = str(exc) or type(exc).__name__
                 log.info(
                     "replica fetcher to broker %d (%s): %s",
