@@ -4,10 +4,10 @@ a crash that loses what the node had not flushed.
 A small LD_PRELOAD shim, compiled here with the system's cc, does the in-process faults:
 - Slow disk: fsync and fdatasync sleep the milliseconds in the node's delay file first.
 - Failing disk: while the node's disk-error file holds an errno (EIO or ENOSPC) and a
-  directory, every write, pwrite, pwritev, fsync and fdatasync on a file under that
-  directory fails with that errno, as a dying or full disk answers (the file is re-read at
-  most once a second; the metadata log, `__cluster_metadata-0`, is spared: the Raft log's
-  own disk handling is not what this fault is about).
+  directory, every write, pwrite and pwritev (each C library variant), fsync and fdatasync
+  on a file under that directory fails with that errno, as a dying or full disk answers
+  (the file is re-read at most once a second; the metadata log, `__cluster_metadata-0`, is
+  spared: the Raft log's own disk handling is not what this fault is about).
 - Clock jumps: clock_gettime(CLOCK_REALTIME*) and gettimeofday add the seconds in the node's
   clock file (re-read once a second), as an NTP step would move the wall clock; the
   monotonic clock is left alone. (libfaketime does this too, but its clock_nanosleep breaks
@@ -113,6 +113,24 @@ ssize_t pwritev(int fd, const struct iovec *iov, int iovcnt, off_t offset) {
         real = (ssize_t (*)(int, const struct iovec *, int, off_t))dlsym(RTLD_NEXT, "pwritev");
     CHAOS_FAIL_ON_DISK_ERROR(fd);
     return real(fd, iov, iovcnt, offset);
+}
+
+/* CPython's os.pwritev calls pwritev2 where the C library has it (pwritev64v2 with 64-bit
+   file offsets, the symbol libpython links to). */
+typedef ssize_t (*pwritev2_fn)(int, const struct iovec *, int, off_t, int);
+
+ssize_t pwritev2(int fd, const struct iovec *iov, int iovcnt, off_t offset, int flags) {
+    static pwritev2_fn real = NULL;
+    if (real == NULL) real = (pwritev2_fn)dlsym(RTLD_NEXT, "pwritev2");
+    CHAOS_FAIL_ON_DISK_ERROR(fd);
+    return real(fd, iov, iovcnt, offset, flags);
+}
+
+ssize_t pwritev64v2(int fd, const struct iovec *iov, int iovcnt, off_t offset, int flags) {
+    static pwritev2_fn real = NULL;
+    if (real == NULL) real = (pwritev2_fn)dlsym(RTLD_NEXT, "pwritev64v2");
+    CHAOS_FAIL_ON_DISK_ERROR(fd);
+    return real(fd, iov, iovcnt, offset, flags);
 }
 
 ssize_t pwritev64(int fd, const struct iovec *iov, int iovcnt, off_t offset) {
