@@ -307,6 +307,8 @@ class ClientServicer(GroupApi, client_pb2_grpc.ClientServiceServicer):
                 except ApiError as exc:
                     item.error.CopyFrom(error_pb(exc))
                     self._leader_hint(exc, topic.name, p.partition, item)
+                except StorageError as exc:  # a read by time met a failed disk
+                    item.error.CopyFrom(make_error(exc.error_name, str(exc)))
         return response
 
     def _list_offset(self, topic: str, p: Any, item: Any) -> None:

@@ -91,6 +91,9 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
                     request.current_metadata_offset,
                     want_fence=request.want_fence,
                     want_shutdown=request.want_shut_down,
+                    offline_replicas=frozenset(
+                        (r.topic_id, p) for r in request.offline_replicas for p in r.partitions
+                    ),
                 )
             )
         except ApiError as error:

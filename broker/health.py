@@ -12,6 +12,8 @@ Two services, as the probes need them (deploy/k8s):
   - a controller (controller or combined role) knows the Raft leader of the current epoch
     (it is the leader, or follows one), so a rolling restart only moves on to the next
     controller once the restarted one has rejoined the quorum.
+  A broker with a log directory offline after a disk error (storage.log_dir_failures) is
+  not ready: some of its partitions answer only KAFKA_STORAGE_ERROR until it restarts.
   A combined node needs both. A broker-only node that loses the controllers stays ready:
   it goes on serving its partitions (as Kafka's brokers do) until a controller fences it.
   During shutdown it turns NOT_SERVING before the controlled shutdown starts.
@@ -50,6 +52,9 @@ def node_ready(node: Node) -> bool:
         return False
     lifecycle = node.lifecycle
     if node.config.is_broker:
+        manager = node.log_manager
+        if manager is None or manager.offline_dir_count():
+            return False
         return lifecycle is not None and lifecycle.caught_up and not lifecycle.fenced
     return True
 

@@ -6,7 +6,8 @@ NOT_CONTROLLER with the active one's id, and any failure moves on to the next vo
 heartbeat carries the offset the broker's metadata image stands at, so the controller
 unfences it once it has caught up; STALE_BROKER_EPOCH (its registration was replaced)
 registers again. Controlled shutdown heartbeats with want_shut_down until the controller
-says every leadership has moved (or the time runs out).
+says every leadership has moved (or the time runs out). Every heartbeat names the replicas
+of the broker's failed log directories, for the controller to move away (KIP-858).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import grpc
@@ -55,6 +56,8 @@ class LifecycleClient:
         self._active = min(self.voters)
         self._task: asyncio.Task[None] | None = None
         self._shutting_down = False
+        # (topic id, partition) of replicas in failed log directories (set by the node).
+        self.offline_replicas: Callable[[], Iterable[tuple[bytes, int]]] = tuple
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run())
@@ -116,11 +119,20 @@ class LifecycleClient:
             self.broker_epoch = response.broker_epoch
 
     def _heartbeat(self, want_shut_down: bool = False) -> Any:
+        offline: dict[bytes, list[int]] = {}
+        for topic_id, partition in self.offline_replicas():
+            offline.setdefault(topic_id, []).append(partition)
         return controller_pb2.BrokerHeartbeatRequest(
             broker_id=self.broker_id,
             broker_epoch=self.broker_epoch,
             current_metadata_offset=self.metadata_offset(),
             want_shut_down=want_shut_down,
+            offline_replicas=[
+                controller_pb2.BrokerHeartbeatRequest.OfflineReplicas(
+                    topic_id=topic_id, partitions=sorted(partitions)
+                )
+                for topic_id, partitions in sorted(offline.items())
+            ],
         )
 
     async def call_controller(self, method: str, request: Any) -> Any | None:

@@ -9,7 +9,8 @@
 Retention and flushes run on the event loop (a retention pass unlinks files; a flush is due
 only when a user set flush.ms), so they never race a request on the same log. Compaction
 reads and rewrites closed segments in a thread, and only the swap of cleaned segments into
-the log runs on the loop.
+the log runs on the loop. A partition whose log directory is offline after a disk error
+is left alone: its files wait for a restart's recovery.
 """
 
 from __future__ import annotations
@@ -67,8 +68,11 @@ class LogMaintenance:
             except Exception:
                 log.exception("background log work failed")
 
+    def _online(self) -> list[Partition]:
+        return [p for p in self.partitions() if not p.offline]
+
     async def retention_and_compaction(self) -> None:
-        for partition in self.partitions():
+        for partition in self._online():
             try:
                 deleted = partition.log.delete_old_segments()
             except (StorageError, OSError) as exc:
@@ -78,7 +82,7 @@ class LogMaintenance:
                 self.segments_deleted += deleted
                 log.info("deleted %d segment(s) of %s by retention", deleted, partition.name)
                 partition.on_change()
-        for partition in self.partitions():
+        for partition in self._online():
             if partition.log.config.compact:
                 await self._compact(partition)
 
@@ -93,7 +97,9 @@ class LogMaintenance:
             result = await asyncio.to_thread(clean, partition.log, None, swap_on_loop)
         except (StorageError, OSError) as exc:
             # A segment deleted or truncated under the cleaner (retention, a follower
-            # truncating): the next pass starts over from the log as it is then.
+            # truncating): the next pass starts over from the log as it is then. Not a
+            # reason to take the directory offline, since such a race raises OSError too
+            # (a closed file); a failing disk is caught by the log's own next operation.
             log.warning("compaction of %s stopped: %s", partition.name, exc)
             return
         if result.records_removed:
@@ -107,10 +113,10 @@ class LogMaintenance:
             )
 
     def _flush_due(self) -> None:
-        for partition in self.partitions():
+        for partition in self._online():
             try:
                 partition.log.flush_if_due()
-            except OSError as exc:
+            except StorageError as exc:  # its log directory is offline now
                 log.error("flush of %s failed: %s", partition.name, exc)
 
 

@@ -6,7 +6,8 @@ Names are the ones Strimzi's JMX exporter rules give Kafka's MBeans (lower case,
 work unchanged: kafka_server_replicamanager_*, kafka_controller_kafkacontroller_*,
 kafka_server_brokertopicmetrics_*_total (per topic, and without the topic label for all
 topics, as Kafka reports both), kafka_log_log_size, kafka_log_log_logendoffset and
-kafka_log_log_logstartoffset (per replica, as Kafka's Log MBeans), kafka_server_raftmetrics_*.
+kafka_log_log_logstartoffset (per replica, as Kafka's Log MBeans),
+kafka_log_logmanager_offlinelogdirectorycount, kafka_server_raftmetrics_*.
 Offsets that Kafka's brokers do not export come under Kafka Exporter's names (what Strimzi's
 consumer-lag dashboards query; Kafka Exporter speaks Kafka's protocol, so it cannot run
 against Strom): the leader's high watermark as kafka_topic_partition_current_offset, and each
@@ -105,6 +106,8 @@ class NodeCollector(Collector):
         metrics += self._raft()
         if self.node.controller is not None:
             metrics += self._controller()
+        if self.node.log_manager is not None:
+            metrics += self._log_manager()
         if self.node.replicas is not None:
             metrics += self._replicas()
             metrics += self._offsets()
@@ -221,6 +224,17 @@ class NodeCollector(Collector):
         )
         unclean.add_metric([], controller.unclean_elections)
         yield unclean
+
+    # --- the broker's log directories ---------------------------------------------------
+
+    def _log_manager(self) -> Iterator[Metric]:
+        manager = self.node.log_manager
+        assert manager is not None
+        yield _gauge(
+            "kafka_log_logmanager_offlinelogdirectorycount",
+            "Log directories offline after a disk error (until the broker restarts).",
+            manager.offline_dir_count(),
+        )
 
     # --- the broker's replicas ----------------------------------------------------------
 

@@ -11,6 +11,15 @@ the loop), then every touched replica takes the role the new image gives it and 
 replica fetchers follow the new leaders (broker/replica_manager.py, replica_fetcher.py).
 Stopping a broker first moves its leaderships away (controlled shutdown); a leading
 controller hands leadership to the most caught-up voter.
+
+A log directory that fails (its first OSError, storage.log_dir_failures) stops serving its
+partitions at once (KAFKA_STORAGE_ERROR, fetchers dropped, readiness NOT_SERVING), and the
+heartbeats name them so the controller moves their leadership and ISR membership to other
+brokers (Kafka's offline log dirs, KIP-858). When no log directory is left online the
+broker halts, as Kafka's does ("Shutdown broker because
+all log dirs in ... have failed"): no controlled shutdown, whose leader handoff would ask
+this broker's broken disk for nothing; the controller fences it when its heartbeats stop and
+elects leaders among the other replicas of the ISR.
 """
 
 from __future__ import annotations
@@ -18,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from collections.abc import Callable
 
 import grpc.aio
 
@@ -42,7 +52,7 @@ from metadata.image import EMPTY_IMAGE, Endpoint, MetadataImage
 from metadata.loader import MetadataLoader
 from raft.driver import RaftDriver
 from storage import meta_properties
-from storage.errors import InvalidConfigError
+from storage.errors import InvalidConfigError, LogDirError, StorageError
 from storage.log_manager import LogManager
 from strom_api.v1 import client_pb2_grpc, controller_pb2_grpc, replica_pb2_grpc
 
@@ -56,13 +66,22 @@ def full_delta(image: MetadataImage) -> MetadataDelta:
 
 
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 30.0
-# After a fatal fault, how long liveness answers NOT_SERVING before the process ends.
+# After a fatal fault (the Raft task died, every log dir failed), how long liveness answers
+# NOT_SERVING before the process ends.
 FATAL_EXIT_DELAY_S = 1.0
+HALT_EXIT_CODE = 1
+
+
+def halt_process(code: int) -> None:
+    """Kafka's Exit.halt: end the process now, without shutdown hooks (log lines written)."""
+    logging.shutdown()
+    os._exit(code)
 
 
 class Node:
-    def __init__(self, config: ServerConfig) -> None:
+    def __init__(self, config: ServerConfig, halt: Callable[[int], None] = halt_process) -> None:
         self.config = config
+        self.halt = halt
         self.loader = MetadataLoader()
         self.controller: QuorumController | None = None
         self.lifecycle: LifecycleClient | None = None
@@ -133,6 +152,18 @@ class Node:
         config = self.config
         self.log_manager = LogManager(list(config.log_dirs))
         await asyncio.to_thread(self.log_manager.startup)
+        if not self.log_manager.online_dirs():
+            failed = self.log_manager.failures.offline_dirs
+            raise LogDirError(
+                "Shutdown broker because none of the log dirs could be loaded: "
+                + "; ".join(f"{d} ({why})" for d, why in failed.items())
+            )
+        loop = asyncio.get_running_loop()
+
+        def log_dir_failed(log_dir: str, why: str) -> None:  # on any thread
+            loop.call_soon_threadsafe(self._log_dir_failed, log_dir, why)
+
+        self.log_manager.failures.listeners.append(log_dir_failed)
         self.lifecycle = LifecycleClient(
             config.node_id,
             self.cluster_id,
@@ -172,6 +203,7 @@ class Node:
 
         self.replicas.on_role_change = role_changed
         self.replicas.on_removed = removed
+        lifecycle.offline_replicas = self.replicas.offline_replicas
         self.groups.start()
         self.replicas.start()
         replicas = self.replicas
@@ -236,12 +268,12 @@ class Node:
         self._background.append(asyncio.create_task(self._halt()))
 
     async def _halt(self) -> None:
+        """The one way a fatal fault ends the node: health NOT_SERVING, then Exit.halt."""
         try:
             await self.health.fail()
             await asyncio.sleep(FATAL_EXIT_DELAY_S)  # a probe or Watch in flight sees it
         finally:
-            logging.shutdown()
-            os._exit(1)
+            self.halt(HALT_EXIT_CODE)
 
     async def _create_offsets_topic(self) -> None:
         """__consumer_offsets on first use, as Kafka creates it; concurrent callers share
@@ -289,8 +321,8 @@ class Node:
             await asyncio.sleep(interval)
             try:
                 await self._checkpoint_now()
-            except OSError:
-                log.exception("could not write the offset checkpoints")
+            except StorageError as exc:  # its log directory is offline now
+                log.error("could not write the offset checkpoints: %s", exc)
 
     async def _checkpoint_now(self) -> None:
         assert self.log_manager is not None
@@ -343,14 +375,36 @@ class Node:
         assert self.log_manager is not None
         if self.replicas is not None:
             for partition in list(self.replicas.partitions.values()):
+                if partition.offline:
+                    continue  # recovery replays its log at the next start
                 try:
                     partition.snapshot_producers()
-                except OSError:
-                    log.exception("could not snapshot the producers of %s", partition.name)
+                except StorageError as exc:
+                    log.error("could not snapshot the producers of %s: %s", partition.name, exc)
         # The marker names the registration this data was kept under (KIP-966); a broker
         # that never registered this time keeps the one it started with.
         epoch = self.lifecycle.broker_epoch if self.lifecycle is not None else -1
         self.log_manager.shutdown(epoch if epoch >= 0 else self.log_manager.previous_broker_epoch)
+
+    # --- log directory failures --------------------------------------------------------------
+
+    def _log_dir_failed(self, log_dir: str, why: str) -> None:
+        """On the loop, once per failed directory (Kafka's handleLogDirFailure)."""
+        manager, replicas = self.log_manager, self.replicas
+        assert manager is not None
+        stopped = replicas.stop_serving_dir(log_dir) if replicas is not None else []
+        log.error(
+            "Stopped serving replicas in dir %s (%s): %d partition(s) now offline",
+            log_dir,
+            why,
+            len(stopped),
+        )
+        if not manager.online_dirs():
+            log.critical(
+                "Shutdown broker because all log dirs in %s have failed",
+                ", ".join(manager.log_dirs),
+            )
+            self._background.append(asyncio.create_task(self._halt()))
 
     # --- the broker acting on metadata -------------------------------------------------------
 
@@ -403,7 +457,12 @@ class Node:
             for partition, registration in change.partitions.items():
                 if me in registration.replicas and manager.get_log(change.name, partition) is None:
                     settings = settings or replicas.settings_for(image, change.name)
-                    manager.get_or_create_log(change.name, partition, settings.log)
+                    try:
+                        manager.get_or_create_log(change.name, partition, settings.log)
+                    except StorageError as exc:  # its log directory failed: the rest goes on
+                        log.error(
+                            "could not create the log of %s-%d: %s", change.name, partition, exc
+                        )
 
     def describe(self) -> str:
         return (

@@ -11,12 +11,20 @@ log diverged: never to the high watermark alone, which could drop acknowledged r
 No event loop, no sockets: callers pass the time in, and `on_change` tells the replica
 manager when waiting fetches or produces should look again. Log calls are file I/O on the
 page cache (pwrite/pread); fsync happens elsewhere (flush policy, shutdown).
+
+Disk errors: any failed file operation (storage.log) takes the log's directory offline and
+reaches callers as KAFKA_STORAGE_ERROR; from then on the partition answers every request so
+(Kafka's offline partition) until leadership moves and the broker restarts. A failed
+append leaves the producers' state as it was, so no retry is ever answered with another
+batch's offsets.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any, TypeVar, cast
 
 from broker import producer_snapshots
 from broker.partition_leader import FollowerState, IsrChange, PartitionLeader
@@ -58,6 +66,25 @@ def storage_error(exc: StorageError) -> ApiError:
     return ApiError(exc.error_name, str(exc))
 
 
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+
+
+def _answers_storage_errors(method: _Method) -> _Method:
+    """The storage engine's errors (KAFKA_STORAGE_ERROR after a disk error above all) as
+    the ApiError a request is answered with; an offline log refuses at once."""
+
+    @functools.wraps(method)
+    def wrapper(self: Partition, *args: Any, **kwargs: Any) -> Any:
+        if self.log.offline:
+            raise self.offline_error()
+        try:
+            return method(self, *args, **kwargs)
+        except StorageError as exc:
+            raise storage_error(exc) from None
+
+    return cast(_Method, wrapper)
+
+
 class Partition:
     def __init__(
         self,
@@ -97,6 +124,14 @@ class Partition:
     def high_watermark(self) -> int:
         return self.log.high_watermark
 
+    @property
+    def offline(self) -> bool:
+        """The log's directory failed: nothing this replica holds can be served."""
+        return self.log.offline
+
+    def offline_error(self) -> ApiError:
+        return storage_error(self.log.offline_error())
+
     # --- producer state ----------------------------------------------------------------------
 
     def _load_producers(self) -> ProducerStateManager:
@@ -119,10 +154,11 @@ class Partition:
 
     def snapshot_producers(self) -> None:
         """Writes the producer state as of the log end (at shutdown; Kafka also does at
-        every segment roll)."""
-        producer_snapshots.write(
-            self.log.directory, self.log.log_end_offset, self.producers.snapshot()
-        )
+        every segment roll). Raises KafkaStorageError (a StorageError) on a disk error."""
+        with self.log.io_guard("producer snapshot"):
+            producer_snapshots.write(
+                self.log.directory, self.log.log_end_offset, self.producers.snapshot()
+            )
 
     # --- role changes from the metadata ----------------------------------------------------------
 
@@ -157,7 +193,12 @@ class Partition:
         log = self.log
         # The new epoch starts at the log end: a follower asking where an older epoch ends
         # is answered from here on (Kafka's maybeAssignEpochStartOffset).
-        log.leader_epochs.assign(registration.leader_epoch, log.log_end_offset)
+        try:
+            with log.io_guard("leader epoch checkpoint"):
+                log.leader_epochs.assign(registration.leader_epoch, log.log_end_offset)
+        except StorageError as exc:
+            self.leader = None
+            raise storage_error(exc) from None
         self.leader = PartitionLeader.elected(
             self.broker_id,
             registration.replicas,
@@ -217,6 +258,8 @@ class Partition:
     # --- checks shared by every request ---------------------------------------------------
 
     def check_leader(self, current_leader_epoch: int = -1) -> PartitionLeader:
+        if self.log.offline:
+            raise self.offline_error()
         if self.leader is None:
             raise ApiError(
                 "NOT_LEADER_OR_FOLLOWER",
@@ -255,20 +298,23 @@ class Partition:
         data, headers = producer_batches(records, self.settings, now_ms)
         log = self.log
         saved = self.producers.save(h.producer_id for h in headers)
+        appended = False
         try:
             duplicate = self._check_producers(headers, log.log_end_offset)
             if duplicate is not None:
-                self.producers.restore(saved)
                 return duplicate
             segment = log.active_segment.base_offset
             info = log.append(data, self.leader_epoch, checked=headers)
+            appended = True
+            self._after_append(segment)
         except StorageError as exc:
-            self.producers.restore(saved)
             raise storage_error(exc) from None
-        except ApiError:
-            self.producers.restore(saved)
-            raise
-        self._after_append(segment)
+        finally:
+            # Whatever stopped the append (a refusal, a disk error, a bug), the producers'
+            # state must not keep batches the log does not hold: the next sequence would
+            # be taken past the gap, and the retry answered with another batch's offsets.
+            if not appended:
+                self.producers.restore(saved)
         self._advance_high_watermark()
         self.on_change()
         return LeaderAppend(
@@ -316,6 +362,7 @@ class Partition:
 
     # --- leader: followers ---------------------------------------------------------------------
 
+    @_answers_storage_errors
     def read_for_follower(
         self,
         replica_id: int,
@@ -354,6 +401,7 @@ class Partition:
 
     # --- leader: consumers and admin ---------------------------------------------------------
 
+    @_answers_storage_errors
     def read_for_consumer(
         self, fetch_offset: int, max_bytes: int, current_leader_epoch: int = -1
     ) -> bytes:
@@ -368,6 +416,7 @@ class Partition:
             )
         return log.read(fetch_offset, max_bytes, max_offset=log.high_watermark)
 
+    @_answers_storage_errors
     def read_local_replica(self, fetch_offset: int, max_bytes: int) -> bytes:
         """Kafka's debugging consumer (replica id -2): this replica's whole batches from
         `fetch_offset` up to its own high watermark, whether it leads or follows."""
@@ -388,6 +437,7 @@ class Partition:
             return answer
         return answer[0], min(answer[1], self.log.log_end_offset)
 
+    @_answers_storage_errors
     def delete_records_before(self, offset: int) -> int:
         """DeleteRecords on the leader; -1 means up to the high watermark. Followers move
         their log start when the next fetch answer carries the new one."""
@@ -405,6 +455,7 @@ class Partition:
 
     # --- follower ----------------------------------------------------------------------------
 
+    @_answers_storage_errors
     def append_as_follower(
         self, records: bytes, leader_high_watermark: int, leader_log_start: int
     ) -> None:
@@ -414,10 +465,7 @@ class Partition:
             if first.base_offset < log.log_end_offset < first.next_offset:
                 self._restart_inside_batch(first.base_offset)
             segment = log.active_segment.base_offset
-            try:
-                log.append_as_follower(records)
-            except StorageError as exc:
-                raise storage_error(exc) from None
+            log.append_as_follower(records)
             self.producers.replay_all(batch_headers(records))
             self._after_append(segment)
         log.update_high_watermark(min(leader_high_watermark, log.log_end_offset))
@@ -442,6 +490,7 @@ class Partition:
             # once the batch is appended (append_as_follower).
             self.restart_at(batch_base)
 
+    @_answers_storage_errors
     def truncate_on_divergence(self, leader_epoch: int, leader_end_offset: int) -> int:
         """The leader says our log parted from its own after epoch `leader_epoch`, which on
         the leader ends at `leader_end_offset`. Truncates where Kafka's follower does
@@ -463,6 +512,7 @@ class Partition:
         self.truncate_to(target)
         return log.log_end_offset
 
+    @_answers_storage_errors
     def truncate_to(self, offset: int) -> None:
         log = self.log
         if offset >= log.log_end_offset:
@@ -475,6 +525,7 @@ class Partition:
         self.producers = self._load_producers()
         self.on_change()
 
+    @_answers_storage_errors
     def restart_at(self, offset: int) -> None:
         """The leader's log starts past our end: start empty at its log start."""
         self.log.truncate_fully_and_start_at(offset)

@@ -9,7 +9,10 @@ stored bytes, its high watermark and log start, or the epoch where the logs dive
 answer is applied only if the partition still follows the same leader epoch from the same
 log end, so a reply that crossed a leader change or a truncation is dropped, not written.
 A partition whose leader refused it (not leader any more, epoch unknown yet) rests for
-`replica.fetch.backoff.ms` or until the metadata moves it.
+`replica.fetch.backoff.ms` or until the metadata moves it. A partition that fails here (a
+disk error on its log, KAFKA_STORAGE_ERROR, or any unexpected error) fails alone, as in
+Kafka's markPartitionFailed: it leaves the stream, and every other partition of that leader
+goes on being fetched; it comes back only when the metadata gives it a leader again.
 """
 
 from __future__ import annotations
@@ -62,6 +65,7 @@ class ReplicaFetcher:
         self._task: asyncio.Task[None] | None = None
         self._channel: grpc.aio.Channel | None = None
         self.fetches = 0
+        self.failed = 0  # partitions marked failed (Kafka's FailedPartitionsCount)
         self.last_error = ""
 
     def add(self, partition: Partition) -> None:
@@ -118,7 +122,9 @@ class ReplicaFetcher:
                     self.address,
                     self.last_error,
                 )
-            except (ConnectionError, TimeoutError) as exc:
+            except (ConnectionError, TimeoutError, asyncio.InvalidStateError) as exc:
+                # InvalidStateError: the leader's end of the stream went away (a process
+                # killed or halted) between two fetches; as expected as a refused connect.
                 self.last_error = str(exc) or type(exc).__name__
                 log.info(
                     "replica fetcher to broker %d (%s): %s",
@@ -195,10 +201,20 @@ class ReplicaFetcher:
             try:
                 self._apply_one(partition, item, end)
             except ApiError as exc:
+                if exc.error_name == "KAFKA_STORAGE_ERROR":
+                    self._fail(partition, str(exc))
+                    continue
                 log.warning(
                     "replica fetch of %s from broker %d: %s", partition.name, self.leader_id, exc
                 )
                 self._rest(key)
+            except Exception:  # a bug in one partition must not stall the others
+                log.exception(
+                    "unexpected error applying the fetch of %s from broker %d",
+                    partition.name,
+                    self.leader_id,
+                )
+                self._fail(partition, "unexpected error")
 
     def _apply_one(self, partition: Partition, item: Any, fetch_offset: int) -> None:
         key = (item.topic_id, item.partition)
@@ -242,6 +258,16 @@ class ReplicaFetcher:
         else:
             self._rest((item.topic_id, item.partition))
 
+    def _fail(self, partition: Partition, why: str) -> None:
+        log.error(
+            "replica fetcher to broker %d: %s is marked failed and no longer fetched: %s",
+            self.leader_id,
+            partition.name,
+            why,
+        )
+        self.failed += 1
+        self.remove(partition)
+
     def _rest(self, key: Key) -> None:
         self.resting_until[key] = time.monotonic() + self.config.fetch_backoff_ms / 1000
 
@@ -271,7 +297,7 @@ class FetcherManager:
         broker leads it or it has no leader)."""
         self.unfollow(partition)
         leader = partition.leader_id
-        if partition.is_leader or leader < 0 or leader == self.broker_id:
+        if partition.is_leader or leader < 0 or leader == self.broker_id or partition.offline:
             return
         address = self.leader_address(leader)
         if address is None:

@@ -8,6 +8,10 @@ partition's `on_change` resolves: a waiter looks again whenever the partition mo
 gives up at its deadline. Metadata deltas arrive in log order (broker/node.py): first
 `detach` (stop serving what is deleted or moved away, before its files go), then the disk
 work off the loop (create and delete logs), then `attach` (roles from the new image).
+
+A failed log directory (storage.log_dir_failures): `stop_serving_dir` takes its partitions
+out of service, as Kafka's handleLogDirFailure does; they answer KAFKA_STORAGE_ERROR to
+every request from then on, and produces waiting on them fail so.
 """
 
 from __future__ import annotations
@@ -21,13 +25,14 @@ from typing import Any
 
 from broker.alter_partition_sender import AlterPartitionSender
 from broker.memory_pool import MemoryPool
-from broker.partition import LeaderAppend, Partition
+from broker.partition import LeaderAppend, Partition, storage_error
 from broker.partition_leader import IsrChange
 from broker.server_config import ReplicaConfig
 from broker.topic_settings import TopicSettings, topic_settings
 from metadata.delta import MetadataDelta
 from metadata.errors import ApiError
 from metadata.image import MetadataImage, PartitionRegistration
+from storage.errors import StorageError
 from storage.log_manager import LogManager
 from strom_api.v1 import common_pb2
 
@@ -202,26 +207,55 @@ class ReplicaManager:
         key = (topic, index)
         partition = self.partitions.get(key)
         settings = self._settings_of(topic)
-        if partition is None:
-            local_log = self.log_manager.get_log(topic, index)
-            if local_log is None:
-                log.error("no local log for %s-%d; not serving it", topic, index)
-                return
-            local_log.config = settings.log  # opened at start-up with the defaults
-            partition = Partition(
-                topic,
-                index,
-                topic_id,
-                local_log,
-                self.broker_id,
-                settings,
-                self.config.replica_lag_time_max_ms,
-            )
-            partition.on_change = lambda: self._fire(key)
-            self.partitions[key] = partition
-            self.by_id[(topic_id, index)] = partition
-        if partition.apply_registration(registration, now, settings):
-            self.on_role_change(partition)
+        try:
+            if partition is None:
+                local_log = self.log_manager.get_log(topic, index)
+                if local_log is None:
+                    log.error("no local log for %s-%d; not serving it", topic, index)
+                    return
+                local_log.config = settings.log  # opened at start-up with the defaults
+                partition = Partition(
+                    topic,
+                    index,
+                    topic_id,
+                    local_log,
+                    self.broker_id,
+                    settings,
+                    self.config.replica_lag_time_max_ms,
+                )
+                partition.on_change = lambda: self._fire(key)
+                self.partitions[key] = partition
+                self.by_id[(topic_id, index)] = partition
+            if partition.apply_registration(registration, now, settings):
+                self.on_role_change(partition)
+        except (ApiError, StorageError) as exc:
+            # A replica in a failed log directory: it stays out of service (requests for it
+            # are answered KAFKA_STORAGE_ERROR), and the rest of the delta still applies.
+            log.warning("not serving %s-%d: %s", topic, index, exc)
+
+    def stop_serving_dir(self, log_dir: str) -> list[Partition]:
+        """The log directory failed: its partitions lead and follow nothing from now on
+        (Kafka's handleLogDirFailure). Returns them, for the fetchers to drop."""
+        stopped = [p for p in self.partitions.values() if p.log.log_dir == log_dir]
+        for partition in stopped:
+            partition.leader = None
+            self.on_removed(partition)
+            self._fire((partition.topic, partition.index))  # waiting produces and fetches
+        return stopped
+
+    def offline_replicas(self) -> list[tuple[bytes, int]]:
+        """(topic id, partition) of every replica whose log directory failed."""
+        return [(p.topic_id, p.index) for p in self.partitions.values() if p.offline]
+
+    def _offline_error(self, topic: str, index: int) -> ApiError | None:
+        """KAFKA_STORAGE_ERROR for a replica of ours whose log directory is offline."""
+        partition = self.partitions.get((topic, index))
+        if partition is not None:
+            return partition.offline_error() if partition.offline else None
+        local_log = self.log_manager.get_log(topic, index)
+        if local_log is not None and local_log.offline:
+            return storage_error(local_log.offline_error())
+        return None
 
     def eligible(self, broker_id: int) -> bool:
         """May join an ISR: registered, unfenced, not shutting down (KIP-841)."""
@@ -257,6 +291,9 @@ class ReplicaManager:
         partition = self.partitions.get((topic, index))
         if partition is not None and partition.is_leader:
             return partition
+        offline = self._offline_error(topic, index)
+        if offline is not None:
+            raise offline
         registration = self.image.topics.partition(topic, index)
         if registration is None:
             raise ApiError(
@@ -273,6 +310,9 @@ class ReplicaManager:
 
     def local_partition(self, topic: str, index: int) -> Partition:
         """The replica this broker holds, leader or follower."""
+        offline = self._offline_error(topic, index)
+        if offline is not None:
+            raise offline
         partition = self.partitions.get((topic, index))
         if partition is not None:
             return partition
@@ -611,6 +651,10 @@ class ReplicaManager:
 
 
 def _replication_error(partition: Partition, append: LeaderAppend) -> ApiError | None:
+    if partition.offline:
+        # Kafka's DelayedProduce answers the partition's error: the records may be on the
+        # other replicas, but this leader can no longer tell.
+        return partition.offline_error()
     leader = partition.leader
     if leader is None or partition.leader_epoch != append.leader_epoch:
         return ApiError(

@@ -13,12 +13,14 @@ controller that becomes active re-seeds it with "now" for every registered broke
 broker that died under the old controller is still fenced one session timeout later.
 Fencing a broker, or its controlled shutdown, takes it out of every ISR (keeping a last
 member) and moves the leadership of the partitions it led; unfencing gives offline
-partitions it can lead their leader back.
+partitions it can lead their leader back. A heartbeat naming replicas the broker can no
+longer serve (their log directory failed) does the same for those partitions alone, as
+Kafka's controller does for a broker's offline log directories (KIP-858).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from google.protobuf.message import Message
@@ -72,10 +74,18 @@ def min_insync_replicas(image: MetadataImage, topic: str) -> int:
 # --- partitions when a broker goes or comes ---------------------------------------------------
 
 
-def move_away_from(image: MetadataImage, broker_id: int, lost_data: bool = False) -> list[Message]:
+ReplicaKey = tuple[bytes, int]  # (topic id, partition)
+
+
+def move_away_from(
+    image: MetadataImage,
+    broker_id: int,
+    lost_data: bool = False,
+    only: Collection[ReplicaKey] | None = None,
+) -> list[Message]:
     """Partition changes for a broker that is fenced or shutting down: out of every ISR
     (unless it is the last member) and, where it led, a new leader from the ISR or the ELR
-    (or none).
+    (or none). With `only`, for those partitions alone (replicas in a failed log directory).
 
     `lost_data`: it restarted after an unclean shutdown (KIP-966), so its log may lack
     acknowledged records it once held: it leaves the ISR (even as the last member) and the
@@ -91,6 +101,8 @@ def move_away_from(image: MetadataImage, broker_id: int, lost_data: bool = False
         unclean = unclean_election_enabled(image, name)
         min_isr = min_insync_replicas(image, name)
         for partition_id in sorted(topic.partitions):
+            if only is not None and (topic.topic_id, partition_id) not in only:
+                continue
             current = topic.partitions[partition_id]
             in_elr = lost_data and broker_id in current.elr
             if broker_id not in current.isr and current.leader != broker_id and not in_elr:
@@ -255,6 +267,8 @@ class HeartbeatRequest:
     current_metadata_offset: int  # the offset after the last record the broker replayed
     want_fence: bool = False
     want_shutdown: bool = False
+    # Replicas in the broker's failed log directories (Kafka's OfflineLogDirs).
+    offline_replicas: frozenset[ReplicaKey] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -297,6 +311,9 @@ def heartbeat(
     elif fenced and caught_up and not request.want_fence and not broker.in_controlled_shutdown:
         records += unfence_broker(image, broker.broker_id)
         fenced = False
+    if request.offline_replicas and not fenced and not request.want_shutdown:
+        # Every heartbeat names them again; once they are moved this finds nothing to do.
+        records += move_away_from(image, broker.broker_id, only=request.offline_replicas)
     should_stop = False
     if request.want_shutdown or broker.in_controlled_shutdown:
         # It may stop once it leads nothing, as it will once these records apply (a

@@ -49,3 +49,14 @@ class InvalidTopicError(StorageError):
     """A topic name Kafka would not accept, or a negative partition."""
 
     error_name = "INVALID_TOPIC_EXCEPTION"
+
+
+class KafkaStorageError(StorageError):
+    """An I/O error (OSError) in a log directory: the directory is now offline, and every
+    log in it refuses work until the broker restarts (Kafka's KafkaStorageException)."""
+
+    error_name = "KAFKA_STORAGE_ERROR"
+
+    def __init__(self, message: str, log_dir: str) -> None:
+        super().__init__(message)
+        self.log_dir = log_dir

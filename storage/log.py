@@ -9,16 +9,25 @@ Files in the directory besides the segments:
   leader-epoch-checkpoint   epoch -> start offset (storage.leader_epoch_cache)
   *.cleaned / *.swap        a compaction in flight (storage.cleaner); finished or dropped on open
   *.deleted / *.tmp         leftovers of a crash mid-delete or mid-checkpoint; removed on open
+
+Disk errors: every operation that touches the files (append, read, roll, flush, truncate,
+delete, the epoch checkpoint) turns an OSError into KafkaStorageError and takes the log
+offline, with its whole log directory when the LogManager gave it a LogDirFailureChannel
+(Kafka's maybeHandleIOException). An offline log refuses every later operation: after a
+failed write its in-memory state and its files may disagree (a pwritev can write part of a
+batch), so nothing it says can be trusted until a restart recovers it from the files.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
 import shutil
 from bisect import bisect_right
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple, TypeVar, cast
 
 from storage import retention
 from storage.clock import Clock, SystemClock
@@ -26,11 +35,13 @@ from storage.config import INT_MAX, LogConfig
 from storage.errors import (
     CorruptRecordError,
     InvalidRecordError,
+    KafkaStorageError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
 )
 from storage.file_io import fsync_dir
 from storage.leader_epoch_cache import LeaderEpochCache
+from storage.log_dir_failures import LogDirFailureChannel
 from storage.segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -51,6 +62,26 @@ from strom_api.record_batch import (
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 DELETED_SUFFIX = ".deleted"
+
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+
+
+def _disk_operation(method: _Method) -> _Method:
+    """Runs a Log method that touches the files: refused while the log is offline, and
+    an OSError inside takes the log (and its directory) offline as KafkaStorageError.
+    A plain wrapper rather than Log.io_guard, to stay cheap on the append and read path."""
+    operation = method.__name__.strip("_").replace("_", " ")
+
+    @functools.wraps(method)
+    def guarded(self: Log, *args: Any, **kwargs: Any) -> Any:
+        if self.offline:
+            raise self.offline_error()
+        try:
+            return method(self, *args, **kwargs)
+        except OSError as exc:
+            raise self.io_failed(operation, exc) from exc
+
+    return cast(_Method, guarded)
 
 
 class AppendInfo(NamedTuple):
@@ -81,8 +112,12 @@ class Log:
         clock: Clock,
         segments: list[LogSegment],
         epochs: LeaderEpochCache,
+        failures: LogDirFailureChannel | None = None,
     ) -> None:
         self.directory = directory
+        self.log_dir = os.path.dirname(os.path.abspath(directory))
+        self.failures = failures
+        self._failed: str | None = None  # why this log went offline
         self.config = config
         self.clock = clock
         self._segments = segments
@@ -109,6 +144,7 @@ class Log:
         high_watermark: int = 0,
         clean_shutdown: bool = False,
         clock: Clock | None = None,
+        failures: LogDirFailureChannel | None = None,
     ) -> Log:
         """Opens or creates the log in `directory`, recovering what a crash left behind:
         every segment holding offsets at or past `recovery_point` is scanned and cut at its
@@ -124,7 +160,7 @@ class Log:
         if not segments:
             segments.append(LogSegment.create(directory, log_start_offset, config, clock.time_ms()))
         epochs = LeaderEpochCache(directory)
-        log = cls(directory, config, clock, segments, epochs)
+        log = cls(directory, config, clock, segments, epochs, failures)
         # The epoch cache is truncated from the start (and persisted) when the log start moves,
         # before the log start checkpoint is written: a crash in between leaves an older log
         # start on disk. The cache's first entry is then the later, true log start (it never
@@ -145,6 +181,49 @@ class Log:
             log.recovery_point = log.log_end_offset
         log.load_info = load_info
         return log
+
+    # --- disk errors -----------------------------------------------------------------------
+
+    @property
+    def offline(self) -> bool:
+        failures = self.failures
+        return self._failed is not None or (
+            failures is not None and failures.is_offline(self.log_dir)
+        )
+
+    def offline_error(self) -> KafkaStorageError:
+        why = self._failed
+        if why is None and self.failures is not None:
+            why = self.failures.offline_dirs.get(self.log_dir)
+        return KafkaStorageError(
+            f"The log directory {self.log_dir} holding {os.path.basename(self.directory)} is "
+            f"offline after a disk error ({why}).",
+            self.log_dir,
+        )
+
+    def io_failed(self, operation: str, exc: OSError) -> KafkaStorageError:
+        """Takes the log and its directory offline after `exc`; returns the error to raise."""
+        name = os.path.basename(self.directory)
+        why = f"{operation} of {name} failed: {exc.strerror or exc}"
+        if self._failed is None:
+            self._failed = why
+        if self.failures is not None:
+            self.failures.mark_offline(self.log_dir, why)
+        return KafkaStorageError(
+            f"Disk error in log directory {self.log_dir}: {why}; the directory is offline.",
+            self.log_dir,
+        )
+
+    @contextlib.contextmanager
+    def io_guard(self, operation: str) -> Iterator[None]:
+        """For file work on the log's behalf outside this class (producer snapshots, the
+        leader epoch checkpoint): the same rules as the log's own operations."""
+        if self.offline:
+            raise self.offline_error()
+        try:
+            yield
+        except OSError as exc:
+            raise self.io_failed(operation, exc) from exc
 
     # --- state ---------------------------------------------------------------------------
 
@@ -171,6 +250,7 @@ class Log:
 
     # --- appending -----------------------------------------------------------------------
 
+    @_disk_operation
     def append(
         self,
         batches: bytes | bytearray | memoryview,
@@ -203,6 +283,7 @@ class Log:
         self.leader_epochs.assign(leader_epoch, first_offset)
         return self._append(first_offset, entries, pieces)
 
+    @_disk_operation
     def append_as_follower(self, batches: bytes | bytearray | memoryview) -> AppendInfo:
         """Appends batches fetched from the leader as they are: offsets and epochs already
         stamped, so the bytes go to the file untouched."""
@@ -322,6 +403,7 @@ class Log:
         ):
             self.roll()
 
+    @_disk_operation
     def roll(self) -> LogSegment:
         """Closes the active segment to writes and starts a new one at the log end offset;
         does nothing when the active segment is empty."""
@@ -339,6 +421,7 @@ class Log:
 
     # --- durability ----------------------------------------------------------------------
 
+    @_disk_operation
     def flush(self, offset: int | None = None) -> None:
         """fsyncs every segment holding offsets in [recovery point, offset), then moves the
         recovery point to `offset` (default: the log end)."""
@@ -356,6 +439,7 @@ class Log:
         self.recovery_point = max(self.recovery_point, offset)
         self.last_flush_ms = self.clock.time_ms()
 
+    @_disk_operation
     def flush_if_due(self) -> bool:
         """Kafka's `flush.ms`: fsyncs when unflushed data has waited that long. The broker's
         flush scheduler calls this (LogManager.flush_dirty_logs); returns whether it did."""
@@ -374,6 +458,7 @@ class Log:
                 f"the log holds [{self.log_start_offset}, {self.log_end_offset})"
             )
 
+    @_disk_operation
     def read(
         self, offset: int, max_bytes: int, max_offset: int | None = None, min_one: bool = True
     ) -> bytes:
@@ -397,6 +482,7 @@ class Log:
             i += 1
         return b""
 
+    @_disk_operation
     def offset_for_timestamp(self, timestamp: int) -> int | None:
         """The earliest offset whose record timestamp is >= `timestamp` (ListOffsets), or
         None when every record is older."""
@@ -409,6 +495,7 @@ class Log:
 
     # --- truncation and deletion ---------------------------------------------------------
 
+    @_disk_operation
     def truncate_to(self, offset: int) -> None:
         """Removes every offset at or above `offset` (a follower after a leader change)."""
         if offset >= self.log_end_offset:
@@ -426,6 +513,7 @@ class Log:
         self.active_segment.truncate_to(offset)
         self._after_truncation()
 
+    @_disk_operation
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drops every segment and starts empty at `offset` (a follower far behind)."""
         for segment in self._segments:
@@ -447,6 +535,7 @@ class Log:
         self.high_watermark = min(self.high_watermark, leo)
         self.log_start_offset = min(self.log_start_offset, leo)
 
+    @_disk_operation
     def delete_records_before(self, offset: int) -> int:
         """Moves the log start offset up to `offset` (DeleteRecords) and deletes the segments
         now wholly below it; returns the new log start offset."""
@@ -461,6 +550,7 @@ class Log:
             self.delete_old_segments()
         return self.log_start_offset
 
+    @_disk_operation
     def delete_old_segments(self) -> int:
         """Applies retention (log start offset, `retention.ms`, `retention.bytes`); returns
         how many segments were deleted."""
@@ -483,6 +573,7 @@ class Log:
             self.recovery_point = max(self.recovery_point, self.log_start_offset)
         return doomed
 
+    @_disk_operation
     def replace_segments(self, old: Sequence[LogSegment], cleaned_dir_base: int) -> LogSegment:
         """Swaps the consecutive segments `old` for the `.cleaned` segment files at
         `cleaned_dir_base`, crash-safely: rename to `.swap`, delete the old files, rename to
@@ -504,9 +595,15 @@ class Log:
         self._bases = [s.base_offset for s in self._segments]
         return new
 
+    @_disk_operation
     def close(self) -> None:
         for segment in self._segments:
             segment.close()
+
+    def release(self) -> None:
+        """Closes the files of an offline log without writing anything to them."""
+        for segment in self._segments:
+            segment.release()
 
     def delete(self) -> None:
         """Closes the log and removes its directory (a deleted topic's partition)."""

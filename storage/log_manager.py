@@ -8,10 +8,16 @@ Each partition lives in `<log dir>/<topic>-<partition>/`. Per log directory, as 
 One checkpoint file per directory means one fsync covers every partition in it. After a
 clean shutdown no segment is scanned at start-up; after a crash each log scans only from its
 recovery point.
+
+A log directory goes offline at its first OSError (storage.log_dir_failures): from then on
+its logs refuse work, its checkpoints and clean-shutdown marker are no longer written (what
+is on its disk is left for recovery to judge), and new partitions go to the directories
+still online. A directory that fails at start-up is offline from the start, as in Kafka.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -21,9 +27,10 @@ from storage import checkpoint
 from storage.cleaner import clean
 from storage.clock import Clock, SystemClock
 from storage.config import LogConfig
-from storage.errors import InvalidTopicError, LogDirError
+from storage.errors import InvalidTopicError, KafkaStorageError, LogDirError
 from storage.file_io import atomic_write, fsync_dir
 from storage.log import Log
+from storage.log_dir_failures import LogDirFailureChannel
 
 RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
 HIGH_WATERMARK_FILE = "replication-offset-checkpoint"
@@ -68,6 +75,7 @@ class LogManager:
         self.log_dirs = [os.path.abspath(d) for d in log_dirs]
         self.default_config = default_config or LogConfig()
         self.clock = clock or SystemClock()
+        self.failures = LogDirFailureChannel()
         self.logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, str] = {}
         self.had_clean_shutdown = False
@@ -81,37 +89,70 @@ class LogManager:
         clean_everywhere = True
         epochs = set()
         for log_dir in self.log_dirs:
-            os.makedirs(log_dir, exist_ok=True)
-            marker = os.path.join(log_dir, CLEAN_SHUTDOWN_FILE)
-            was_clean = os.path.exists(marker)
-            clean_everywhere &= was_clean
-            epochs.add(_marker_epoch(marker) if was_clean else -1)
-            recovery = checkpoint.read_offsets(os.path.join(log_dir, RECOVERY_POINT_FILE))
-            hws = checkpoint.read_offsets(os.path.join(log_dir, HIGH_WATERMARK_FILE))
-            starts = checkpoint.read_offsets(os.path.join(log_dir, LOG_START_FILE))
-            for name in sorted(os.listdir(log_dir)):
-                match = _PARTITION_DIR.match(name)
-                if not match or not os.path.isdir(os.path.join(log_dir, name)):
-                    continue
-                tp = (match["topic"], int(match["partition"]))
-                if tp in self.logs:
-                    raise LogDirError(f"partition {tp[0]}-{tp[1]} is in two log directories")
-                self.logs[tp] = Log.open(
-                    os.path.join(log_dir, name),
-                    configs.get(tp[0], self.default_config),
-                    recovery_point=recovery.get(tp, 0),
-                    log_start_offset=starts.get(tp, 0),
-                    high_watermark=hws.get(tp, 0),
-                    clean_shutdown=was_clean,
-                    clock=self.clock,
+            try:
+                was_clean, epoch = self._load_dir(log_dir, configs)
+            except OSError as exc:
+                self.failures.mark_offline(
+                    log_dir, f"loading its logs failed: {exc.strerror or exc}"
                 )
-                self._dir_of[tp] = log_dir
-            if was_clean:
-                # From here on, a crash is unclean again.
-                os.unlink(marker)
-                fsync_dir(log_dir)
+                was_clean, epoch = False, -1
+            clean_everywhere &= was_clean
+            epochs.add(epoch)
         self.had_clean_shutdown = clean_everywhere and bool(self.log_dirs)
         self.previous_broker_epoch = epochs.pop() if len(epochs) == 1 else -1
+
+    def _load_dir(self, log_dir: str, configs: dict[str, LogConfig]) -> tuple[bool, int]:
+        """Opens the logs of one directory; returns whether it was shut down cleanly and
+        the broker epoch its marker recorded (-1 if none)."""
+        os.makedirs(log_dir, exist_ok=True)
+        marker = os.path.join(log_dir, CLEAN_SHUTDOWN_FILE)
+        was_clean = os.path.exists(marker)
+        epoch = _marker_epoch(marker) if was_clean else -1
+        recovery = checkpoint.read_offsets(os.path.join(log_dir, RECOVERY_POINT_FILE))
+        hws = checkpoint.read_offsets(os.path.join(log_dir, HIGH_WATERMARK_FILE))
+        starts = checkpoint.read_offsets(os.path.join(log_dir, LOG_START_FILE))
+        for name in sorted(os.listdir(log_dir)):
+            match = _PARTITION_DIR.match(name)
+            if not match or not os.path.isdir(os.path.join(log_dir, name)):
+                continue
+            tp = (match["topic"], int(match["partition"]))
+            if tp in self.logs:
+                raise LogDirError(f"partition {tp[0]}-{tp[1]} is in two log directories")
+            self.logs[tp] = Log.open(
+                os.path.join(log_dir, name),
+                configs.get(tp[0], self.default_config),
+                recovery_point=recovery.get(tp, 0),
+                log_start_offset=starts.get(tp, 0),
+                high_watermark=hws.get(tp, 0),
+                clean_shutdown=was_clean,
+                clock=self.clock,
+                failures=self.failures,
+            )
+            self._dir_of[tp] = log_dir
+        if was_clean:
+            # From here on, a crash is unclean again.
+            os.unlink(marker)
+            fsync_dir(log_dir)
+        return was_clean, epoch
+
+    # --- log directories ----------------------------------------------------------------
+
+    def online_dirs(self) -> list[str]:
+        return [d for d in self.log_dirs if not self.failures.is_offline(d)]
+
+    def offline_dir_count(self) -> int:
+        return len(self.log_dirs) - len(self.online_dirs())
+
+    def dir_of(self, topic: str, partition: int) -> str | None:
+        return self._dir_of.get((topic, partition))
+
+    def logs_in(self, log_dir: str) -> list[TopicPartition]:
+        return [tp for tp, d in self._dir_of.items() if d == log_dir]
+
+    def _online_logs(self) -> list[Log]:
+        return [log for log in self.logs.values() if not log.offline]
+
+    # --- logs ---------------------------------------------------------------------------
 
     def get_log(self, topic: str, partition: int) -> Log | None:
         return self.logs.get((topic, partition))
@@ -122,17 +163,33 @@ class LogManager:
         if log is not None:
             return log
         validate_topic(topic, partition)
-        # A new partition goes to the directory holding the fewest, as Kafka places them.
-        counts = {d: 0 for d in self.log_dirs}
+        # A new partition goes to the online directory holding the fewest, as Kafka places
+        # them.
+        online = self.online_dirs()
+        if not online:
+            raise KafkaStorageError(
+                f"cannot create the log of {topic}-{partition}: every log directory is offline",
+                self.log_dirs[0],
+            )
+        counts = {d: 0 for d in online}
         for d in self._dir_of.values():
-            counts[d] += 1
-        log_dir = min(self.log_dirs, key=lambda d: counts[d])
-        log = Log.open(
-            os.path.join(log_dir, f"{topic}-{partition}"),
-            config or self.default_config,
-            clock=self.clock,
-        )
-        fsync_dir(log_dir)
+            if d in counts:
+                counts[d] += 1
+        log_dir = min(online, key=lambda d: counts[d])
+        try:
+            log = Log.open(
+                os.path.join(log_dir, f"{topic}-{partition}"),
+                config or self.default_config,
+                clock=self.clock,
+                failures=self.failures,
+            )
+            fsync_dir(log_dir)
+        except OSError as exc:
+            why = f"creating the log of {topic}-{partition} failed: {exc.strerror or exc}"
+            self.failures.mark_offline(log_dir, why)
+            raise KafkaStorageError(
+                f"Disk error in log directory {log_dir}: {why}", log_dir
+            ) from exc
         self.logs[tp] = log
         self._dir_of[tp] = log_dir
         return log
@@ -141,39 +198,59 @@ class LogManager:
         tp = (topic, partition)
         log = self.logs.pop(tp, None)
         if log is not None:
+            log_dir = self._dir_of.pop(tp)
             log.delete()
-            fsync_dir(self._dir_of.pop(tp))
+            if self.failures.is_offline(log_dir):
+                return  # its files stay for whoever repairs the disk
+            try:
+                fsync_dir(log_dir)
+            except OSError as exc:
+                why = f"deleting {topic}-{partition} failed: {exc.strerror or exc}"
+                self.failures.mark_offline(log_dir, why)
 
     def flush_all(self) -> None:
-        for log in self.logs.values():
+        for log in self._online_logs():
             log.flush()
 
     def flush_dirty_logs(self) -> int:
         """Flushes every log whose `flush.ms` has passed; returns how many."""
-        return sum(log.flush_if_due() for log in self.logs.values())
+        return sum(log.flush_if_due() for log in self._online_logs())
 
     def checkpoint(self) -> None:
-        """Writes the three offset checkpoints of every log directory."""
-        for log_dir in self.log_dirs:
-            mine = {tp: log for tp, log in self.logs.items() if self._dir_of[tp] == log_dir}
-            checkpoint.write_offsets(
-                os.path.join(log_dir, RECOVERY_POINT_FILE),
-                {tp: log.recovery_point for tp, log in mine.items()},
-            )
-            checkpoint.write_offsets(
-                os.path.join(log_dir, HIGH_WATERMARK_FILE),
-                {tp: log.high_watermark for tp, log in mine.items()},
-            )
-            checkpoint.write_offsets(
-                os.path.join(log_dir, LOG_START_FILE),
-                {tp: log.log_start_offset for tp, log in mine.items()},
-            )
+        """Writes the three offset checkpoints of every online log directory. A directory
+        that fails to take them goes offline; the others are still written, then
+        KafkaStorageError is raised."""
+        failed: KafkaStorageError | None = None
+        for log_dir in self.online_dirs():
+            try:
+                self._checkpoint_dir(log_dir)
+            except OSError as exc:
+                why = f"writing the offset checkpoints failed: {exc.strerror or exc}"
+                self.failures.mark_offline(log_dir, why)
+                failed = KafkaStorageError(f"Disk error in log directory {log_dir}: {why}", log_dir)
+        if failed is not None:
+            raise failed
+
+    def _checkpoint_dir(self, log_dir: str) -> None:
+        mine = {tp: log for tp, log in self.logs.items() if self._dir_of[tp] == log_dir}
+        checkpoint.write_offsets(
+            os.path.join(log_dir, RECOVERY_POINT_FILE),
+            {tp: log.recovery_point for tp, log in mine.items()},
+        )
+        checkpoint.write_offsets(
+            os.path.join(log_dir, HIGH_WATERMARK_FILE),
+            {tp: log.high_watermark for tp, log in mine.items()},
+        )
+        checkpoint.write_offsets(
+            os.path.join(log_dir, LOG_START_FILE),
+            {tp: log.log_start_offset for tp, log in mine.items()},
+        )
 
     def cleanup(self) -> tuple[int, int]:
         """One round of retention and compaction over every log: (segments deleted,
         records compacted away). The broker runs it every log.retention.check.interval.ms."""
         deleted = removed = 0
-        for log in self.logs.values():
+        for log in self._online_logs():
             if log.config.compact:
                 removed += clean(log).records_removed
             deleted += log.delete_old_segments()
@@ -181,13 +258,25 @@ class LogManager:
 
     def shutdown(self, broker_epoch: int = -1) -> None:
         """Flush, checkpoint, close, then mark each directory as cleanly shut down, with the
-        broker's epoch (Kafka's {"version":0,"brokerEpoch":N}) for KIP-966's detection."""
-        self.flush_all()
-        self.checkpoint()
+        broker's epoch (Kafka's {"version":0,"brokerEpoch":N}) for KIP-966's detection.
+        An offline directory gets none of this: no marker, so the next start recovers it."""
+        for log in self._online_logs():
+            with contextlib.suppress(KafkaStorageError):  # its directory is offline now
+                log.flush()
+        with contextlib.suppress(KafkaStorageError):
+            self.checkpoint()
         for log in self.logs.values():
-            log.close()
+            if log.offline:
+                log.release()
+            else:
+                with contextlib.suppress(KafkaStorageError):
+                    log.close()
         marker = json.dumps({"version": 0, "brokerEpoch": broker_epoch}).encode()
-        for log_dir in self.log_dirs:
-            atomic_write(os.path.join(log_dir, CLEAN_SHUTDOWN_FILE), marker)
+        for log_dir in self.online_dirs():
+            try:
+                atomic_write(os.path.join(log_dir, CLEAN_SHUTDOWN_FILE), marker)
+            except OSError as exc:
+                why = f"writing the clean-shutdown marker failed: {exc.strerror or exc}"
+                self.failures.mark_offline(log_dir, why)
         self.logs.clear()
         self._dir_of.clear()

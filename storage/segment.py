@@ -9,6 +9,7 @@ timestamp or to recover.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -385,6 +386,11 @@ class LogSegment:
         self.index.write()
         self.time_index.write()
         os.close(self.fd)
+
+    def release(self) -> None:
+        """Closes the log file without writing the indexes (their disk has failed)."""
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
 
     def close_and_delete(self) -> None:
         os.close(self.fd)

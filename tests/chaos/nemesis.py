@@ -15,6 +15,9 @@ Kinds:
 - crash-unflushed: kill -9 of a random node that also loses the tail of every partition's
                    active segment past its recovery point (node_faults.py), then restart;
 - slow-disk:       every fsync of a random node waits 200-500 ms first;
+- disk-error:      every write and fsync under a random node's log directory fails with EIO
+                   or ENOSPC (node_faults.py); the broker, its only log directory failed,
+                   halts as Kafka's does, and is restarted once the disk is healed;
 - clock-jump:      a random node's wall clock jumps 1-10 minutes ahead or back, then back.
 At most one node is faulted at a time: with RF 3 and min.insync.replicas=2 that is what
 acks=all promises to survive; the next fault waits until the last one healed. A crash that
@@ -26,6 +29,7 @@ to survive; Kafka does not fsync on acknowledgement either).
 
 from __future__ import annotations
 
+import errno
 import random
 import signal
 import time
@@ -36,7 +40,7 @@ from tests.chaos.node_faults import cut_unflushed
 
 PROCESS_KINDS = ("kill", "kill-leader", "kill-controller", "pause")
 NETWORK_KINDS = ("partition-node", "partition-leader", "partition-controller")
-NODE_KINDS = ("crash-unflushed", "slow-disk", "clock-jump")
+NODE_KINDS = ("crash-unflushed", "slow-disk", "disk-error", "clock-jump")
 KINDS = PROCESS_KINDS + NETWORK_KINDS + NODE_KINDS
 
 
@@ -73,7 +77,7 @@ def schedule(seed: int, kinds: tuple[str, ...], duration_s: float, session_s: fl
     while True:
         kind = rng.choice(kinds)
         wait = rng.uniform(1.0, 3.0) + (3.0 if not steps else 0.0)
-        long = kind in ("pause", "slow-disk", "clock-jump") or kind in NETWORK_KINDS
+        long = kind in ("pause", "slow-disk", "disk-error", "clock-jump") or kind in NETWORK_KINDS
         down = session_s + rng.uniform(0.5, 2.0) if long else rng.uniform(1.0, 4.0)
         if used + wait + down > duration_s - 3:
             return steps
@@ -123,6 +127,14 @@ class Nemesis:
                 self.node_faults.set_fsync_delay(node, delay)
                 stop.wait(step.down)
                 self.node_faults.set_fsync_delay(node, 0)
+            elif step.kind == "disk-error":
+                error = self.rng.choice((errno.EIO, errno.ENOSPC))
+                fault.detail = f"writes fail with {errno.errorcode[error]}"
+                self.node_faults.set_disk_error(node, error, self.cluster.data_dir(node))
+                stop.wait(step.down)
+                self.node_faults.set_disk_error(node, 0, "")
+                if self._restart_if_halted(node):
+                    fault.detail += ", broker halted"
             elif step.kind == "clock-jump":
                 jump = self.rng.choice((-1, 1)) * self.rng.randint(60, 600)
                 fault.detail = f"clock {jump:+d} s"
@@ -152,6 +164,15 @@ class Nemesis:
                 self.cluster.start(node)
             fault.healed = time.monotonic()
 
+    def _restart_if_halted(self, node: int) -> bool:
+        """Starts the node again if its process exited by itself (a halt)."""
+        proc = self.cluster.procs.get(node)
+        if proc is None or proc.poll() is None:
+            return False
+        del self.cluster.procs[node]
+        self.cluster.start(node)
+        return True
+
     def _wait_fully_replicated(self, stop: Any, bound_s: float = 60.0) -> bool:
         if self.fully_replicated is None:
             return True
@@ -167,7 +188,7 @@ class Nemesis:
         live = sorted(self.cluster.procs)
         if step.kind in NETWORK_KINDS and self.network is None:
             raise ValueError(f"{step.kind} needs the run's private network (netns.py)")
-        if step.kind in ("slow-disk", "clock-jump") and self.node_faults is None:
+        if step.kind in ("slow-disk", "disk-error", "clock-jump") and self.node_faults is None:
             raise ValueError(f"{step.kind} needs the node fault files (node_faults.py)")
         if step.kind in ("kill-leader", "partition-leader"):
             partition = int(step.pick * self.partitions)
@@ -189,6 +210,8 @@ class Nemesis:
             for node in self.cluster.ids:
                 self.node_faults.set_fsync_delay(node, 0)
                 self.node_faults.set_clock_offset(node, 0)
+                self.node_faults.set_disk_error(node, 0, "")
+                self._restart_if_halted(node)
         for node in list(self.paused):
             self.cluster.procs[node].send_signal(signal.SIGCONT)
             self.paused.discard(node)

@@ -1,8 +1,13 @@
-"""Faults inside one node process: a slow disk, a wall clock that jumps, and a crash that
-loses what the node had not flushed.
+"""Faults inside one node process: a slow disk, a failing disk, a wall clock that jumps, and
+a crash that loses what the node had not flushed.
 
-A small LD_PRELOAD shim, compiled here with the system's cc, does both in-process faults:
+A small LD_PRELOAD shim, compiled here with the system's cc, does the in-process faults:
 - Slow disk: fsync and fdatasync sleep the milliseconds in the node's delay file first.
+- Failing disk: while the node's disk-error file holds an errno (EIO or ENOSPC) and a
+  directory, every write, pwrite and pwritev (each C library variant), fsync and fdatasync
+  on a file under that directory fails with that errno, as a dying or full disk answers
+  (the file is re-read at most once a second; the metadata log, `__cluster_metadata-0`, is
+  spared: the Raft log's own disk handling is not what this fault is about).
 - Clock jumps: clock_gettime(CLOCK_REALTIME*) and gettimeofday add the seconds in the node's
   clock file (re-read once a second), as an NTP step would move the wall clock; the
   monotonic clock is left alone. (libfaketime does this too, but its clock_nanosleep breaks
@@ -25,11 +30,116 @@ from strom_api.record_batch import LOG_OVERHEAD, parse_header
 _SHIM = r"""
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/time.h>
+#include <sys/types.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
+
+typedef int (*clock_gettime_fn)(clockid_t, struct timespec *);
+static clock_gettime_fn real_clock_gettime(void);
+
+/* The errno to fail writes under the node's failing directory with, 0 for none; the
+   directory is read from the same file, which is re-read at most once a second. */
+static int chaos_disk_errno(int fd) {
+    static int error = 0;
+    static char dir[PATH_MAX];
+    static time_t read_at = -1;
+    const char *path = getenv("STROM_CHAOS_DISK_ERROR_FILE");
+    if (path == NULL) return 0;
+    struct timespec now;
+    real_clock_gettime()(CLOCK_MONOTONIC, &now);
+    if (now.tv_sec != read_at) {
+        read_at = now.tv_sec;
+        int saved = errno;
+        FILE *f = fopen(path, "r");
+        if (f != NULL) {
+            int value = 0;
+            char where[PATH_MAX] = "";
+            if (fscanf(f, "%d %4095s", &value, where) >= 1) {
+                error = value;
+                strncpy(dir, where, sizeof(dir) - 1);
+            }
+            fclose(f);
+        }
+        errno = saved;
+    }
+    if (error == 0 || dir[0] == '\0') return 0;
+    char link[64], target[PATH_MAX];
+    snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(link, target, sizeof(target) - 1);
+    if (n <= 0) return 0;
+    target[n] = '\0';
+    size_t len = strlen(dir);
+    if (strncmp(target, dir, len) != 0 || (target[len] != '/' && target[len] != '\0')) return 0;
+    if (strstr(target, "__cluster_metadata") != NULL) return 0;
+    return error;
+}
+
+#define CHAOS_FAIL_ON_DISK_ERROR(fd) \
+    do { int e = chaos_disk_errno(fd); if (e) { errno = e; return -1; } } while (0)
+
+ssize_t write(int fd, const void *buf, size_t count) {
+    static ssize_t (*real)(int, const void *, size_t) = NULL;
+    if (real == NULL) real = (ssize_t (*)(int, const void *, size_t))dlsym(RTLD_NEXT, "write");
+    CHAOS_FAIL_ON_DISK_ERROR(fd);
+    return real(fd, buf, count);
+}
+
+ssize_t pwrite(int fd, const void *buf, size_t count, off_t offset) {
+    static ssize_t (*real)(int, const void *, size_t, off_t) = NULL;
+    if (real == NULL)
+        real = (ssize_t (*)(int, const void *, size_t, off_t))dlsym(RTLD_NEXT, "pwrite");
+    CHAOS_FAIL_ON_DISK_ERROR(fd);
+    return real(fd, buf, count, offset);
+}
+
+ssize_t pwrite64(int fd, const void *buf, size_t count, off_t offset) {
+    static ssize_t (*real)(int, const void *, size_t, off_t) = NULL;
+    if (real == NULL)
+        real = (ssize_t (*)(int, const void *, size_t, off_t))dlsym(RTLD_NEXT, "pwrite64");
+    CHAOS_FAIL_ON_DISK_ERROR(fd);
+    return real(fd, buf, count, offset);
+}
+
+ssize_t pwritev(int fd, const struct iovec *iov, int iovcnt, off_t offset) {
+    static ssize_t (*real)(int, const struct iovec *, int, off_t) = NULL;
+    if (real == NULL)
+        real = (ssize_t (*)(int, const struct iovec *, int, off_t))dlsym(RTLD_NEXT, "pwritev");
+    CHAOS_FAIL_ON_DISK_ERROR(fd);
+    return real(fd, iov, iovcnt, offset);
+}
+
+/* CPython's os.pwritev calls pwritev2 where the C library has it (pwritev64v2 with 64-bit
+   file offsets, the symbol libpython links to). */
+typedef ssize_t (*pwritev2_fn)(int, const struct iovec *, int, off_t, int);
+
+ssize_t pwritev2(int fd, const struct iovec *iov, int iovcnt, off_t offset, int flags) {
+    static pwritev2_fn real = NULL;
+    if (real == NULL) real = (pwritev2_fn)dlsym(RTLD_NEXT, "pwritev2");
+    CHAOS_FAIL_ON_DISK_ERROR(fd);
+    return real(fd, iov, iovcnt, offset, flags);
+}
+
+ssize_t pwritev64v2(int fd, const struct iovec *iov, int iovcnt, off_t offset, int flags) {
+    static pwritev2_fn real = NULL;
+    if (real == NULL) real = (pwritev2_fn)dlsym(RTLD_NEXT, "pwritev64v2");
+    CHAOS_FAIL_ON_DISK_ERROR(fd);
+    return real(fd, iov, iovcnt, offset, flags);
+}
+
+ssize_t pwritev64(int fd, const struct iovec *iov, int iovcnt, off_t offset) {
+    static ssize_t (*real)(int, const struct iovec *, int, off_t) = NULL;
+    if (real == NULL)
+        real = (ssize_t (*)(int, const struct iovec *, int, off_t))dlsym(RTLD_NEXT, "pwritev64");
+    CHAOS_FAIL_ON_DISK_ERROR(fd);
+    return real(fd, iov, iovcnt, offset);
+}
 
 static void chaos_delay(void) {
     const char *path = getenv("STROM_CHAOS_FSYNC_DELAY_FILE");
@@ -46,6 +156,7 @@ int fsync(int fd) {
     static int (*real)(int) = NULL;
     if (real == NULL) real = (int (*)(int))dlsym(RTLD_NEXT, "fsync");
     chaos_delay();
+    CHAOS_FAIL_ON_DISK_ERROR(fd);
     return real(fd);
 }
 
@@ -53,10 +164,9 @@ int fdatasync(int fd) {
     static int (*real)(int) = NULL;
     if (real == NULL) real = (int (*)(int))dlsym(RTLD_NEXT, "fdatasync");
     chaos_delay();
+    CHAOS_FAIL_ON_DISK_ERROR(fd);
     return real(fd);
 }
-
-typedef int (*clock_gettime_fn)(clockid_t, struct timespec *);
 
 static clock_gettime_fn real_clock_gettime(void) {
     static clock_gettime_fn real = NULL;
@@ -104,8 +214,8 @@ int gettimeofday(struct timeval *tv, void *tz) {
 """
 
 
-def missing_tools(slow_disk: bool, clock: bool) -> str | None:
-    if (slow_disk or clock) and shutil.which("cc") is None:
+def missing_tools(slow_disk: bool, clock: bool, disk_errors: bool = False) -> str | None:
+    if (slow_disk or clock or disk_errors) and shutil.which("cc") is None:
         return "a C compiler (cc) for the fault shim"
     return None
 
@@ -113,11 +223,13 @@ def missing_tools(slow_disk: bool, clock: bool) -> str | None:
 class NodeFaults:
     """Per-node control files and the environment that makes a node obey them."""
 
-    def __init__(self, base: str, nodes: list[int], slow_disk: bool, clock: bool) -> None:
+    def __init__(
+        self, base: str, nodes: list[int], slow_disk: bool, clock: bool, disk_errors: bool = False
+    ) -> None:
         self.base = base
-        self.slow_disk, self.clock = slow_disk, clock
+        self.slow_disk, self.clock, self.disk_errors = slow_disk, clock, disk_errors
         self.shim = os.path.join(base, "chaos_shim.so")
-        if slow_disk or clock:
+        if slow_disk or clock or disk_errors:
             source = os.path.join(base, "chaos_shim.c")
             with open(source, "w") as f:
                 f.write(_SHIM)
@@ -129,6 +241,7 @@ class NodeFaults:
         for node in nodes:
             self.set_fsync_delay(node, 0)
             self.set_clock_offset(node, 0)
+            self.set_disk_error(node, 0, "")
 
     def _file(self, node: int, what: str) -> str:
         return os.path.join(self.base, f"node{node}-{what}")
@@ -140,11 +253,18 @@ class NodeFaults:
             env.append(f"STROM_CHAOS_FSYNC_DELAY_FILE={self._file(node, 'fsync-delay-ms')}")
         if self.clock:
             env.append(f"STROM_CHAOS_CLOCK_OFFSET_FILE={self._file(node, 'clock-offset')}")
+        if self.disk_errors:
+            env.append(f"STROM_CHAOS_DISK_ERROR_FILE={self._file(node, 'disk-error')}")
         return ["env", f"LD_PRELOAD={self.shim}", *env] if env else []
 
     def set_fsync_delay(self, node: int, ms: int) -> None:
         with open(self._file(node, "fsync-delay-ms"), "w") as f:
             f.write(f"{ms}\n")
+
+    def set_disk_error(self, node: int, error: int, directory: str) -> None:
+        """Writes under `directory` fail with errno `error` from now on (0: they work)."""
+        with open(self._file(node, "disk-error"), "w") as f:
+            f.write(f"{error} {os.path.abspath(directory) if directory else '-'}\n")
 
     def set_clock_offset(self, node: int, seconds: int) -> None:
         with open(self._file(node, "clock-offset"), "w") as f:

@@ -62,12 +62,12 @@ def run_once(
     try:
         ids = list(range(1, 3 + brokers + 1))
         slow_disk, clock = "slow-disk" in kinds, "clock-jump" in kinds
-        missing = missing_tools(slow_disk, clock)
+        disk_errors = "disk-error" in kinds
+        missing = missing_tools(slow_disk, clock, disk_errors)
         if missing is not None:
-            raise RuntimeError(
-                f"{'/'.join(k for k in kinds if k in ('slow-disk', 'clock-jump'))} needs {missing}"
-            )
-        node_faults = NodeFaults(base, ids, slow_disk, clock)
+            shimmed = ("slow-disk", "disk-error", "clock-jump")
+            raise RuntimeError(f"{'/'.join(k for k in kinds if k in shimmed)} needs {missing}")
+        node_faults = NodeFaults(base, ids, slow_disk, clock, disk_errors)
         cluster = NodeCluster(
             base,
             3,

@@ -27,6 +27,9 @@ RUNS = [
     # eligible leader replicas (README, Fault injection); the regression tests of the
     # mechanism itself are in tests/metadata, tests/storage and tests/controller_integration.
     (4, "combined", ("crash-unflushed",), 25.0),
+    # Writes failing with EIO/ENOSPC under one node's log directory: the broker must answer
+    # KAFKA_STORAGE_ERROR, never acknowledge, and halt (its only log dir failed).
+    (1, "combined", ("disk-error",), 25.0),
 ]
 
 
@@ -42,9 +45,9 @@ def test_faults_lose_nothing_acknowledged(tmp_path, seed, topology, kinds, secon
     why = None
     if set(kinds) & set(NETWORK_KINDS) and netns.available() is not None:
         why = f"network partitions need a private network: {netns.available()}"
-    missing = missing_tools("slow-disk" in kinds, "clock-jump" in kinds)
+    missing = missing_tools("slow-disk" in kinds, "clock-jump" in kinds, "disk-error" in kinds)
     if missing is not None:
-        why = f"slow disks and clock jumps need {missing}"
+        why = f"slow disks, disk errors and clock jumps need {missing}"
     if why is not None:
         if os.environ.get("CI"):
             pytest.fail(why)  # CI installs what they need (.ci/run): a missing step

@@ -315,3 +315,25 @@ def test_the_last_eligible_replica_stays_eligible_after_an_unclean_shutdown():
     c.beat(1, new[1])
     p = c.image.topics.partition("t", 0)
     assert (p.leader, p.isr, p.elr) == (1, (1,), ())
+
+
+def test_replicas_in_a_failed_log_directory_lose_leadership_and_isr_membership():
+    """A heartbeat naming offline replicas (their log directory failed, KIP-858): the broker
+    leaves those partitions' ISRs and leaderships, keeps the others, and stays unfenced."""
+    c, epochs = started(3)
+    records, _ = create_topics(
+        c.image, [NewTopic("t", assignments={0: [1, 2, 3], 1: [1, 2, 3], 2: [2, 1, 3]})]
+    )
+    c.commit(records)
+    topic_id = c.image.topics.by_name["t"].topic_id
+    response = c.beat(1, epochs[1], offline_replicas=frozenset({(topic_id, 0), (topic_id, 2)}))
+    assert not response.is_fenced
+    moved = c.image.topics.partition("t", 0)
+    assert moved.leader in (2, 3) and 1 not in moved.isr
+    kept = c.image.topics.partition("t", 1)
+    assert kept.leader == 1 and 1 in kept.isr
+    followed = c.image.topics.partition("t", 2)
+    assert followed.leader == 2 and 1 not in followed.isr
+    again = c.image.offset
+    c.beat(1, epochs[1], offline_replicas=frozenset({(topic_id, 0), (topic_id, 2)}))
+    assert c.image.offset == again, "a repeated report changed the metadata again"
