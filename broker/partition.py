@@ -28,7 +28,7 @@ from typing import Any, TypeVar, cast
 
 from broker import producer_snapshots
 from broker.partition_leader import FollowerState, IsrChange, PartitionLeader
-from broker.produce_checks import producer_batches
+from broker.produce_checks import PreparedBatches, producer_batches
 from broker.producer_state import ProducerStateError, ProducerStateManager
 from broker.topic_settings import TopicSettings
 from metadata.errors import ApiError
@@ -286,8 +286,12 @@ class Partition:
 
     # --- leader: producers ---------------------------------------------------------------------
 
-    def append_as_leader(self, records: bytes, acks: int, now_ms: int) -> LeaderAppend:
-        """Appends a producer's batches. Raises ApiError (nothing written) on any refusal."""
+    def append_as_leader(
+        self, records: bytes, acks: int, now_ms: int, prepared: PreparedBatches | None = None
+    ) -> LeaderAppend:
+        """Appends a producer's batches. Raises ApiError (nothing written) on any refusal.
+        `prepared`: producer_batches' answer for `records`, when the caller validated them
+        already (off the event loop)."""
         leader = self.check_leader()
         if acks == -1 and len(leader.isr) < self.settings.min_insync_replicas:
             raise ApiError(
@@ -295,7 +299,7 @@ class Partition:
                 f"The size of the current ISR {list(leader.isr)} of {self.name} is below "
                 f"min.insync.replicas={self.settings.min_insync_replicas}.",
             )
-        data, headers = producer_batches(records, self.settings, now_ms)
+        data, headers = prepared or producer_batches(records, self.settings, now_ms)
         log = self.log
         saved = self.producers.save(h.producer_id for h in headers)
         appended = False

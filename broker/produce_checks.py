@@ -24,9 +24,11 @@ from strom_api.record_batch import (
 _MAGIC_AT = 16
 
 
-def producer_batches(
-    records: bytes, settings: TopicSettings, now_ms: int
-) -> tuple[bytes | bytearray, list[BatchHeader]]:
+# The bytes to append and each batch's header as appended.
+PreparedBatches = tuple[bytes | bytearray, list[BatchHeader]]
+
+
+def producer_batches(records: bytes, settings: TopicSettings, now_ms: int) -> PreparedBatches:
     """The bytes to append (stamped with the append time on a LogAppendTime topic, or with
     corrected maxTimestamps) and the header of each batch as appended. Raises ApiError with
     Kafka's error name."""

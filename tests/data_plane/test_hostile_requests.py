@@ -313,3 +313,43 @@ def _coordinator(client, group):
         client_pb2.FindCoordinatorRequest(key=group), timeout=10
     )
     return answer.node_id if error_name(answer.error) == "NONE" else None
+
+
+def test_validating_millions_of_records_does_not_stall_the_node(cluster, client):
+    """Every produced record is validated (log_validator); a request of four zstd batches of
+    a million empty records each would hold the event loop for seconds, and with it Raft,
+    heartbeats and health. Large batches are validated in a worker thread."""
+    from strom_api import compression
+    from strom_api.records import Record, encode_batch
+
+    create_topic(cluster, "dense", min_insync_replicas="1")
+    leader = client.leader("dense", 0)
+    now = int(time.time() * 1000)
+    one = encode_batch(
+        [Record(i, now, None, None) for i in range(1_000_000)],
+        compression_codec=compression.ZSTD,
+    )
+    request = client_pb2.ProduceRequest(
+        acks=1,
+        timeout_ms=30_000,
+        topics=[
+            client_pb2.ProduceRequest.Topic(
+                name="dense",
+                partitions=[client_pb2.ProduceRequest.Partition(partition=0, records=one * 4)],
+            )
+        ],
+    )
+    box = {}
+    thread = threading.Thread(
+        target=lambda: box.setdefault("answer", client.stub(leader).Produce(request, timeout=60))
+    )
+    thread.start()
+    latencies = []
+    while thread.is_alive():
+        latencies.append(health_latency(cluster, leader))
+        time.sleep(0.05)
+    thread.join()
+    answer = box["answer"].topics[0].partitions[0]
+    assert error_name(answer.error) == "NONE", answer
+    assert max(latencies) < 1, max(latencies)
+    wait_until(lambda: latest_offset(client, "dense") == 4_000_000, 30, "the records replicated")
