@@ -1,0 +1,146 @@
+"""The fuzz run of `make test`: one fixed seed against a real 3-node cluster, every RPC of
+every service, then one test per property so that each fails on its own. `make fuzz` runs
+more (python -m tests.fuzz).
+
+The assertions marked xfail fail on the main branch of 2026-11-26 (issue 16's findings,
+fixed in parallel); drop a mark once its fix is merged. The run stops starting cases after
+BUDGET_S so that a node that hangs on every few hundred cases (today) does not make the
+suite slow; once nothing hangs, the whole CASES fit in the budget.
+"""
+
+from __future__ import annotations
+
+import collections
+
+import pytest
+
+from tests.fuzz import run as fuzz
+from tests.fuzz.cases import build
+from tests.fuzz.seeds import missing
+from tests.fuzz.services import catalogue
+from tests.fuzz.values import Context
+
+pytestmark = pytest.mark.fuzz
+
+SEED = 16
+CASES = 2000
+BUDGET_S = 55.0
+
+
+@pytest.fixture(scope="module")
+def result(tmp_path_factory):
+    base = str(tmp_path_factory.mktemp("fuzz"))
+    outcome = fuzz.run(
+        base, SEED, CASES, isolate=False, max_recoveries=4, budget_s=BUDGET_S, echo=False
+    )
+    print(fuzz.format_result(outcome))
+    return outcome
+
+
+def findings(result, *kinds):
+    found = [f for f in result.findings if f.kind in kinds]
+    return "\n".join(str(f) for f in found)
+
+
+# --- no cluster needed -------------------------------------------------------------------
+
+
+def test_every_rpc_of_every_service_is_fuzzed_with_a_seed_request():
+    rpcs = catalogue()
+    services = {(r.listener, r.service) for r in rpcs}
+    assert services == {
+        ("broker", "ClientService"),
+        ("broker", "ReplicaService"),
+        ("broker", "ControllerService"),
+        ("broker", "Health"),
+        ("controller", "RaftService"),
+        ("controller", "ControllerService"),
+        ("controller", "Health"),
+    }
+    assert missing(rpcs) == []
+    ctx = Context({"t": 2}, {"t": bytes(16)}, ["g"], [1, 2, 3])
+    drawn = collections.Counter(build(SEED, n, rpcs, ctx).rpc.name for n in range(CASES))
+    assert set(drawn) == {r.name for r in rpcs}
+
+
+def test_a_case_is_rebuilt_from_its_seed_and_number_alone():
+    rpcs = catalogue()
+    ctx = Context({"t": 2}, {"t": bytes(16)}, ["g"], [1, 2, 3])
+    for number in (0, 7, 1999):
+        first, again = build(SEED, number, rpcs, ctx), build(SEED, number, rpcs, ctx)
+        assert (first.rpc, first.node, first.kind, first.requests) == (
+            again.rpc,
+            again.node,
+            again.kind,
+            again.requests,
+        )
+    kinds = collections.Counter(build(SEED, n, rpcs, ctx).kind for n in range(CASES))
+    assert set(kinds) == {"random", "mutated", "damaged", "batch", "raw"}
+
+
+def test_no_sender_is_a_member_of_the_cluster():
+    """Forged voters and replicas are the security issue's: every Raft message, replica
+    fetch and broker registration the fuzzer sends names a non-member."""
+    from strom_api.v1 import raft_pb2
+
+    rpcs = [r for r in catalogue() if r.service == "RaftService"]
+    ctx = Context({"t": 2}, {"t": bytes(16)}, ["g"], [1, 2, 3])
+    for number in range(300):
+        case = build(SEED, number, rpcs, ctx)
+        for data in case.requests:
+            try:
+                message = raft_pb2.RaftMessage.FromString(data)
+            except Exception:
+                continue
+            assert message.src not in ctx.members
+
+
+# --- the run -----------------------------------------------------------------------------
+
+
+def test_the_run_exercised_the_cluster(result):
+    assert result.cases >= 200, fuzz.format_result(result)
+
+
+def test_no_node_exits(result):
+    assert not findings(result, fuzz.CRASH)
+
+
+@pytest.mark.xfail(
+    strict=False,
+    reason="issue 16: an empty Fetch/FetchStream/ReplicaService.Fetch spins the event loop; "
+    "CreateTopics with a huge partition count stalls the controller; a Raft message from a "
+    "non-voter deposes the leader",
+)
+def test_every_node_answers_health_within_a_second_and_keeps_a_quorum(result):
+    assert not findings(result, fuzz.HANG, fuzz.QUORUM)
+
+
+def test_a_refused_request_changes_no_topic(result):
+    assert not findings(result, fuzz.STATE)
+
+
+@pytest.mark.xfail(
+    strict=False,
+    reason="issue 16: poison batches (damaged records under a valid CRC, lying record "
+    "counts) are stored; consumers fail at their offset",
+)
+def test_every_stored_batch_decodes(result):
+    assert not findings(result, fuzz.POISON)
+
+
+def test_logs_grow_less_than_a_megabyte(result):
+    assert not findings(result, fuzz.LOG_GROWTH)
+
+
+@pytest.mark.xfail(
+    strict=False,
+    reason="issue 16: an undecodable request, an unknown AlterConfigOpType and the "
+    "forwarder's unimplemented inter-broker RPCs log a full traceback per request",
+)
+def test_no_bad_request_logs_a_traceback(result):
+    assert not findings(result, fuzz.TRACEBACK)
+
+
+def test_a_normal_round_trip_works_afterwards(result):
+    assert not findings(result, fuzz.ROUND_TRIP)
