@@ -238,16 +238,19 @@ def log_sizes(cluster: NodeCluster) -> dict[int, int]:
 
 
 _TRACEBACK_END = re.compile(r"^(\w[\w.]*(?:Error|Exception|Exit|Interrupt)\b.*)$", re.M)
+_METHOD = re.compile(r"servicer method \[(/[\w.]+/\w+)\]")
 _HEX = re.compile(r"0x[0-9a-fA-F]+")
 _QUOTED = re.compile(r"'[^']*'")
 _NUMBER = re.compile(r"-?\d+")
 _FRAME = re.compile(r'^  File "([^"]+)", line (\d+), in (\w+)$', re.M)
 
 
-def tracebacks(text: str) -> dict[str, int]:
-    """Distinct tracebacks in a log: "innermost project frame: exception line" -> count."""
+def tracebacks(text: str, rpcs: dict[str, set[str]] | None = None) -> dict[str, int]:
+    """Distinct tracebacks in a log: "innermost project frame: exception line" -> count.
+    `rpcs` collects, per key, the RPCs that grpc named in the log line before it."""
     found: dict[str, int] = {}
-    for block in text.split("Traceback (most recent call last):")[1:]:
+    blocks = text.split("Traceback (most recent call last):")
+    for before, block in zip(blocks, blocks[1:], strict=False):
         frames = [
             f
             for f in _FRAME.findall(block)
@@ -261,6 +264,9 @@ def tracebacks(text: str) -> dict[str, int]:
         )
         key = f"{where}: {what}"
         found[key] = found.get(key, 0) + 1
+        method = _METHOD.findall(before[-400:])
+        if rpcs is not None and method:
+            rpcs.setdefault(key, set()).add(method[-1].rsplit(".", 1)[-1])
     return found
 
 

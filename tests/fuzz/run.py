@@ -79,6 +79,7 @@ class FuzzResult:
     answers: Counter[str] = field(default_factory=Counter)  # "rpc status/verdict" -> count
     log_growth: Counter[int] = field(default_factory=Counter)  # node -> bytes
     traceback_counts: Counter[str] = field(default_factory=Counter)
+    traceback_rpcs: dict[str, set[str]] = field(default_factory=dict)  # key -> RPCs named
     spent: Counter[str] = field(default_factory=Counter)  # seconds per activity
 
     def of_kind(self, kind: str) -> list[Finding]:
@@ -127,7 +128,7 @@ class Runner:
         for node in fc.cluster.ids:
             text = fc.log_since_start(node)
             self.result.log_growth[node] += len(text.encode())
-            self.result.traceback_counts.update(checks.tracebacks(text))
+            self.result.traceback_counts.update(checks.tracebacks(text, self.result.traceback_rpcs))
         fc.stop()
         self.fc = None
 
@@ -372,7 +373,16 @@ class Runner:
                     f"log grew {grown:,} bytes in {self.result.cases} cases (limit {limit:,})",
                 )
         for key, count in self.result.traceback_counts.most_common():
-            self._finding(TRACEBACK, key.split(": ", 1)[0], f"seed {self.seed}", f"{count}x {key}")
+            rpcs = sorted(self.result.traceback_rpcs.get(key, ()))
+            named = (
+                f" (from {len(rpcs)} RPCs: {', '.join(rpcs[:6])}{' ...' if len(rpcs) > 6 else ''})"
+            )
+            self._finding(
+                TRACEBACK,
+                key.split(": ", 1)[0],
+                f"seed {self.seed}",
+                f"{count}x {key}{named if rpcs else ''}",
+            )
 
 
 def _kind(problems: list[str]) -> str:

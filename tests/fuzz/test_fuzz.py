@@ -95,6 +95,75 @@ def test_no_sender_is_a_member_of_the_cluster():
             assert message.src not in ctx.members
 
 
+def test_a_refusal_is_an_error_on_the_whole_request_or_on_every_item():
+    import grpc
+
+    from strom_api.v1 import client_pb2, common_pb2, controller_pb2
+    from tests.fuzz.checks import verdict
+    from tests.fuzz.services import Outcome
+
+    rpcs = {r.method: r for r in catalogue() if r.listener == "broker"}
+
+    def answer(method, response, code=grpc.StatusCode.OK):
+        return verdict(rpcs[method], Outcome(code, "", [response.SerializeToString()], 0.0))
+
+    def produced(*codes):
+        return client_pb2.ProduceResponse(
+            topics=[
+                client_pb2.ProduceResponse.Topic(
+                    name="t",
+                    partitions=[
+                        client_pb2.ProduceResponse.Partition(
+                            partition=i, error=common_pb2.Error(code=c)
+                        )
+                        for i, c in enumerate(codes)
+                    ],
+                )
+            ]
+        )
+
+    assert answer("Produce", produced(common_pb2.CORRUPT_MESSAGE)) == "refused"
+    assert answer("Produce", produced(common_pb2.CORRUPT_MESSAGE, common_pb2.NONE)) == "accepted"
+    assert answer("Produce", produced(common_pb2.REQUEST_TIMED_OUT)) == "unknown"
+    assert answer("Produce", produced(), grpc.StatusCode.INVALID_ARGUMENT) == "refused"
+    assert answer("Produce", produced(), grpc.StatusCode.DEADLINE_EXCEEDED) == "unknown"
+    # A topic answered without an error field was deleted: the request took effect.
+    deleted = controller_pb2.DeleteTopicsResponse(
+        topics=[
+            controller_pb2.DeleteTopicsResponse.Result(name="t"),
+            controller_pb2.DeleteTopicsResponse.Result(
+                name="u", error=common_pb2.Error(code=common_pb2.UNKNOWN_TOPIC_OR_PARTITION)
+            ),
+        ]
+    )
+    assert answer("DeleteTopics", deleted) == "accepted"
+    refused = controller_pb2.CreatePartitionsResponse(
+        error=controller_pb2.ControllerError(
+            error=common_pb2.Error(code=common_pb2.INVALID_PARTITIONS)
+        )
+    )
+    assert answer("CreatePartitions", refused) == "refused"
+
+
+def test_tracebacks_are_counted_per_cause_with_the_rpcs_that_raised_them():
+    from tests.fuzz.checks import tracebacks
+
+    log = "".join(
+        f"[t] ERROR grpc._cython.cygrpc: Unexpected [DecodeError] raised by servicer method "
+        f"[/strom_api.v1.ClientService/{method}]\nTraceback (most recent call last):\n"
+        f'  File "/x/broker/client_service.py", line 12, in handle\n'
+        f"google.protobuf.message.DecodeError: Error parsing message with type "
+        f"'strom_api.v1.{method}Request': Wire format was corrupt\n"
+        for method in ("Produce", "Fetch", "Produce")
+    )
+    rpcs: dict[str, set[str]] = {}
+    found = tracebacks(log, rpcs)
+    assert list(found.values()) == [3]
+    (key,) = found
+    assert key.startswith("client_service.py:handle: google.protobuf.message.DecodeError")
+    assert rpcs[key] == {"ClientService/Produce", "ClientService/Fetch"}
+
+
 # --- the run -----------------------------------------------------------------------------
 
 
