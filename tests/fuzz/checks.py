@@ -270,6 +270,83 @@ def tracebacks(text: str, rpcs: dict[str, set[str]] | None = None) -> dict[str, 
     return found
 
 
+def _batch_problem(records: bytes) -> str | None:
+    """Why these whole batches would stop a consumer, or None."""
+    try:
+        batches = list(decode_batches(records))
+    except Exception as e:
+        return repr(e)[:300]
+    for header, decoded in batches:
+        if len(decoded) != header.record_count:
+            return (
+                f"batch at offset {header.base_offset} claims {header.record_count} records "
+                f"and holds {len(decoded)}"
+            )
+        if decoded and decoded[-1].offset != header.base_offset + header.last_offset_delta:
+            return (
+                f"batch at offset {header.base_offset}: lastOffsetDelta "
+                f"{header.last_offset_delta} but its last record is at {decoded[-1].offset}"
+            )
+    return None
+
+
+def appended_batches_problems(channel: grpc.Channel, request: bytes, response: bytes) -> list[str]:
+    """For each partition a Produce answered NONE, reads back what was appended at the
+    offset it gave (from the broker that answered, the leader) and says what a consumer
+    would fail on."""
+    produced = client_pb2.ProduceRequest.FromString(request)
+    answered = client_pb2.ProduceResponse.FromString(response)
+    stub = client_pb2_grpc.ClientServiceStub(channel)  # type: ignore[no-untyped-call]
+    problems = []
+    for topic in answered.topics:
+        for p in topic.partitions:
+            if p.error.code != 0 or p.base_offset < 0:
+                continue
+            fetch = client_pb2.FetchRequest(
+                max_wait_ms=0,
+                min_bytes=1,
+                max_bytes=1 << 20,
+                replica_id=-1,
+                topics=[
+                    client_pb2.FetchRequest.Topic(
+                        name=topic.name,
+                        partitions=[
+                            client_pb2.FetchRequest.Partition(
+                                partition=p.partition,
+                                current_leader_epoch=-1,
+                                fetch_offset=p.base_offset,
+                                partition_max_bytes=1 << 20,
+                            )
+                        ],
+                    )
+                ],
+            )
+            records = b""
+            for _ in range(20):  # acks=0/1: below the high watermark a moment later
+                try:
+                    got = stub.Fetch(fetch, timeout=2).topics[0].partitions[0]
+                except (grpc.RpcError, IndexError):
+                    break
+                records = got.records
+                if records or got.error.code != 0:
+                    break
+                time.sleep(0.02)
+            problem = _batch_problem(records) if records else None
+            if problem:
+                sent = [
+                    len(part.records)
+                    for t in produced.topics
+                    if t.name == topic.name
+                    for part in t.partitions
+                    if part.partition == p.partition
+                ]
+                problems.append(
+                    f"{topic.name}-{p.partition} answered NONE at offset {p.base_offset} "
+                    f"({sent[:1]} bytes sent); stored batch: {problem}"
+                )
+    return problems
+
+
 def unreadable_batches(cluster: NodeCluster, names: list[str]) -> list[str]:
     """Each partition of the topics `names` that still exist, read from its start: a stored
     batch that does not decode, or holds another number of records than its header says, is
@@ -301,18 +378,11 @@ def unreadable_batches(cluster: NodeCluster, names: list[str]) -> list[str]:
                     break
                 if not p.records:
                     break
-                try:
-                    batches = list(decode_batches(p.records))
-                except Exception as e:
-                    bad.append(f"{topic}-{partition} at offset {offset}: {e!r}"[:300])
+                problem = _batch_problem(p.records)
+                if problem:
+                    bad.append(f"{topic}-{partition} at offset {offset}: {problem}")
                     break
-                lying = [h for h, records in batches if len(records) != h.record_count]
-                if lying:
-                    bad.append(
-                        f"{topic}-{partition} at offset {lying[0].base_offset}: header "
-                        f"claims {lying[0].record_count} records, holds fewer or more"
-                    )
-                    break
+                batches = list(decode_batches(p.records))
                 if not batches:
                     break
                 last = batches[-1][0]

@@ -156,6 +156,19 @@ class Runner:
             for data in outcome.responses[:4]:
                 self._say(describe(case.rpc.response_class(), data))
         self.result.answers[f"{case.rpc.name} {status}"] += 1
+        if case.rpc.method == "Produce" and outcome.code.name == "OK" and outcome.responses:
+            assert self.fc is not None
+            with self._timed("reading back produced batches"):
+                try:
+                    poisoned = checks.appended_batches_problems(
+                        self.fc.channels[(case.node, case.rpc.listener)],
+                        case.requests[0],
+                        outcome.responses[0],
+                    )
+                except Exception:
+                    poisoned = []  # the request did not parse: nothing was appended
+            for problem in poisoned:
+                self._finding(POISON, case.rpc.name, case.label, problem)
         if case.rpc.method in MAY_CREATE_OFFSETS_TOPIC:
             return None  # a group request (re)creates __consumer_offsets when it is missing
         if case.rpc.read_only:
