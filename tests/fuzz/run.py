@@ -280,7 +280,10 @@ class Runner:
         if culprit is not None:
             case, problems = culprit
             still = problems
-            where, label = case.rpc.name, case.label
+            # The first case after which the cluster is unwell; an earlier one of the stretch
+            # may have prepared it (a forged Raft epoch shows at the next election).
+            where = case.rpc.name
+            label = f"{case.label}; replayed {stretch[0].number}..{case.number} on a fresh cluster"
         else:
             # Not shown by any one case alone (or not isolated): name the stretch, and the
             # call that took longest in it, the likeliest cause of a hang.
