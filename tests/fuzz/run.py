@@ -1,16 +1,18 @@
 """One fuzz run: a cluster, `cases` cases of one seed, the checks between them, and the
 findings.
 
-Every CHECK_EVERY cases (and at the end) each node must be alive and answer health within
-1 s. When one is not, the run records a finding, replays that stretch's cases one by one on
-a fresh cluster to name the case that does it (`isolate`), and goes on with a fresh cluster:
-a broken quorum does not mend itself, and later cases would only find the same thing.
+Every CHECK_EVERY cases (sooner after a call that ran into its deadline) each node must be
+alive and answer health within 1 s, and the controllers must agree on an active controller.
+A node that fails twice in a row is a finding ("slow health" when the second look passes):
+the run replays that stretch case by case on a fresh cluster to name the first case after
+which it shows (`isolate`), then restarts the sick nodes, or starts a fresh cluster when the
+quorum is gone (a forged Raft epoch stays on disk), and goes on.
 Around a case that may change a topic the run snapshots the topics (checks.Snapshot); a
-refused request that changed them is a finding. At the end: log growth, distinct
-tracebacks, stored batches that do not decode, and a produce/consume round trip with the
-client library.
+refused request that changed them is a finding. A Produce answered NONE is read back at
+the offset it was given; a batch a consumer cannot decode is a finding. At the end: every
+stored batch of the fuzzed topics, log growth, distinct tracebacks, and a produce/consume
+round trip with the client library.
 """
-
 from __future__ import annotations
 
 import contextlib
