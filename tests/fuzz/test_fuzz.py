@@ -4,10 +4,11 @@ more (python -m tests.fuzz).
 
 The assertions marked xfail fail on the main branch of 2026-11-26 (issue 16's findings,
 fixed in parallel); drop a mark once its fix is merged. The run stops starting cases after
-BUDGET_S so that a node that hangs on every few hundred cases (today) does not make the
-suite slow; once nothing hangs, the whole CASES fit in the budget.
+BUDGET_S (or after 4 recoveries from a hung node), so that the suite stays near 70 s: on
+that main a node hangs every hundred cases or so and the run ends near case 300; with
+nothing hanging, a loaded 2-core machine gets through about 20 cases a second, so CASES is
+an upper bound that a fast machine reaches.
 """
-
 from __future__ import annotations
 
 import collections
