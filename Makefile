@@ -5,7 +5,7 @@ PY = $(VENV)/bin/python
 STAMP = $(VENV)/.installed
 PROTOS = $(wildcard proto/strom_api/v1/*.proto)
 
-.PHONY: venv proto lint test bench run monitor clean sim chaos
+.PHONY: venv proto lint test bench run monitor clean sim chaos fuzz
 
 venv: $(STAMP)
 
@@ -56,6 +56,15 @@ CHAOS_SEEDS = $(if $(filter command line environment,$(origin SEEDS)),$(SEEDS),3
 chaos: venv
 	$(PY) -m tests.chaos --seeds $(CHAOS_SEEDS) --start $(START) --duration $(DURATION) \
 		--topology $(TOPOLOGY) --nemesis $(NEMESIS)
+
+# The seeded fuzzer (tests/fuzz): `make fuzz CASES=20000 SEED=3 [SERVICE=Produce,RaftService]`
+# sends CASES random and mutated requests to every RPC of a 3-node cluster and prints each
+# finding with the seed and case that shows it (`python -m tests.fuzz --seed S --case N`
+# replays one). `make test` runs one fixed seed (tests/fuzz/test_fuzz.py).
+CASES ?= 5000
+fuzz: venv
+	$(PY) -m tests.fuzz --seed $(if $(SEED),$(SEED),0) --cases $(CASES) \
+		$(if $(SERVICE),--service $(SERVICE))
 
 run: venv
 	$(PY) deploy/local/cluster.py
