@@ -66,6 +66,7 @@ class MemoryPool:
     def adjust(self, reserved: int, used: int) -> None:
         """`reserved` bytes were reserved and `used` are kept: the rest is released, or the
         excess (KIP-74's first batch past the limit) taken too."""
+        reserved = max(reserved, 0)
         if used < reserved:
             self.release(reserved - used)
         else:

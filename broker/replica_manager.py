@@ -458,25 +458,37 @@ class ReplicaManager:
         for the whole wait, the answer carries no records."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + fetch_wait_s(max_wait_ms)
-        budget = min(max_bytes, self.config.fetch_response_limit)
-        while True:
-            if not await self.memory.reserve(budget, deadline - loop.time()):
-                return self._counted(self._without_records(items, any_replica))
-            results = self._read_for_consumers(items, budget, any_replica)
-            total = sum(len(r.records) for r in results.values())
-            self.memory.adjust(budget, total)
-            errors = any(r.error is not None for r in results.values())
-            remaining = deadline - loop.time()
-            if total >= min_bytes or errors or remaining <= 0:
-                return self._counted(results)
-            self.memory.release(total)
-            self.stats.fetch_waiting += 1
-            try:
-                waited = await self._wait_any(((i.topic, i.partition) for i in items), remaining)
-            finally:
-                self.stats.fetch_waiting -= 1
-            if not waited:
-                deadline = 0.0  # nothing to wait on: answer what there is
+        # Never below 0: a negative max_bytes (a fuzzer sent -2^31) must not reserve a
+        # negative amount, which the caller's release would then leak from the pool.
+        budget = max(min(max_bytes, self.config.fetch_response_limit), 0)
+        held = 0  # reserved here; released here on any way out but a normal return
+        try:
+            while True:
+                if not await self.memory.reserve(budget, deadline - loop.time()):
+                    return self._counted(self._without_records(items, any_replica))
+                held = budget
+                results = self._read_for_consumers(items, budget, any_replica)
+                total = sum(len(r.records) for r in results.values())
+                self.memory.adjust(budget, total)
+                held = total
+                errors = any(r.error is not None for r in results.values())
+                remaining = deadline - loop.time()
+                if total >= min_bytes or errors or remaining <= 0:
+                    held = 0  # the caller's to release now
+                    return self._counted(results)
+                self.memory.release(total)
+                held = 0
+                self.stats.fetch_waiting += 1
+                try:
+                    waited = await self._wait_any(
+                        ((i.topic, i.partition) for i in items), remaining
+                    )
+                finally:
+                    self.stats.fetch_waiting -= 1
+                if not waited:
+                    deadline = 0.0  # nothing to wait on: answer what there is
+        finally:
+            self.memory.release(held)
 
     def _counted(
         self, results: dict[TopicPartition, FetchResult]

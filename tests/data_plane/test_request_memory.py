@@ -108,3 +108,16 @@ def test_a_request_over_socket_request_max_bytes_is_refused_as_it_arrives(node, 
     with pytest.raises(grpc.RpcError) as caught:
         client.stub(1).Produce(request, timeout=10)
     assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+def test_a_negative_max_bytes_leaks_nothing_from_the_pool(node, client):
+    """Found by tests/fuzz: max_bytes=-2^31 reserved a negative amount, the release that
+    followed the read leaked 2^31 bytes, and after a few such fetches every produce waited
+    for memory until REQUEST_TIMED_OUT."""
+    request = fetch_request()
+    request.max_bytes = -(2**31)
+    for _ in range(5):
+        client.stub(1).Fetch(request, timeout=10)
+    assert pool_used(node) == 0
+    answer = client.produce_raw(1, "mem", 0, batch([b"after"]), acks=1, timeout_ms=2000)
+    assert error_name(answer.error) == "NONE", answer
