@@ -30,7 +30,7 @@ Forward = Callable[[str, Any, float], Awaitable[Any | None]]
 
 def forwarding_servicer(forward: Forward, timeout_s: float = 30.0) -> Any:
     """A ControllerService servicer whose admin methods forward; the others answer
-    UNIMPLEMENTED (the servicer base class's default)."""
+    UNIMPLEMENTED with a sentence."""
 
     def make(method: str) -> Callable[..., Awaitable[Any]]:
         async def handler(self: Any, request: Any, context: Any) -> Any:
@@ -45,6 +45,23 @@ def forwarding_servicer(forward: Forward, timeout_s: float = 30.0) -> Any:
         handler.__name__ = method
         return handler
 
+    def not_here(method: str) -> Callable[..., Awaitable[Any]]:
+        async def handler(self: Any, request: Any, context: Any) -> Any:
+            await context.abort(
+                grpc.StatusCode.UNIMPLEMENTED,
+                f"{method} is a broker-to-controller RPC: brokers send it to a controller's "
+                "CONTROLLER listener, not to a broker.",
+            )
+
+        handler.__name__ = method
+        return handler
+
     methods = {name: make(name) for name in FORWARDED}
+    # The servicer base class raises NotImplementedError for the rest (a traceback logged
+    # per call); these answer UNIMPLEMENTED with a sentence instead.
+    base = controller_pb2_grpc.ControllerServiceServicer
+    for name in dir(base):
+        if not name.startswith("_") and name not in methods:
+            methods[name] = not_here(name)
     cls = type("ControllerForwarder", (controller_pb2_grpc.ControllerServiceServicer,), methods)
     return cls()

@@ -59,11 +59,23 @@ def node_ready(node: Node) -> bool:
     return True
 
 
+class _HealthServicer(aio.HealthServicer):  # type: ignore[misc]
+    """grpc_health's servicer with List, which its aio version leaves unimplemented (every
+    List call then logged a traceback)."""
+
+    async def List(self, request: object, context: object) -> object:  # noqa: N802
+        statuses = {
+            service: health_pb2.HealthCheckResponse(status=status)
+            for service, status in sorted(self._server_status.items())
+        }
+        return health_pb2.HealthListResponse(statuses=statuses)
+
+
 class NodeHealth:
     """The health servicer of one node, shared by its listeners."""
 
     def __init__(self, is_ready: Callable[[], bool], interval_s: float = 0.5) -> None:
-        self.servicer = aio.HealthServicer()
+        self.servicer = _HealthServicer()
         self.is_ready = is_ready
         self.interval_s = interval_s
         self._task: asyncio.Task[None] | None = None

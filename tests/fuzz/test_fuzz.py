@@ -2,12 +2,12 @@
 every service, then one test per property so that each fails on its own. `make fuzz` runs
 more (python -m tests.fuzz).
 
-The assertions marked xfail fail on the main branch of 2026-11-26 (issue 16's findings,
-fixed in parallel); drop a mark once its fix is merged. The run stops starting cases after
-BUDGET_S (or after 4 recoveries from a hung node), so that the suite stays near 70 s: on
-that main a node hangs every hundred cases or so and the run ends near case 300; with
-nothing hanging, a loaded 2-core machine gets through about 20 cases a second, so CASES is
-an upper bound that a fast machine reaches.
+Before issue 16's fixes a node hung every hundred cases or so (empty fetches, huge
+CreateTopics/CreatePartitions, forged Raft epochs), poison batches were stored and every
+bad request logged a traceback; each property below failed then. The run stops starting
+cases after BUDGET_S (or after 4 recoveries from a hung node), so that the suite stays near
+70 s; a loaded 2-core machine gets through about 20 cases a second, so CASES is an upper
+bound that a fast machine reaches.
 """
 from __future__ import annotations
 
@@ -176,12 +176,6 @@ def test_no_node_exits(result):
     assert not findings(result, fuzz.CRASH)
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="issue 16: an empty Fetch/FetchStream/ReplicaService.Fetch spins the event loop; "
-    "CreateTopics with a huge partition count stalls the controller; a Raft message from a "
-    "non-voter deposes the leader",
-)
 def test_every_node_answers_health_within_a_second_and_keeps_a_quorum(result):
     assert not findings(result, fuzz.HANG, fuzz.QUORUM)
 
@@ -190,11 +184,6 @@ def test_a_refused_request_changes_no_topic(result):
     assert not findings(result, fuzz.STATE)
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="issue 16: poison batches (damaged records under a valid CRC, lying record "
-    "counts) are stored; consumers fail at their offset",
-)
 def test_every_stored_batch_decodes(result):
     assert not findings(result, fuzz.POISON)
 
@@ -203,11 +192,6 @@ def test_logs_grow_less_than_a_megabyte(result):
     assert not findings(result, fuzz.LOG_GROWTH)
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="issue 16: an undecodable request, an unknown AlterConfigOpType and the "
-    "forwarder's unimplemented inter-broker RPCs log a full traceback per request",
-)
 def test_no_bad_request_logs_a_traceback(result):
     assert not findings(result, fuzz.TRACEBACK)
 
