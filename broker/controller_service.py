@@ -8,6 +8,7 @@ node's own image, as Kafka's controllers answer DescribeCluster.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,6 +23,8 @@ from metadata.partition_change import Election
 from metadata.topic_control import NewTopic
 from strom_api.v1 import controller_pb2, controller_pb2_grpc
 from strom_api.v1 import metadata_pb2 as mpb
+
+YIELD_EVERY = 1000  # topics described between two turns of the event loop
 
 
 def _tp(p: Any) -> tuple[str, int]:
@@ -211,10 +214,14 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
         return out
 
     async def DescribeTopics(self, request: Any, context: Any) -> Any:  # noqa: N802
-        image = self.controller.image
-        names = list(request.names) or sorted(image.topics.by_name)
+        image = self.controller.image  # immutable: the loop may run others meanwhile
+        names = list(dict.fromkeys(request.names)) or sorted(image.topics.by_name)
         out = controller_pb2.DescribeTopicsResponse(metadata_offset=image.offset)
-        for name in names:
+        for count, name in enumerate(names, 1):
+            if count % YIELD_EVERY == 0:
+                # A request may name hundreds of thousands of topics: Raft and heartbeats
+                # share this event loop, so let them run between slices of the answer.
+                await asyncio.sleep(0)
             topic = image.topics.by_name.get(name)
             item = out.topics.add(name=name)
             if topic is None:

@@ -172,7 +172,12 @@ def guarded(server: Any) -> Any:
     return _GuardedServer(server)
 
 
-_GRPC_UNEXPECTED = re.compile(r"Unexpected \[(\w+)\] raised by servicer method \[([^\]]*)\]")
+_GRPC_UNEXPECTED = re.compile(
+    r"(?:Unexpected \[(\w+)\]|(\w+)) raised (?:in core )?by servicer method \[([^\]]*)\]"
+)
+# Not a server bug: the client's bytes did not parse, or the client left (its deadline
+# passed, it cancelled) before the answer could be sent. Logged without a traceback.
+_CLIENT_CAUSED = frozenset({"DecodeError", "ExecuteBatchError"})
 
 
 class _GrpcLogLimit(logging.Filter):
@@ -184,11 +189,12 @@ class _GrpcLogLimit(logging.Filter):
         match = _GRPC_UNEXPECTED.search(record.getMessage())
         if match is None:
             return True
-        allowed, held_back = self.limit.allow(match.groups())
+        error = match.group(1) or match.group(2)
+        allowed, held_back = self.limit.allow((error, match.group(3)))
         if allowed and held_back:
             record.msg = f"{record.getMessage()} ({held_back} more like it not logged)"
             record.args = ()
-        if allowed and match.group(1) == "DecodeError":
+        if allowed and error in _CLIENT_CAUSED:
             record.exc_info = None  # the client's bytes, not a server bug: no traceback
             record.exc_text = None
         return allowed
