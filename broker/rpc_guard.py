@@ -43,14 +43,74 @@ class Malformed:
 _errors = RateLimitedLog(log)
 
 
+# Kafka's STRING is length-prefixed by an int16: no name, id or key of a Kafka request is
+# longer. Strom's requests keep that bound: a string field past it makes the request
+# malformed. (Protobuf decodes a string field anew on every access, so one megabyte-long
+# topic name read per partition once held a node's event loop for minutes.)
+MAX_STRING_BYTES = 32_767
+
+
+class StringTooLong(ValueError):
+    pass
+
+
+def _string_fields(descriptor: Any, plans: dict[Any, Any]) -> Any:
+    """(string fields, message fields that may hold strings) of a message type, cached."""
+    plan = plans.get(descriptor)
+    if plan is None:
+        plans[descriptor] = ((), ())  # a placeholder while recursive types are planned
+        strings = tuple(f for f in descriptor.fields if f.type == f.TYPE_STRING)
+        messages = tuple(
+            f
+            for f in descriptor.fields
+            if f.type == f.TYPE_MESSAGE
+            and (lambda planned: planned[0] or planned[1])(_string_fields(f.message_type, plans))
+        )
+        plan = plans[descriptor] = (strings, messages)
+    return plan
+
+
+_plans: dict[Any, Any] = {}
+
+
+def check_strings(message: Any) -> None:
+    """Raises StringTooLong for a string field, at any depth, over MAX_STRING_BYTES. Walks
+    only the fields that can hold strings (a Fetch's partitions are skipped whole)."""
+    strings, messages = _string_fields(message.DESCRIPTOR, _plans)
+    for field in strings:
+        values = getattr(message, field.name)
+        for value in values if field.is_repeated else (values,):
+            if len(value) > MAX_STRING_BYTES // 4 and len(value.encode()) > MAX_STRING_BYTES:
+                raise StringTooLong(
+                    f"field {field.full_name} is longer than Kafka's {MAX_STRING_BYTES}-byte "
+                    "string limit"
+                )
+    for field in messages:
+        if field.is_repeated:
+            if field.message_type.GetOptions().map_entry:
+                continue  # maps (configs) are string to string: checked as a whole below
+            for item in getattr(message, field.name):
+                check_strings(item)
+        elif message.HasField(field.name):
+            check_strings(getattr(message, field.name))
+    for field in message.DESCRIPTOR.fields:
+        if field.type == field.TYPE_MESSAGE and field.message_type.GetOptions().map_entry:
+            for key, value in getattr(message, field.name).items():
+                for text in (key, value):
+                    if isinstance(text, str) and len(text.encode()) > MAX_STRING_BYTES:
+                        raise StringTooLong(f"an entry of {field.full_name} is too long")
+
+
 def _lenient(deserialize: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
     if deserialize is None:
         return None
 
     def parse(data: bytes) -> Any:
         try:
-            return deserialize(data)
-        except Exception as exc:  # protobuf's DecodeError, or anything else a parser raises
+            message = deserialize(data)
+            check_strings(message)
+            return message
+        except Exception as exc:  # protobuf's DecodeError, StringTooLong, anything a parser raises
             return Malformed(exc)
 
     return parse

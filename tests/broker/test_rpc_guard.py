@@ -65,3 +65,34 @@ def test_grpcs_own_servicer_errors_are_rate_limited_without_a_traceback_for_bad_
     assert caplog.records[2].exc_info is None
     assert caplog.records[0].exc_info is None  # the client's bytes: no traceback
     assert caplog.records[1].exc_info is not None  # a server bug: one traceback
+
+
+def test_strings_past_kafkas_int16_bound_are_found_at_any_depth_and_in_maps():
+    import pytest
+
+    from broker.rpc_guard import MAX_STRING_BYTES, StringTooLong, check_strings
+    from strom_api.v1 import client_pb2, controller_pb2
+
+    fine = controller_pb2.CreateTopicsRequest(
+        topics=[controller_pb2.CreatableTopic(name="t" * 249, configs={"k": "v" * 8000})]
+    )
+    check_strings(fine)
+    nested = client_pb2.OffsetCommitRequest(
+        topics=[
+            client_pb2.OffsetCommitRequest.Topic(
+                name="t",
+                partitions=[
+                    client_pb2.OffsetCommitRequest.Partition(
+                        committed_metadata="é" * (MAX_STRING_BYTES // 2 + 1)  # 2 bytes each
+                    )
+                ],
+            )
+        ]
+    )
+    with pytest.raises(StringTooLong):
+        check_strings(nested)
+    in_a_map = controller_pb2.CreateTopicsRequest(
+        topics=[controller_pb2.CreatableTopic(name="t", configs={"k": "v" * 40_000})]
+    )
+    with pytest.raises(StringTooLong):
+        check_strings(in_a_map)

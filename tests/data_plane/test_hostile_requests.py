@@ -353,3 +353,28 @@ def test_validating_millions_of_records_does_not_stall_the_node(cluster, client)
     assert error_name(answer.error) == "NONE", answer
     assert max(latencies) < 1, max(latencies)
     wait_until(lambda: latest_offset(client, "dense") == 4_000_000, 30, "the records replicated")
+
+
+def test_a_string_past_kafkas_limit_makes_a_request_malformed(cluster, client):
+    """Found by tests/fuzz (seed 1, case 2580): a Fetch of 42,000 partitions under a
+    megabyte-long topic name held the node's event loop for minutes (protobuf decodes the
+    name anew at each read). Strings keep Kafka's int16 length bound."""
+    partition = client_pb2.FetchRequest.Partition(partition=0, fetch_offset=0)
+    request = client_pb2.FetchRequest(
+        topics=[
+            client_pb2.FetchRequest.Topic(name="n" * 1_000_000, partitions=[partition] * 42_000)
+        ]
+    )
+    start = time.monotonic()
+    with pytest.raises(grpc.RpcError) as caught:
+        client.stub(2).Fetch(request, timeout=10)
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "32767-byte string limit" in caught.value.details()
+    assert time.monotonic() - start < 2
+    assert health_latency(cluster, 2) < 1
+    # Many partitions under a legal name are answered, and soon.
+    request.topics[0].name = "no-such-topic"
+    start = time.monotonic()
+    answer = client.stub(2).Fetch(request, timeout=10)
+    assert {error_name(p.error) for p in answer.topics[0].partitions} == {"INVALID_REQUEST"}
+    assert time.monotonic() - start < 2
