@@ -30,7 +30,7 @@ from raft import messages as m
 from raft.wire import to_proto
 from strom_api.v1 import common_pb2, controller_pb2, raft_pb2, raft_pb2_grpc
 from tests.client.cluster_helpers import create_topic
-from tests.node_integration.node_cluster import NodeCluster
+from tests.node_integration.node_cluster import NodeCluster, running_cluster
 from tests.raft_integration.process_cluster import wait_until
 
 FORGER = 99
@@ -102,13 +102,8 @@ def liveness(cluster: NodeCluster, node: int) -> int | None:
 
 @pytest.fixture
 def cluster(tmp_path):
-    cluster = NodeCluster(str(tmp_path), 3)
-    cluster.start_all()
-    try:
-        cluster.wait_for_brokers()
+    with running_cluster(str(tmp_path)) as cluster:
         yield cluster
-    finally:
-        cluster.stop_all()
 
 
 def test_forged_begin_quorum_epoch_from_a_non_voter_changes_nothing(cluster: NodeCluster) -> None:
