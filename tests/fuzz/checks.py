@@ -361,7 +361,13 @@ def unreadable_batches(cluster: NodeCluster, names: list[str]) -> list[str]:
             continue
         topic = t.name
         for partition in (p.partition for p in t.partitions):
-            offset = 0
+            # From the log start: a fuzzed DeleteRecords may have moved it past 0 (reading
+            # at 0 then answers OFFSET_OUT_OF_RANGE, rightly).
+            try:
+                offset = _log_start(client, topic, partition)
+            except Exception as e:
+                bad.append(f"{topic}-{partition}: no log start: {e!r}"[:300])
+                continue
             for _ in range(200):
                 try:
                     leader = client.leader(topic, partition, timeout_s=5)
@@ -388,3 +394,21 @@ def unreadable_batches(cluster: NodeCluster, names: list[str]) -> list[str]:
                 last = batches[-1][0]
                 offset = last.base_offset + last.last_offset_delta + 1
     return bad
+
+
+def _log_start(client: Any, topic: str, partition: int) -> int:
+    request = client_pb2.ListOffsetsRequest(
+        topics=[
+            client_pb2.ListOffsetsRequest.Topic(
+                name=topic,
+                partitions=[
+                    client_pb2.ListOffsetsRequest.Partition(partition=partition, timestamp=-2)
+                ],
+            )
+        ]
+    )
+    leader = client.leader(topic, partition, timeout_s=5)
+    answer = client.stub(leader).ListOffsets(request, timeout=5).topics[0].partitions[0]
+    if answer.error.code != 0:
+        raise RuntimeError(common_pb2.ErrorCode.Name(answer.error.code))
+    return int(answer.offset)
