@@ -17,6 +17,7 @@ import uvloop
 
 from broker import server_config
 from broker.node import Node
+from raft.transport import BindError
 from storage import meta_properties
 from storage.errors import StorageError
 
@@ -61,6 +62,9 @@ async def _serve(config: server_config.ServerConfig) -> int:
         await node.start()
     except StorageError as error:
         return _fail(error)
+    except BindError as error:
+        print(f"ERROR {error}", file=sys.stderr)
+        return 1
     log = logging.getLogger("strom.server")
     log.info("started %s", node.describe())
     stop = asyncio.Event()

@@ -51,6 +51,7 @@ from metadata.delta import MetadataDelta
 from metadata.image import EMPTY_IMAGE, Endpoint, MetadataImage
 from metadata.loader import MetadataLoader
 from raft.driver import RaftDriver
+from raft.transport import EXCLUSIVE_PORT, bind
 from storage import meta_properties
 from storage.errors import InvalidConfigError, LogDirError, StorageError
 from storage.log_manager import LogManager
@@ -217,6 +218,7 @@ class Node:
         replica = config.replica
         server = self.broker_server = grpc.aio.server(
             options=[
+                EXCLUSIVE_PORT,
                 ("grpc.max_send_message_length", 128 * 1024 * 1024),
                 # socket.request.max.bytes: gRPC refuses a larger request as it arrives.
                 ("grpc.max_receive_message_length", replica.socket_request_max_bytes),
@@ -254,7 +256,7 @@ class Node:
             forwarding_servicer(lifecycle.forward), guarded_server
         )
         self.health.add_to(server)
-        self.broker_port = server.add_insecure_port(listener.address)
+        self.broker_port = bind(server, listener.address)
         await server.start()
 
     def _raft_failed(self, error: BaseException) -> None:

@@ -171,15 +171,36 @@ class GrpcTransport(raft_pb2_grpc.RaftServiceServicer):
                 del self._inbound[peer]
 
 
+# gRPC sets SO_REUSEPORT by default: a second process (a second `make run`) could then bind
+# a port a node is serving and take part of its connections. Every node listener binds alone.
+EXCLUSIVE_PORT = ("grpc.so_reuseport", 0)
+
+
+class BindError(RuntimeError):
+    """A listener's address could not be bound (in use, or not this machine's)."""
+
+
+def bind(server: grpc.aio.Server, address: str) -> int:
+    """Binds `server` to `address` and returns the port, or raises BindError with Kafka's
+    sentence ("Socket server failed to bind to ...")."""
+    try:
+        return server.add_insecure_port(address)
+    except RuntimeError as exc:
+        raise BindError(
+            f"Socket server failed to bind to {address}: address already in use or not "
+            f"available ({exc})"
+        ) from None
+
+
 class RaftServer:
     """The node's gRPC server carrying RaftService (the node process adds its own services
     to `server` before starting it)."""
 
     def __init__(self, transport: GrpcTransport, address: str) -> None:
-        self.server = grpc.aio.server()
+        self.server = grpc.aio.server(options=[EXCLUSIVE_PORT])
         # protoc's generated registration function carries no annotations.
         raft_pb2_grpc.add_RaftServiceServicer_to_server(transport, self.server)  # type: ignore[no-untyped-call]
-        self.port = self.server.add_insecure_port(address)
+        self.port = bind(self.server, address)
 
     async def start(self) -> None:
         await self.server.start()

@@ -222,3 +222,36 @@ def test_three_controllers_and_three_brokers(tmp_path):
         assert unclean_registrations() == 1  # a clean restart
     finally:
         cluster.stop_all()
+
+
+def test_a_second_node_on_a_serving_nodes_ports_refuses_to_start(tmp_path):
+    """gRPC binds with SO_REUSEPORT unless told not to: a second `make run` once bound the
+    ports of a running cluster's nodes and said "is up" (issue 17). Every node listener binds
+    alone, and a port in use is one line and exit code 1."""
+    cluster = NodeCluster(str(tmp_path / "first"), 1)
+    try:
+        cluster.start_all()
+        cluster.wait_for_brokers()
+        config = tmp_path / "second.properties"
+        data = tmp_path / "second-data"
+        text = open(cluster.config_path(1)).read()
+        text = text.replace(cluster.data_dir(1), str(data))
+        text = text.replace(
+            f"prometheus.metrics.port={cluster.metrics_port[1]}", "prometheus.metrics.port=-1"
+        )
+        config.write_text(text)
+        strom = [sys.executable, "-m", "strom.cli"]
+        subprocess.run(
+            [*strom, "storage", "format", "--config", str(config), "--cluster-id",
+             cluster.cluster_id],
+            check=True, capture_output=True, cwd=ROOT, timeout=60,
+        )  # fmt: skip
+        result = subprocess.run(
+            [*strom, "server", str(config)], capture_output=True, text=True, cwd=ROOT, timeout=60
+        )
+        assert result.returncode == 1, result.stderr[-2000:]
+        assert "Socket server failed to bind to" in result.stderr
+        assert "Traceback" not in result.stderr, result.stderr[-2000:]
+        assert cluster.procs[1].poll() is None  # the first node serves on
+    finally:
+        cluster.stop_all()
