@@ -13,7 +13,13 @@ from broker.api_errors import error_pb, make_error
 from broker.group_coordinator import GroupCoordinator
 from broker.group_service import GroupApi
 from broker.producer_ids import ProducerIdManager
-from broker.replica_manager import FetchItem, FetchResult, ProduceResult, ReplicaManager
+from broker.replica_manager import (
+    FetchItem,
+    FetchResult,
+    ProduceResult,
+    ReplicaManager,
+    named_twice,
+)
 from metadata.errors import ApiError
 from metadata.image import MetadataImage
 from metadata.topic_control import INTERNAL_TOPICS
@@ -54,16 +60,9 @@ async def _nothing() -> None:
     return None
 
 
-def repeated_partitions(request: Any) -> set[tuple[str, int]]:
-    """The (topic, partition) pairs a request names more than once."""
-    seen: set[tuple[str, int]] = set()
-    twice: set[tuple[str, int]] = set()
-    for topic in request.topics:
-        name = topic.name  # protobuf decodes a string field anew on every access
-        for p in topic.partitions:
-            key = (name, p.partition)
-            (twice if key in seen else seen).add(key)
-    return twice
+def repeated_partitions(topics: list[tuple[str, Any]]) -> set[tuple[str, int]]:
+    """The (topic, partition) pairs a request's `named` topics name more than once."""
+    return named_twice((name, p.partition) for name, topic in topics for p in topic.partitions)
 
 
 def named(request: Any) -> list[tuple[str, Any]]:
@@ -187,8 +186,8 @@ class ClientServicer(GroupApi, client_pb2_grpc.ClientServiceServicer):
 
     @_timed
     async def Produce(self, request: Any, context: Any) -> Any:  # noqa: N802
-        twice = repeated_partitions(request)
         topics = named(request)
+        twice = repeated_partitions(topics)
         batches = [
             (name, partition.partition, partition.records)
             for name, topic in topics
@@ -262,8 +261,8 @@ class ClientServicer(GroupApi, client_pb2_grpc.ClientServiceServicer):
 
     async def _fetch(self, request: Any) -> tuple[Any, int]:
         """The response, and how many bytes of records it holds in the memory pool."""
-        twice = repeated_partitions(request)
         topics = named(request)
+        twice = repeated_partitions(topics)
         items = [
             FetchItem(
                 name,

@@ -19,9 +19,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from broker.alter_partition_sender import AlterPartitionSender
 from broker.memory_pool import MemoryPool
@@ -54,13 +54,26 @@ def now_ms() -> int:
 MAX_FETCH_WAIT_MS = 60_000
 
 
+# Likewise an acks=all produce waits for its replicas at most this long, whatever timeout_ms
+# says (Kafka's producer asks 30 s, request.timeout.ms).
+MAX_PRODUCE_WAIT_MS = 300_000
+
 # A produced batch at least this large is validated in a worker thread (_validate_large);
 # smaller ones cost less than the hop (about 0.5 us a record on the loop).
 VALIDATE_OFF_LOOP_BYTES = 64 * 1024
 
-# Likewise an acks=all produce waits for its replicas at most this long, whatever timeout_ms
-# says (Kafka's producer asks 30 s, request.timeout.ms).
-MAX_PRODUCE_WAIT_MS = 300_000
+
+Key = TypeVar("Key", bound=Hashable)
+
+
+def named_twice(keys: Iterable[Key]) -> set[Key]:
+    """The keys (partitions) a request names more than once: Kafka answers each copy
+    INVALID_REQUEST rather than serving it twice."""
+    seen: set[Key] = set()
+    twice: set[Key] = set()
+    for key in keys:
+        (twice if key in seen else seen).add(key)
+    return twice
 
 
 def fetch_wait_s(max_wait_ms: int) -> float:
@@ -580,11 +593,7 @@ class ReplicaManager:
             self.config.fetch_response_limit,
         )
         now = now_ms()
-        seen: set[tuple[bytes, int]] = set()
-        twice: set[tuple[bytes, int]] = set()
-        for item in request.partitions:
-            key = (item.topic_id, item.partition)
-            (twice if key in seen else seen).add(key)
+        twice = named_twice((item.topic_id, item.partition) for item in request.partitions)
         for item in request.partitions:
             if (item.topic_id, item.partition) in twice:
                 message = f"The fetch names partition {item.partition} of a topic twice."

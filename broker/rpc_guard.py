@@ -51,54 +51,59 @@ MAX_STRING_BYTES = 32_767
 
 
 class StringTooLong(ValueError):
-    pass
+    """A string field of a request is longer than MAX_STRING_BYTES."""
 
 
-def _string_fields(descriptor: Any, plans: dict[Any, Any]) -> Any:
-    """(string fields, message fields that may hold strings) of a message type, cached."""
-    plan = plans.get(descriptor)
+# Per message type: (its string fields, its map fields, its message fields that can hold a
+# string at any depth), so a request's walk skips whatever cannot (a Fetch's partitions).
+_Plan = tuple[tuple[Any, ...], tuple[Any, ...], tuple[Any, ...]]
+_plans: dict[Any, _Plan] = {}
+
+
+def _plan(descriptor: Any) -> _Plan:
+    plan = _plans.get(descriptor)
     if plan is None:
-        plans[descriptor] = ((), ())  # a placeholder while recursive types are planned
-        strings = tuple(f for f in descriptor.fields if f.type == f.TYPE_STRING)
+        _plans[descriptor] = ((), (), ())  # a placeholder while a recursive type is planned
+        fields = descriptor.fields
+        strings = tuple(f for f in fields if f.type == f.TYPE_STRING)
+        maps = tuple(
+            f for f in fields if f.type == f.TYPE_MESSAGE and f.message_type.GetOptions().map_entry
+        )
         messages = tuple(
             f
-            for f in descriptor.fields
-            if f.type == f.TYPE_MESSAGE
-            and (lambda planned: planned[0] or planned[1])(_string_fields(f.message_type, plans))
+            for f in fields
+            if f.type == f.TYPE_MESSAGE and f not in maps and any(_plan(f.message_type))
         )
-        plan = plans[descriptor] = (strings, messages)
+        plan = _plans[descriptor] = (strings, maps, messages)
     return plan
 
 
-_plans: dict[Any, Any] = {}
+def _too_long(text: str) -> bool:
+    # A str of n characters encodes to at most 4n bytes: most need no encoding to check.
+    return len(text) > MAX_STRING_BYTES // 4 and len(text.encode()) > MAX_STRING_BYTES
 
 
 def check_strings(message: Any) -> None:
-    """Raises StringTooLong for a string field, at any depth, over MAX_STRING_BYTES. Walks
-    only the fields that can hold strings (a Fetch's partitions are skipped whole)."""
-    strings, messages = _string_fields(message.DESCRIPTOR, _plans)
+    """Raises StringTooLong for a string field, at any depth, map entries included, over
+    MAX_STRING_BYTES."""
+    strings, maps, messages = _plan(message.DESCRIPTOR)
     for field in strings:
         values = getattr(message, field.name)
-        for value in values if field.is_repeated else (values,):
-            if len(value) > MAX_STRING_BYTES // 4 and len(value.encode()) > MAX_STRING_BYTES:
-                raise StringTooLong(
-                    f"field {field.full_name} is longer than Kafka's {MAX_STRING_BYTES}-byte "
-                    "string limit"
-                )
+        if any(_too_long(v) for v in (values if field.is_repeated else (values,))):
+            raise StringTooLong(
+                f"field {field.full_name} is longer than Kafka's {MAX_STRING_BYTES}-byte "
+                "string limit"
+            )
+    for field in maps:
+        for key, value in getattr(message, field.name).items():
+            if any(isinstance(t, str) and _too_long(t) for t in (key, value)):
+                raise StringTooLong(f"an entry of {field.full_name} is too long")
     for field in messages:
         if field.is_repeated:
-            if field.message_type.GetOptions().map_entry:
-                continue  # maps (configs) are string to string: checked as a whole below
             for item in getattr(message, field.name):
                 check_strings(item)
         elif message.HasField(field.name):
             check_strings(getattr(message, field.name))
-    for field in message.DESCRIPTOR.fields:
-        if field.type == field.TYPE_MESSAGE and field.message_type.GetOptions().map_entry:
-            for key, value in getattr(message, field.name).items():
-                for text in (key, value):
-                    if isinstance(text, str) and len(text.encode()) > MAX_STRING_BYTES:
-                        raise StringTooLong(f"an entry of {field.full_name} is too long")
 
 
 def _lenient(deserialize: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
