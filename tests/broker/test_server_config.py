@@ -83,3 +83,22 @@ def test_partition_limits_reach_the_controller():
     assert config.controller.partition_limits.max_partitions == 500
     assert config.controller.partition_limits.max_broker_partitions == 60
     assert "max.partitions" not in config.unknown
+
+
+def test_request_limits_and_offset_metadata_reach_their_users():
+    config = from_properties(
+        {
+            **BASE,
+            "socket.request.max.bytes": "1000",
+            "queued.max.requests": "7",
+            "queued.max.request.bytes": "-1",
+            "fetch.max.bytes": "2048",
+            "offset.metadata.max.bytes": "10",
+        }
+    )
+    replica = config.replica
+    assert (replica.socket_request_max_bytes, replica.queued_max_requests) == (1000, 7)
+    assert (replica.queued_max_request_bytes, replica.fetch_response_limit) == (-1, 2048)
+    assert config.groups.offset_metadata_max_bytes == 10
+    with pytest.raises(InvalidConfigError, match="fetch.max.bytes"):
+        from_properties({**BASE, "fetch.max.bytes": "100"})  # Kafka's floor is 1024

@@ -121,3 +121,26 @@ def test_a_negative_max_bytes_leaks_nothing_from_the_pool(node, client):
     assert pool_used(node) == 0
     answer = client.produce_raw(1, "mem", 0, batch([b"after"]), acks=1, timeout_ms=2000)
     assert error_name(answer.error) == "NONE", answer
+
+
+def test_queued_max_requests_refuses_calls_past_it(tmp_path):
+    """queued.max.requests bounds the calls a broker serves at once (open streams count):
+    past it a call is refused RESOURCE_EXHAUSTED, not queued without bound."""
+    with running_cluster(str(tmp_path), 1, extra={"queued.max.requests": "2"}) as cluster:
+        client = DataClient({1: f"127.0.0.1:{cluster.broker_port[1]}"})
+        done = threading.Event()
+
+        def wait_forever():
+            done.wait(30)
+            yield from ()
+
+        calls = [client.stub(1).FetchStream(wait_forever(), timeout=30) for _ in range(2)]
+        try:
+            threading.Event().wait(0.5)  # both streams are being served
+            with pytest.raises(grpc.RpcError) as caught:
+                client.stub(1).Metadata(client_pb2.MetadataRequest(), timeout=5)
+            assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        finally:
+            done.set()
+            for call in calls:
+                call.cancel()
