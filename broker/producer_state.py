@@ -154,6 +154,21 @@ class ProducerStateManager:
             else:
                 self.producers[pid] = entry
 
+    def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
+        """Forgets producers whose last batch is producer.id.expiration.ms old or older, as
+        Kafka's ProducerStateManager.removeExpiredProducers does, so a partition written by
+        many short-lived producers does not keep all of them forever. A forgotten producer
+        that writes again with a sequence above 0 gets UNKNOWN_PRODUCER_ID and resets
+        (KIP-360). Returns how many were forgotten."""
+        expired = [
+            pid
+            for pid, entry in self.producers.items()
+            if entry.batches and now_ms - entry.batches[-1].max_timestamp >= expiration_ms
+        ]
+        for pid in expired:
+            del self.producers[pid]
+        return len(expired)
+
     def replay_all(self, headers: Iterable[BatchHeader]) -> None:
         for header in headers:
             self.replay(header)

@@ -28,6 +28,7 @@ from broker.memory_pool import MemoryPool
 from broker.partition import LeaderAppend, Partition, storage_error
 from broker.partition_leader import IsrChange
 from broker.produce_checks import PreparedBatches, producer_batches
+from broker.producer_expiration import run_producer_expiration
 from broker.server_config import ReplicaConfig
 from broker.topic_settings import TopicSettings, topic_settings
 from metadata.delta import MetadataDelta
@@ -153,6 +154,7 @@ class ReplicaManager:
         self._signals: dict[TopicPartition, asyncio.Future[None]] = {}
         self._settings: dict[str, TopicSettings] = {}
         self._isr_task: asyncio.Task[None] | None = None
+        self._producer_expiration: asyncio.Task[None] | None = None
         # queued.max.request.bytes: produce bodies and consumer fetch responses held at once.
         self.memory = MemoryPool(config.queued_max_request_bytes)
         self.isr_sender = AlterPartitionSender(
@@ -161,10 +163,18 @@ class ReplicaManager:
 
     def start(self) -> None:
         self._isr_task = asyncio.create_task(self._isr_expiration())
+        self._producer_expiration = asyncio.create_task(
+            run_producer_expiration(
+                self.partitions.values,
+                self.config.producer_id_expiration_check_interval_ms,
+                self.config.producer_id_expiration_ms,
+            )
+        )
 
     async def stop(self) -> None:
-        if self._isr_task is not None:
-            self._isr_task.cancel()
+        for task in (self._isr_task, self._producer_expiration):
+            if task is not None:
+                task.cancel()
         await self.isr_sender.stop()
         for key in list(self._signals):
             self._fire(key)

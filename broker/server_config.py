@@ -86,6 +86,7 @@ _REPLICA_KEYS = {
     "log.flush.scheduler.interval.ms": "flush_scheduler_interval_ms",
     "log.retention.check.interval.ms": "retention_check_interval_ms",
     "producer.id.expiration.ms": "producer_id_expiration_ms",
+    "producer.id.expiration.check.interval.ms": "producer_id_expiration_check_interval_ms",
     "socket.request.max.bytes": "socket_request_max_bytes",
     "queued.max.requests": "queued_max_requests",
     "queued.max.request.bytes": "queued_max_request_bytes",
@@ -99,6 +100,7 @@ _LOWEST = {
     "queued.max.requests": 1,
     "queued.max.request.bytes": 1,  # or -1, unbounded
     "fetch.max.bytes": 1024,  # Kafka's lower bound
+    "producer.id.expiration.check.interval.ms": 1,
 }
 
 
@@ -115,6 +117,7 @@ class ReplicaConfig:
     flush_scheduler_interval_ms: int = 2**63 - 1
     retention_check_interval_ms: int = 300_000
     producer_id_expiration_ms: int = 86_400_000
+    producer_id_expiration_check_interval_ms: int = 600_000
     # What one request may ask, Kafka's names (broker/memory_pool.py, broker/node.py):
     socket_request_max_bytes: int = 100 * 1024 * 1024  # the largest request accepted
     queued_max_requests: int = 500  # RPCs (streams included) served at once
