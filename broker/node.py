@@ -46,6 +46,7 @@ from broker.replica_manager import ReplicaManager
 from broker.replica_service import ReplicaServicer
 from broker.rpc_guard import guarded, quiet_grpc_server_log
 from broker.server_config import ServerConfig
+from broker.unapplied_configs import not_applied_warning
 from metadata.controller import QuorumController
 from metadata.delta import MetadataDelta
 from metadata.image import EMPTY_IMAGE, Endpoint, MetadataImage
@@ -148,6 +149,8 @@ class Node:
                 ) from None
         for key in config.unknown:
             log.warning("The configuration '%s' was supplied but isn't a known config.", key)
+        for key in config.not_applied:
+            log.warning(not_applied_warning(key))
 
     async def _start_broker(self) -> None:
         config = self.config

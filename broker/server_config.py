@@ -23,6 +23,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from broker.unapplied_configs import NOT_APPLIED
 from metadata.config_control import DYNAMIC_BROKER_CONFIGS, STATIC_BROKER_CONFIGS
 from metadata.controller import ControllerConfig
 from raft.config import InvalidRaftConfigError, RaftConfig
@@ -175,6 +176,7 @@ class ServerConfig:
     metrics_host: str = "0.0.0.0"
     metrics_port: int = 9404  # -1: no metrics listener
     unknown: tuple[str, ...] = ()  # keys given that no part of the node reads
+    not_applied: tuple[str, ...] = ()  # Kafka keys given that Strom knows and ignores
     properties: Mapping[str, str] = field(default_factory=dict)  # as given (DescribeConfigs)
 
     @property
@@ -276,6 +278,20 @@ def _bool(props: Mapping[str, str], key: str, default: bool = False) -> bool:
     return flag == "true"
 
 
+def _node_id(props: Mapping[str, str]) -> int:
+    """node.id, with Kafka's synonym broker.id: either names the node, and both must agree
+    (KafkaConfig.populateSynonyms and its "same value" check)."""
+    if "node.id" not in props and props.get("broker.id", "").strip():
+        return _int(props, "broker.id")
+    node_id = _int(props, "node.id")
+    if props.get("broker.id", "").strip() and _int(props, "broker.id") != node_id:
+        raise InvalidConfigError(
+            f"broker.id {props['broker.id'].strip()} differs from node.id {node_id}: you must "
+            "set node.id to the same value as broker.id"
+        )
+    return node_id
+
+
 def parse_voters(text: str) -> dict[int, str]:
     voters = {}
     for item in text.split(","):
@@ -297,7 +313,7 @@ def from_properties(props: Mapping[str, str]) -> ServerConfig:
             f"invalid value '{props['process.roles']}' for config 'process.roles': expected "
             "broker, controller or broker,controller"
         )
-    node_id = _int(props, "node.id")
+    node_id = _node_id(props)
     voters = parse_voters(_require(props, "controller.quorum.voters"))
     listeners: dict[str, Listener] = {}
     for item in _require(props, "listeners").split(","):
@@ -398,6 +414,7 @@ def from_properties(props: Mapping[str, str]) -> ServerConfig:
         groups=GroupConfig(**group_values),
         metrics_host=props.get("prometheus.metrics.host", "0.0.0.0").strip() or "0.0.0.0",
         metrics_port=metrics_port,
-        unknown=tuple(sorted(k for k in props if k not in known)),
+        unknown=tuple(sorted(k for k in props if k not in known and k not in NOT_APPLIED)),
+        not_applied=tuple(sorted(k for k in props if k in NOT_APPLIED)),
         properties=dict(props),
     )

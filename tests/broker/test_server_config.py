@@ -102,3 +102,11 @@ def test_request_limits_and_offset_metadata_reach_their_users():
     assert config.groups.offset_metadata_max_bytes == 10
     with pytest.raises(InvalidConfigError, match="fetch.max.bytes"):
         from_properties({**BASE, "fetch.max.bytes": "100"})  # Kafka's floor is 1024
+
+
+def test_broker_id_is_kafkas_synonym_of_node_id():
+    without_node_id = {k: v for k, v in BASE.items() if k != "node.id"}
+    assert from_properties({**without_node_id, "broker.id": "1"}).node_id == 1
+    assert from_properties({**BASE, "broker.id": "1"}).node_id == 1
+    with pytest.raises(InvalidConfigError, match="broker.id 2 differs from node.id 1"):
+        from_properties({**BASE, "broker.id": "2"})
