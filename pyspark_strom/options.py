@@ -9,6 +9,7 @@ what it was.
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -21,6 +22,64 @@ from strom.fetcher import EARLIEST, LATEST, TopicPartition
 BOOTSTRAP_KEYS = ("strom.bootstrap.servers", "kafka.bootstrap.servers")
 TIMEOUT_KEYS = ("strom.request.timeout.ms", "kafka.request.timeout.ms")
 FETCH_BYTES_KEYS = ("strom.max.partition.fetch.bytes", "kafka.max.partition.fetch.bytes")
+
+# Every option a read or a write looks at, lower-cased as Spark's sources compare them.
+_COMMON_KEYS = {*BOOTSTRAP_KEYS, *TIMEOUT_KEYS}
+READ_KEYS = _COMMON_KEYS | {
+    *FETCH_BYTES_KEYS,
+    "subscribe",
+    "subscribepattern",
+    "assign",
+    "startingoffsets",
+    "endingoffsets",
+    "startingtimestamp",
+    "endingtimestamp",
+    "startingoffsetsbytimestamp",
+    "endingoffsetsbytimestamp",
+    "startingoffsetsbytimestampstrategy",
+    "minpartitions",
+    "maxrecordsperpartition",
+    "maxoffsetspertrigger",
+    "failondataloss",
+    "includeheaders",
+}
+WRITE_KEYS = _COMMON_KEYS | {"topic"}
+# Options Spark itself sets or reads (a file path, a streaming query's checkpoint).
+_SPARKS_OWN = {"path", "checkpointlocation"}
+
+_OWN_FETCHES = "the connector's reads are Strom fetches bounded by strom.request.timeout.ms"
+_NO_GROUP = (
+    "the connector keeps its offsets in Spark's checkpoint and joins no consumer group "
+    "(Spark's Kafka source only names the group it would use)"
+)
+_EVERY_TRIGGER = "each trigger reads what is there, up to maxOffsetsPerTrigger"
+# Options of Spark's Kafka source that this connector knows and does not apply, with why:
+# a query written for Kafka runs unchanged, and the log says what did not take effect.
+NOT_APPLIED = {
+    "kafkaconsumer.polltimeoutms": _OWN_FETCHES,
+    "fetchoffset.numretries": _OWN_FETCHES,
+    "fetchoffset.retryintervalms": _OWN_FETCHES,
+    "groupidprefix": _NO_GROUP,
+    "kafka.group.id": _NO_GROUP,
+    "minoffsetspertrigger": _EVERY_TRIGGER,
+    "maxtriggerdelay": _EVERY_TRIGGER,
+}
+
+log = logging.getLogger(__name__)
+_warned: set[str] = set()
+
+
+def _warn_unapplied(opts: Mapping[str, str], read: set[str]) -> None:
+    """Logs, once per process and option, every option given that this read or write does
+    not apply (Spark itself passes unknown options through silently)."""
+    for key in sorted(set(opts) - read - _SPARKS_OWN - _warned):
+        _warned.add(key)
+        if key in NOT_APPLIED:
+            log.warning(
+                "Option '%s' is not applied by the strom source: %s.", key, NOT_APPLIED[key]
+            )
+        else:
+            log.warning("Option '%s' is not an option of the strom source; it is ignored.", key)
 
 
 def invalid(message: str) -> StromError:
@@ -176,6 +235,7 @@ def _offsets(opts: dict[str, str], name: str, default: str, streaming: bool) -> 
 def parse_options(options: Mapping[str, str], streaming: bool = False) -> Options:
     """The options of a read, checked."""
     opts = _lower(options)
+    _warn_unapplied(opts, READ_KEYS)
     bootstrap = _bootstrap(opts)
     request_timeout_ms = _timeout(opts)
 
@@ -253,6 +313,7 @@ class WriteOptions:
 
 def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     opts = _lower(options)
+    _warn_unapplied(opts, WRITE_KEYS)
     bootstrap = _bootstrap(opts)
     topic = opts.get("topic")
     if topic is not None and not topic.strip():

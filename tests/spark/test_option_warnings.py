@@ -1,0 +1,47 @@
+"""Options the connector does not apply are not taken silently (issue 17): a Spark Kafka
+source option Strom knows and ignores is logged with the reason, an unknown one as unknown,
+once per process; the options read are not logged."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+import pyspark_strom.options as options
+from pyspark_strom.options import parse_options, parse_write_options
+
+BASE = {"kafka.bootstrap.servers": "127.0.0.1:9092", "subscribe": "t"}
+
+
+@pytest.fixture(autouse=True)
+def fresh_warnings(monkeypatch):
+    monkeypatch.setattr(options, "_warned", set())
+
+
+def warnings(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+
+
+def test_options_read_are_not_logged(caplog):
+    parse_options({**BASE, "startingOffsets": "earliest", "failOnDataLoss": "false"})
+    parse_write_options({"kafka.bootstrap.servers": "127.0.0.1:9092", "topic": "t"})
+    assert warnings(caplog) == []
+
+
+def test_known_kafka_options_not_applied_are_logged_with_why_once(caplog):
+    for _ in range(3):
+        parse_options({**BASE, "minOffsetsPerTrigger": "10", "kafka.group.id": "g"})
+    logged = warnings(caplog)
+    assert len(logged) == 2
+    assert "'kafka.group.id' is not applied by the strom source" in logged[0]
+    assert "'minoffsetspertrigger' is not applied" in logged[1]
+
+
+def test_unknown_options_are_logged_as_ignored(caplog):
+    parse_options({**BASE, "startingOfsets": "earliest"})
+    parse_write_options({"kafka.bootstrap.servers": "127.0.0.1:9092", "subscribe": "t"})
+    assert warnings(caplog) == [
+        "Option 'startingofsets' is not an option of the strom source; it is ignored.",
+        "Option 'subscribe' is not an option of the strom source; it is ignored.",
+    ]
