@@ -1,7 +1,8 @@
 """The broker's background log work (Kafka's LogManager scheduler and LogCleaner):
 
 - every `log.retention.check.interval.ms`: retention (segments past `retention.ms` /
-  `retention.bytes` or below the log start) on every local replica, then one compaction
+  `retention.bytes` or below the log start, the active segment too once it has expired,
+  so an idle topic empties) on every local replica, then one compaction
   pass over each log whose `cleanup.policy` has `compact`;
 - every `log.flush.scheduler.interval.ms`: the logs whose `flush.ms` has passed are fsynced
   (Kafka's defaults never flush by time: replication, not fsync, makes records durable).
@@ -73,8 +74,14 @@ class LogMaintenance:
 
     async def retention_and_compaction(self) -> None:
         for partition in self._online():
+            active = partition.log.active_segment.base_offset
             try:
                 deleted = partition.log.delete_old_segments()
+                if partition.log.active_segment.base_offset != active:
+                    # Every segment expired and the log rolled (storage.retention): the
+                    # producers' state is snapshotted at the new segment, as at every
+                    # Kafka roll, since no batch is left to rebuild it from on restart.
+                    partition.snapshot_producers()
             except (StorageError, OSError) as exc:
                 log.warning("retention of %s failed: %s", partition.name, exc)
                 continue

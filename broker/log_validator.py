@@ -85,6 +85,19 @@ def check_batch(
     """Validates batch number `index` of a produce request, at `pos` in `buf`, and returns
     the largest timestamp of its records (-1 when none has one; the header's own value on a
     LogAppendTime topic, where the broker stamps its time anyway). Raises ApiError."""
+    return check_batch_records(buf, pos, header, index, settings, now_ms)[0]
+
+
+def check_batch_records(
+    buf: bytes | bytearray,
+    pos: int,
+    header: BatchHeader,
+    index: int,
+    settings: TopicSettings,
+    now_ms: int,
+) -> tuple[int, memoryview]:
+    """check_batch, also returning the batch's records section uncompressed, for a topic
+    whose compression.type asks the broker to recompress (decompressed once, for both)."""
     check_header(header, index, settings)
     data, start, end = _records_of(buf, pos, header, index, settings)
     count = header.record_count
@@ -98,9 +111,10 @@ def check_batch(
         lowest, highest = scan_records(data, start, end, count, settings.log.compact)
     except MalformedRecordError as exc:
         raise ApiError("INVALID_RECORD", f"Record {exc.index} of batch {index}: {exc}") from None
+    records = memoryview(data)[start:end]
     if settings.log_append_time:
-        return header.max_timestamp
-    return _check_timestamps(buf, pos, header, index, lowest, highest, settings, now_ms)
+        return header.max_timestamp, records
+    return _check_timestamps(buf, pos, header, index, lowest, highest, settings, now_ms), records
 
 
 def check_header(header: BatchHeader, index: int, settings: TopicSettings) -> None:

@@ -123,7 +123,13 @@ class Node:
             add_services=self._add_services if config.is_controller else None,
         )
         if config.is_controller:
-            self.controller = QuorumController(self.driver, self.loader, config.controller)
+            self.controller = QuorumController(
+                self.driver,
+                self.loader,
+                config.controller,
+                node_id=config.node_id,
+                static_config=config.properties,
+            )
         if config.is_broker:
             await self._start_broker()
         try:

@@ -4,18 +4,31 @@ its header and records in broker.log_validator (Kafka's LogValidator), then the 
 own timestamps: LogAppendTime stamping, or on CreateTime topics the batch's maxTimestamp set
 to its records' largest, as Kafka does. Nothing about a batch is believed (its producer
 sequence least of all) before its CRC is, and nothing is written before every batch of the
-request passed."""
+request passed.
+
+compression.type, as Kafka's LogValidator applies it: `producer` (the default) stores the
+producer's bytes as they came (zero copy); a codec, or `uncompressed`, recompresses each
+batch in another codec: its records section (decompressed once, for validation too) is
+compressed anew and the header rewritten with the codec's bits, the new length and a new
+CRC-32C. The records themselves, their offset deltas and timestamps, and the batch's
+producer id, epoch and sequence stay as the producer wrote them. A batch already in the
+topic's codec is kept as it is. Kafka checks max.message.bytes again after recompression
+(a batch recompressed to `uncompressed` may grow past it): MESSAGE_TOO_LARGE."""
 
 from __future__ import annotations
 
 from broker import log_validator
 from broker.topic_settings import TopicSettings
 from metadata.errors import ApiError
+from strom_api import compression
 from strom_api.record_batch import (
+    COMPRESSION_MASK,
     MAGIC,
     TIMESTAMP_TYPE_BIT,
     BatchHeader,
     InvalidRecordBatchError,
+    parse_header,
+    rebuild_batch,
     set_log_append_time,
     set_max_timestamp,
     validate_batch,
@@ -34,6 +47,9 @@ def producer_batches(records: bytes, settings: TopicSettings, now_ms: int) -> Pr
     Kafka's error name."""
     headers = _checked_headers(records)
     positions = _positions(headers)
+    target = settings.compression
+    if target is not None and any(h.compression != target for h in headers):
+        return _recompressed(records, headers, positions, target, settings, now_ms)
     max_timestamps = [
         log_validator.check_batch(records, pos, header, index, settings, now_ms)
         for index, (pos, header) in enumerate(zip(positions, headers, strict=True))
@@ -62,6 +78,53 @@ def producer_batches(records: bytes, settings: TopicSettings, now_ms: int) -> Pr
             header = header._replace(max_timestamp=timestamp, crc=_crc_at(fixed, pos))
         out.append(header)
     return fixed, out
+
+
+def _recompressed(
+    records: bytes,
+    headers: list[BatchHeader],
+    positions: list[int],
+    target: int,
+    settings: TopicSettings,
+    now_ms: int,
+) -> PreparedBatches:
+    """Every batch validated, stamped as producer_batches stamps it, and those not in the
+    `target` codec recompressed into it (see the module's comment)."""
+    out = bytearray()
+    out_headers = []
+    for index, (pos, header) in enumerate(zip(positions, headers, strict=True)):
+        timestamp, section = log_validator.check_batch_records(
+            records, pos, header, index, settings, now_ms
+        )
+        attributes = header.attributes
+        if settings.log_append_time:
+            timestamp = now_ms
+            attributes |= TIMESTAMP_TYPE_BIT
+        if header.compression == target:
+            batch = bytearray(records[pos : pos + header.size])
+            if settings.log_append_time:
+                set_log_append_time(batch, 0, now_ms)
+            elif header.max_timestamp != timestamp:
+                set_max_timestamp(batch, 0, timestamp)
+        else:
+            attributes = (attributes & ~COMPRESSION_MASK) | target
+            batch = rebuild_batch(
+                header, attributes, timestamp, compression.compress(target, section)
+            )
+        if len(batch) > settings.log.max_message_bytes:
+            raise ApiError(
+                "MESSAGE_TOO_LARGE",
+                f"Batch {index} is {len(batch)} bytes once recompressed to "
+                f"{_codec_name(target)} (compression.type), larger than max.message.bytes "
+                f"({settings.log.max_message_bytes}).",
+            )
+        out += batch
+        out_headers.append(parse_header(batch))
+    return out, out_headers
+
+
+def _codec_name(codec: int) -> str:
+    return "uncompressed" if codec == compression.NONE else compression.NAMES[codec]
 
 
 def _checked_headers(records: bytes) -> list[BatchHeader]:

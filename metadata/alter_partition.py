@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from google.protobuf.message import Message
 
 from metadata.broker_lifecycle import may_lead, min_insync_replicas
+from metadata.config_control import NO_LOCAL_CONFIG, LocalConfig
 from metadata.errors import ApiError
 from metadata.image import MetadataImage, PartitionRegistration
 from metadata.partition_change import next_elr
@@ -51,8 +52,13 @@ class IsrResult:
 
 
 def alter_partition(
-    image: MetadataImage, broker_id: int, broker_epoch: int, proposals: Sequence[IsrProposal]
+    image: MetadataImage,
+    broker_id: int,
+    broker_epoch: int,
+    proposals: Sequence[IsrProposal],
+    local: LocalConfig = NO_LOCAL_CONFIG,
 ) -> tuple[list[Message], list[IsrResult]]:
+    """`local`: the controller's node id and static configs, for min.insync.replicas."""
     broker = image.cluster.brokers.get(broker_id)
     if broker is None or broker.epoch != broker_epoch:
         raise ApiError(
@@ -63,7 +69,7 @@ def alter_partition(
     results = []
     for proposal in proposals:
         try:
-            record, after = _check(image, broker_id, proposal)
+            record, after = _check(image, broker_id, proposal, local)
         except ApiError as error:
             results.append(IsrResult(proposal.topic_id, proposal.partition_id, error))
             continue
@@ -73,7 +79,7 @@ def alter_partition(
 
 
 def _check(
-    image: MetadataImage, broker_id: int, proposal: IsrProposal
+    image: MetadataImage, broker_id: int, proposal: IsrProposal, local: LocalConfig
 ) -> tuple[pb.PartitionChangeRecord, PartitionRegistration]:
     topic = image.topics.by_id.get(proposal.topic_id)
     current = None if topic is None else topic.partitions.get(proposal.partition_id)
@@ -127,7 +133,7 @@ def _check(
         current.isr,
         proposal.new_isr,
         current.elr,
-        min_insync_replicas(image, topic.name),
+        min_insync_replicas(image, topic.name, local),
     )
     if elr != current.elr:
         record.eligible_leader_replicas.SetInParent()

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from google.protobuf.message import Message
 
+from metadata.config_control import NO_LOCAL_CONFIG, LocalConfig, effective_topic_config
 from metadata.delta import MetadataDelta
 from metadata.errors import ApiError
 from metadata.image import Endpoint, MetadataImage
@@ -49,24 +50,23 @@ def may_lead(image: MetadataImage, excluded: int | None = None) -> Callable[[int
     return check
 
 
-def _topic_config(image: MetadataImage, topic: str, name: str, default: str) -> str:
-    """A topic config's value: the topic's own, else the cluster default, else `default`."""
-    value = image.configs.of(pb.TOPIC, topic).get(name)
-    if value is None:
-        value = image.configs.of(pb.BROKER, "").get(name, default)
-    return value
-
-
-def unclean_election_enabled(image: MetadataImage, topic: str) -> bool:
-    """`unclean.leader.election.enable`: the topic's value, else the cluster default."""
-    value = _topic_config(image, topic, "unclean.leader.election.enable", "false")
+def unclean_election_enabled(
+    image: MetadataImage, topic: str, local: LocalConfig = NO_LOCAL_CONFIG
+) -> bool:
+    """`unclean.leader.election.enable` as `local`'s node applies it: the topic's value,
+    else the node's dynamic, the cluster-default or the static broker value (Kafka's
+    Boolean.parseBoolean: "true" in any case is true)."""
+    value = effective_topic_config(image, topic, "unclean.leader.election.enable", local)
     return value.strip().lower() == "true"
 
 
-def min_insync_replicas(image: MetadataImage, topic: str) -> int:
-    """`min.insync.replicas`: the topic's value, else the cluster default, else 1."""
+def min_insync_replicas(
+    image: MetadataImage, topic: str, local: LocalConfig = NO_LOCAL_CONFIG
+) -> int:
+    """`min.insync.replicas` as `local`'s node applies it, found in the same places; a
+    value that is not an int >= 1 (a typo in server.properties) counts as 1."""
     try:
-        return max(int(_topic_config(image, topic, "min.insync.replicas", "1")), 1)
+        return max(int(effective_topic_config(image, topic, "min.insync.replicas", local)), 1)
     except ValueError:
         return 1
 
@@ -82,6 +82,7 @@ def move_away_from(
     broker_id: int,
     lost_data: bool = False,
     only: Collection[ReplicaKey] | None = None,
+    local: LocalConfig = NO_LOCAL_CONFIG,
 ) -> list[Message]:
     """Partition changes for a broker that is fenced or shutting down: out of every ISR
     (unless it is the last member) and, where it led, a new leader from the ISR or the ELR
@@ -98,8 +99,8 @@ def move_away_from(
     records: list[Message] = []
     for name in sorted(image.topics.by_name):
         topic = image.topics.by_name[name]
-        unclean = unclean_election_enabled(image, name)
-        min_isr = min_insync_replicas(image, name)
+        unclean = unclean_election_enabled(image, name, local)
+        min_isr = min_insync_replicas(image, name, local)
         for partition_id in sorted(topic.partitions):
             if only is not None and (topic.topic_id, partition_id) not in only:
                 continue
@@ -127,12 +128,16 @@ def move_away_from(
     return records
 
 
-def leaders_for_offline(image: MetadataImage, acceptable: Callable[[int], bool]) -> list[Message]:
+def leaders_for_offline(
+    image: MetadataImage,
+    acceptable: Callable[[int], bool],
+    local: LocalConfig = NO_LOCAL_CONFIG,
+) -> list[Message]:
     """Partition changes giving leaderless partitions a leader where one may now lead."""
     records: list[Message] = []
     for name in sorted(image.topics.by_name):
         topic = image.topics.by_name[name]
-        unclean = unclean_election_enabled(image, name)
+        unclean = unclean_election_enabled(image, name, local)
         for partition_id in sorted(topic.partitions):
             current = topic.partitions[partition_id]
             if current.leader != NO_LEADER:
@@ -143,7 +148,7 @@ def leaders_for_offline(image: MetadataImage, acceptable: Callable[[int], bool])
                 current,
                 acceptable,
                 unclean_enabled=unclean,
-                min_isr=min_insync_replicas(image, name),
+                min_isr=min_insync_replicas(image, name, local),
             )
             if change is not None:
                 records.append(change)
@@ -220,6 +225,7 @@ def register_broker(
     request: BrokerRegistrationRequest,
     record_offset: int,
     now_ms: int,
+    local: LocalConfig = NO_LOCAL_CONFIG,
 ) -> tuple[list[Message], int]:
     """Records registering the broker, and its broker epoch: `record_offset`, the offset its
     RegisterBrokerRecord will have. A broker id still held by another live incarnation is
@@ -241,7 +247,7 @@ def register_broker(
                 f"Another broker is registered with broker id {request.broker_id}.",
             )
         lost_data = restarted_uncleanly(image, request)
-        records += move_away_from(image, request.broker_id, lost_data=lost_data)
+        records += move_away_from(image, request.broker_id, lost_data=lost_data, local=local)
     records.insert(
         0,
         pb.RegisterBrokerRecord(
@@ -279,7 +285,11 @@ class HeartbeatResponse:
 
 
 def heartbeat(
-    image: MetadataImage, tracker: HeartbeatTracker, request: HeartbeatRequest, now_ms: int
+    image: MetadataImage,
+    tracker: HeartbeatTracker,
+    request: HeartbeatRequest,
+    now_ms: int,
+    local: LocalConfig = NO_LOCAL_CONFIG,
 ) -> tuple[list[Message], HeartbeatResponse]:
     """A broker's heartbeat: records for the state it moves to, and the answer, which
     describes the state once those records are committed."""
@@ -304,16 +314,18 @@ def heartbeat(
                 in_controlled_shutdown=True,
             )
         )
-        records += move_away_from(image, broker.broker_id)
+        records += move_away_from(image, broker.broker_id, local=local)
     elif request.want_fence and not fenced:
-        records += fence_broker(image, broker.broker_id)
+        records += fence_broker(image, broker.broker_id, local)
         fenced = True
     elif fenced and caught_up and not request.want_fence and not broker.in_controlled_shutdown:
-        records += unfence_broker(image, broker.broker_id)
+        records += unfence_broker(image, broker.broker_id, local)
         fenced = False
     if request.offline_replicas and not fenced and not request.want_shutdown:
         # Every heartbeat names them again; once they are moved this finds nothing to do.
-        records += move_away_from(image, broker.broker_id, only=request.offline_replicas)
+        records += move_away_from(
+            image, broker.broker_id, only=request.offline_replicas, local=local
+        )
     should_stop = False
     if request.want_shutdown or broker.in_controlled_shutdown:
         # It may stop once it leads nothing, as it will once these records apply (a
@@ -323,28 +335,34 @@ def heartbeat(
     return records, HeartbeatResponse(caught_up, fenced, should_stop)
 
 
-def fence_broker(image: MetadataImage, broker_id: int) -> list[Message]:
+def fence_broker(
+    image: MetadataImage, broker_id: int, local: LocalConfig = NO_LOCAL_CONFIG
+) -> list[Message]:
     broker = image.cluster.brokers[broker_id]
     return [
         pb.FenceBrokerRecord(broker_id=broker_id, broker_epoch=broker.epoch),
-        *move_away_from(image, broker_id),
+        *move_away_from(image, broker_id, local=local),
     ]
 
 
-def unfence_broker(image: MetadataImage, broker_id: int) -> list[Message]:
+def unfence_broker(
+    image: MetadataImage, broker_id: int, local: LocalConfig = NO_LOCAL_CONFIG
+) -> list[Message]:
     broker = image.cluster.brokers[broker_id]
     base = may_lead(image)
     return [
         pb.UnfenceBrokerRecord(broker_id=broker_id, broker_epoch=broker.epoch),
-        *leaders_for_offline(image, lambda b: b == broker_id or base(b)),
+        *leaders_for_offline(image, lambda b: b == broker_id or base(b), local),
     ]
 
 
-def unregister_broker(image: MetadataImage, broker_id: int) -> list[Message]:
+def unregister_broker(
+    image: MetadataImage, broker_id: int, local: LocalConfig = NO_LOCAL_CONFIG
+) -> list[Message]:
     broker = image.cluster.brokers.get(broker_id)
     if broker is None:
         raise ApiError("BROKER_ID_NOT_REGISTERED", f"Broker {broker_id} is not registered.")
     return [
-        *move_away_from(image, broker_id),
+        *move_away_from(image, broker_id, local=local),
         pb.UnregisterBrokerRecord(broker_id=broker_id, broker_epoch=broker.epoch),
     ]

@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum, StrEnum
 
 from google.protobuf.message import Message
@@ -431,34 +431,40 @@ def _describe_topic(
 ) -> list[ConfigEntry]:
     own = image.configs.of(pb.TOPIC, topic)
     layers = _broker_layers(image, static, broker_id)
-    entries = []
-    for name in sorted(_TOPIC_DEFAULTS):
-        # The broker names that set this config, finest unit first (retention.ms <-
-        # log.retention.ms, log.retention.minutes, log.retention.hours), with their factor.
-        forms: Sequence[tuple[str, int]] = UNIT_SYNONYMS.get(name, ())
-        if not forms and name in _TOPIC_TO_BROKER:
-            forms = ((_TOPIC_TO_BROKER[name], 1),)
-        synonyms: list[ConfigSynonym] = []
-        factors: list[int] = []
-        if name in own:
-            synonyms.append(ConfigSynonym(name, own[name], ConfigSource.DYNAMIC_TOPIC_CONFIG))
-            factors.append(1)
-        # Layer first, then unit: Kafka lists synonyms so; the coarser units being static
-        # only, the first of them is also the value Kafka's broker takes.
-        for layer, source in layers:
-            for broker_name, factor in forms:
-                if broker_name in layer:
-                    synonyms.append(ConfigSynonym(broker_name, layer[broker_name], source))
-                    factors.append(factor)
-        if synonyms:
-            value = _in_topic_units(synonyms[0], factors[0])
-            source = synonyms[0].source
-        else:
-            value, source = _TOPIC_DEFAULTS[name], ConfigSource.DEFAULT_CONFIG
-        if name in _LIST_CONFIGS[pb.TOPIC]:
-            value = ",".join(p.strip() for p in value.split(",") if p.strip())
-        entries.append(ConfigEntry(name, value, source, read_only=False, synonyms=tuple(synonyms)))
-    return entries
+    return [_topic_entry(name, own, layers) for name in sorted(_TOPIC_DEFAULTS)]
+
+
+def _topic_entry(
+    name: str,
+    own: Mapping[str, str],
+    layers: Sequence[tuple[Mapping[str, str], ConfigSource]],
+) -> ConfigEntry:
+    """One topic config: the topic's `own` value, else the first broker layer setting it."""
+    # The broker names that set this config, finest unit first (retention.ms <-
+    # log.retention.ms, log.retention.minutes, log.retention.hours), with their factor.
+    forms: Sequence[tuple[str, int]] = UNIT_SYNONYMS.get(name, ())
+    if not forms and name in _TOPIC_TO_BROKER:
+        forms = ((_TOPIC_TO_BROKER[name], 1),)
+    synonyms: list[ConfigSynonym] = []
+    factors: list[int] = []
+    if name in own:
+        synonyms.append(ConfigSynonym(name, own[name], ConfigSource.DYNAMIC_TOPIC_CONFIG))
+        factors.append(1)
+    # Layer first, then unit: Kafka lists synonyms so; the coarser units being static
+    # only, the first of them is also the value Kafka's broker takes.
+    for layer, source in layers:
+        for broker_name, factor in forms:
+            if broker_name in layer:
+                synonyms.append(ConfigSynonym(broker_name, layer[broker_name], source))
+                factors.append(factor)
+    if synonyms:
+        value = _in_topic_units(synonyms[0], factors[0])
+        source = synonyms[0].source
+    else:
+        value, source = _TOPIC_DEFAULTS[name], ConfigSource.DEFAULT_CONFIG
+    if name in _LIST_CONFIGS[pb.TOPIC]:
+        value = ",".join(p.strip() for p in value.split(",") if p.strip())
+    return ConfigEntry(name, value, source, read_only=False, synonyms=tuple(synonyms))
 
 
 def _in_topic_units(synonym: ConfigSynonym, factor: int) -> str:
@@ -525,3 +531,30 @@ def effective_topic_configs(
     same answer DescribeConfigs gives)."""
     entries = _describe_topic(image, topic, static_broker_config, broker_id)
     return {e.name: e.value for e in entries if e.value is not None}
+
+
+@dataclass(frozen=True, slots=True)
+class LocalConfig:
+    """What a topic config's effective value takes from the node that reads it: the node's
+    id, whose per-broker dynamic configs apply, and its static server.properties. Kafka's
+    controller holds the same two (ConfigurationControlManager's nodeId and staticConfig),
+    so that its min.insync.replicas and unclean.leader.election.enable are the brokers'."""
+
+    node_id: int | None = None
+    static: Mapping[str, str] = field(default_factory=dict)
+
+
+NO_LOCAL_CONFIG = LocalConfig()
+
+
+def effective_topic_config(
+    image: MetadataImage, topic: str, name: str, local: LocalConfig = NO_LOCAL_CONFIG
+) -> str:
+    """One config of `topic` as `local`'s node applies it (Kafka's
+    ConfigurationControlManager.getTopicConfig): the topic's own value, else the node's
+    dynamic, cluster-default dynamic or static value of its broker-wide synonym, else
+    Kafka's default. `name` must be a topic config."""
+    own = image.configs.of(pb.TOPIC, topic)
+    value = _topic_entry(name, own, _broker_layers(image, local.static, local.node_id)).value
+    assert value is not None  # every topic config has a default
+    return value

@@ -41,7 +41,7 @@ from metadata.broker_lifecycle import (
     register_broker,
     restarted_uncleanly,
 )
-from metadata.config_control import ConfigOp, incremental_alter_configs
+from metadata.config_control import ConfigOp, LocalConfig, incremental_alter_configs
 from metadata.errors import ApiError
 from metadata.image import ConfigResource, MetadataImage
 from metadata.leader_election import elect_leaders, rebalance_leaders
@@ -107,10 +107,19 @@ class QuorumController:
         loader: MetadataLoader,
         config: ControllerConfig | None = None,
         rng: random.Random | None = None,
+        *,
+        node_id: int | None = None,
+        static_config: Mapping[str, str] | None = None,
     ) -> None:
+        """`node_id` and `static_config` (the node's server.properties): where a topic's
+        min.insync.replicas and unclean.leader.election.enable come from when neither the
+        topic nor a dynamic broker config sets them, as on the brokers (Kafka's
+        ConfigurationControlManager reads the controller's own static config the same
+        way; in a combined node and in deploy/k8s it is the brokers' file)."""
         self.driver = driver
         self.loader = loader
         self.config = config or ControllerConfig()
+        self.local = LocalConfig(node_id, dict(static_config or {}))
         self.rng = rng or random.Random()
         self.tracker = HeartbeatTracker(self.config.session_timeout_ms)
         self._lock = asyncio.Lock()  # one operation at a time
@@ -225,7 +234,9 @@ class QuorumController:
             # at the log end.
             offset = core.log.end_offset()
             unclean = restarted_uncleanly(self.image, request)
-            records, epoch = register_broker(self.image, self.tracker, request, offset, _now_ms())
+            records, epoch = register_broker(
+                self.image, self.tracker, request, offset, _now_ms(), self.local
+            )
             if unclean:
                 log.warning(
                     "Broker %d registered after an unclean shutdown (previous broker epoch "
@@ -253,7 +264,9 @@ class QuorumController:
             self.tracker.touch(request.broker_id, _now_ms())
         async with self._lock:
             self._require_active()
-            records, response = heartbeat(self.image, self.tracker, request, _now_ms())
+            records, response = heartbeat(
+                self.image, self.tracker, request, _now_ms(), self.local
+            )
             await self._commit(records)
             return response
 
@@ -262,12 +275,14 @@ class QuorumController:
     ) -> list[IsrResult]:
         async with self._lock:
             self._require_active()
-            records, results = alter_partition(self.image, broker_id, broker_epoch, proposals)
+            records, results = alter_partition(
+                self.image, broker_id, broker_epoch, proposals, self.local
+            )
             await self._commit(records)
             # An ISR that grew may finish a reassignment (its new replicas caught up); only
             # then is it worth scanning the partitions for one.
             if any(r.registration is not None and r.registration.adding_replicas for r in results):
-                await self._commit(complete_reassignments(self.image))
+                await self._commit(complete_reassignments(self.image, self.local))
             return results
 
     async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> tuple[int, int]:
@@ -283,7 +298,7 @@ class QuorumController:
     ) -> dict[tuple[str, int], ApiError | None]:
         async with self._lock:
             self._require_active()
-            records, results = elect_leaders(self.image, partitions, election)
+            records, results = elect_leaders(self.image, partitions, election, self.local)
             await self._commit(records)
             return results
 
@@ -292,7 +307,7 @@ class QuorumController:
     ) -> dict[tuple[str, int], ApiError | None]:
         async with self._lock:
             self._require_active()
-            records, results = alter_partition_reassignments(self.image, requests)
+            records, results = alter_partition_reassignments(self.image, requests, self.local)
             await self._commit(records)
             return results
 
@@ -319,7 +334,7 @@ class QuorumController:
                 return []
             expired = self.tracker.expired(self.image, _now_ms())
             for broker_id in expired:
-                await self._commit(fence_broker(self.image, broker_id))
+                await self._commit(fence_broker(self.image, broker_id, self.local))
             return expired
 
     async def maybe_snapshot(self) -> None:
@@ -337,7 +352,9 @@ class QuorumController:
         async with self._lock:
             if not self.is_active():
                 return 0
-            records = rebalance_leaders(self.image, self.config.leader_imbalance_percentage)
+            records = rebalance_leaders(
+                self.image, self.config.leader_imbalance_percentage, self.local
+            )
             await self._commit(records)
             return len(records)
 

@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterator, Sequence
 from google.protobuf.message import Message
 
 from metadata.broker_lifecycle import may_lead, min_insync_replicas
+from metadata.config_control import NO_LOCAL_CONFIG, LocalConfig
 from metadata.errors import ApiError
 from metadata.image import MetadataImage, PartitionRegistration, TopicImage
 from metadata.partition_change import Election, build_partition_change
@@ -52,6 +53,7 @@ def elect_leaders(
     image: MetadataImage,
     partitions: Sequence[TopicPartition] | None,
     election: Election,
+    local: LocalConfig = NO_LOCAL_CONFIG,
 ) -> tuple[list[Message], dict[TopicPartition, ApiError | None]]:
     """Records electing leaders for `partitions` (None: all), and a result per partition:
     None for an election that happens, else the ApiError saying why not."""
@@ -65,7 +67,7 @@ def elect_leaders(
     for topic_partition in _all_partitions(image) if partitions is None else partitions:
         if topic_partition in results:
             continue  # asked twice: one election, not two records built on the same image
-        record, error = _elect(image, topic_partition, election, acceptable)
+        record, error = _elect(image, topic_partition, election, acceptable, local)
         if record is not None:
             records.append(record)
         if everything and error is not None and error.error_name == "ELECTION_NOT_NEEDED":
@@ -79,6 +81,7 @@ def _elect(
     topic_partition: TopicPartition,
     election: Election,
     acceptable: Callable[[int], bool],
+    local: LocalConfig,
 ) -> tuple[Message | None, ApiError | None]:
     """One partition's election (Kafka's electLeader): the record, or the error."""
     name, partition_id = topic_partition
@@ -108,7 +111,7 @@ def _elect(
         partition,
         acceptable,
         election=election,
-        min_isr=min_insync_replicas(image, name),
+        min_isr=min_insync_replicas(image, name, local),
     )
     if record is None:
         return None, (
@@ -162,7 +165,9 @@ def imbalanced_brokers(
 
 
 def rebalance_leaders(
-    image: MetadataImage, percentage: int = DEFAULT_IMBALANCE_PERCENTAGE
+    image: MetadataImage,
+    percentage: int = DEFAULT_IMBALANCE_PERCENTAGE,
+    local: LocalConfig = NO_LOCAL_CONFIG,
 ) -> list[Message]:
     """Preferred elections for the partitions of every imbalanced broker that it does not
     lead, where it is in the ISR and may lead (Kafka's canPreferredReplicaBeLeader): the
@@ -184,7 +189,7 @@ def rebalance_leaders(
                 partition,
                 acceptable,
                 election=Election.PREFERRED,
-                min_isr=min_insync_replicas(image, topic.name),
+                min_isr=min_insync_replicas(image, topic.name, local),
             )
             if record is not None:
                 records.append(record)

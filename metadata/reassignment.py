@@ -27,6 +27,7 @@ from typing import NamedTuple
 from google.protobuf.message import Message
 
 from metadata.broker_lifecycle import may_lead, min_insync_replicas, unclean_election_enabled
+from metadata.config_control import NO_LOCAL_CONFIG, LocalConfig
 from metadata.errors import ApiError
 from metadata.image import MetadataImage, PartitionRegistration, TopicImage
 from metadata.partition_change import build_partition_change
@@ -124,6 +125,7 @@ def _change(
     removing: Sequence[int],
     *,
     unclean: bool,
+    local: LocalConfig,
 ) -> Message | None:
     """The record taking `current` to the given reassignment state, finishing it at once
     when it can; the leader is re-elected (from the new replicas, in order) only when it
@@ -142,7 +144,7 @@ def _change(
         target_adding=adding,
         target_removing=removing,
         unclean_enabled=unclean,
-        min_isr=min_insync_replicas(image, topic.name),
+        min_isr=min_insync_replicas(image, topic.name, local),
     )
 
 
@@ -152,6 +154,7 @@ def _start(
     partition_id: int,
     current: PartitionRegistration,
     target: Sequence[int],
+    local: LocalConfig,
 ) -> Message | None:
     """Kafka's changePartitionReassignment: adding = target - current, removing = current -
     target, replicas = target then removing.
@@ -177,11 +180,17 @@ def _start(
     removing = tuple(b for b in settled if b not in in_target)
     adding = tuple(b for b in target if b not in in_settled)
     replicas = (*target, *removing)
-    return _change(image, topic, partition_id, current, replicas, adding, removing, unclean=False)
+    return _change(
+        image, topic, partition_id, current, replicas, adding, removing, unclean=False, local=local
+    )
 
 
 def _cancel(
-    image: MetadataImage, topic: TopicImage, partition_id: int, current: PartitionRegistration
+    image: MetadataImage,
+    topic: TopicImage,
+    partition_id: int,
+    current: PartitionRegistration,
+    local: LocalConfig,
 ) -> Message | None:
     """Kafka's cancelPartitionReassignment: back to the replicas minus those being added,
     the ISR likewise; a new leader if the leader was one being added."""
@@ -194,7 +203,7 @@ def _cancel(
     replicas = tuple(b for b in current.replicas if b not in adding)
     isr = tuple(b for b in current.isr if b not in adding)
     acceptable = may_lead(image)
-    unclean = unclean_election_enabled(image, topic.name)
+    unclean = unclean_election_enabled(image, topic.name, local)
     if not isr:
         # Every ISR member was one being added: going back needs a leader from outside the
         # ISR. Kafka refuses unless unclean election is enabled for the topic. When it is,
@@ -224,12 +233,14 @@ def _cancel(
         target_adding=(),
         target_removing=(),
         unclean_enabled=unclean,
-        min_isr=min_insync_replicas(image, topic.name),
+        min_isr=min_insync_replicas(image, topic.name, local),
     )
 
 
 def alter_partition_reassignments(
-    image: MetadataImage, requests: Mapping[TopicPartition, Sequence[int] | None]
+    image: MetadataImage,
+    requests: Mapping[TopicPartition, Sequence[int] | None],
+    local: LocalConfig = NO_LOCAL_CONFIG,
 ) -> tuple[list[Message], dict[TopicPartition, ApiError | None]]:
     """AlterPartitionReassignments: per partition, a target replica list starts (or
     replaces) a reassignment, None cancels the one in progress. Records for those that go
@@ -241,9 +252,9 @@ def alter_partition_reassignments(
         try:
             topic, current = _find(image, name, partition_id)
             if target is None:
-                record = _cancel(image, topic, partition_id, current)
+                record = _cancel(image, topic, partition_id, current, local)
             else:
-                record = _start(image, topic, partition_id, current, target)
+                record = _start(image, topic, partition_id, current, target, local)
         except ApiError as error:
             results[name, partition_id] = error
             continue
@@ -253,7 +264,9 @@ def alter_partition_reassignments(
     return records, results
 
 
-def complete_reassignments(image: MetadataImage) -> list[Message]:
+def complete_reassignments(
+    image: MetadataImage, local: LocalConfig = NO_LOCAL_CONFIG
+) -> list[Message]:
     """Records finishing every reassignment whose ISR now allows it (see _completed). The
     controller runs this after committing an ISR change: that is when one can finish."""
     records: list[Message] = []
@@ -275,7 +288,8 @@ def complete_reassignments(image: MetadataImage) -> list[Message]:
                 p.replicas,
                 p.adding_replicas,
                 p.removing_replicas,
-                unclean=unclean_election_enabled(image, topic.name),
+                unclean=unclean_election_enabled(image, topic.name, local),
+                local=local,
             )
             if record is not None:
                 records.append(record)

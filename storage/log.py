@@ -553,7 +553,8 @@ class Log:
     @_disk_operation
     def delete_old_segments(self) -> int:
         """Applies retention (log start offset, `retention.ms`, `retention.bytes`); returns
-        how many segments were deleted."""
+        how many segments were deleted. The active segment too, once all it holds has
+        expired (storage.retention): the log then rolls, and starts at its end."""
         doomed = retention.segments_to_delete(
             [
                 retention.SegmentInfo(s.base_offset, s.next_offset, s.size, s.largest_timestamp)
@@ -564,6 +565,11 @@ class Log:
             self.high_watermark,
             self.log_start_offset,
         )
+        if doomed == len(self._segments):
+            # Every record has expired, the active segment's too: a new, empty active
+            # segment at the log end first, as Kafka's deleteSegments rolls, since a log
+            # always has one. The log start offset then moves to the log end.
+            self.roll()
         for _ in range(doomed):
             self._segments.pop(0).close_and_delete()
             self._bases.pop(0)

@@ -37,9 +37,9 @@ class DecompressedTooLargeError(ValueError):
     or a batch too large to take)."""
 
 
-def compress(codec: int, data: bytes) -> bytes:
+def compress(codec: int, data: bytes | memoryview) -> bytes:
     if codec == NONE:
-        return data
+        return bytes(data)
     if codec == GZIP:
         return bytes(cramjam.gzip.compress(data))
     if codec == SNAPPY:
@@ -159,7 +159,7 @@ def _decompress(codec: int, data: bytes | memoryview) -> bytes:
     raise UnsupportedCompressionError(f"unknown compression codec id {codec}")
 
 
-def _xerial_snappy_compress(data: bytes) -> bytes:
+def _xerial_snappy_compress(data: bytes | memoryview) -> bytes:
     parts = [_XERIAL_HEADER]
     for start in range(0, len(data), _XERIAL_BLOCK):
         block = bytes(cramjam.snappy.compress_raw(data[start : start + _XERIAL_BLOCK]))

@@ -225,3 +225,34 @@ def set_max_timestamp(
     (batch_length,) = _LEADER_EPOCH.unpack_from(buf, pos + 8)
     end = pos + LOG_OVERHEAD + batch_length
     _CRC.pack_into(buf, pos + 17, crc32c(memoryview(buf)[pos + CRC_START : end]))
+
+
+def rebuild_batch(
+    header: BatchHeader, attributes: int, max_timestamp: int, records: bytes | memoryview
+) -> bytearray:
+    """The batch `header` describes with new attributes, maxTimestamp and records section
+    (`records`, compressed as the attributes' codec says), its batchLength and CRC-32C
+    computed anew; every other field (offset deltas, base timestamp, producer id, epoch
+    and sequence, record count) kept. How a broker recompresses a batch for a topic's
+    compression.type, as Kafka's LogValidator does."""
+    out = bytearray(HEADER_SIZE + len(records))
+    HEADER.pack_into(
+        out,
+        0,
+        header.base_offset,
+        HEADER_SIZE - LOG_OVERHEAD + len(records),
+        header.partition_leader_epoch,
+        MAGIC,
+        0,
+        attributes,
+        header.last_offset_delta,
+        header.base_timestamp,
+        max_timestamp,
+        header.producer_id,
+        header.producer_epoch,
+        header.base_sequence,
+        header.record_count,
+    )
+    out[HEADER_SIZE:] = records
+    _CRC.pack_into(out, 17, crc32c(memoryview(out)[CRC_START:]))
+    return out

@@ -95,3 +95,37 @@ def test_a_scheduled_flush_moves_the_recovery_point(tmp_path):
 
     run(scheduled())
     assert partition.log.recovery_point == partition.log.log_end_offset == 1
+
+
+def test_an_idle_partition_loses_its_expired_active_segment_but_not_its_producers(tmp_path):
+    """Retention takes the last segment too once all of it has expired (Kafka rolls a new
+    one first), so an idle topic does not keep its last records forever. The producers'
+    state is snapshotted at the roll, so after a crash a retry of the last batch is
+    still known as a duplicate although no batch of it is left in the log."""
+    partition = leader(tmp_path, retention_ms=60_000)
+    old = int(time.time() * 1000) - 3_600_000
+    sent = [
+        encode_batch(
+            [Record(0, old, b"k", b"v%d" % seq)], producer_id=7, producer_epoch=0, base_sequence=seq
+        )
+        for seq in range(2)
+    ]
+    for batch in sent:
+        partition.append_as_leader(batch, 1, old)
+    assert len(partition.log.segments) == 1 and partition.log.log_end_offset == 2
+    maintenance = LogMaintenance(lambda: [partition], ReplicaConfig())
+    run(maintenance.retention_and_compaction())
+    assert maintenance.segments_deleted == 1
+    assert partition.log.log_start_offset == partition.log.log_end_offset == 2
+    assert values(partition) == []
+    partition.log.close()  # a crash: no producer snapshot at shutdown
+
+    reopened = Log.open(str(tmp_path / "t-0"), partition.log.config)
+    assert reopened.log_start_offset == 2
+    settings = TopicSettings(log=reopened.config)
+    restarted = Partition("t", 0, b"i" * 16, reopened, 1, settings)
+    registration = PartitionRegistration(replicas=(1,), isr=(1,), leader=1, leader_epoch=0)
+    restarted.apply_registration(registration, 0, settings)
+    retry = restarted.append_as_leader(sent[1], 1, old)
+    assert retry.duplicate and (retry.base_offset, retry.next_offset) == (1, 2)
+    assert restarted.log.log_end_offset == 2

@@ -10,9 +10,12 @@ import time
 
 import pytest
 
+from strom.consumer import Consumer
 from strom.errors import StromError
 from strom.partitioner import partition_for_key
 from strom.producer import Producer
+from strom_api import compression
+from strom_api.records import decode_batches
 from tests.client.cluster_helpers import bootstrap, create_topic, reader
 from tests.node_integration.node_cluster import NodeCluster
 
@@ -146,3 +149,30 @@ def test_idempotent_retries_across_leader_kills_lose_and_duplicate_nothing(tmp_p
             assert values == sent  # the partition's order is the send order
     finally:
         cluster.stop_all()
+
+
+@pytest.mark.parametrize(("topic_codec", "stored"), [("zstd", "zstd"), ("producer", "gzip")])
+def test_the_topics_compression_type_decides_how_batches_are_stored(cluster, topic_codec, stored):
+    """compression.type=zstd: the broker recompresses a gzip producer's batches, and a
+    consumer reads the same records from batches whose attributes say zstd (Kafka's
+    LogValidator); `producer` stores them as the producer compressed them."""
+    topic = f"codec-{topic_codec}"
+    create_topic(cluster, topic, partitions=1, **{"compression.type": topic_codec})
+    with Producer(bootstrap(cluster), compression_type="gzip", linger_ms=20) as producer:
+        futures = [producer.send(topic, b"value-%d" % i, key=b"k%d" % i) for i in range(200)]
+        producer.flush()
+        assert [f.get(timeout=10).offset for f in futures] == list(range(200))
+    with Consumer(
+        topic,
+        bootstrap_servers=bootstrap(cluster),
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=1500,
+    ) as consumer:
+        records = list(consumer)
+    assert [(r.key, r.value) for r in records] == [
+        (b"k%d" % i, b"value-%d" % i) for i in range(200)
+    ]
+    client = reader(cluster)
+    answer = client.fetch_raw(client.leader(topic, 0), topic, 0, 0)
+    headers = [header for header, _ in decode_batches(answer.records)]
+    assert headers and {compression.NAMES[h.compression] for h in headers} == {stored}

@@ -193,8 +193,8 @@ def test_cleanup_applies_retention_and_compaction(tmp_path):
         log.update_high_watermark(log.log_end_offset)
     clock.advance(1001)
     deleted, removed = lm.cleanup()
-    assert (deleted, removed) == (2, 1)
-    assert deleting.log_start_offset == 2
+    assert (deleted, removed) == (3, 1)  # every segment expired, the active one too
+    assert deleting.log_start_offset == deleting.log_end_offset == 3
     values = [
         r.value for _, records in decode_batches(b"".join(read_all(compacted))) for r in records
     ]

@@ -2,9 +2,11 @@
 
 An independent model of Kafka's UnifiedLog.deleteOldSegments (three passes, each deleting a
 leading run of segments: log-start breached, then retention.bytes, then retention.ms; a
-segment is deletable only if the next segment's base offset is <= the high watermark, and
-never the active segment; size rule: delete the oldest while total - segment.size >=
-retention.bytes; with cleanup.policy=compact alone only the log-start rule applies) is
+segment is deletable only if where its offsets end (the next segment's base offset, the log
+end for the active segment) is <= the high watermark, and never an empty active segment;
+the log-start rule never takes the active segment, the other two do (deletableSegments);
+size rule: delete the oldest while total - segment.size >= retention.bytes; with
+cleanup.policy=compact alone only the log-start rule applies) is
 compared with storage.retention.segments_to_delete over random logs, and with
 Log.delete_old_segments on real segment files under a ManualClock.
 """
@@ -33,18 +35,22 @@ def kafka_deletable(segments, config: LogConfig, now_ms, high_watermark, log_sta
 
     def leading_run(predicate) -> None:
         nonlocal gone
-        while gone < len(segments) - 1:  # the active (last) segment is never deleted
-            segment, upper = segments[gone], segments[gone + 1].base_offset
-            if not (high_watermark >= upper and predicate(segment, upper)):
+        while gone < len(segments):
+            segment = segments[gone]
+            last = gone == len(segments) - 1
+            if last and segment.size == 0:
+                return  # isLastSegmentAndEmpty
+            upper = segment.next_offset if last else segments[gone + 1].base_offset
+            if not (high_watermark >= upper and predicate(segment, last, upper)):
                 return
             gone += 1
 
-    leading_run(lambda s, upper: upper <= log_start)
+    leading_run(lambda s, last, upper: not last and upper <= log_start)
     if "delete" in config.cleanup_policy.split(","):
         if config.retention_bytes >= 0:
             diff = sum(s.size for s in segments[gone:]) - config.retention_bytes
 
-            def breached(s, upper):
+            def breached(s, last, upper):
                 nonlocal diff
                 if diff - s.size >= 0:
                     diff -= s.size
@@ -53,7 +59,7 @@ def kafka_deletable(segments, config: LogConfig, now_ms, high_watermark, log_sta
 
             leading_run(breached)
         if config.retention_ms >= 0:
-            leading_run(lambda s, upper: now_ms - s.largest_timestamp > config.retention_ms)
+            leading_run(lambda s, last, upper: now_ms - s.largest_timestamp > config.retention_ms)
     return gone
 
 
@@ -151,6 +157,7 @@ def test_delete_old_segments_keeps_what_kafka_keeps(tmp_path, clock, seed):
     start = min(log.log_start_offset + case.log_start_delta, log.high_watermark)
     log.delete_records_before(start) if start > log.log_start_offset else None
     clock.advance(case.advance_ms)
+    segments = list(log.segments)  # DeleteRecords applies retention too
 
     infos = [
         SegmentInfo(s.base_offset, s.next_offset, s.size, s.largest_timestamp) for s in log.segments
@@ -158,13 +165,18 @@ def test_delete_old_segments_keeps_what_kafka_keeps(tmp_path, clock, seed):
     want = kafka_deletable(
         infos, log.config, clock.time_ms(), log.high_watermark, log.log_start_offset
     )
-    expected_bases = [s.base_offset for s in log.segments][want:]
+    everything = want == len(infos)
+    # Every segment expired: the log rolled, and starts empty at its end.
+    expected_bases = [s.base_offset for s in log.segments][want:] or [log.log_end_offset]
     old_start = log.log_start_offset
     context = f"seed={seed} {case}"
 
     assert log.delete_old_segments() == want, context
     assert [s.base_offset for s in log.segments] == expected_bases, context
-    assert log.active_segment is segments[-1], context
+    if everything:
+        assert log.active_segment.is_empty(), context
+    else:
+        assert log.active_segment is segments[-1], context
     assert log.log_start_offset == max(old_start, expected_bases[0]), context
     for base in {s.base_offset for s in segments} - set(expected_bases):
         assert not os.path.exists(tmp_path / f"{base:020d}.log"), context
@@ -183,13 +195,13 @@ def test_largest_timestamp_decides_and_only_a_leading_run_goes(tmp_path, clock):
     log.roll()
     append(log, producer_batch(2, timestamps=[BASE_TS - 10_000, BASE_TS - 10_000]))
     log.roll()
-    append(log, producer_batch(1, timestamps=BASE_TS - 10_000))
+    append(log, producer_batch(2, timestamps=[BASE_TS - 10_000, BASE_TS + 1]))
     assert [s.base_offset for s in log.segments] == [0, 2, 4]
     log.update_high_watermark(log.log_end_offset)
     clock.advance(1000)
     assert log.delete_old_segments() == 0  # now - newest == retention.ms: not yet
     clock.advance(1)
-    assert log.delete_old_segments() == 2  # both closed segments; never the active one
+    assert log.delete_old_segments() == 2  # both closed segments; the active one is live
     assert [s.base_offset for s in log.segments] == [4]
     assert log.log_start_offset == 4
 
@@ -205,3 +217,58 @@ def test_high_watermark_holds_back_retention(tmp_path, clock):
     log.update_high_watermark(3)
     assert log.delete_old_segments() == 2
     assert log.log_start_offset == 3 and log.log_end_offset == 3
+
+
+def test_an_idle_expired_active_segment_is_rolled_and_deleted(tmp_path, clock):
+    """Kafka's deleteRetentionMsBreachedSegments takes the active segment too once it has
+    expired (rolling a new one first): an idle topic does not keep its last records
+    forever. The log starts at its end then, and appends go on from there."""
+    log = open_log(tmp_path, log_config(retention_ms=1000), clock=clock)
+    append(log, producer_batch(2, timestamps=[BASE_TS - 500, BASE_TS]))
+    log.roll()
+    append(log, producer_batch(3, timestamps=BASE_TS))
+    log.update_high_watermark(log.log_end_offset)
+    clock.advance(1000)
+    assert log.delete_old_segments() == 0  # now - newest == retention.ms: not yet
+    clock.advance(1)
+    assert log.delete_old_segments() == 2
+    assert [s.base_offset for s in log.segments] == [5]
+    assert log.active_segment.is_empty()
+    assert log.log_start_offset == log.log_end_offset == log.high_watermark == 5
+    segment_files = sorted(f for f in os.listdir(tmp_path) if f[0].isdigit())
+    assert segment_files and all(f.startswith(f"{5:020d}.") for f in segment_files)
+    assert read_all(log) == []
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(4, 100)
+    assert log.delete_old_segments() == 0  # an empty active segment is never deleted
+    appended = append(log, producer_batch(1, timestamps=clock.time_ms()))
+    assert appended.base == 5 and read_all(log) == [appended.raw]
+
+
+def test_the_active_segment_waits_for_the_high_watermark(tmp_path, clock):
+    log = open_log(tmp_path, log_config(retention_ms=0), clock=clock)
+    append(log, producer_batch(2, timestamps=BASE_TS - 5000))
+    log.update_high_watermark(1)  # offset 1 is not replicated yet
+    assert log.delete_old_segments() == 0
+    log.update_high_watermark(2)
+    assert log.delete_old_segments() == 1
+    assert log.log_start_offset == 2 and log.active_segment.base_offset == 2
+
+
+@pytest.mark.parametrize(("retention_bytes", "deleted"), [(1, 2), (0, 3)])
+def test_size_retention_takes_the_active_segment_only_at_zero(
+    tmp_path, clock, retention_bytes, deleted
+):
+    """By size, Kafka deletes the oldest segments while the rest stay at or above
+    retention.bytes: the active segment goes only when nothing is to stay."""
+    log = open_log(
+        tmp_path, log_config(retention_ms=-1, retention_bytes=retention_bytes), clock=clock
+    )
+    for k in range(3):
+        if k:
+            log.roll()
+        append(log, producer_batch(1, timestamps=BASE_TS))
+    log.update_high_watermark(log.log_end_offset)
+    assert log.delete_old_segments() == deleted
+    assert log.log_start_offset == deleted
+    assert log.active_segment.base_offset == 2 + (deleted == 3)
