@@ -44,7 +44,6 @@ KNOWN_UNREAD = {
     "follower.replication.throttled.rate",
     "leader.replication.throttled.replicas",
     "follower.replication.throttled.replicas",
-    "compression.type",
     "strom/admin_tools.py: --preserve-throttles",
     "strom/admin_tools.py: --disable-rack-aware",
     "strom/perf_commands.py: --show-detailed-stats",
