@@ -307,6 +307,11 @@ def test_the_follower_leaves_out_throttled_lagging_partitions_while_over_its_rat
     clock.now += 0.5
     assert set(fetcher.plan(clock.now)) == {(TOPIC_ID, 0), (TOPIC_ID, 1)}
 
+    # A dynamic replica.fetch.max.bytes applies to the next fetch.
+    settings.update(image_of([config(pb.BROKER, "2", "replica.fetch.max.bytes", "12345")]))
+    request = fetcher._request(fetcher.plan(clock.now))
+    assert [p.partition_max_bytes for p in request.partitions] == [12345, 12345]
+
 
 def test_the_follower_records_the_throttled_bytes_and_its_lag(tmp_path: os.PathLike[str]) -> None:
     settings = ReplicationSettings(2, ReplicaConfig(follower_replication_throttled_rate=10**6))

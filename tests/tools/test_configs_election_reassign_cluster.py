@@ -303,6 +303,14 @@ def test_a_throttled_reassignment_copies_at_its_rate_and_verify_clears_the_throt
         {"version": 1, "partitions": [{"topic": "copied", "partition": 0, "replicas": [2]}]},
     )
     file = ["--reassignment-json-file", target]
+    # Dynamic fetcher settings reach the follower's fetchers too (Kafka's resize message).
+    default = ["configs", *b, "--entity-type", "brokers", "--entity-default"]
+    ok(*default, "--alter", "--add-config", "num.replica.fetchers=2")
+    wait_until(
+        lambda: "Resizing fetcher thread pool size from 1 to 2" in cluster.log_text(2),
+        10,
+        "broker 2 to resize its fetchers",
+    )
     leader_rate = ("kafka_server_leaderreplication_byte_rate", ())
     follower_rate = ("kafka_server_followerreplication_byte_rate", ())
     assert cluster.scrape(1)[leader_rate] == cluster.scrape(2)[follower_rate] == 0
@@ -339,6 +347,7 @@ def test_a_throttled_reassignment_copies_at_its_rate_and_verify_clears_the_throt
         "Clearing topic-level throttles on topic copied",
     ]
     assert ok(*topic_configs, "--describe") == ["Dynamic configs for topic copied are:"]
+    ok(*default, "--alter", "--delete-config", "num.replica.fetchers")
     for node in NODES:
         broker = ["configs", *b, "--entity-type", "brokers", "--entity-name", str(node)]
         assert "throttled" not in "\n".join(ok(*broker, "--describe"))
