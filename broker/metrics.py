@@ -16,7 +16,10 @@ their difference, computed by Prometheus (deploy/prometheus/strom-rules.yml reco
 kafka_consumergroup_lag): the coordinator of a group rarely leads all its partitions, and a
 scrape asks no other node. Strom's own are in base units: strom_request_duration_seconds{api},
 strom_replica_lag_records, strom_purgatory_size, strom_raft_messages_refused_total;
-kafka_network_socketserver_memorypool{available,used} for queued.max.request.bytes.
+kafka_network_socketserver_memorypool{available,used} for queued.max.request.bytes. The
+replication throttles report as Kafka's quota sensors: kafka_server_leaderreplication_byte_rate
+and kafka_server_followerreplication_byte_rate (bytes/s of throttled replicas moved, since the
+previous scrape).
 Python's process and GC collectors replace the JVM ones.
 
 Gauges are computed at scrape time from the node's state: the HTTP server runs in a
@@ -321,6 +324,16 @@ class NodeCollector(Collector):
                     lag.add_metric([p.topic, str(p.index), str(replica)], behind)
         yield size
         yield lag
+        # Kafka's ReplicationQuotaManager sensors (kafka.server:type=LeaderReplication and
+        # type=FollowerReplication, byte-rate): bytes/s of the throttled replicas moved.
+        quotas = replicas.replication
+        for side, quota in (("leader", quotas.leader), ("follower", quotas.follower)):
+            yield _gauge(
+                f"kafka_server_{side}replication_byte_rate",
+                f"Bytes per second of throttled replicas moved as {side}, since the previous "
+                "scrape.",
+                self._rate(f"{side}-replication", quota.stats.recorded_bytes),
+            )
         purgatory = GaugeMetricFamily(
             "strom_purgatory_size",
             "Requests waiting: acks=all produces for replication, fetches for data.",

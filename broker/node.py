@@ -198,7 +198,11 @@ class Node:
             broker_epoch,
         )
         self.fetchers = FetcherManager(
-            config.node_id, config.replica, broker_epoch, self._inter_broker_address
+            config.node_id,
+            config.replica,
+            broker_epoch,
+            self._inter_broker_address,
+            self.replicas.replication,  # dynamic fetcher settings and the follower's quota
         )
         self.groups = GroupCoordinator(config.node_id, self.replicas, config.groups)
         fetchers, groups = self.fetchers, self.groups

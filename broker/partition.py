@@ -375,7 +375,11 @@ class Partition:
         current_leader_epoch: int,
         max_bytes: int,
         now_ms: int,
+        throttled: bool = False,
     ) -> FollowerRead:
+        """`throttled`: the leader's replication quota is exceeded (broker/
+        replication_quota.py), so no records are read; the follower's position still counts
+        (its fetch offset moves the high watermark and the ISR as any other)."""
         leader = self.check_leader(current_leader_epoch)
         if replica_id not in leader.followers:
             raise ApiError(
@@ -400,7 +404,8 @@ class Partition:
         if leader.on_follower_fetch(replica_id, fetch_offset, leo, now_ms):
             log.update_high_watermark(leader.high_watermark)
             self.on_change()
-        records = log.read(fetch_offset, max_bytes) if fetch_offset < leo else b""
+        readable = fetch_offset < leo and not throttled
+        records = log.read(fetch_offset, max_bytes) if readable else b""
         return FollowerRead(records, log.high_watermark, log.log_start_offset, leo)
 
     # --- leader: consumers and admin ---------------------------------------------------------

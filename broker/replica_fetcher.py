@@ -13,6 +13,14 @@ A partition whose leader refused it (not leader any more, epoch unknown yet) res
 disk error on its log, KAFKA_STORAGE_ERROR, or any unexpected error) fails alone, as in
 Kafka's markPartitionFailed: it leaves the stream, and every other partition of that leader
 goes on being fetched; it comes back only when the metadata gives it a leader again.
+
+The follower's replication throttle (broker/replication_quota.py, Kafka's
+shouldFollowerThrottle): a partition in follower.replication.throttled.replicas that has not
+caught up with the leader's high watermark is left out of the next fetch while the
+follower's quota is exceeded, and the stream waits no longer than the quota's debt for the
+others; the bytes fetched for throttled partitions are recorded against the quota.
+replica.fetch.max.bytes and num.replica.fetchers are read from ReplicationSettings, so a
+dynamic change applies to the next fetch, and resizes the pool (FetcherManager.resize).
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ import grpc
 import grpc.aio
 
 from broker.partition import Partition
+from broker.replication_settings import ReplicationSettings
 from broker.server_config import ReplicaConfig
 from metadata.errors import ApiError
 from strom_api.v1 import common_pb2, replica_pb2, replica_pb2_grpc
@@ -53,14 +62,20 @@ class ReplicaFetcher:
         address: str,
         config: ReplicaConfig,
         broker_epoch: Callable[[], int],
+        replication: ReplicationSettings | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.leader_id = leader_id
         self.address = address
         self.config = config
         self.broker_epoch = broker_epoch
+        self.replication = replication or ReplicationSettings(broker_id, config)
         self.partitions: dict[Key, Partition] = {}
         self.resting_until: dict[Key, float] = {}
+        # How far each partition was behind the leader's high watermark after its last
+        # answer (Kafka's PartitionFetchState.lag); none yet: not in sync.
+        self.lag: dict[Key, int] = {}
+        self.throttled_out = False  # the last plan left a throttled partition out
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._channel: grpc.aio.Channel | None = None
@@ -81,6 +96,7 @@ class ReplicaFetcher:
         if self.partitions.get(key) is partition:
             del self.partitions[key]
             self.resting_until.pop(key, None)
+            self.lag.pop(key, None)
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -147,24 +163,42 @@ class ReplicaFetcher:
         waits while there are none."""
         while True:
             now = time.monotonic()
-            plan = {
-                key: (p, p.leader_epoch, p.log.log_end_offset)
-                for key, p in self.partitions.items()
-                if self.resting_until.get(key, 0) <= now
-            }
+            plan = self.plan(now)
             if plan:
                 return plan
             self._wake.clear()
             wake_at = min(self.resting_until.values(), default=now + 60)
+            if self.throttled_out:
+                wake_at = min(wake_at, now + self.replication.follower.delay_s())
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), max(wake_at - now, 0.001))
 
+    def plan(self, now: float) -> dict[Key, tuple[Partition, int, int]]:
+        """The partitions not resting nor held back by the follower's quota."""
+        quota = self.replication.follower
+        self.throttled_out = False
+        plan = {}
+        for key, p in self.partitions.items():
+            if self.resting_until.get(key, 0) > now:
+                continue
+            if quota.should_throttle(p.topic, p.index, self.lag.get(key, 1) <= 0):
+                self.throttled_out = True
+                continue
+            plan[key] = (p, p.leader_epoch, p.log.log_end_offset)
+        return plan
+
     def _request(self, plan: dict[Key, tuple[Partition, int, int]]) -> Any:
         config = self.config
+        max_wait_ms = config.fetch_wait_max_ms
+        if self.throttled_out:
+            # The left-out partitions may go again once the quota has paid its debt: the
+            # leader's long poll must not hold them back longer than that.
+            delay_ms = int(self.replication.follower.delay_s() * 1000) + 1
+            max_wait_ms = min(max_wait_ms, delay_ms)
         return replica_pb2.ReplicaFetchRequest(
             replica_id=self.broker_id,
             broker_epoch=self.broker_epoch(),
-            max_wait_ms=config.fetch_wait_max_ms,
+            max_wait_ms=max_wait_ms,
             min_bytes=config.fetch_min_bytes,
             max_bytes=config.fetch_response_max_bytes,
             partitions=[
@@ -175,7 +209,7 @@ class ReplicaFetcher:
                     fetch_offset=end,
                     last_fetched_epoch=p.log.leader_epochs.latest_epoch(),
                     log_start_offset=p.log.log_start_offset,
-                    partition_max_bytes=config.fetch_max_bytes,
+                    partition_max_bytes=self.replication.fetch_max_bytes,
                 )
                 for (topic_id, index), (p, epoch, end) in plan.items()
             ],
@@ -242,6 +276,10 @@ class ReplicaFetcher:
             )
             return
         partition.append_as_follower(item.records, item.high_watermark, item.log_start_offset)
+        self.lag[key] = max(item.high_watermark - partition.log.log_end_offset, 0)
+        quota = self.replication.follower
+        if item.records and quota.is_throttled(partition.topic, partition.index):
+            quota.record(len(item.records))
 
     def _out_of_range(self, partition: Partition, item: Any, fetch_offset: int) -> None:
         if fetch_offset < item.log_start_offset:
@@ -275,7 +313,8 @@ class ReplicaFetcher:
 class FetcherManager:
     """Which fetcher follows which partition: (leader, hash of the partition mod
     num.replica.fetchers), so a broker follows through at most that many streams per
-    leader."""
+    leader. A dynamic change of num.replica.fetchers re-hashes every partition and stops
+    the fetchers left without one (Kafka's resizeThreadPool)."""
 
     def __init__(
         self,
@@ -283,14 +322,39 @@ class FetcherManager:
         config: ReplicaConfig,
         broker_epoch: Callable[[], int],
         leader_address: Callable[[int], str | None],
+        replication: ReplicationSettings | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.config = config
         self.broker_epoch = broker_epoch
         self.leader_address = leader_address
+        self.replication = replication or ReplicationSettings(broker_id, config)
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self._of: dict[Key, ReplicaFetcher] = {}
         self._stopping: set[asyncio.Task[None]] = set()
+        self.size = self.replication.num_fetchers
+        self.replication.on_change.append(self.resize)
+
+    def resize(self) -> None:
+        """Applies the current num.replica.fetchers (replica.fetch.max.bytes needs nothing:
+        every fetch reads it)."""
+        size = self.replication.num_fetchers
+        if size == self.size:
+            return
+        log.info("Resizing fetcher thread pool size from %d to %d", self.size, size)
+        self.size = size
+        followed = [f.partitions[k] for k, f in self._of.items() if k in f.partitions]
+        for partition in followed:
+            self.follow(partition)
+        for key, fetcher in list(self.fetchers.items()):
+            if not fetcher.partitions:
+                del self.fetchers[key]
+                self._stop_later(fetcher)
+
+    def _stop_later(self, fetcher: ReplicaFetcher) -> None:
+        task = asyncio.create_task(fetcher.stop())
+        self._stopping.add(task)
+        task.add_done_callback(self._stopping.discard)
 
     def follow(self, partition: Partition) -> None:
         """Puts the partition on the fetcher of its current leader (or on none, when this
@@ -303,20 +367,18 @@ class FetcherManager:
         if address is None:
             log.warning("no address for leader %d of %s", leader, partition.name)
             return
-        index = zlib.crc32(f"{partition.topic}-{partition.index}".encode()) % max(
-            self.config.num_fetchers, 1
-        )
+        index = zlib.crc32(f"{partition.topic}-{partition.index}".encode()) % max(self.size, 1)
         fetcher = self.fetchers.get((leader, index))
         if fetcher is None or fetcher.address != address:
             old = fetcher
             fetcher = self.fetchers[(leader, index)] = ReplicaFetcher(
-                self.broker_id, leader, address, self.config, self.broker_epoch
+                self.broker_id, leader, address, self.config, self.broker_epoch, self.replication
             )
             if old is not None:  # the leader came back on another address
                 for moved in list(old.partitions.values()):
                     fetcher.add(moved)
                     self._of[(moved.topic_id, moved.index)] = fetcher
-                self._stopping.add(asyncio.create_task(old.stop()))
+                self._stop_later(old)
         fetcher.add(partition)
         self._of[(partition.topic_id, partition.index)] = fetcher
 
@@ -326,5 +388,5 @@ class FetcherManager:
             fetcher.remove(partition)
 
     async def stop(self) -> None:
-        await asyncio.gather(*(f.stop() for f in self.fetchers.values()), *self._stopping)
+        await asyncio.gather(*(f.stop() for f in self.fetchers.values()), *list(self._stopping))
         self.fetchers.clear()

@@ -29,6 +29,7 @@ from broker.partition import LeaderAppend, Partition, storage_error
 from broker.partition_leader import IsrChange
 from broker.produce_checks import PreparedBatches, producer_batches
 from broker.producer_expiration import run_producer_expiration
+from broker.replication_settings import ReplicationSettings
 from broker.server_config import ReplicaConfig
 from broker.topic_settings import TopicSettings, topic_settings
 from metadata.delta import MetadataDelta
@@ -163,6 +164,9 @@ class ReplicaManager:
         self.isr_sender = AlterPartitionSender(
             broker_id, broker_epoch, controller_call, self._isr_answered
         )
+        # Dynamic replication settings and the replication quotas (the leader's is applied
+        # here, the follower's by the replica fetchers, which share this object).
+        self.replication = ReplicationSettings(broker_id, config)
 
     def start(self) -> None:
         self._isr_task = asyncio.create_task(self._isr_expiration())
@@ -212,6 +216,7 @@ class ReplicaManager:
         self.image = image
         now = now_ms()
         if delta.configs.changed:
+            self.replication.update(image)
             self._settings.clear()
             for partition in self.partitions.values():
                 partition.settings = self._settings_of(partition.topic)
@@ -585,7 +590,7 @@ class ReplicaManager:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + fetch_wait_s(request.max_wait_ms)
         while True:
-            answers = self._read_for_follower(request)
+            answers, throttled = self._read_for_follower(request)
             total = 0
             stop = False
             for _, _, answer in answers:
@@ -597,11 +602,21 @@ class ReplicaManager:
             if total >= max(request.min_bytes, 1) or stop or remaining <= 0:
                 return answers
             keys = [(p.topic, p.index) for _, p, _ in answers if p is not None]
-            if not await self._wait_any(keys, remaining):
+            if throttled:  # look again once the leader's quota has paid its debt
+                remaining = min(remaining, max(self.replication.leader.delay_s(), 0.001))
+            if not await self._wait_any(keys, remaining) and not throttled:
                 return answers  # no partition to wait on (Kafka answers at once)
 
-    def _read_for_follower(self, request: Any) -> list[tuple[Any, Partition | None, Any]]:
+    def _read_for_follower(
+        self, request: Any
+    ) -> tuple[list[tuple[Any, Partition | None, Any]], bool]:
+        """Each partition's answer, and whether a partition's records were held back by
+        the leader's replication quota (Kafka's shouldLeaderThrottle: a throttled replica
+        not in the ISR while the quota is exceeded). The bytes of throttled partitions are
+        recorded against the quota as they are read."""
         answers: list[tuple[Any, Partition | None, Any]] = []
+        quota = self.replication.leader
+        held_back = False
         # Followers are few (one stream per follower broker and fetcher), so their answers
         # are not held to the memory pool, only to fetch.max.bytes.
         budget = min(
@@ -629,6 +644,10 @@ class ReplicaManager:
                     )
                 )
                 continue
+            throttle = quota.should_throttle(
+                partition.topic, partition.index, request.replica_id in partition.isr
+            )
+            held_back = held_back or throttle
             try:
                 answer = partition.read_for_follower(
                     request.replica_id,
@@ -637,14 +656,17 @@ class ReplicaManager:
                     item.current_leader_epoch,
                     max(min(item.partition_max_bytes, budget), 0),
                     now,
+                    throttled=throttle,
                 )
             except ApiError as exc:
                 answers.append((item, partition, exc))
                 continue
+            if answer.records and quota.is_throttled(partition.topic, partition.index):
+                quota.record(len(answer.records))
             budget -= len(answer.records)
             answers.append((item, partition, answer))
             self._maybe_change_isr(partition, now)
-        return answers
+        return answers, held_back
 
     # --- ISR changes ------------------------------------------------------------------------
 

@@ -92,6 +92,9 @@ _REPLICA_KEYS = {
     "queued.max.requests": "queued_max_requests",
     "queued.max.request.bytes": "queued_max_request_bytes",
     "fetch.max.bytes": "fetch_response_limit",
+    # Dynamic too (broker/replication_settings.py): these are the values under the dynamic ones.
+    "leader.replication.throttled.rate": "leader_replication_throttled_rate",
+    "follower.replication.throttled.rate": "follower_replication_throttled_rate",
 }
 
 
@@ -126,6 +129,9 @@ class ReplicaConfig:
     # sendfile, Strom's are held in memory until sent, so Strom bounds them by default.
     queued_max_request_bytes: int = 256 * 1024 * 1024
     fetch_response_limit: int = 55 * 1024 * 1024  # fetch.max.bytes: one fetch response
+    # Replication throttles (KIP-73), bytes/s; Long.MAX_VALUE is none (Kafka's default).
+    leader_replication_throttled_rate: int = 2**63 - 1
+    follower_replication_throttled_rate: int = 2**63 - 1
     auto_create_topics: bool = True
     inter_broker_listener: str = ""  # "": the first broker listener
 

@@ -436,14 +436,29 @@ def _add_reassign_partitions(
         help="with --execute: go ahead although other reassignments are in progress",
     )
     reassign.add_argument(
+        "--throttle",
+        type=int,
+        metavar="BYTES",
+        help="with --execute: limit the replication of the moving partitions to BYTES/s "
+        "(leader.replication.throttled.rate and follower.replication.throttled.rate on "
+        "the brokers involved, the *.replication.throttled.replicas of their topics); "
+        "--verify removes the throttle once the reassignment is done",
+    )
+    reassign.add_argument(
+        "--replica-alter-log-dirs-throttle",
+        type=int,
+        metavar="BYTES",
+        help="refused: Strom moves no replica between log directories",
+    )
+    reassign.add_argument(
         "--preserve-throttles",
         action="store_true",
-        help="accepted for Kafka's sake: Strom has no replication throttles to clear",
+        help="with --verify or --cancel: keep the replication throttles",
     )
     reassign.add_argument(
         "--disable-rack-aware",
         action="store_true",
-        help="accepted for Kafka's sake: --generate's proposal is rack-unaware anyway",
+        help="with --generate: ignore the brokers' racks",
     )
     reassign.set_defaults(handler=_reassign_partitions, help_parser=reassign)
 

@@ -3,20 +3,28 @@
 with Kafka's JSON files and messages:
 - --generate --topics-to-move-json-file F --broker-list 1,2,3: prints the topics' current
   assignment and a proposed one as reassignment JSON (version 1, log dirs "any"). The
-  proposal is Kafka's rack-unaware placement (AdminUtils.assignReplicasToBrokersRackUnaware)
-  with its random start replaced by broker 0 of the sorted list, so it is a plain
-  round-robin that the same input always repeats; brokers of the list that are not
-  registered are left out, as Kafka does. Rack-unaware always (--disable-rack-aware is
-  accepted and changes nothing);
-- --execute --reassignment-json-file F: refuses while another reassignment is in progress
-  unless --additional, checks the brokers, prints the current assignment "to save for
-  rollback", starts the reassignments;
+  proposal is Kafka's placement (AdminUtils.assignReplicasToBrokers): rack-aware when the
+  brokers have racks (a partition's replicas on as many racks as there are), rack-unaware
+  with --disable-rack-aware or when no broker has a rack, and refused when only some have
+  one; Kafka's random start is replaced by broker 0 of the (rack-alternated) list, so the
+  same input always gives the same proposal. A broker of the list that is not registered is
+  refused (Kafka leaves it out silently, which proposes fewer brokers than asked for);
+- --execute --reassignment-json-file F [--throttle BYTES]: refuses while another
+  reassignment is in progress unless --additional, checks the brokers, prints the current
+  assignment "to save for rollback", sets the throttle if asked, starts the reassignments.
+  The throttle is Kafka's: leader.replication.throttled.rate and
+  follower.replication.throttled.rate set to BYTES/s on every broker a moving partition
+  has or gets, leader.replication.throttled.replicas naming each moving partition's current
+  replicas and follower.replication.throttled.replicas its new ones (the reassignments
+  already in progress keep theirs); --additional with --throttle changes the rate;
 - --verify: per partition of the file, `is still in progress.`, `is completed.`, or that
-  its replicas are neither; Strom has no replication throttles, so there are none to clear;
+  its replicas are neither; once all are completed, the throttles are removed (from every
+  registered broker and the file's topics) unless --preserve-throttles;
 - --cancel: cancels the file's partitions that are being reassigned (their replicas go back
-  to what they were);
+  to what they were) and removes the throttles unless --preserve-throttles;
 - --list: the reassignments in progress.
-Strom moves no replica between log directories, so a file's log_dirs must be "any".
+Strom moves no replica between log directories, so a file's log_dirs must be "any" and
+--replica-alter-log-dirs-throttle is refused.
 """
 
 from __future__ import annotations
@@ -45,6 +53,7 @@ from strom.formatting import (
     rollback_assignment,
 )
 from strom_api.v1 import common_pb2, controller_pb2
+from strom_api.v1 import metadata_pb2 as mpb
 
 ACTIONS = ("generate", "execute", "verify", "cancel", "list")
 # Besides the bootstrap options: what each action needs, and what else it may take.
@@ -57,7 +66,7 @@ REQUIRED = {
 }
 PERMITTED = {
     "generate": ("disable_rack_aware",),
-    "execute": ("additional",),
+    "execute": ("additional", "throttle"),
     "verify": ("preserve_throttles",),
     "cancel": ("preserve_throttles",),
     "list": (),
@@ -69,6 +78,25 @@ OPTIONS = (
     "additional",
     "preserve_throttles",
     "disable_rack_aware",
+    "throttle",
+)
+
+# Kafka's names (ReassignPartitionsCommand's BROKER_LEVEL_* and TOPIC_LEVEL_* constants).
+LEADER_RATE = "leader.replication.throttled.rate"
+FOLLOWER_RATE = "follower.replication.throttled.rate"
+LEADER_REPLICAS = "leader.replication.throttled.replicas"
+FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
+VERIFY_PERIODICALLY = (
+    "Warning: You must run --verify periodically, until the reassignment completes, to "
+    "ensure the throttle is removed."
+)
+NO_LOG_DIR_MOVES = (
+    "--replica-alter-log-dirs-throttle is not supported: Strom moves no replica between log "
+    'directories (a reassignment\'s log_dirs must be "any"), so there is nothing to throttle'
+)
+NOT_ALL_RACKS = (
+    "Not all brokers have rack information. Add --disable-rack-aware in command line to make "
+    "replica assignment without rack information."
 )
 
 EXISTING_REASSIGNMENT = (
@@ -88,6 +116,8 @@ def _option(dest: str) -> str:
 def usage_problem(args: argparse.Namespace) -> str | None:
     """validateAndParseArgs' checks, as a sentence; None when the options fit together."""
     action = next(a for a in ACTIONS if getattr(args, a))
+    if getattr(args, "replica_alter_log_dirs_throttle", None) is not None:
+        return NO_LOG_DIR_MOVES
     for dest in REQUIRED[action]:
         if getattr(args, dest) is None:
             return f"--{action} needs {_option(dest)}"
@@ -109,33 +139,98 @@ def _replica_index(first: int, shift: int, index: int, brokers: int) -> int:
     return (first + 1 + (shift + index) % (brokers - 1)) % brokers
 
 
+def rack_alternated(racks: Mapping[int, str]) -> list[int]:
+    """Kafka's getRackAlternatedBrokerList: the first broker of each rack (racks sorted),
+    then the second of each, and so on."""
+    by_rack: dict[str, list[int]] = {}
+    for broker in sorted(racks):
+        by_rack.setdefault(racks[broker], []).append(broker)
+    columns = [by_rack[rack] for rack in sorted(by_rack)]
+    return [
+        c[row] for row in range(max(map(len, columns), default=0)) for c in columns if row < len(c)
+    ]
+
+
 def propose_assignment(
-    topics: Mapping[str, tuple[int, int]], brokers: Sequence[int]
+    topics: Mapping[str, tuple[int, int]],
+    brokers: Sequence[int],
+    racks: Mapping[int, str | None] | None = None,
 ) -> dict[TopicPartition, list[int]]:
     """New replicas for every partition of `topics` (name -> (partition count, replication
-    factor)) over `brokers`: Kafka's rack-unaware round-robin with a fixed start (broker 0 of
-    the sorted list leads partition 0, the followers' shift grows by one each time the
-    partitions wrap around the brokers)."""
-    ordered = sorted(brokers)
-    proposal: dict[TopicPartition, list[int]] = {}
-    for topic in sorted(topics):
-        partitions, factor = topics[topic]
-        if factor > len(ordered):
-            raise AdminError(
-                "INVALID_REPLICATION_FACTOR",
-                f"Replication factor: {factor} larger than available brokers: {len(ordered)}.",
-            )
-        shift = 0
-        for partition in range(partitions):
-            if partition > 0 and partition % len(ordered) == 0:
-                shift += 1
-            first = partition % len(ordered)
-            replicas = [ordered[first]]
-            replicas += [
-                ordered[_replica_index(first, shift, j, len(ordered))] for j in range(factor - 1)
-            ]
-            proposal[topic, partition] = replicas
-    return proposal
+    factor)) over `brokers`, Kafka's AdminUtils.assignReplicasToBrokers with a fixed start:
+    rack-unaware when `racks` (broker -> rack) is None or no broker has a rack, rack-aware
+    when every broker has one; only some having one is refused, as Kafka does."""
+    known = {b: rack for b in brokers if (rack := (racks or {}).get(b))}
+    if not known:
+        return {
+            (topic, p): replicas
+            for topic in sorted(topics)
+            for p, replicas in enumerate(_rack_unaware(*topics[topic], sorted(brokers)))
+        }
+    if len(known) < len(brokers):
+        raise AdminError("INVALID_REPLICA_ASSIGNMENT", NOT_ALL_RACKS)
+    return {
+        (topic, p): replicas
+        for topic in sorted(topics)
+        for p, replicas in enumerate(_rack_aware(*topics[topic], known))
+    }
+
+
+def _check_factor(factor: int, brokers: int) -> None:
+    if factor > brokers:
+        raise AdminError(
+            "INVALID_REPLICATION_FACTOR",
+            f"Replication factor: {factor} larger than available brokers: {brokers}.",
+        )
+
+
+def _rack_unaware(partitions: int, factor: int, ordered: Sequence[int]) -> list[list[int]]:
+    """Kafka's assignReplicasToBrokersRackUnaware, start index 0: broker 0 of the sorted
+    list leads partition 0, the followers' shift grows by one each time the partitions wrap
+    around the brokers."""
+    _check_factor(factor, len(ordered))
+    shift = 0
+    out = []
+    for partition in range(partitions):
+        if partition > 0 and partition % len(ordered) == 0:
+            shift += 1
+        first = partition % len(ordered)
+        replicas = [ordered[first]]
+        replicas += [
+            ordered[_replica_index(first, shift, j, len(ordered))] for j in range(factor - 1)
+        ]
+        out.append(replicas)
+    return out
+
+
+def _rack_aware(partitions: int, factor: int, racks: Mapping[int, str]) -> list[list[int]]:
+    """Kafka's assignReplicasToBrokersRackAware, start index 0: over the rack-alternated
+    brokers, each next replica skips a broker whose rack already has one of the partition's
+    replicas while a rack without one remains (and a broker already taken while a free
+    one remains)."""
+    arranged = rack_alternated(racks)
+    n, rack_count = len(arranged), len(set(racks.values()))
+    _check_factor(factor, n)
+    shift = 0
+    out = []
+    for partition in range(partitions):
+        if partition > 0 and partition % n == 0:
+            shift += 1
+        first = partition % n
+        replicas = [arranged[first]]
+        used_racks = {racks[arranged[first]]}
+        k = 0
+        while len(replicas) < factor:
+            broker = arranged[_replica_index(first, shift * rack_count, k, n)]
+            k += 1
+            rack = racks[broker]
+            if (rack not in used_racks or len(used_racks) == rack_count) and (
+                broker not in replicas or len(replicas) == n
+            ):
+                replicas.append(broker)
+                used_racks.add(rack)
+        out.append(replicas)
+    return out
 
 
 # --- what the controller knows -----------------------------------------------------------------
@@ -165,8 +260,13 @@ def _replicas(topics: Mapping[str, Any]) -> dict[TopicPartition, list[int]]:
 
 
 def _registered_brokers(client: ControllerClient) -> set[int]:
+    return set(_broker_racks(client))
+
+
+def _broker_racks(client: ControllerClient) -> dict[int, str | None]:
+    """Every registered broker and its rack (None without one)."""
     cluster = client.describe("DescribeCluster", controller_pb2.DescribeClusterRequest())
-    return {b.broker_id for b in cluster.brokers}
+    return {b.broker_id: b.rack or None for b in cluster.brokers}
 
 
 def _ongoing(client: ControllerClient, partitions: Iterable[TopicPartition] = ()) -> list[Any]:
@@ -200,6 +300,97 @@ def _alter(
     return error_name(failed[0].error.code), details, len(failed)
 
 
+# --- the throttles -----------------------------------------------------------------------------
+
+# A partition's move (Kafka's PartitionMove): the replicas it has (its sources, which serve
+# the new ones as leader) and the replicas it gains (its destinations, which follow).
+Move = tuple[frozenset[int], frozenset[int]]
+ConfigOps = dict[tuple[int, str], list[tuple[str, int, str | None]]]
+
+
+def move_map(
+    ongoing: Iterable[Any],
+    targets: Mapping[TopicPartition, Sequence[int]],
+    current: Mapping[TopicPartition, Sequence[int]],
+) -> dict[TopicPartition, Move]:
+    """Kafka's calculateProposedMoveMap: the moves in progress (from their original
+    replicas to the ones being added), with the file's partitions over them (a partition
+    being moved keeps its original replicas as sources)."""
+    moves: dict[TopicPartition, Move] = {}
+    for r in ongoing:
+        adding = frozenset(r.adding_replicas)
+        moves[_key(r)] = (frozenset(r.replicas) - adding, adding)
+    for tp, replicas in targets.items():
+        sources = moves[tp][0] if tp in moves else frozenset(current[tp])
+        moves[tp] = (sources, frozenset(replicas) - sources)
+    return moves
+
+
+def throttle_configs(moves: Mapping[TopicPartition, Move], rate: int) -> ConfigOps:
+    """Kafka's modifyReassignmentThrottle: per topic, leader.replication.throttled.replicas
+    = every partition's sources and follower.replication.throttled.replicas = its
+    destinations (partition:broker pairs); the two rates on every broker of a move."""
+    ops: ConfigOps = {}
+    for topic in sorted({t for t, _ in moves}):
+        parts = sorted((p, move) for (t, p), move in moves.items() if t == topic)
+        leaders = ",".join(f"{p}:{b}" for p, (sources, _) in parts for b in sorted(sources))
+        followers = ",".join(f"{p}:{b}" for p, (_, dests) in parts for b in sorted(dests))
+        ops[mpb.TOPIC, topic] = [
+            (LEADER_REPLICAS, controller_pb2.SET, leaders),
+            (FOLLOWER_REPLICAS, controller_pb2.SET, followers),
+        ]
+    brokers = {b for sources, dests in moves.values() for b in sources | dests}
+    for broker in sorted(brokers):
+        ops[mpb.BROKER, str(broker)] = [
+            (LEADER_RATE, controller_pb2.SET, str(rate)),
+            (FOLLOWER_RATE, controller_pb2.SET, str(rate)),
+        ]
+    return ops
+
+
+def _alter_configs(client: ControllerClient, changes: ConfigOps) -> None:
+    """One IncrementalAlterConfigs; the first resource that failed is the error."""
+    request = controller_pb2.IncrementalAlterConfigsRequest()
+    for (resource_type, name), ops in changes.items():
+        resource = request.resources.add(
+            resource=controller_pb2.ConfigResource(type=resource_type, name=name)  # type: ignore[arg-type]
+        )
+        for key, op, value in ops:
+            item = resource.ops.add(name=key, op=op)
+            if value is not None:
+                item.value = value
+    response = client.call("IncrementalAlterConfigs", request)
+    for result in response.results:
+        if result.HasField("error") and result.error.code != common_pb2.NONE:
+            raise from_error_pb(result.error)
+
+
+def clear_throttles(
+    client: ControllerClient, topics: Iterable[str], brokers: Iterable[int], out: Out
+) -> None:
+    """Kafka's clearAllThrottles: the rates off every broker given, the throttled replicas
+    off every topic given."""
+    ids, names = sorted(set(brokers)), sorted(set(topics))
+    out(f"Clearing broker-level throttles on broker{_s(ids)} {','.join(map(str, ids))}")
+    if names:  # the file's topics that exist (a deleted one took its configs with it)
+        out(f"Clearing topic-level throttles on topic{_s(names)} {','.join(names)}")
+    changes: ConfigOps = {
+        (mpb.BROKER, str(b)): [
+            (k, controller_pb2.DELETE, None) for k in (LEADER_RATE, FOLLOWER_RATE)
+        ]
+        for b in ids
+    }
+    for topic in names:
+        changes[mpb.TOPIC, topic] = [
+            (k, controller_pb2.DELETE, None) for k in (LEADER_REPLICAS, FOLLOWER_REPLICAS)
+        ]
+    _alter_configs(client, changes)
+
+
+def _s(items: Sequence[object]) -> str:
+    return "" if len(items) == 1 else "s"
+
+
 # --- the actions -------------------------------------------------------------------------------
 
 
@@ -211,20 +402,31 @@ def generate(client: ControllerClient, args: argparse.Namespace, out: Out) -> No
         if name not in topics:
             raise AdminError("UNKNOWN_TOPIC_OR_PARTITION", f"Topic {name} not found.")
     current = _replicas(topics)
-    registered = _registered_brokers(client)
+    racks = _broker_racks(client)
+    unknown = [b for b in brokers if b not in racks]
+    if unknown:
+        # Kafka leaves them out and proposes fewer brokers than asked for (or a smaller
+        # replication factor's worth of them); a typo deserves to be told instead.
+        ids = ",".join(map(str, unknown))
+        raise AdminError(
+            "INVALID_REPLICA_ASSIGNMENT",
+            f"Unknown broker id{'s' if len(unknown) > 1 else ''} {ids} in --broker-list: the "
+            f"registered brokers are {','.join(map(str, sorted(racks)))}.",
+        )
     shapes = {
         name: (len(t.partitions), replication_factor(min(t.partitions, key=lambda p: p.partition)))
         for name, t in topics.items()
         if t.partitions
     }
-    proposal = propose_assignment(shapes, [b for b in brokers if b in registered])
+    proposal = propose_assignment(shapes, brokers, None if args.disable_rack_aware else racks)
     for line in generated_assignment(current, proposal):
         out(line)
 
 
 def execute(client: ControllerClient, args: argparse.Namespace, out: Out) -> None:
     targets = check_reassignment(parse_reassignment(args.reassignment_json_file))
-    if not args.additional and _ongoing(client):
+    ongoing = _ongoing(client)
+    if not args.additional and ongoing:
         raise AdminError("REASSIGNMENT_IN_PROGRESS", EXISTING_REASSIGNMENT)
     registered = _registered_brokers(client)
     unknown = sorted({b for replicas in targets.values() for b in replicas} - registered)
@@ -243,6 +445,10 @@ def execute(client: ControllerClient, args: argparse.Namespace, out: Out) -> Non
         )
     for line in rollback_assignment(current):
         out(line)
+    if args.throttle is not None and args.throttle >= 0:  # Kafka's default -1: none
+        out(VERIFY_PERIODICALLY)
+        _alter_configs(client, throttle_configs(move_map(ongoing, targets, current), args.throttle))
+        out(f"The inter-broker throttle limit was set to {args.throttle} B/s")
     failure = _alter(client, targets)
     if failure is not None:
         raise AdminError(failure[0], f"Error reassigning partition(s): {failure[1]}")
@@ -252,10 +458,17 @@ def execute(client: ControllerClient, args: argparse.Namespace, out: Out) -> Non
 def verify(client: ControllerClient, args: argparse.Namespace, out: Out) -> None:
     targets = dict(parse_reassignment(args.reassignment_json_file))
     ongoing = {_key(r) for r in _ongoing(client)}
-    settled = [tp for tp in targets if tp not in ongoing]
-    current = _replicas(_describe_topics(client, (topic for topic, _ in settled)))
+    topics = _describe_topics(client, (topic for topic, _ in targets))
+    current = _replicas(topics)
     for line in reassignment_status(targets, ongoing, current):
         out(line)
+    done = all(
+        tp not in ongoing and list(current.get(tp, ())) == list(targets[tp]) for tp in targets
+    )
+    if done and not args.preserve_throttles:
+        # Kafka clears every registered broker's rates: which brokers an earlier
+        # reassignment throttled is not known here.
+        clear_throttles(client, topics, _registered_brokers(client), out)
 
 
 def cancel(client: ControllerClient, args: argparse.Namespace, out: Out) -> None:
@@ -276,6 +489,9 @@ def cancel(client: ControllerClient, args: argparse.Namespace, out: Out) -> None
     else:
         out("None of the specified partition reassignments are active.")
     out("None of the specified partition moves are active.")
+    if not args.preserve_throttles:
+        topics = _describe_topics(client, (topic for topic, _ in targets))
+        clear_throttles(client, topics, _registered_brokers(client), out)
 
 
 def list_reassignments(client: ControllerClient, args: argparse.Namespace, out: Out) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import ast
 import pathlib
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -56,12 +56,23 @@ class CodeIndex:
                 target = node.target
             if isinstance(target, ast.Name) and (module, target.id) in ACCEPTANCE_TABLES:
                 skipped |= {id(n) for n in ast.walk(node)}
+        # Module constants (LEADER_REPLICAS = "leader.replication.throttled.replicas")
+        # count as read where their name is.
+        constants = {
+            node.targets[0].id: node.value.value
+            for node in tree.body
+            if isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, str)
+        }
         for node in ast.walk(tree):
             if id(node) in skipped:
                 continue
             if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
                 self.attribute_reads[node.attr].add(module)
-            for text in _strings_read(node):
+            for text in _strings_read(node, constants):
                 self.string_reads[text].add(module)
             if isinstance(node, ast.Constant) and isinstance(node.value, str):
                 self.strings[node.value].add(module)
@@ -73,17 +84,25 @@ class CodeIndex:
         return self.string_reads.get(text, set()) - set(outside)
 
 
-def _constant_strings(nodes: Iterable[ast.expr]) -> list[str]:
-    return [n.value for n in nodes if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+def _constant_strings(
+    nodes: Iterable[ast.expr], constants: Mapping[str, str] | None = None
+) -> list[str]:
+    out = []
+    for n in nodes:
+        if isinstance(n, ast.Constant) and isinstance(n.value, str):
+            out.append(n.value)
+        elif constants and isinstance(n, ast.Name) and n.id in constants:
+            out.append(constants[n.id])
+    return out
 
 
-def _strings_read(node: ast.AST) -> list[str]:
+def _strings_read(node: ast.AST, constants: Mapping[str, str] | None = None) -> list[str]:
     if isinstance(node, ast.Call):
-        return _constant_strings(node.args)
+        return _constant_strings(node.args, constants)
     if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
-        return _constant_strings([node.slice])
+        return _constant_strings([node.slice], constants)
     if isinstance(node, ast.Compare):
-        return _constant_strings([node.left, *node.comparators])
+        return _constant_strings([node.left, *node.comparators], constants)
     return []
 
 

@@ -38,14 +38,6 @@ SERVER_CONFIG = "broker/server_config.py"
 # Kept here, not skipped, so the rest of each check still runs.
 KNOWN_UNREAD = {
     "advertised.listeners",
-    "num.replica.fetchers",
-    "replica.fetch.max.bytes",
-    "leader.replication.throttled.rate",
-    "follower.replication.throttled.rate",
-    "leader.replication.throttled.replicas",
-    "follower.replication.throttled.replicas",
-    "strom/admin_tools.py: --preserve-throttles",
-    "strom/admin_tools.py: --disable-rack-aware",
     "strom/perf_commands.py: --show-detailed-stats",
 }
 

@@ -1,7 +1,8 @@
 """`strom configs`, `strom leader-election` and `strom reassign-partitions` in process, against
 a fake controller: the requests the options make, what is printed, exit codes (0 success,
 1 a failed operation on one stderr line, 2 a usage error) and never a traceback; and
---generate's proposal, Kafka's rack-unaware placement with a fixed start."""
+--generate's proposal, Kafka's placement (rack-aware or not) with a fixed start; the configs
+--throttle sets and --verify and --cancel clear."""
 
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ class FakeController:
         self.requests: list[tuple[str, Any]] = []
         self.topics: dict[str, list[list[int]]] = {}  # name -> each partition's replicas
         self.brokers = [1, 2, 3]
+        self.racks: dict[int, str] = {}
         self.configs: dict[tuple[int, str], list[Entry]] = {}
         self.config_errors: dict[tuple[int, str], common_pb2.Error] = {}
         self.alter_errors: dict[tuple[int, str], common_pb2.Error] = {}
@@ -74,7 +76,10 @@ class FakeController:
             return out
         if method == "DescribeCluster":
             return cpb.DescribeClusterResponse(
-                brokers=[cpb.DescribeClusterResponse.Broker(broker_id=b) for b in self.brokers]
+                brokers=[
+                    cpb.DescribeClusterResponse.Broker(broker_id=b, rack=self.racks.get(b, ""))
+                    for b in self.brokers
+                ]
             )
         if method == "DescribeConfigs":
             out = cpb.DescribeConfigsResponse()
@@ -217,6 +222,19 @@ TOPIC = ["--entity-type", "topics", "--entity-name", "orders"]
         (
             ["reassign-partitions", *BOOT, "--execute", "--reassignment-json-file", "/no/such"],
             "argument --reassignment-json-file: can't read '/no/such': No such file or directory",
+        ),
+        (
+            ["reassign-partitions", *BOOT, "--list", "--throttle", "1000"],
+            "option --throttle can only be used with --execute",
+        ),
+        (
+            ["reassign-partitions", *BOOT, "--verify", "--throttle", "x"],
+            "argument --throttle: invalid int value: 'x'",
+        ),
+        (
+            ["reassign-partitions", *BOOT, "--list", "--replica-alter-log-dirs-throttle", "9"],
+            "--replica-alter-log-dirs-throttle is not supported: Strom moves no replica "
+            "between log directories",
         ),
     ],
 )
@@ -431,7 +449,7 @@ class TestReassignPartitions:
     ) -> None:
         controller.topics = {"moves": [[1, 2], [2, 1]], "other": [[3]]}
         path = write(tmp_path, {"topics": [{"topic": "moves"}], "version": 1})
-        args = ["--generate", "--topics-to-move-json-file", path, "--broker-list", "3,2,9"]
+        args = ["--generate", "--topics-to-move-json-file", path, "--broker-list", "3,2"]
         code, out, err = run(capsys, "reassign-partitions", *BOOT, *args)
         assert (code, err) == (0, "")
         current, proposed = out.splitlines()[1], out.splitlines()[4]
@@ -439,8 +457,49 @@ class TestReassignPartitions:
             {"topic": "moves", "partition": 0, "replicas": [1, 2], "log_dirs": ["any", "any"]},
             {"topic": "moves", "partition": 1, "replicas": [2, 1], "log_dirs": ["any", "any"]},
         ]
-        # Broker 9 is not registered: left out, as Kafka does.
         assert [p["replicas"] for p in json.loads(proposed)["partitions"]] == [[2, 3], [3, 2]]
+
+    def test_generate_refuses_a_broker_that_is_not_registered(
+        self, capsys: pytest.CaptureFixture[str], controller: FakeController, tmp_path: Path
+    ) -> None:
+        # Kafka would leave broker 7 out and spread the partitions over 1 and 2 alone.
+        controller.topics = {"moves": [[1, 2], [2, 3]]}
+        path = write(tmp_path, {"topics": [{"topic": "moves"}], "version": 1})
+        for brokers, unknown in (("1,2,7", "id 7"), ("9,1,2,8", "ids 9,8")):
+            args = ["--generate", "--topics-to-move-json-file", path, "--broker-list", brokers]
+            assert run(capsys, "reassign-partitions", *BOOT, *args) == (
+                1,
+                "",
+                "Error while executing reassign-partitions command : INVALID_REPLICA_ASSIGNMENT: "
+                f"Unknown broker {unknown} in --broker-list: the registered brokers are 1,2,3.\n",
+            )
+
+    def test_generate_is_rack_aware_unless_disabled(
+        self, capsys: pytest.CaptureFixture[str], controller: FakeController, tmp_path: Path
+    ) -> None:
+        controller.brokers = [1, 2, 3, 4]
+        controller.racks = {1: "a", 2: "a", 3: "b", 4: "b"}
+        controller.topics = {"moves": [[1, 2]] * 4}
+        path = write(tmp_path, {"topics": [{"topic": "moves"}], "version": 1})
+        args = ["--generate", "--topics-to-move-json-file", path, "--broker-list", "1,2,3,4"]
+
+        def proposed(*extra: str) -> list[list[int]]:
+            code, out, err = run(capsys, "reassign-partitions", *BOOT, *args, *extra)
+            assert (code, err) == (0, "")
+            return [p["replicas"] for p in json.loads(out.splitlines()[4])["partitions"]]
+
+        # Every partition on both racks; without racks, [1, 2] and [3, 4] share one each.
+        assert proposed() == [[1, 3], [3, 2], [2, 4], [4, 1]]
+        assert proposed("--disable-rack-aware") == [[1, 2], [2, 3], [3, 4], [4, 1]]
+        controller.racks = {1: "a", 3: "b", 4: "b"}
+        assert run(capsys, "reassign-partitions", *BOOT, *args) == (
+            1,
+            "",
+            "Error while executing reassign-partitions command : INVALID_REPLICA_ASSIGNMENT: Not "
+            "all brokers have rack information. Add --disable-rack-aware in command line to make "
+            "replica assignment without rack information.\n",
+        )
+        assert proposed("--disable-rack-aware") == [[1, 2], [2, 3], [3, 4], [4, 1]]
 
     def test_generate_for_a_missing_topic(
         self, capsys: pytest.CaptureFixture[str], controller: FakeController, tmp_path: Path
@@ -528,6 +587,121 @@ class TestReassignPartitions:
             "Error reassigning partition(s): moves-0: Nope.\n"
         )
 
+    def test_execute_with_a_throttle_sets_kafkas_throttle_configs(
+        self, capsys: pytest.CaptureFixture[str], controller: FakeController, tmp_path: Path
+    ) -> None:
+        controller.topics = {"moves": [[1, 2], [2, 1], [3, 1]], "other": [[3, 4, 1]]}
+        controller.brokers = [1, 2, 3, 4]
+        # other-0 is being moved already (from 3,1 to 3,4): its throttles are kept.
+        controller.ongoing["other", 0] = Ongoing(
+            partition=tp("other", 0), replicas=[3, 4, 1], adding_replicas=[4], removing_replicas=[1]
+        )
+        parts = [
+            {"topic": "moves", "partition": 0, "replicas": [3, 2]},
+            {"topic": "moves", "partition": 1, "replicas": [2, 1]},
+            {"topic": "moves", "partition": 2, "replicas": [4, 1]},
+        ]
+        path = write(tmp_path, {"version": 1, "partitions": parts})
+        execute = ["--execute", "--reassignment-json-file", path, "--additional"]
+        code, out, err = run(capsys, "reassign-partitions", *BOOT, *execute, "--throttle", "5000")
+        assert (code, err) == (0, "")
+        assert out.splitlines()[-3:] == [
+            "Warning: You must run --verify periodically, until the reassignment completes, to "
+            "ensure the throttle is removed.",
+            "The inter-broker throttle limit was set to 5000 B/s",
+            "Successfully started partition reassignments for moves-0,moves-1,moves-2",
+        ]
+        [request] = controller.sent("IncrementalAlterConfigs")
+        assert {
+            (r.resource.type, r.resource.name): {op.name: (op.op, op.value) for op in r.ops}
+            for r in request.resources
+        } == {
+            (mpb.TOPIC, "moves"): {
+                "leader.replication.throttled.replicas": (cpb.SET, "0:1,0:2,1:1,1:2,2:1,2:3"),
+                "follower.replication.throttled.replicas": (cpb.SET, "0:3,2:4"),
+            },
+            (mpb.TOPIC, "other"): {
+                "leader.replication.throttled.replicas": (cpb.SET, "0:1,0:3"),
+                "follower.replication.throttled.replicas": (cpb.SET, "0:4"),
+            },
+            **{
+                (mpb.BROKER, str(b)): {
+                    "leader.replication.throttled.rate": (cpb.SET, "5000"),
+                    "follower.replication.throttled.rate": (cpb.SET, "5000"),
+                }
+                for b in (1, 2, 3, 4)
+            },
+        }
+        # No throttle asked (Kafka's default -1): no configs touched.
+        controller.requests.clear()
+        code, out, err = run(capsys, "reassign-partitions", *BOOT, *execute, "--throttle", "-1")
+        assert (code, err) == (0, "") and "throttle" not in out
+        assert controller.sent("IncrementalAlterConfigs") == []
+
+    def test_a_refused_throttle_is_one_line_and_starts_nothing(
+        self, capsys: pytest.CaptureFixture[str], controller: FakeController, tmp_path: Path
+    ) -> None:
+        controller.topics = {"moves": [[1, 2]]}
+        controller.alter_errors[mpb.BROKER, "3"] = error("INVALID_CONFIG", "No.")
+        parts = [{"topic": "moves", "partition": 0, "replicas": [3, 2]}]
+        path = write(tmp_path, {"version": 1, "partitions": parts})
+        execute = ["--execute", "--reassignment-json-file", path, "--throttle", "10"]
+        code, out, err = run(capsys, "reassign-partitions", *BOOT, *execute)
+        assert code == 1
+        assert err == "Error while executing reassign-partitions command : INVALID_CONFIG: No.\n"
+        assert controller.sent("AlterPartitionReassignments") == []
+
+    def test_verify_clears_the_throttles_once_every_move_is_done(
+        self, capsys: pytest.CaptureFixture[str], controller: FakeController, tmp_path: Path
+    ) -> None:
+        controller.topics = {"moves": [[3, 2], [1, 2]], "other": [[1]]}
+        controller.brokers = [1, 2, 3, 4]
+        parts = [
+            {"topic": "moves", "partition": 0, "replicas": [3, 2]},
+            {"topic": "moves", "partition": 1, "replicas": [2, 1]},
+        ]
+        path = write(tmp_path, {"version": 1, "partitions": parts})
+        verify = ["--verify", "--reassignment-json-file", path]
+        code, out, _ = run(capsys, "reassign-partitions", *BOOT, *verify)
+        assert code == 0 and "Clearing" not in out  # moves-1 is not 2,1: not done
+        assert controller.sent("IncrementalAlterConfigs") == []
+
+        controller.topics["moves"][1] = [2, 1]
+        assert run(capsys, "reassign-partitions", *BOOT, *verify, "--preserve-throttles") == (
+            0,
+            "Status of partition reassignment:\n"
+            "Reassignment of partition moves-0 is completed.\n"
+            "Reassignment of partition moves-1 is completed.\n",
+            "",
+        )
+        assert controller.sent("IncrementalAlterConfigs") == []
+        assert run(capsys, "reassign-partitions", *BOOT, *verify) == (
+            0,
+            "Status of partition reassignment:\n"
+            "Reassignment of partition moves-0 is completed.\n"
+            "Reassignment of partition moves-1 is completed.\n"
+            "Clearing broker-level throttles on brokers 1,2,3,4\n"
+            "Clearing topic-level throttles on topic moves\n",
+            "",
+        )
+        [request] = controller.sent("IncrementalAlterConfigs")
+        assert {
+            (r.resource.type, r.resource.name): sorted((op.name, op.op) for op in r.ops)
+            for r in request.resources
+        } == {
+            (mpb.TOPIC, "moves"): [
+                ("follower.replication.throttled.replicas", cpb.DELETE),
+                ("leader.replication.throttled.replicas", cpb.DELETE),
+            ],
+            **{
+                (mpb.BROKER, str(b)): [
+                    ("follower.replication.throttled.rate", cpb.DELETE),
+                    ("leader.replication.throttled.rate", cpb.DELETE),
+                ]
+                for b in (1, 2, 3, 4)
+            },
+        }
+
     def test_verify(
         self, capsys: pytest.CaptureFixture[str], controller: FakeController, tmp_path: Path
     ) -> None:
@@ -560,6 +734,7 @@ class TestReassignPartitions:
         controller.ongoing["other", 0] = Ongoing(
             partition=tp("other", 0), replicas=[3, 1], adding_replicas=[3]
         )
+        controller.topics = {"moves": [[3, 2, 1], [1, 2]], "other": [[3, 1]]}
         parts = [
             {"topic": "moves", "partition": 0, "replicas": [3, 2]},
             {"topic": "moves", "partition": 1, "replicas": [1, 2]},
@@ -569,7 +744,9 @@ class TestReassignPartitions:
         assert run(capsys, "reassign-partitions", *BOOT, *cancel) == (
             0,
             "Successfully cancelled partition reassignment for: moves-0\n"
-            "None of the specified partition moves are active.\n",
+            "None of the specified partition moves are active.\n"
+            "Clearing broker-level throttles on brokers 1,2,3\n"
+            "Clearing topic-level throttles on topic moves\n",
             "",
         )
         [listed] = controller.sent("ListPartitionReassignments")
@@ -580,7 +757,7 @@ class TestReassignPartitions:
         assert not only.HasField("replicas")  # unset: cancel
 
         controller.ongoing.clear()
-        assert run(capsys, "reassign-partitions", *BOOT, *cancel) == (
+        assert run(capsys, "reassign-partitions", *BOOT, *cancel, "--preserve-throttles") == (
             0,
             "None of the specified partition reassignments are active.\n"
             "None of the specified partition moves are active.\n",
@@ -619,6 +796,20 @@ class TestProposal:
             [2, 4, 0],
             [3, 0, 1],
             [4, 1, 2],
+        ]
+
+    def test_kafkas_rack_aware_placement_with_a_fixed_start(self) -> None:
+        # Kafka's AdminRackAwareTest expectation (7 partitions, 3 replicas, start index 0).
+        racks = {0: "rack1", 1: "rack3", 2: "rack3", 3: "rack2", 4: "rack2", 5: "rack1"}
+        proposal = propose_assignment({"t": (7, 3)}, list(racks), racks)
+        assert [proposal["t", p] for p in range(7)] == [
+            [0, 3, 1],
+            [3, 1, 5],
+            [1, 5, 4],
+            [5, 4, 2],
+            [4, 2, 0],
+            [2, 0, 3],
+            [0, 4, 2],
         ]
 
     def test_each_topic_by_its_own_shape(self) -> None:

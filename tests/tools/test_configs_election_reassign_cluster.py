@@ -2,22 +2,24 @@
 `python -m strom.cli ...` subprocesses, against three combined nodes on loopback
 (NodeCluster, with the automatic leader rebalance off so that only the tools move leaders).
 
-Brokers do not replicate yet: a replica that a reassignment adds never joins the ISR, so a
-reassignment that adds one stays in progress until it is cancelled, and a broker that was
-fenced and came back stays out of the ISRs it was dropped from. The assertions rely on that;
-once replication lands, a restarted broker rejoins the ISR and the preferred election in
-test_preferred_election_around_a_broker_restart succeeds instead.
+A reassignment that must stay in progress adds a replica on a broker paused with SIGSTOP
+(it cannot catch up); one that really copies data does so under `--throttle`, and is timed
+against it.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from strom_api.v1 import controller_pb2
+from tests.data_plane.data_client import DataClient, batch
 from tests.node_integration.node_cluster import NodeCluster
 from tests.raft_integration.process_cluster import wait_until
 from tests.tools.tool_runs import fails, ok, strom
@@ -240,6 +242,8 @@ def _paused_broker_part(
     assert ok(*tool, "--cancel", *file) == [
         "Successfully cancelled partition reassignment for: moves-0",
         "None of the specified partition moves are active.",
+        "Clearing broker-level throttles on brokers 1,2,3",
+        "Clearing topic-level throttles on topic moves",
     ]
     assert ok(*tool, "--list") == ["No partition reassignments found."]
     moves0 = partitions(cluster, "moves")[0]
@@ -252,10 +256,101 @@ def _paused_broker_part(
         f"{moves0['Replicas']} rather than 3,2.",
         "Reassignment of partition moves-1 is completed.",
     ]
-    assert ok(*tool, "--cancel", *file) == [
+    assert ok(*tool, "--cancel", *file, "--preserve-throttles") == [
         "None of the specified partition reassignments are active.",
         "None of the specified partition moves are active.",
     ]
+
+
+THROTTLE = 10 * 1024 * 1024  # bytes/s
+BATCHES, RECORDS, RECORD_BYTES = 25, 10, 100_000  # about 24 MiB, batches of 1 MB
+
+
+def produce_bulk(cluster: NodeCluster, topic: str) -> int:
+    """Fills partition 0 of `topic` with BATCHES batches of incompressible records; returns
+    the bytes produced."""
+    data = DataClient({n: f"127.0.0.1:{cluster.broker_port[n]}" for n in NODES})
+    leader = data.leader(topic, 0)
+    total = 0
+    for _ in range(BATCHES):
+        records = batch([os.urandom(RECORD_BYTES) for _ in range(RECORDS)])
+        answer = data.produce_raw(leader, topic, 0, records, acks=1)
+        assert answer.error.code == 0, answer
+        total += len(records)
+    return total
+
+
+def reassignment_done(cluster: NodeCluster, topic: str) -> bool:
+    listed = cluster.call(
+        "ListPartitionReassignments", controller_pb2.ListPartitionReassignmentsRequest()
+    )
+    return not any(r.partition.topic == topic for r in listed.reassignments)
+
+
+def test_a_throttled_reassignment_copies_at_its_rate_and_verify_clears_the_throttle(
+    cluster: NodeCluster, tmp_path: Path
+) -> None:
+    """Kafka's --throttle: the copy of ~24 MiB to a broker that has none of it takes at least
+    about bytes/rate (without the throttle it takes well under a second on loopback), and
+    --verify removes the throttle configs once the move is done."""
+    b = boot(cluster)
+    tool = ["reassign-partitions", *b]
+    ok("topics", *b, "--create", "--topic", "copied", "--replica-assignment", "1")
+    size = produce_bulk(cluster, "copied")
+    target = json_file(
+        tmp_path,
+        "copy.json",
+        {"version": 1, "partitions": [{"topic": "copied", "partition": 0, "replicas": [2]}]},
+    )
+    file = ["--reassignment-json-file", target]
+    # Dynamic fetcher settings reach the follower's fetchers too (Kafka's resize message).
+    default = ["configs", *b, "--entity-type", "brokers", "--entity-default"]
+    ok(*default, "--alter", "--add-config", "num.replica.fetchers=2")
+    wait_until(
+        lambda: "Resizing fetcher thread pool size from 1 to 2" in cluster.log_text(2),
+        10,
+        "broker 2 to resize its fetchers",
+    )
+    leader_rate = ("kafka_server_leaderreplication_byte_rate", ())
+    follower_rate = ("kafka_server_followerreplication_byte_rate", ())
+    assert cluster.scrape(1)[leader_rate] == cluster.scrape(2)[follower_rate] == 0
+
+    lines = ok(*tool, "--execute", *file, "--throttle", str(THROTTLE))
+    start = time.monotonic()
+    assert lines[-3:] == [
+        "Warning: You must run --verify periodically, until the reassignment completes, to "
+        "ensure the throttle is removed.",
+        f"The inter-broker throttle limit was set to {THROTTLE} B/s",
+        "Successfully started partition reassignment for copied-0",
+    ]
+    topic_configs = ["configs", *b, "--entity-type", "topics", "--entity-name", "copied"]
+    described = "\n".join(ok(*topic_configs, "--describe"))
+    assert "leader.replication.throttled.replicas=0:1 " in described
+    assert "follower.replication.throttled.replicas=0:2 " in described
+    wait_until(lambda: reassignment_done(cluster, "copied"), 60, "the throttled copy")
+    elapsed = time.monotonic() - start
+    # Rates since the scrapes above: the source as leader and the destination as follower
+    # moved the throttled bytes (about size / (elapsed + the time before the execute)).
+    assert 0 < cluster.scrape(1)[leader_rate] < 1.5 * THROTTLE
+    assert 0 < cluster.scrape(2)[follower_rate] < 1.5 * THROTTLE
+
+    # The leader's bucket starts empty when the throttle is set, and one fetch (1 MiB) may
+    # overshoot it: the copy cannot take much less than size/rate; the margin is generous.
+    assert elapsed >= 0.7 * size / THROTTLE, f"{size} bytes copied in {elapsed:.2f} s"
+    assert elapsed < 4 * size / THROTTLE + 5, f"far slower than the throttle: {elapsed:.2f} s"
+    assert partitions(cluster, "copied")[0]["Replicas"] == "2"
+
+    assert ok(*tool, "--verify", *file) == [
+        "Status of partition reassignment:",
+        "Reassignment of partition copied-0 is completed.",
+        "Clearing broker-level throttles on brokers 1,2,3",
+        "Clearing topic-level throttles on topic copied",
+    ]
+    assert ok(*topic_configs, "--describe") == ["Dynamic configs for topic copied are:"]
+    ok(*default, "--alter", "--delete-config", "num.replica.fetchers")
+    for node in NODES:
+        broker = ["configs", *b, "--entity-type", "brokers", "--entity-name", str(node)]
+        assert "throttled" not in "\n".join(ok(*broker, "--describe"))
 
 
 def test_preferred_election_around_a_broker_restart(cluster: NodeCluster) -> None:
