@@ -113,6 +113,8 @@ class Consumer:
             )
         if max_poll_records < 1:
             raise StromError("INVALID_CONFIG", "max_poll_records must be >= 1")
+        if metadata_max_age_ms < 0:
+            raise StromError("INVALID_CONFIG", "metadata_max_age_ms must be >= 0")
         self.client_id = client_id
         self.max_poll_records = max_poll_records
         self.consumer_timeout_s = consumer_timeout_ms / 1000
@@ -122,6 +124,7 @@ class Consumer:
         self._subscription: list[str] = []
         self._pattern: re.Pattern[str] | None = None
         self.metadata_max_age_s = metadata_max_age_ms / 1000
+        self.retry_backoff_s = retry_backoff_ms / 1000
         self.auto_offset_reset = auto_offset_reset
         # The metadata look-up in flight, tagged with the subscription it was made for.
         self._look: tuple[int, concurrent.futures.Future[_Look]] | None = None
@@ -273,8 +276,10 @@ class Consumer:
         self._look = None
         try:
             topics, counts = future.result()
-        except StromError as exc:
-            log.debug("metadata look-up failed (the next one retries): %s", exc)
+        except (StromError, concurrent.futures.CancelledError) as exc:
+            # As Kafka's client Metadata: a failed update is retried after retry.backoff.ms.
+            log.debug("metadata look-up failed: %s", exc)
+            self._next_look = time.monotonic() + self.retry_backoff_s
             return
         if version == self._subscription_version:
             self._notice(topics, counts)

@@ -131,6 +131,7 @@ def test_bad_settings_are_refused(cluster):
         ({"auto_offset_reset": "smallest"}, "auto_offset_reset"),
         ({"isolation_level": "serializable"}, "isolation_level"),
         ({"max_poll_records": 0}, "max_poll_records"),
+        ({"metadata_max_age_ms": -1}, "metadata_max_age_ms"),
     ):
         with pytest.raises(StromError, match=words):
             Consumer(bootstrap_servers=bootstrap(cluster), **config)
