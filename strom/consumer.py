@@ -21,9 +21,10 @@ A new matching topic joins a pattern subscription; partitions added to a subscri
 are consumed, without a group at once, with one through a rebalance that the group's leader
 starts when the partition counts it assigned from have changed. A new partition starts at
 the group's committed offset, else per `auto_offset_reset`; its starting offset is known
-before poll() returns with it assigned, so with "latest" every record written after that is
-read (records written between the partition's creation and then are skipped, as in Kafka:
-"earliest" reads them). `assign` takes exactly the partitions named, now and later.
+before poll() returns with it assigned, so with "latest" every record written after that
+is read (records written before, while the consumer had not yet noticed the partition or
+was rebalancing, are skipped, as in Kafka: "earliest" reads them). `assign` takes exactly
+the partitions named, now and later.
 Records are prefetched by the process's I/O thread (strom.fetcher) so poll() rarely waits
 on the network.
 """
