@@ -1,6 +1,11 @@
 """The streaming read: offsets as `{topic: {partition: offset}}` (Spark's Kafka source JSON),
-`maxOffsetsPerTrigger` through Spark's read limits, new partitions from their earliest offset,
-Trigger.AvailableNow through a target fixed when the query starts.
+`maxOffsetsPerTrigger` through Spark's read limits, Trigger.AvailableNow through a target
+fixed when the query starts.
+
+Each micro-batch lists the partitions again, so partitions added to a subscribed topic (and
+topics newly matching `subscribePattern`) are read from their earliest offset, logged as
+Spark's Kafka source logs them; one that no longer starts at offset 0 lost records before
+the query saw it, which fails the query unless failOnDataLoss=false (as in Spark).
 
 Spark keeps one stream reader per query in a long-lived Python process beside the driver;
 each call opens a SyncCluster and closes it before returning, so the reader holds only
@@ -9,6 +14,7 @@ plain values (and the AvailableNow target) between calls.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -31,9 +37,12 @@ from pyspark_strom.planning import (
     topic_partitions,
 )
 from pyspark_strom.reading import TaskSettings, read_offset_range
+from strom.errors import StromError
 from strom.range_reader import EARLIEST, LATEST, SyncCluster, TopicPartition
 
 Offsets = dict[TopicPartition, int]
+
+log = logging.getLogger("pyspark_strom")
 
 
 def to_json(offsets: Offsets) -> dict[str, dict[str, int]]:
@@ -64,6 +73,14 @@ def rate_limit(begin: Offsets, latest: Offsets, limit: int) -> Offsets:
     for tp in sorted(shares, key=lambda t: (take[t] - shares[t], t))[:left]:
         take[tp] += 1
     return {tp: begin[tp] + take[tp] for tp in latest}
+
+
+def added_partition_loss(tp: TopicPartition, first: int) -> StromError:
+    return StromError(
+        "OFFSET_OUT_OF_RANGE",
+        f"added partition {tp.topic}-{tp.partition} starts from offset {first} instead of 0: "
+        "some data may have been missed. Set failOnDataLoss=false to read it from there",
+    )
 
 
 class StromStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -133,6 +150,7 @@ class StromStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         moved = [tp for tp, o in finish.items() if tp not in begin or o > begin[tp]]
         with self._cluster() as cluster:
             earliest = offsets_of(cluster, moved, EARLIEST)
+        self._check_added({tp: earliest[tp] for tp in moved if tp not in begin})
         ranges = []
         for tp in moved:
             first, last = begin.get(tp, earliest[tp]), finish[tp]
@@ -143,6 +161,19 @@ class StromStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if last > first:
                 ranges.append(OffsetRange(tp.topic, tp.partition, first, last))
         return split(ranges, self.opts.min_partitions, self.opts.max_records_per_partition)
+
+    def _check_added(self, added: Offsets) -> None:
+        """New partitions start at their earliest offset; one that is not 0 had records
+        deleted before this query read it (Spark: "Added partition ... starts from ...")."""
+        if not added:
+            return
+        log.info("Partitions added: %s", to_json(added))
+        for tp, first in sorted(added.items()):
+            if first == 0:
+                continue
+            if self.opts.fail_on_data_loss:
+                raise added_partition_loss(tp, first)
+            log.warning("%s", added_partition_loss(tp, first))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, OffsetRange):

@@ -78,6 +78,12 @@ def topic_info(topic: Any, known: TopicInfo | None) -> TopicInfo:
     return info
 
 
+def _usable(info: TopicInfo) -> bool:
+    """Whether a topic can be consumed and produced: it has partitions, even if some
+    leader is being elected."""
+    return bool(info.partitions) and info.error in ("NONE", "LEADER_NOT_AVAILABLE")
+
+
 def parse_bootstrap(servers: str | Sequence[str]) -> list[str]:
     items = servers.split(",") if isinstance(servers, str) else list(servers)
     addresses = [s.strip() for s in items if s.strip()]
@@ -211,11 +217,7 @@ class Cluster:
         deadline = time.monotonic() + timeout_s
         while True:
             info = self.topics.get(name)
-            if (
-                info is not None
-                and info.partitions
-                and info.error in ("NONE", "LEADER_NOT_AVAILABLE")
-            ):
+            if info is not None and _usable(info):
                 return info
             if time.monotonic() >= deadline:
                 why = info.message if info is not None else "no metadata"
@@ -235,6 +237,16 @@ class Cluster:
                 pass
             if not (self.topics.get(name) and self.topics[name].partitions):
                 await asyncio.sleep(min(self.retry_backoff_s, max(deadline - time.monotonic(), 0)))
+
+    def partition_counts(self, topics: Iterable[str]) -> dict[str, int]:
+        """How many partitions each of `topics` has, as last learned; topics without usable
+        metadata (unknown, deleted, not yet learned) are left out."""
+        counts = {}
+        for name in topics:
+            info = self.topics.get(name)
+            if info is not None and _usable(info):
+                counts[name] = len(info.partitions)
+        return counts
 
     def leader(self, topic: str, partition: int) -> int:
         info = self.topics.get(topic)

@@ -13,8 +13,18 @@ group's committed offset (else per `auto_offset_reset`), and commits the positio
 `auto_commit_interval_ms` when `enable_auto_commit`. Without a group a subscription takes
 every partition of its topics, as kafka-python does; `assign` takes chosen partitions.
 `subscribe(pattern=...)` follows every topic whose whole name matches the regular expression
-(Java's Pattern.matches), re-checked every `metadata_max_age_ms`: a new matching topic joins
-the subscription (with a group, through a rebalance), as in Kafka.
+(Java's Pattern.matches).
+
+A subscription follows the cluster as Kafka's consumers do: metadata is asked for again at
+least every `metadata_max_age_ms`, in the background, and the next poll acts on the answer.
+A new matching topic joins a pattern subscription; partitions added to a subscribed topic
+are consumed, without a group at once, with one through a rebalance that the group's leader
+starts when the partition counts it assigned from have changed. A new partition starts at
+the group's committed offset, else per `auto_offset_reset`; its starting offset is known
+before poll() returns with it assigned, so with "latest" every record written after that
+is read (records written before, while the consumer had not yet noticed the partition or
+was rebalancing, are skipped, as in Kafka: "earliest" reads them). `assign` takes exactly
+the partitions named, now and later.
 Records are prefetched by the process's I/O thread (strom.fetcher) so poll() rarely waits
 on the network.
 """
@@ -22,6 +32,7 @@ on the network.
 from __future__ import annotations
 
 import concurrent.futures
+import logging
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -35,6 +46,12 @@ from strom.fetcher import EARLIEST, LATEST, ConsumerRecord, FetchConfig, Fetcher
 from strom.membership import CommitFailedError, GroupMembership, GroupSettings
 
 __all__ = ["CommitFailedError", "Consumer", "ConsumerRecord", "TopicPartition"]
+
+log = logging.getLogger("strom.consumer")
+
+# What the background metadata look-up answers: the subscription's topics (a pattern's
+# matching topics now) and the partition counts of those and of the group's topics.
+_Look = tuple[list[str], dict[str, int]]
 
 
 class Consumer:
@@ -97,6 +114,8 @@ class Consumer:
             )
         if max_poll_records < 1:
             raise StromError("INVALID_CONFIG", "max_poll_records must be >= 1")
+        if metadata_max_age_ms < 0:
+            raise StromError("INVALID_CONFIG", "metadata_max_age_ms must be >= 0")
         self.client_id = client_id
         self.max_poll_records = max_poll_records
         self.consumer_timeout_s = consumer_timeout_ms / 1000
@@ -105,8 +124,13 @@ class Consumer:
         self.value_deserializer = value_deserializer
         self._subscription: list[str] = []
         self._pattern: re.Pattern[str] | None = None
-        self._pattern_checked = 0.0
         self.metadata_max_age_s = metadata_max_age_ms / 1000
+        self.retry_backoff_s = retry_backoff_ms / 1000
+        self.auto_offset_reset = auto_offset_reset
+        # The metadata look-up in flight, tagged with the subscription it was made for.
+        self._look: tuple[int, concurrent.futures.Future[_Look]] | None = None
+        self._next_look = 0.0
+        self._subscription_version = 0
         self.exclude_internal_topics = exclude_internal_topics
         self._listener: Any = None
         self._closed = False
@@ -183,35 +207,22 @@ class Consumer:
                 raise StromError(
                     "INVALID_CONFIG", f"pattern {pattern!r} is not a regular expression: {exc}"
                 ) from None
-            names = self._matching_topics()
+            names = self._matching(self._run(self._cluster.topic_names()))
         self._follow(names)
 
-    def _matching_topics(self) -> list[str]:
-        assert self._pattern is not None
-        self._pattern_checked = time.monotonic()
-        names = self._run(self._cluster.topic_names())
+    def _matching(self, names: Iterable[str]) -> list[str]:
+        pattern = self._pattern
+        assert pattern is not None
         return sorted(
             name
             for name in names
-            if self._pattern.fullmatch(name)
+            if pattern.fullmatch(name)
             and not (self.exclude_internal_topics and name.startswith("__"))
         )
 
-    def _maybe_check_pattern(self) -> None:
-        """Kafka re-evaluates a pattern on each metadata refresh (metadata.max.age.ms)."""
-        if self._pattern is None:
-            return
-        if time.monotonic() - self._pattern_checked < self.metadata_max_age_s:
-            return
-        try:
-            names = self._matching_topics()
-        except StromError:
-            return  # retried at the next check; the current subscription stands
-        if names != self._subscription:
-            self._follow(names)
-
     def _follow(self, names: list[str]) -> None:
         self._subscription = names
+        self._subscription_changed()
         if self._group is not None:
             self._group.rejoin = True
             return
@@ -231,13 +242,96 @@ class Consumer:
     def unsubscribe(self) -> None:
         self._subscription = []
         self._pattern = None
+        self._subscription_changed()
         self._run(_call(lambda: self._fetcher.assign([])))
 
     def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
         tps = [TopicPartition(*tp) for tp in partitions]
         self._subscription = []
         self._pattern = None
+        self._subscription_changed()
         self._run(_call(lambda: self._fetcher.assign(tps)))
+
+    def _subscription_changed(self) -> None:
+        """A look-up in flight answers for the old subscription: its answer is dropped."""
+        self._subscription_version += 1
+        self._look = None
+        self._next_look = time.monotonic() + self.metadata_max_age_s
+
+    # --- following the cluster's metadata ---------------------------------------------
+
+    def _watch_metadata(self) -> None:
+        """Starts a metadata look-up every metadata.max.age.ms and, at the poll after its
+        answer, acts on it. Runs in poll()'s thread, never waiting on the network."""
+        if self._pattern is None and not self._subscription:
+            return
+        if self._look is None:
+            if time.monotonic() >= self._next_look:
+                self._next_look = time.monotonic() + self.metadata_max_age_s
+                future = self._io.submit(self._look_up())
+                self._look = (self._subscription_version, future)
+            return
+        version, future = self._look
+        if not future.done():
+            return
+        self._look = None
+        try:
+            topics, counts = future.result()
+        except (StromError, concurrent.futures.CancelledError) as exc:
+            # As Kafka's client Metadata: a failed update is retried after retry.backoff.ms.
+            log.debug("metadata look-up failed: %s", exc)
+            self._next_look = time.monotonic() + self.retry_backoff_s
+            return
+        if version == self._subscription_version:
+            self._notice(topics, counts)
+
+    async def _look_up(self) -> _Look:
+        """On the I/O loop: fresh metadata of the subscription's topics (for a pattern, of
+        every topic) and of the topics the group leader assigns."""
+        group_topics = self._group.group_topics() if self._group is not None else frozenset()
+        if self._pattern is not None:
+            topics = self._matching(await self._cluster.topic_names())
+        else:
+            topics = list(self._subscription)
+            await self._cluster.refresh([*topics, *group_topics])
+        return topics, self._cluster.partition_counts({*topics, *group_topics})
+
+    def _notice(self, topics: list[str], counts: dict[str, int]) -> None:
+        if topics != self._subscription:
+            log.info("subscription: now the topics %s (were %s)", topics, self._subscription)
+            self._subscription = topics
+            if self._group is not None:
+                self._group.rejoin = True
+        if self._group is not None:
+            self._group.metadata_changed(counts)
+        else:
+            self._take_partitions(counts)
+
+    def _take_partitions(self, counts: dict[str, int]) -> None:
+        """Without a group: every partition of the subscribed topics, new ones included (a
+        topic whose metadata is missing now keeps the partitions it had)."""
+        current = set(self._fetcher.assignment)
+        wanted = {tp for tp in current if tp.topic in self._subscription and tp.topic not in counts}
+        wanted |= {
+            TopicPartition(topic, p)
+            for topic in self._subscription
+            if topic in counts
+            for p in range(counts[topic])
+        }
+        if wanted == current:
+            return
+        added = wanted - current
+        if added:
+            log.info(
+                "consuming new partitions %s (from auto_offset_reset=%s)",
+                sorted(added),
+                self.auto_offset_reset,
+            )
+        self._run(self._reassign(sorted(wanted), added))
+
+    async def _reassign(self, partitions: list[TopicPartition], added: set[TopicPartition]) -> None:
+        self._fetcher.assign(partitions)
+        await self._fetcher.wait_for_positions(added, self.request_timeout_s)
 
     def assignment(self) -> set[TopicPartition]:
         return set(self._fetcher.assignment)
@@ -330,7 +424,7 @@ class Consumer:
         """Records from the assigned partitions, up to max_records (max_poll_records),
         waiting at most timeout_ms for some to arrive."""
         limit = max_records or self.max_poll_records
-        self._maybe_check_pattern()
+        self._watch_metadata()
         if self._group is not None and self._subscription:
             self._group.last_poll = time.monotonic()
             self._ensure_membership()
@@ -352,12 +446,10 @@ class Consumer:
                     self._commit_quietly()
                 self._call_listener("on_partitions_revoked", revoke)
                 self._run(_call(lambda: self._fetcher.assign([])))
-            counts = {}
-            for topic in self._subscription:
-                info = self._run(self._cluster.topic(topic, self.request_timeout_s))
-                counts[topic] = len(info.partitions)
+            for topic in self._subscription:  # wait for the subscribed topics to exist
+                self._run(self._cluster.topic(topic, self.request_timeout_s))
             try:
-                assigned, revoked = self._run(group.join(counts))
+                assigned, revoked = self._run(group.join())
             except StromError as exc:
                 if exc.retriable or exc.name in ("REBALANCE_IN_PROGRESS", "UNKNOWN_MEMBER_ID"):
                     time.sleep(0.1)
@@ -371,18 +463,20 @@ class Consumer:
             added = assigned - kept
             committed = self._run(group.committed(sorted(added))) if added else {}
 
-            self._run(_call(self._apply_assignment, assigned, committed))
+            self._run(self._apply_assignment(assigned, committed))
             self._call_listener("on_partitions_assigned", added)
 
-    def _apply_assignment(
+    async def _apply_assignment(
         self, assigned: set[TopicPartition], committed: dict[TopicPartition, int | None]
     ) -> None:
         """On the I/O loop: the new assignment, newly assigned partitions starting at the
-        group's committed offsets (the others keep their positions)."""
+        group's committed offsets (the others keep their positions), else per
+        auto_offset_reset, worked out before the rebalance counts as done."""
         self._fetcher.assign(sorted(assigned))
         for tp, offset in committed.items():
             if offset is not None:
                 self._fetcher.seek(tp, offset)
+        await self._fetcher.wait_for_positions(committed, self.request_timeout_s)
 
     def _call_listener(self, method: str, partitions: set[TopicPartition]) -> None:
         callback = getattr(self._listener, method, None)

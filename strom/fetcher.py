@@ -5,7 +5,9 @@ their fetch offsets while the consumer's buffer has room (prefetching: the next 
 are usually there before poll() asks). A partition's answer is kept whole (the batches as
 the broker sent them) and decoded when poll() takes it, starting at the position. Seeking
 bumps the partition's generation, so answers to fetches made before the seek are dropped.
-Positions without a starting point are reset by ListOffsets per `auto_offset_reset`.
+Positions without a starting point are reset by ListOffsets per `auto_offset_reset`;
+`wait_for_positions` lets the consumer fix a new partition's starting point before it shows
+the partition as assigned (so with "latest" nothing written after that is skipped).
 """
 
 from __future__ import annotations
@@ -90,6 +92,7 @@ class Fetcher:
         self._tasks: dict[int, asyncio.Task[None]] = {}
         self._manager: asyncio.Task[None] | None = None
         self._changed = asyncio.Event()
+        self._positioned = asyncio.Event()  # set whenever positions were worked out
         self._errors: list[StromError] = []
         self.on_reset: Callable[[TopicPartition], int | None] = lambda tp: None
         self.closed = False
@@ -113,6 +116,7 @@ class Fetcher:
         self.positions[tp] = offset
         self.fetch_offsets[tp] = offset
         self._drop_buffered(tp)
+        self._positioned.set()
         self._kick()
 
     def _drop_buffered(self, tp: TopicPartition) -> None:
@@ -133,6 +137,26 @@ class Fetcher:
             if tp in self.assignment:
                 self.positions[tp] = self.fetch_offsets[tp] = offset
                 self.generation[tp] = self.generation.get(tp, 0) + 1
+        self._positioned.set()
+
+    async def wait_for_positions(self, tps: Iterable[TopicPartition], timeout_s: float) -> None:
+        """Waits, at most `timeout_s`, until each of `tps` has a position, is no longer
+        assigned, or an error waits for poll() (auto_offset_reset='none'); the positions are
+        worked out by the fetch manager, which assign() started."""
+        wanted = set(tps)
+        deadline = time.monotonic() + timeout_s
+        while not self._errors and not self.closed:
+            assigned = set(self.assignment)
+            if all(tp in self.positions or tp not in assigned for tp in wanted):
+                return
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            self._positioned.clear()
+            try:
+                await asyncio.wait_for(self._positioned.wait(), remaining)
+            except TimeoutError:
+                return
 
     async def list_offsets(
         self, wanted: dict[TopicPartition, int]
@@ -230,6 +254,7 @@ class Fetcher:
             else:
                 pending.append(tp)
         if not pending:
+            self._positioned.set()
             return
         policy = self.config.auto_offset_reset
         if policy == "none":
@@ -239,6 +264,7 @@ class Fetcher:
                     f"no position for {pending} and auto_offset_reset='none'",
                 )
             )
+            self._positioned.set()
             return
         try:
             await self.reset_offsets(pending, EARLIEST if policy == "earliest" else LATEST)

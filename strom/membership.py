@@ -11,6 +11,12 @@ steps (`needs_rejoin` -> revoke -> `join` -> assign) so a listener may commit.
 With an eager assignor every partition is given up before rejoining; with
 cooperative-sticky only those the new assignment moves away, and then the group
 rebalances once more to hand them to their new owner (KIP-429).
+
+The leader assigns from fresh metadata of every topic some member subscribes to and keeps
+those partition counts (Kafka's assignment snapshot); the consumer hands it each newer
+metadata (`metadata_changed`, at least every metadata.max.age.ms), and a count that changed
+(partitions added to a topic, a subscribed topic created or deleted) makes it rejoin, which
+rebalances the whole group onto the new partitions, as Kafka's ConsumerCoordinator does.
 """
 
 from __future__ import annotations
@@ -60,6 +66,18 @@ class CommitFailedError(StromError):
 
 
 @dataclass(frozen=True)
+class AssignmentSnapshot:
+    """What the leader assigned from (Kafka's MetadataSnapshot): every topic some member
+    subscribes to, and the partition counts of those that exist."""
+
+    topics: frozenset[str]
+    counts: dict[str, int]
+
+    def counts_of(self, counts: dict[str, int]) -> dict[str, int]:
+        return {topic: n for topic, n in counts.items() if topic in self.topics}
+
+
+@dataclass(frozen=True)
 class GroupSettings:
     group_id: str
     group_instance_id: str | None
@@ -89,6 +107,8 @@ class GroupMembership:
         self.owned: set[TopicPartition] = set()
         self.rejoin = True
         self.last_poll = time.monotonic()
+        # Only the leader watches for metadata changes, as in Kafka: None on the others.
+        self.assignment_snapshot: AssignmentSnapshot | None = None
         self._heartbeat: asyncio.Task[None] | None = None
         self.cooperative = all(a.protocol == COOPERATIVE for a in settings.assignors)
 
@@ -162,9 +182,32 @@ class GroupMembership:
     def to_revoke_before_join(self) -> set[TopicPartition]:
         return set() if self.cooperative else set(self.owned)
 
-    async def join(
-        self, partition_counts: dict[str, int]
-    ) -> tuple[set[TopicPartition], set[TopicPartition]]:
+    def group_topics(self) -> frozenset[str]:
+        """The topics whose metadata this member watches for the group: on the leader every
+        topic some member subscribes to, elsewhere none."""
+        snapshot = self.assignment_snapshot
+        return snapshot.topics if snapshot is not None else frozenset()
+
+    def metadata_changed(self, counts: dict[str, int]) -> bool:
+        """Given newer partition counts (of at least `group_topics()`), whether the leader's
+        assignment no longer covers the group's partitions; if so, the next poll rejoins."""
+        snapshot = self.assignment_snapshot
+        if snapshot is None or self.rejoin:
+            return False
+        now = snapshot.counts_of(counts)
+        if now == snapshot.counts:
+            return False
+        log.info(
+            "group %s: rejoining to rebalance: the partition counts of the subscribed topics "
+            "changed from %s at the last assignment to %s",
+            self.settings.group_id,
+            snapshot.counts,
+            now,
+        )
+        self.rejoin = True
+        return True
+
+    async def join(self) -> tuple[set[TopicPartition], set[TopicPartition]]:
         """One rebalance: returns (assigned now, revoked now). Eager: revoked is what was
         owned (already given up by the caller); cooperative: what the new assignment took
         away, and then another rebalance is due."""
@@ -212,8 +255,9 @@ class GroupMembership:
         generation = join.generation_id
         protocol = join.protocol_name
         assignments: list[client_pb2.SyncGroupRequest.Assignment] = []
+        self.assignment_snapshot = None
         if join.leader == self.member_id:
-            assignments = self._lead(protocol, join.members, partition_counts)
+            assignments = await self._lead(protocol, join.members)
         sync = await self._call(
             "SyncGroup",
             client_pb2.SyncGroupRequest(
@@ -251,14 +295,22 @@ class GroupMembership:
         )
         return new, revoked
 
-    def _lead(
-        self, protocol: str, members: Sequence[Any], partition_counts: dict[str, int]
+    async def _lead(
+        self, protocol: str, members: Sequence[Any]
     ) -> list[client_pb2.SyncGroupRequest.Assignment]:
+        """The leader's assignment, from fresh metadata of every member's topics (Kafka's
+        leader also asks for the topics only other members subscribe to); topics that do not
+        exist get no partitions until a later metadata change brings them."""
         assignor = next(a for a in self.settings.assignors if a.name == protocol)
         subscriptions = {m.member_id: decode_subscription(m.metadata) for m in members}
         wanted = {t for s in subscriptions.values() for t in s.topics}
-        counts = {t: n for t, n in partition_counts.items() if t in wanted}
-        plan = assignor.assign(counts, subscriptions)
+        try:
+            await self.cluster.refresh(wanted)
+        except StromError as exc:
+            log.info("group %s: assigning from cached metadata: %s", self.settings.group_id, exc)
+        snapshot = AssignmentSnapshot(frozenset(wanted), self.cluster.partition_counts(wanted))
+        self.assignment_snapshot = snapshot
+        plan = assignor.assign(snapshot.counts, subscriptions)
         return [
             client_pb2.SyncGroupRequest.Assignment(
                 member_id=member, assignment=encode_assignment(Assignment(tuple(tps)))

@@ -57,3 +57,15 @@ def bootstrap(cluster: NodeCluster) -> str:
 
 def reader(cluster: NodeCluster) -> DataClient:
     return DataClient({i: f"127.0.0.1:{cluster.broker_port[i]}" for i in cluster.ids})
+
+
+def grow_topic(cluster: NodeCluster, name: str, partitions: int) -> None:
+    """`topics --alter --partitions`: grows the topic, then waits until each new partition's
+    leader knows it leads (so records can be produced to them at once)."""
+    response = cluster.call(
+        "CreatePartitions", controller_pb2.CreatePartitionsRequest(name=name, count=partitions)
+    )
+    assert response.error.error.code == 0, response
+    client = reader(cluster)
+    for partition in range(partitions):
+        client.leader(name, partition)

@@ -13,14 +13,16 @@ from strom.consumer import Consumer, TopicPartition
 from strom.errors import StromError
 from strom.producer import Producer
 from strom_api.v1 import client_pb2
-from tests.client.cluster_helpers import bootstrap, create_topic, reader
+from tests.client.cluster_helpers import bootstrap, create_topic, grow_topic, reader
 from tests.node_integration.node_cluster import NodeCluster
 
 
-def produce(cluster, topic, count, key=None, start=0, **kw):
+def produce(cluster, topic, count, key=None, start=0, partition=None, **kw):
     with Producer(bootstrap(cluster), **kw) as producer:
         futures = [
-            producer.send(topic, b"%s-%d" % (topic.encode(), start + i), key=key)
+            producer.send(
+                topic, b"%s-%d" % (topic.encode(), start + i), key=key, partition=partition
+            )
             for i in range(count)
         ]
         producer.flush()
@@ -129,6 +131,7 @@ def test_bad_settings_are_refused(cluster):
         ({"auto_offset_reset": "smallest"}, "auto_offset_reset"),
         ({"isolation_level": "serializable"}, "isolation_level"),
         ({"max_poll_records": 0}, "max_poll_records"),
+        ({"metadata_max_age_ms": -1}, "metadata_max_age_ms"),
     ):
         with pytest.raises(StromError, match=words):
             Consumer(bootstrap_servers=bootstrap(cluster), **config)
@@ -186,3 +189,90 @@ def test_a_pattern_subscription_follows_new_matching_topics(cluster):
             consumer.subscribe(pattern="metrics.(")
         with pytest.raises(StromError, match="INVALID_CONFIG"):
             consumer.subscribe(["a"], pattern="a")
+
+
+def test_a_subscription_takes_partitions_added_within_metadata_max_age(cluster):
+    create_topic(cluster, "widening", partitions=1)
+    produce(cluster, "widening", 5)
+    fast = Consumer(
+        "widening",
+        bootstrap_servers=bootstrap(cluster),
+        auto_offset_reset="earliest",
+        metadata_max_age_ms=500,
+    )
+    # The same subscription with the default metadata_max_age_ms (5 minutes): it must not
+    # have looked again by the time the fast one has read everything.
+    slow = Consumer("widening", bootstrap_servers=bootstrap(cluster), auto_offset_reset="earliest")
+    try:
+        grow_topic(cluster, "widening", 3)
+        sent = []
+        for partition in (0, 1, 2):  # before the consumer can know of the new partitions
+            sent += produce(cluster, "widening", 4, start=10 * partition, partition=partition)
+        seen = []
+        deadline = time.monotonic() + 20
+        while len(seen) < 5 + 12 and time.monotonic() < deadline:
+            seen += [r for rs in fast.poll(timeout_ms=200).values() for r in rs]
+            slow.poll()
+        everything = {TopicPartition("widening", p) for p in range(3)}
+        assert fast.assignment() == everything
+        assert sorted((r.partition, r.offset) for r in seen) == sorted(
+            [(0, o) for o in range(5)] + [(m.partition, m.offset) for m in sent]
+        )
+        assert slow.assignment() == {TopicPartition("widening", 0)}
+    finally:
+        fast.close()
+        slow.close()
+
+
+def test_latest_reads_every_record_written_after_the_new_partition_is_assigned(cluster):
+    create_topic(cluster, "later-wide", partitions=1)
+    with Consumer(
+        "later-wide", bootstrap_servers=bootstrap(cluster), metadata_max_age_ms=500
+    ) as consumer:
+        consumer.poll()
+        grow_topic(cluster, "later-wide", 3)
+        everything = {TopicPartition("later-wide", p) for p in range(3)}
+        deadline = time.monotonic() + 20
+        while consumer.assignment() != everything and time.monotonic() < deadline:
+            consumer.poll(timeout_ms=100)
+        assert consumer.assignment() == everything
+        sent = [m for p in (0, 1, 2) for m in produce(cluster, "later-wide", 10, partition=p)]
+        seen = []
+        deadline = time.monotonic() + 20
+        while len(seen) < 30 and time.monotonic() < deadline:
+            seen += [r for rs in consumer.poll(timeout_ms=200).values() for r in rs]
+        assert sorted((r.partition, r.offset) for r in seen) == sorted(
+            (m.partition, m.offset) for m in sent
+        )
+
+
+def test_a_pattern_subscription_takes_added_partitions_and_new_topics(cluster):
+    create_topic(cluster, "gauges.a", partitions=1)
+    with Consumer(
+        bootstrap_servers=bootstrap(cluster), auto_offset_reset="earliest", metadata_max_age_ms=500
+    ) as consumer:
+        consumer.subscribe(pattern=r"gauges\..*")
+        seen: list[tuple[str, int, int]] = []
+
+        def read_all(sent):
+            deadline = time.monotonic() + 20
+            while len(seen) < len(sent) and time.monotonic() < deadline:
+                seen.extend(
+                    (r.topic, r.partition, r.offset)
+                    for rs in consumer.poll(timeout_ms=200).values()
+                    for r in rs
+                )
+            assert sorted(seen) == sorted((m.topic, m.partition, m.offset) for m in sent)
+
+        # The matching topics stay the same: only the partition count changes.
+        grow_topic(cluster, "gauges.a", 2)
+        sent = produce(cluster, "gauges.a", 3, partition=1)
+        read_all(sent)
+        create_topic(cluster, "gauges.b", partitions=1)
+        sent += produce(cluster, "gauges.b", 3)
+        read_all(sent)
+        assert consumer.assignment() == {
+            TopicPartition("gauges.a", 0),
+            TopicPartition("gauges.a", 1),
+            TopicPartition("gauges.b", 0),
+        }

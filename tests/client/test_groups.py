@@ -19,7 +19,13 @@ import pytest
 from strom.consumer import Consumer, TopicPartition
 from strom.errors import StromError
 from strom.producer import Producer
-from tests.client.cluster_helpers import FAST, GROUP_SETTINGS, bootstrap, create_topic
+from tests.client.cluster_helpers import (
+    FAST,
+    GROUP_SETTINGS,
+    bootstrap,
+    create_topic,
+    grow_topic,
+)
 from tests.node_integration.node_cluster import ROOT, NodeCluster
 from tests.raft_integration.process_cluster import wait_until
 
@@ -286,3 +292,66 @@ def test_a_pattern_subscribed_group_rebalances_onto_a_new_matching_topic(cluster
         wait_until(read_new, 30, "records of the new topic")
         assert TopicPartition("logs-b", 0) in consumer.assignment()
         assert sorted(got) == sorted(f"lb{i}".encode() for i in range(10))
+
+
+def produce_to(cluster, topic, partition, count, prefix):
+    with Producer(bootstrap(cluster)) as producer:
+        futures = [
+            producer.send(topic, f"{prefix}{i}".encode(), partition=partition)
+            for i in range(count)
+        ]
+        producer.flush()
+        return [(f.get(timeout=10).partition, f.get(timeout=10).offset) for f in futures]
+
+
+def test_a_group_rebalances_onto_partitions_added_to_its_topic(cluster):
+    create_topic(cluster, "expanding", partitions=1)
+    sent = produce_to(cluster, "expanding", 0, 5, "old")
+    members = [Member(cluster, "expanders", "expanding", metadata_max_age_ms=500) for _ in range(2)]
+    try:
+        wait_until(lambda: sum(len(m.records) for m in members) == 5, 30, "the first records")
+        grow_topic(cluster, "expanding", 3)
+        for partition in (0, 1, 2):  # before the group can have rebalanced
+            sent += produce_to(cluster, "expanding", partition, 4, f"new{partition}-")
+        wait_until(
+            lambda: {(r.partition, r.offset) for m in members for r in m.records} == set(sent),
+            30,
+            "every record, the new partitions' included",
+        )
+        owned = [m.assignment() for m in members]
+        assert owned[0] | owned[1] == {TopicPartition("expanding", p) for p in range(3)}
+        assert not owned[0] & owned[1]
+    finally:
+        for m in members:
+            m.close()
+
+
+def test_a_group_on_latest_reads_what_is_written_after_it_rebalanced(cluster):
+    create_topic(cluster, "expanding-later", partitions=1)
+    everything = {TopicPartition("expanding-later", p) for p in range(3)}
+    with Consumer(
+        "expanding-later",
+        bootstrap_servers=bootstrap(cluster),
+        group_id="later-expanders",
+        **{**FAST, "auto_offset_reset": "latest"},
+        metadata_max_age_ms=500,
+    ) as consumer:
+        wait_until(
+            lambda: consumer.poll(timeout_ms=100) == {} and consumer.assignment(),
+            20,
+            "the first assignment",
+        )
+        grow_topic(cluster, "expanding-later", 3)
+        wait_until(
+            lambda: consumer.poll(timeout_ms=100) == {} and consumer.assignment() == everything,
+            20,
+            "the rebalance onto three partitions",
+        )
+        sent = [pair for p in range(3) for pair in produce_to(cluster, "expanding-later", p, 5, "")]
+        got: set[tuple[int, int]] = set()
+
+        def read() -> bool:
+            got.update((r.partition, r.offset) for rs in consumer.poll(100).values() for r in rs)
+            return got == set(sent)
+
+        wait_until(read, 20, "every record written after the rebalance")

@@ -6,9 +6,15 @@ from __future__ import annotations
 import time
 
 import pytest
+from pyspark.sql.streaming.datasource import ReadAllAvailable
 
+from pyspark_strom.options import parse_options
+from pyspark_strom.planning import OffsetRange
+from pyspark_strom.streaming import StromStreamReader
 from strom.admin import AdminClient
+from strom.errors import StromError
 from strom.range_reader import SyncCluster
+from tests.raft_integration.process_cluster import wait_until
 from tests.spark.spark_helpers import delete_below, make_topic, produce
 
 
@@ -179,3 +185,58 @@ def test_a_stream_whose_offsets_were_deleted_fails_unless_told_otherwise(
     lenient = stream(spark, servers, "expired", startingOffsets=starting, failOnDataLoss="false")
     batches = run_available_now(lenient, str(tmp_path / "skips"))
     assert [pair for b in batches for pair in b] == [(0, o) for o in range(25, 40)]
+
+
+def test_a_running_stream_reads_a_new_partition_from_its_start(
+    spark, strom_cluster, servers, tmp_path
+):
+    make_topic(strom_cluster, "growing", 1)
+    produce(servers, "growing", [(b"g%d" % i, None, 0, None, []) for i in range(5)])
+    seen: list[tuple[int, int]] = []
+
+    def collect(batch_df, batch_id):
+        seen.extend((r.partition, r.offset) for r in batch_df.collect())
+
+    query = (
+        stream(spark, servers, "growing", startingOffsets="earliest")
+        .writeStream.foreachBatch(collect)
+        .option("checkpointLocation", str(tmp_path / "growing"))
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
+    try:
+        wait_until(lambda: len(seen) >= 5, 60, "the first records")
+        with AdminClient(servers) as admin:
+            admin.create_partitions({"growing": 2})
+        wait_for_partitions(servers, "growing", 2)
+        # Written before the query can have noticed the partition: read from its start.
+        produce(servers, "growing", [(b"n%d" % i, None, i % 2, None, []) for i in range(10)])
+        wait_until(lambda: len(seen) >= 15, 60, "the new partition's records")
+        assert query.exception() is None
+    finally:
+        query.stop()
+    assert sorted(seen) == sorted([(0, o) for o in range(10)] + [(1, o) for o in range(5)])
+
+
+def test_an_added_partition_that_lost_records_fails_unless_told_otherwise(strom_cluster, servers):
+    make_topic(strom_cluster, "widened", 1)
+    wait_for_partitions(servers, "widened", 1)
+    def plan(**options):
+        options = {"kafka.bootstrap.servers": servers, "subscribe": "widened", **options}
+        reader = StromStreamReader(parse_options(options, streaming=True))
+        return reader, reader.initialOffset()
+
+    strict, strict_start = plan()
+    lenient, lenient_start = plan(failOnDataLoss="false")
+    with AdminClient(servers) as admin:
+        admin.create_partitions({"widened": 2})
+    wait_for_partitions(servers, "widened", 2)
+    produce(servers, "widened", [(b"w%d" % i, None, 1, None, []) for i in range(5)])
+    delete_below(servers, "widened", 1, 3)  # before either query saw the new partition
+
+    end = strict.latestOffset(strict_start, ReadAllAvailable())
+    assert end == {"widened": {"0": 0, "1": 5}}
+    with pytest.raises(StromError, match="added partition widened-1 starts from offset 3"):
+        strict.partitions(strict_start, end)
+    end = lenient.latestOffset(lenient_start, ReadAllAvailable())
+    assert lenient.partitions(lenient_start, end) == [OffsetRange("widened", 1, 3, 5)]
