@@ -37,6 +37,8 @@ _PRODUCER_KEYS: dict[str, Callable[[str], Any]] = {
     "buffer.memory": int,
     "max.in.flight.requests.per.connection": int,
     "retry.backoff.ms": int,
+    "reconnect.backoff.ms": int,
+    "reconnect.backoff.max.ms": int,
     "client.id": str,
 }
 
