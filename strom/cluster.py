@@ -27,6 +27,7 @@ import grpc.aio
 
 from strom.connection_states import ConnectionStates, connection_warning
 from strom.errors import KafkaTimeoutError, StromError, error_name
+from strom.repeated_errors import RepeatedErrors
 from strom_api.v1 import client_pb2, client_pb2_grpc
 
 # Kafka's NetworkClient logger: connection warnings of every client (producer, consumer,
@@ -138,6 +139,7 @@ class Cluster:
         self._channel_options = channel_options(reconnect_backoff_ms, reconnect_backoff_max_ms)
         # Why the last metadata request got no answer from any broker ("" once one answered).
         self.unreachable = ""
+        self._topic_errors = RepeatedErrors()  # a wanted topic's error, warned once per cause
 
     # --- channels ----------------------------------------------------------------------
 
@@ -261,8 +263,18 @@ class Cluster:
         self.controller_id = response.controller_id
         for topic in response.topics:
             self.topics[topic.name] = topic_info(topic, self.topics.get(topic.name))
+            self._warn_topic_error(topic.name, self.topics[topic.name].error)
         self._updated = time.monotonic()
         self._stale = False
+
+    def _warn_topic_error(self, name: str, error: str) -> None:
+        """Kafka's NetworkClient warns "Error while fetching metadata ... : {t=ERROR}" for a
+        topic the client uses; here once per topic and cause. LEADER_NOT_AVAILABLE is left
+        out: it is a topic being created or failing over, gone within moments."""
+        if error in ("NONE", "LEADER_NOT_AVAILABLE"):
+            self._topic_errors.cleared(name)
+        elif name in self.wanted and self._topic_errors.first_time(name, error):
+            network_log.warning("Error while fetching metadata: {%s=%s}", name, error)
 
     async def topic(self, name: str, timeout_s: float, auto_create: bool = False) -> TopicInfo:
         """The topic's metadata, waiting up to `timeout_s` for it to exist and have
