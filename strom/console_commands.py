@@ -20,7 +20,6 @@ until its session times out.
 from __future__ import annotations
 
 import argparse
-import logging
 import signal
 import sys
 from collections.abc import Callable, Iterator
@@ -32,6 +31,7 @@ from strom.cluster import Cluster, TopicInfo, parse_bootstrap
 from strom.consumer import Consumer, TopicPartition
 from strom.errors import StromError
 from strom.producer import Producer
+from strom.tool_logging import log_warnings_to_stderr
 
 # --producer-property names Kafka users type, to the Producer's keyword arguments.
 _PRODUCER_KEYS: dict[str, Callable[[str], Any]] = {
@@ -136,15 +136,6 @@ def _fail(tool: str, exc: StromError) -> int:
     return 1
 
 
-def _log_warnings_to_stderr() -> None:
-    """The clients' warnings on stderr, as Kafka's tools-log4j.properties has them."""
-    logging.basicConfig(
-        level=logging.WARNING,
-        stream=sys.stderr,
-        format="[%(asctime)s] %(levelname)s %(message)s (%(name)s)",
-    )
-
-
 @contextmanager
 def _sigterm_as_interrupt() -> Iterator[None]:
     """SIGTERM handled as Ctrl-C is: Kafka's tools close their client in a shutdown hook on
@@ -161,7 +152,7 @@ def _sigterm_as_interrupt() -> Iterator[None]:
 
 
 def produce(args: argparse.Namespace) -> int:
-    _log_warnings_to_stderr()
+    log_warnings_to_stderr()
     try:
         props = _properties(args.property)
         config: dict[str, Any] = {}
@@ -247,7 +238,7 @@ def consume(args: argparse.Namespace) -> int:
     problem = _usage_problem(args)
     if problem is not None:
         args.help_parser.error(problem)
-    _log_warnings_to_stderr()
+    log_warnings_to_stderr()
     printed = [0]
     try:
         with _sigterm_as_interrupt():
