@@ -46,16 +46,32 @@ def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     )
     parser.add_argument("--all-topics", action="store_true", help="every topic the group has")
     scopes = parser.add_mutually_exclusive_group()
-    scopes.add_argument("--to-earliest", action="store_true")
-    scopes.add_argument("--to-latest", action="store_true")
-    scopes.add_argument("--to-current", action="store_true")
-    scopes.add_argument("--to-offset", type=int)
-    scopes.add_argument("--shift-by", type=int)
-    scopes.add_argument("--to-datetime", metavar="YYYY-MM-DDTHH:mm:SS.sss")
-    scopes.add_argument("--by-duration", metavar="PnDTnHnMnS")
+    scopes.add_argument(
+        "--to-earliest", action="store_true", help="reset offsets to the earliest offset"
+    )
+    scopes.add_argument("--to-latest", action="store_true", help="reset offsets to the latest")
+    scopes.add_argument(
+        "--to-current", action="store_true", help="reset offsets to the current (committed) ones"
+    )
+    scopes.add_argument("--to-offset", type=int, help="reset offsets to this offset")
+    scopes.add_argument(
+        "--shift-by", type=int, metavar="N", help="shift the current offsets by N (may be < 0)"
+    )
+    scopes.add_argument(
+        "--to-datetime",
+        metavar="YYYY-MM-DDTHH:mm:SS.sss",
+        help="reset offsets to the first record at or after this time (local time without a zone)",
+    )
+    scopes.add_argument(
+        "--by-duration",
+        metavar="PnDTnHnMnS",
+        help="reset offsets to the first record at or after this long ago, e.g. PT10M",
+    )
     run = parser.add_mutually_exclusive_group()
-    run.add_argument("--dry-run", action="store_true")
-    run.add_argument("--execute", action="store_true")
+    run.add_argument(
+        "--dry-run", action="store_true", help="only show the offsets the reset would commit"
+    )
+    run.add_argument("--execute", action="store_true", help="commit the new offsets")
     parser.set_defaults(handler=main)
 
 
