@@ -172,7 +172,7 @@ class Cluster:
     def rpc_failed(self, address: str, exc: grpc.aio.AioRpcError) -> None:
         """A request to `address` failed: a connection that could not be set up backs the
         address off (reconnect.backoff.ms) and is warned about once per outage."""
-        if exc.code() != grpc.StatusCode.UNAVAILABLE:
+        if not address or exc.code() != grpc.StatusCode.UNAVAILABLE:
             return
         if self.connections.failed(address, time.monotonic()):
             network_log.warning(connection_warning(self.node_id(address), address))

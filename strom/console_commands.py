@@ -217,20 +217,20 @@ def _usage_problem(args: argparse.Namespace) -> str | None:
     return None
 
 
-def _topic_within(bootstrap: str, topic: str, timeout_s: float) -> TopicInfo | None:
-    """The topic's metadata, or None when it is not known within `timeout_s` (mistyped, or
-    no broker reachable: the cluster's warnings say which)."""
+def _topic_within(bootstrap: str, topic: str, timeout_s: float) -> TopicInfo | StromError:
+    """The topic's metadata, or why it is not known within `timeout_s` (mistyped, or no
+    broker reachable)."""
 
-    async def look() -> TopicInfo | None:
+    async def look() -> TopicInfo | StromError:
         cluster = Cluster(parse_bootstrap(bootstrap))
         try:
             return await cluster.topic(topic, timeout_s)
-        except StromError:
-            return None
+        except StromError as exc:
+            return exc
         finally:
             await cluster.close()
 
-    result: TopicInfo | None = shared_loop().run(look())
+    result: TopicInfo | StromError = shared_loop().run(look())
     return result
 
 
@@ -259,13 +259,10 @@ def _consume(args: argparse.Namespace, printed: list[int]) -> None:
         # included; a --partition beyond the topic's count is refused rather than waited on.
         wait_s = args.timeout_ms / 1000 if args.timeout_ms is not None else 30.0
         info = _topic_within(args.bootstrap_server, args.topic, wait_s)
-        if info is None and args.timeout_ms is not None:
-            return
-        if info is None:
-            raise StromError(
-                "UNKNOWN_TOPIC_OR_PARTITION",
-                f"topic '{args.topic}' not available within {wait_s:g} s",
-            )
+        if isinstance(info, StromError):
+            if args.timeout_ms is not None:
+                return  # Kafka: "Processed a total of 0 messages", the warnings said why
+            raise info
         if args.partition is not None and args.partition not in info.partitions:
             raise StromError(
                 "UNKNOWN_TOPIC_OR_PARTITION",
