@@ -80,6 +80,15 @@ class DefaultSource(DataSource):
         return StromStreamReader(parse_options(self.options, streaming=True))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        if overwrite:
+            # Spark's Kafka sink refuses Overwrite too: records are appended to a topic, never
+            # replace it. (Its default, ErrorIfExists, Spark 4 refuses for every Python data
+            # source before the connector is asked: `.mode("append")` is needed; README.md.)
+            raise StromError(
+                "INVALID_CONFIG",
+                'Save mode Overwrite not allowed for strom: records are appended to a topic, '
+                'never replace it. Use .mode("append").',
+            )
         opts = parse_write_options(self.options)
         check_write_schema(schema, opts)
         return StromWriter(opts)

@@ -47,6 +47,7 @@ class ProducerBatch:
     released: bool = False  # its bytes no longer count against buffer.memory
     order: int = -1  # its place among the partition's batches, from its first drain
     fate_unknown: bool = False  # sent, and no answer came back (written or not: unknown)
+    last_error: Exception | None = None  # the retriable error of its last attempt
 
     @property
     def tp(self) -> TopicPartition:

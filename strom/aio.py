@@ -27,7 +27,7 @@ from typing import Any
 
 from strom.admin import AdminClient
 from strom.consumer import Consumer, ConsumerRecord, TopicPartition
-from strom.errors import ClosedError
+from strom.errors import ClosedError, StromError
 from strom.producer import FutureRecordMetadata, Producer, RecordMetadata
 
 __all__ = ["AIOAdminClient", "AIOConsumer", "AIOProducer"]
@@ -188,8 +188,16 @@ class AIOAdminClient:
         self._admin = await asyncio.to_thread(AdminClient, **self._config)
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
-        if name.startswith("_") or self._admin is None:
-            raise AttributeError(name)
+        if name.startswith("_") or not callable(getattr(AdminClient, name, None)):
+            raise AttributeError(f"'AIOAdminClient' object has no attribute '{name}'")
+        if self._admin is None:
+            # As AIOProducer and AIOConsumer (aiokafka's shape): no I/O before start(), and
+            # a call before it says so rather than failing as a missing attribute.
+            raise StromError(
+                "ILLEGAL_STATE",
+                f"AIOAdminClient.{name}() before start(): await admin.start() first, or use "
+                "'async with AIOAdminClient(...) as admin'",
+            )
         method = getattr(self._admin, name)
 
         async def call(*args: Any, **kwargs: Any) -> Any:

@@ -16,6 +16,7 @@ not sent back to a stale leader that cannot replicate.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -24,8 +25,14 @@ from typing import Any
 import grpc
 import grpc.aio
 
-from strom.errors import StromError, error_name
+from strom.connection_states import ConnectionStates, connection_warning
+from strom.errors import KafkaTimeoutError, StromError, error_name
+from strom.repeated_errors import RepeatedErrors
 from strom_api.v1 import client_pb2, client_pb2_grpc
+
+# Kafka's NetworkClient logger: connection warnings of every client (producer, consumer,
+# admin) come from here.
+network_log = logging.getLogger("strom.network")
 
 CHANNEL_OPTIONS = [
     ("grpc.max_receive_message_length", 128 * 1024 * 1024),
@@ -34,6 +41,18 @@ CHANNEL_OPTIONS = [
     ("grpc.min_reconnect_backoff_ms", 100),
     ("grpc.max_reconnect_backoff_ms", 1000),
 ]
+
+
+def channel_options(reconnect_backoff_ms: int, reconnect_backoff_max_ms: int) -> list[Any]:
+    """CHANNEL_OPTIONS with the client's reconnect.backoff.ms / .max.ms as the channel's own
+    reconnect backoff (gRPC re-dials a broken channel by itself)."""
+    first = max(reconnect_backoff_ms, 1)
+    return [
+        *CHANNEL_OPTIONS[:2],
+        ("grpc.initial_reconnect_backoff_ms", first),
+        ("grpc.min_reconnect_backoff_ms", first),
+        ("grpc.max_reconnect_backoff_ms", max(reconnect_backoff_max_ms, first)),
+    ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +122,8 @@ class Cluster:
         request_timeout_ms: int = 30_000,
         retry_backoff_ms: int = 100,
         metadata_max_age_ms: int = 300_000,
+        reconnect_backoff_ms: int = 50,
+        reconnect_backoff_max_ms: int = 1000,
     ) -> None:
         self.bootstrap = list(bootstrap)
         self.request_timeout_s = request_timeout_ms / 1000
@@ -120,13 +141,18 @@ class Cluster:
         self._stale = True
         self._turn = 0  # where the next metadata request starts among the brokers
         self.last_error = ""
+        self.connections = ConnectionStates(reconnect_backoff_ms, reconnect_backoff_max_ms)
+        self._channel_options = channel_options(reconnect_backoff_ms, reconnect_backoff_max_ms)
+        # Why the last metadata request got no answer from any broker ("" once one answered).
+        self.unreachable = ""
+        self._topic_errors = RepeatedErrors()  # a wanted topic's error, warned once per cause
 
     # --- channels ----------------------------------------------------------------------
 
     def stub_for(self, address: str) -> Any:
         stub = self._stubs.get(address)
         if stub is None:
-            channel = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+            channel = grpc.aio.insecure_channel(address, options=self._channel_options)
             self._channels[address] = channel
             stub = self._stubs[address] = client_pb2_grpc.ClientServiceStub(channel)  # type: ignore[no-untyped-call]
         return stub
@@ -138,6 +164,27 @@ class Cluster:
                 "BROKER_NOT_AVAILABLE", f"broker {broker_id} is not in the metadata", True
             )
         return self.stub_for(address)
+
+    def node_id(self, address: str) -> int:
+        """The broker id at `address`; a bootstrap address not known as a broker is -1, -2,
+        ... in the order given, as Kafka numbers bootstrap nodes."""
+        for broker_id, known in self.brokers.items():
+            if known == address:
+                return broker_id
+        if address in self.bootstrap:
+            return -1 - self.bootstrap.index(address)
+        return -1
+
+    def rpc_failed(self, address: str, exc: grpc.aio.AioRpcError) -> None:
+        """A request to `address` failed: a connection that could not be set up backs the
+        address off (reconnect.backoff.ms) and is warned about once per outage."""
+        if not address or exc.code() != grpc.StatusCode.UNAVAILABLE:
+            return
+        if self.connections.failed(address, time.monotonic()):
+            network_log.warning(connection_warning(self.node_id(address), address))
+
+    def rpc_answered(self, address: str) -> None:
+        self.connections.succeeded(address)
 
     async def close(self) -> None:
         if self._refreshing is not None:
@@ -183,20 +230,34 @@ class Cluster:
         addresses = list(dict.fromkeys([*self.brokers.values(), *self.bootstrap]))
         self._turn = (self._turn + 1) % len(addresses)
         addresses = addresses[self._turn :] + addresses[: self._turn]
-        for address in addresses:
+        now = time.monotonic()
+        ready = [a for a in addresses if self.connections.can_connect(a, now)]
+        if not ready:
+            # Every address is backing off (reconnect.backoff.ms): wait for the first one
+            # rather than dialling them all again at once.
+            first = min(addresses, key=self.connections.retry_at)
+            await asyncio.sleep(max(self.connections.retry_at(first) - now, 0))
+            ready = [first]
+        for address in ready:
             try:
                 response = await self.stub_for(address).Metadata(
                     request, timeout=self.request_timeout_s
                 )
             except grpc.aio.AioRpcError as exc:
                 self.last_error = f"{address}: {exc.code().name} {exc.details()}"
+                self.rpc_failed(address, exc)
                 continue
+            self.rpc_answered(address)
+            self.unreachable = ""
             self._apply(response)
             return response
         self._updated = time.monotonic()  # back off before asking again
+        self.unreachable = (
+            f"no broker reachable ({', '.join(ready)}); last error: {self.last_error}"
+        )
         raise StromError(
             "NETWORK_EXCEPTION",
-            f"no broker answered a metadata request ({', '.join(addresses)}); last error: "
+            f"no broker answered a metadata request ({', '.join(ready)}); last error: "
             f"{self.last_error}",
             retriable=True,
         )
@@ -208,8 +269,18 @@ class Cluster:
         self.controller_id = response.controller_id
         for topic in response.topics:
             self.topics[topic.name] = topic_info(topic, self.topics.get(topic.name))
+            self._warn_topic_error(topic.name, self.topics[topic.name].error)
         self._updated = time.monotonic()
         self._stale = False
+
+    def _warn_topic_error(self, name: str, error: str) -> None:
+        """Kafka's NetworkClient warns "Error while fetching metadata ... : {t=ERROR}" for a
+        topic the client uses; here once per topic and cause. LEADER_NOT_AVAILABLE is left
+        out: it is a topic being created or failing over, gone within moments."""
+        if error in ("NONE", "LEADER_NOT_AVAILABLE"):
+            self._topic_errors.cleared(name)
+        elif name in self.wanted and self._topic_errors.first_time(name, error):
+            network_log.warning("Error while fetching metadata: {%s=%s}", name, error)
 
     async def topic(self, name: str, timeout_s: float, auto_create: bool = False) -> TopicInfo:
         """The topic's metadata, waiting up to `timeout_s` for it to exist and have
@@ -220,6 +291,13 @@ class Cluster:
             if info is not None and _usable(info):
                 return info
             if time.monotonic() >= deadline:
+                if info is None and self.unreachable:
+                    # Kafka: "Topic X not present in metadata after N ms."; the network is
+                    # the cause, not the topic.
+                    raise KafkaTimeoutError(
+                        f"Topic {name} not present in metadata after {timeout_s * 1000:.0f} "
+                        f"ms: {self.unreachable}"
+                    )
                 why = info.message if info is not None else "no metadata"
                 raise StromError(
                     info.error

@@ -8,7 +8,8 @@ T`, `--broker B` and `--broker-defaults` work too. As in Kafka:
   DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG), or with
   --all every config, each as `  name=value sensitive=false synonyms={SOURCE:name=value,
   ...}`; without a name, every topic (every broker, then the default). A topic or broker
-  that does not exist is a line saying so, not an error (without --all);
+  that does not exist is an error (exit 1) in Kafka's words ("The topic 'nope' doesn't
+  exist and doesn't have dynamic config."; Kafka's tool prints that line and exits 0);
 - --alter deletes (--delete-config) then sets (--add-config `k=v,k2=[a,b]`,
   --add-config-file) in one IncrementalAlterConfigs, after checking that every key to
   delete is set on the entity (`Invalid config(s): k`), and prints `Completed updating
@@ -152,11 +153,16 @@ def describe(client: ControllerClient, args: argparse.Namespace, out: Out) -> No
         if not args.all and name != "":
             known = _topic_names(client, [name]) if entity_type == "topics" else _broker_ids(client)
             if name not in known:
-                out(
+                # Kafka prints this line and exits 0; Strom exits 1 with it, as it does
+                # with --all (the controller's error), so a script notices the mistyped
+                # name (issue 17).
+                raise AdminError(
+                    "UNKNOWN_TOPIC_OR_PARTITION"
+                    if entity_type == "topics"
+                    else "BROKER_NOT_AVAILABLE",
                     f"The {entity_type[:-1]} '{name}' doesn't exist and doesn't have dynamic "
-                    "config."
+                    "config.",
                 )
-                return
     for each in names:
         described = entries(client, entity_type, each, args.all)  # fails before the header
         out(configs_header(entity_type, each, args.all))

@@ -9,18 +9,29 @@
 The producer sends one record per line of standard input; the consumer prints one line per
 record, formatted as Kafka's DefaultMessageFormatter (CreateTime:ts, Partition:p,
 Offset:o, key, value, tab-separated), and "Processed a total of N messages" on stderr.
+
+As Kafka's tools, both log the clients' warnings on stderr while something is wrong (a
+broker that cannot be reached, a topic the metadata does not know), each once per cause;
+both stop cleanly on SIGINT and SIGTERM alike (Kafka's shutdown hook): the producer sends
+what it has read, the consumer leaves its group at once rather than holding its partitions
+until its session times out.
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
+from strom._loop_thread import shared_loop
+from strom.cluster import Cluster, TopicInfo, parse_bootstrap
 from strom.consumer import Consumer, TopicPartition
 from strom.errors import StromError
 from strom.producer import Producer
+from strom.tool_logging import log_warnings_to_stderr
 
 # --producer-property names Kafka users type, to the Producer's keyword arguments.
 _PRODUCER_KEYS: dict[str, Callable[[str], Any]] = {
@@ -37,42 +48,77 @@ _PRODUCER_KEYS: dict[str, Callable[[str], Any]] = {
     "buffer.memory": int,
     "max.in.flight.requests.per.connection": int,
     "retry.backoff.ms": int,
+    "reconnect.backoff.ms": int,
+    "reconnect.backoff.max.ms": int,
     "client.id": str,
 }
 
 
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     producer = commands.add_parser("console-producer", help="send lines of stdin as records")
-    producer.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT[,...]")
-    producer.add_argument("--topic", required=True)
+    producer.add_argument(
+        "--bootstrap-server",
+        required=True,
+        metavar="HOST:PORT[,...]",
+        help="the brokers to connect to",
+    )
+    producer.add_argument("--topic", required=True, help="the topic to send the records to")
     producer.add_argument(
         "--property",
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="parse.key, key.separator, ignore.error",
+        help="how lines are read (repeatable): parse.key=true splits each line into key and "
+        "value at key.separator (default a tab)",
     )
-    producer.add_argument("--producer-property", action="append", default=[], metavar="KEY=VALUE")
+    producer.add_argument(
+        "--producer-property",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a producer config by its Kafka name (repeatable): "
+        + ", ".join(sorted(_PRODUCER_KEYS)),
+    )
     producer.set_defaults(handler=produce)
 
     consumer = commands.add_parser("console-consumer", help="print records as lines")
-    consumer.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT[,...]")
-    consumer.add_argument("--topic", required=True)
-    consumer.add_argument("--group")
-    consumer.add_argument("--from-beginning", action="store_true")
-    consumer.add_argument("--max-messages", type=int)
-    consumer.add_argument("--timeout-ms", type=int, help="exit after this long without records")
-    consumer.add_argument("--partition", type=int)
-    consumer.add_argument("--offset", default="latest", help="a number, earliest or latest")
+    consumer.add_argument(
+        "--bootstrap-server",
+        required=True,
+        metavar="HOST:PORT[,...]",
+        help="the brokers to connect to",
+    )
+    consumer.add_argument("--topic", required=True, help="the topic to read")
+    consumer.add_argument(
+        "--group", help="the consumer group to join (its committed offsets are used)"
+    )
+    consumer.add_argument(
+        "--from-beginning",
+        action="store_true",
+        help="start at the earliest offset when there is no committed one (else the latest)",
+    )
+    consumer.add_argument("--max-messages", type=int, help="exit after printing this many records")
+    consumer.add_argument(
+        "--timeout-ms",
+        type=int,
+        help="exit after this long without records (a topic not known yet included)",
+    )
+    consumer.add_argument(
+        "--partition", type=int, help="read only this partition (no group assignment)"
+    )
+    consumer.add_argument(
+        "--offset",
+        help="with --partition: where to start, a number, earliest or latest (the default)",
+    )
     consumer.add_argument(
         "--property",
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="print.key, print.offset, print.partition, print.timestamp, "
-        "print.headers, print.value, key.separator",
+        help="how records are printed (repeatable): print.key, print.offset, print.partition, "
+        "print.timestamp, print.headers, print.value (true/false), key.separator",
     )
-    consumer.set_defaults(handler=consume)
+    consumer.set_defaults(handler=consume, help_parser=consumer)
 
 
 def _properties(items: list[str]) -> dict[str, str]:
@@ -90,7 +136,23 @@ def _fail(tool: str, exc: StromError) -> int:
     return 1
 
 
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM handled as Ctrl-C is: Kafka's tools close their client in a shutdown hook on
+    either."""
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt()
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def produce(args: argparse.Namespace) -> int:
+    log_warnings_to_stderr()
     try:
         props = _properties(args.property)
         config: dict[str, Any] = {}
@@ -101,20 +163,11 @@ def produce(args: argparse.Namespace) -> int:
         parse_key = props.get("parse.key", "false").lower() == "true"
         separator = props.get("key.separator", "\t")
         failures: list[BaseException] = []
-        with Producer(args.bootstrap_server, **config) as producer:
-            for line in sys.stdin:
-                text = line.rstrip("\n")
-                key: bytes | None = None
-                if parse_key:
-                    if separator not in text:
-                        raise StromError(
-                            "INVALID_RECORD",
-                            f"No key separator found on line: {text}",
-                        )
-                    key_text, text = text.split(separator, 1)
-                    key = key_text.encode()
-                future = producer.send(args.topic, text.encode(), key=key)
-                future.add_errback(failures.append)
+        with _sigterm_as_interrupt(), Producer(args.bootstrap_server, **config) as producer:
+            try:
+                _send_lines(producer, args.topic, parse_key, separator, failures)
+            except KeyboardInterrupt:
+                pass  # Ctrl-C or SIGTERM: what was read is still sent (closing flushes)
             producer.flush()
         if failures:
             first = failures[0]
@@ -124,66 +177,158 @@ def produce(args: argparse.Namespace) -> int:
         return 0
     except StromError as exc:
         return _fail("console-producer", exc)
+    except KeyboardInterrupt:  # a second Ctrl-C while the last records are sent
+        return 0
+
+
+def _send_lines(
+    producer: Producer,
+    topic: str,
+    parse_key: bool,
+    separator: str,
+    failures: list[BaseException],
+) -> None:
+    for line in sys.stdin:
+        text = line.rstrip("\n")
+        key: bytes | None = None
+        if parse_key:
+            if separator not in text:
+                raise StromError("INVALID_RECORD", f"No key separator found on line: {text}")
+            key_text, text = text.split(separator, 1)
+            key = key_text.encode()
+        future = producer.send(topic, text.encode(), key=key)
+        future.add_errback(failures.append)
+
+
+def _usage_problem(args: argparse.Namespace) -> str | None:
+    """The option combinations Kafka's ConsoleConsumerOptions refuses, in its words."""
+    if args.offset is not None and args.from_beginning:
+        return "Options from-beginning and offset cannot be specified together."
+    if args.offset is not None and args.partition is None:
+        return "The partition is required when offset is specified."
+    if args.offset is not None and args.offset not in ("earliest", "latest"):
+        if not args.offset.isdigit():
+            return (
+                f"The provided offset value '{args.offset}' is incorrect. Valid values are "
+                "'earliest', 'latest', or a non-negative long."
+            )
+    if args.partition is not None and args.partition < 0:
+        return f"The partition must be >= 0, not {args.partition}."
+    return None
+
+
+def _topic_within(bootstrap: str, topic: str, timeout_s: float) -> TopicInfo | StromError:
+    """The topic's metadata, or why it is not known within `timeout_s` (mistyped, or no
+    broker reachable)."""
+
+    async def look() -> TopicInfo | StromError:
+        cluster = Cluster(parse_bootstrap(bootstrap))
+        try:
+            return await cluster.topic(topic, timeout_s)
+        except StromError as exc:
+            return exc
+        finally:
+            await cluster.close()
+
+    result: TopicInfo | StromError = shared_loop().run(look())
+    return result
 
 
 def consume(args: argparse.Namespace) -> int:
-    count = 0
+    problem = _usage_problem(args)
+    if problem is not None:
+        args.help_parser.error(problem)
+    log_warnings_to_stderr()
+    printed = [0]
     try:
-        props = _properties(args.property)
-
-        def flag(name: str, default: str = "false") -> bool:
-            return props.get(name, default).lower() == "true"
-
-        separator = props.get("key.separator", "\t")
-        timeout_ms = args.timeout_ms if args.timeout_ms is not None else float("inf")
-        consumer = Consumer(
-            bootstrap_servers=args.bootstrap_server,
-            group_id=args.group,
-            auto_offset_reset="earliest" if args.from_beginning else "latest",
-            consumer_timeout_ms=timeout_ms,
-        )
-        with consumer:
-            if args.partition is not None:
-                tp = TopicPartition(args.topic, args.partition)
-                consumer.assign([tp])
-                if args.offset == "earliest" or args.from_beginning:
-                    consumer.seek_to_beginning(tp)
-                elif args.offset != "latest":
-                    consumer.seek(tp, int(args.offset))
-            else:
-                consumer.subscribe([args.topic])
-            for record in consumer:
-                fields = []
-                if flag("print.timestamp"):
-                    kind = "LogAppendTime" if record.timestamp_type else "CreateTime"
-                    fields.append(f"{kind}:{record.timestamp}")
-                if flag("print.partition"):
-                    fields.append(f"Partition:{record.partition}")
-                if flag("print.offset"):
-                    fields.append(f"Offset:{record.offset}")
-                if flag("print.headers"):
-                    headers = ",".join(
-                        f"{k}:{(v or b'').decode(errors='replace')}" for k, v in record.headers
-                    )
-                    fields.append(headers or "NO_HEADERS")
-                line = "\t".join(fields)
-                if flag("print.key"):
-                    key = "null" if record.key is None else record.key.decode(errors="replace")
-                    line = f"{line}\t{key}" if line else key
-                if flag("print.value", "true"):
-                    value = (
-                        "null" if record.value is None else record.value.decode(errors="replace")
-                    )
-                    # key.separator goes between key and value; a tab between other fields.
-                    joint = separator if flag("print.key") else ("\t" if line else "")
-                    line = f"{line}{joint}{value}"
-                print(line, flush=True)
-                count += 1
-                if args.max_messages is not None and count >= args.max_messages:
-                    break
+        with _sigterm_as_interrupt():
+            _consume(args, printed)
     except StromError as exc:
         return _fail("console-consumer", exc)
     except KeyboardInterrupt:
-        pass
-    print(f"Processed a total of {count} messages", file=sys.stderr)
+        pass  # Ctrl-C or SIGTERM: the consumer was closed (and left its group) on the way
+    print(f"Processed a total of {printed[0]} messages", file=sys.stderr)
     return 0
+
+
+def _consume(args: argparse.Namespace, printed: list[int]) -> None:
+    """Prints records until --max-messages, --timeout-ms or an interrupt, counting them in
+    printed[0]."""
+    if args.partition is not None or args.timeout_ms is not None:
+        # Kafka's console consumer never waits longer than --timeout-ms, a mistyped topic
+        # included; a --partition beyond the topic's count is refused rather than waited on.
+        wait_s = args.timeout_ms / 1000 if args.timeout_ms is not None else 30.0
+        info = _topic_within(args.bootstrap_server, args.topic, wait_s)
+        if isinstance(info, StromError):
+            if args.timeout_ms is not None:
+                return  # Kafka: "Processed a total of 0 messages", the warnings said why
+            raise info
+        if args.partition is not None and args.partition not in info.partitions:
+            raise StromError(
+                "UNKNOWN_TOPIC_OR_PARTITION",
+                f"partition {args.partition} of topic '{args.topic}' does not exist "
+                f"({len(info.partitions)} partitions)",
+            )
+    props = _properties(args.property)
+    line_of = _formatter(props)
+    consumer = Consumer(
+        bootstrap_servers=args.bootstrap_server,
+        group_id=args.group,
+        auto_offset_reset="earliest" if args.from_beginning else "latest",
+        consumer_timeout_ms=args.timeout_ms if args.timeout_ms is not None else float("inf"),
+    )
+    with consumer:
+        if args.partition is not None:
+            tp = TopicPartition(args.topic, args.partition)
+            consumer.assign([tp])
+            if args.offset == "earliest" or args.from_beginning:
+                consumer.seek_to_beginning(tp)
+            elif args.offset not in (None, "latest"):
+                consumer.seek(tp, int(args.offset))
+        else:
+            consumer.subscribe([args.topic])
+        for record in consumer:
+            print(line_of(record), flush=True)
+            printed[0] += 1
+            if args.max_messages is not None and printed[0] >= args.max_messages:
+                break
+
+
+def _formatter(props: dict[str, str]) -> Callable[[Any], str]:
+    """A record as Kafka's DefaultMessageFormatter prints it, per the print.* properties."""
+
+    def flag(name: str, default: str = "false") -> bool:
+        return props.get(name, default).lower() == "true"
+
+    separator = props.get("key.separator", "\t")
+    timestamp, partition, offset = (
+        flag("print.timestamp"),
+        flag("print.partition"),
+        flag("print.offset"),
+    )
+    headers, key, value = flag("print.headers"), flag("print.key"), flag("print.value", "true")
+
+    def line_of(record: Any) -> str:
+        fields = []
+        if timestamp:
+            kind = "LogAppendTime" if record.timestamp_type else "CreateTime"
+            fields.append(f"{kind}:{record.timestamp}")
+        if partition:
+            fields.append(f"Partition:{record.partition}")
+        if offset:
+            fields.append(f"Offset:{record.offset}")
+        if headers:
+            text = ",".join(f"{k}:{(v or b'').decode(errors='replace')}" for k, v in record.headers)
+            fields.append(text or "NO_HEADERS")
+        line = "\t".join(fields)
+        if key:
+            shown = "null" if record.key is None else record.key.decode(errors="replace")
+            line = f"{line}\t{shown}" if line else shown
+        if value:
+            shown = "null" if record.value is None else record.value.decode(errors="replace")
+            # key.separator goes between key and value; a tab between other fields.
+            joint = separator if key else ("\t" if line else "")
+            line = f"{line}{joint}{shown}"
+        return line
+
+    return line_of

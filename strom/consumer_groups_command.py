@@ -16,6 +16,7 @@ from datetime import datetime
 from strom.errors import StromError
 from strom.fetcher import EARLIEST, LATEST, TopicPartition
 from strom.group_admin import GroupAdmin, GroupDescription
+from strom.tool_logging import log_warnings_to_stderr
 
 Out = Callable[[str], None]
 
@@ -45,20 +46,37 @@ def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     )
     parser.add_argument("--all-topics", action="store_true", help="every topic the group has")
     scopes = parser.add_mutually_exclusive_group()
-    scopes.add_argument("--to-earliest", action="store_true")
-    scopes.add_argument("--to-latest", action="store_true")
-    scopes.add_argument("--to-current", action="store_true")
-    scopes.add_argument("--to-offset", type=int)
-    scopes.add_argument("--shift-by", type=int)
-    scopes.add_argument("--to-datetime", metavar="YYYY-MM-DDTHH:mm:SS.sss")
-    scopes.add_argument("--by-duration", metavar="PnDTnHnMnS")
+    scopes.add_argument(
+        "--to-earliest", action="store_true", help="reset offsets to the earliest offset"
+    )
+    scopes.add_argument("--to-latest", action="store_true", help="reset offsets to the latest")
+    scopes.add_argument(
+        "--to-current", action="store_true", help="reset offsets to the current (committed) ones"
+    )
+    scopes.add_argument("--to-offset", type=int, help="reset offsets to this offset")
+    scopes.add_argument(
+        "--shift-by", type=int, metavar="N", help="shift the current offsets by N (may be < 0)"
+    )
+    scopes.add_argument(
+        "--to-datetime",
+        metavar="YYYY-MM-DDTHH:mm:SS.sss",
+        help="reset offsets to the first record at or after this time (local time without a zone)",
+    )
+    scopes.add_argument(
+        "--by-duration",
+        metavar="PnDTnHnMnS",
+        help="reset offsets to the first record at or after this long ago, e.g. PT10M",
+    )
     run = parser.add_mutually_exclusive_group()
-    run.add_argument("--dry-run", action="store_true")
-    run.add_argument("--execute", action="store_true")
+    run.add_argument(
+        "--dry-run", action="store_true", help="only show the offsets the reset would commit"
+    )
+    run.add_argument("--execute", action="store_true", help="commit the new offsets")
     parser.set_defaults(handler=main)
 
 
 def main(args: argparse.Namespace) -> int:
+    log_warnings_to_stderr()  # a broker not reachable is said while the tool waits
     try:
         with GroupAdmin(args.bootstrap_server) as admin:
             return _dispatch(admin, args, print)
@@ -91,9 +109,11 @@ def _dispatch(admin: GroupAdmin, args: argparse.Namespace, out: Out) -> int:
                 out(g.group_id)
         return 0
     if args.describe:
-        for group in _groups(admin, args):
-            _describe(admin, group, args, out)
-        return 0
+        missing = [g for g in _groups(admin, args) if not _describe(admin, g, args, out)]
+        for group in missing:
+            # Kafka's wording; as Kafka 4's tool (GroupIdNotFoundException) the exit is 1.
+            print(f"Error: Consumer group '{group}' does not exist.", file=sys.stderr)
+        return 1 if missing else 0
     if args.delete:
         return _delete(admin, _groups(admin, args), out)
     return _reset(admin, args, out)
@@ -105,11 +125,11 @@ def _table(rows: list[list[str]], widths: list[int], out: Out) -> None:
         out(" ".join([*cells, row[-1]]).rstrip())
 
 
-def _describe(admin: GroupAdmin, group_id: str, args: argparse.Namespace, out: Out) -> None:
+def _describe(admin: GroupAdmin, group_id: str, args: argparse.Namespace, out: Out) -> bool:
+    """Prints the group; False when it does not exist."""
     description = admin.describe_group(group_id)
     if description.state == "Dead":
-        out(f"Consumer group '{group_id}' does not exist.")
-        return
+        return False
     if args.state:
         coordinator = admin._cluster.brokers.get(description.coordinator, "?")
         width = max(15, len(group_id))
@@ -128,13 +148,13 @@ def _describe(admin: GroupAdmin, group_id: str, args: argparse.Namespace, out: O
             [width, 25, 20, 20],
             out,
         )
-        return
+        return True
     if not description.members:
         out("")
         out(f"Consumer group '{group_id}' has no active members.")
     if args.members:
         _describe_members(description, args.verbose, out)
-        return
+        return True
     owner = {tp: m for m in description.members for tp in m.assignment}
     lags = {lag.tp: lag for lag in admin.lag(group_id, owner)}
     header = [
@@ -168,6 +188,7 @@ def _describe(admin: GroupAdmin, group_id: str, args: argparse.Namespace, out: O
     widths = _widths([header, *rows], {0: 15, 1: 15, 2: 10, 3: 15, 4: 15, 5: 15, 6: 15, 7: 15})
     out("")
     _table([header, *rows], widths, out)
+    return True
 
 
 def _describe_members(description: GroupDescription, verbose: bool, out: Out) -> None:
@@ -246,6 +267,19 @@ def _reset(admin: GroupAdmin, args: argparse.Namespace, out: Out) -> int:
             "INVALID_REQUEST",
             f"Assignments can only be reset if the group '{group}' is inactive, but the "
             f"current state is {description.state}.",
+        )
+    if description.state == "Dead":
+        # Kafka 4 resets a group it does not know as an inactive one: the commit creates it
+        # (a way to pre-seed offsets before the first consumer starts). Strom does the same,
+        # but says so, because a mistyped --group otherwise creates a phantom group silently.
+        print(
+            f"Consumer group '{group}' does not exist: "
+            + (
+                "it is created with these offsets."
+                if args.execute
+                else "--execute would create it with these offsets."
+            ),
+            file=sys.stderr,
         )
     committed = admin.committed_offsets(group)
     tps = _partitions(admin, args, committed)

@@ -26,9 +26,11 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     producer = commands.add_parser(
         "producer-perf-test", help="produce load, print throughput and latency"
     )
-    producer.add_argument("--topic", required=True)
-    producer.add_argument("--num-records", type=int, required=True)
-    producer.add_argument("--record-size", type=int, required=True)
+    producer.add_argument("--topic", required=True, help="the topic to produce to")
+    producer.add_argument("--num-records", type=int, required=True, help="how many records to send")
+    producer.add_argument(
+        "--record-size", type=int, required=True, help="the size of each record's value, bytes"
+    )
     producer.add_argument(
         "--throughput",
         type=float,
@@ -48,14 +50,30 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     producer.set_defaults(handler=producer_perf)
 
     consumer = commands.add_parser("consumer-perf-test", help="consume load, print throughput")
-    consumer.add_argument("--bootstrap-server", required=True)
-    consumer.add_argument("--topic", required=True)
-    consumer.add_argument("--messages", type=int, required=True)
+    consumer.add_argument(
+        "--bootstrap-server",
+        required=True,
+        metavar="HOST:PORT[,...]",
+        help="the brokers to connect to",
+    )
+    consumer.add_argument("--topic", required=True, help="the topic to consume from")
+    consumer.add_argument("--messages", type=int, required=True, help="how many records to consume")
     consumer.add_argument("--group", help="a consumer group (default: none, every partition)")
     consumer.add_argument(
         "--timeout", type=int, default=10_000, help="ms without records before giving up"
     )
-    consumer.add_argument("--show-detailed-stats", action="store_true")
+    consumer.add_argument(
+        "--show-detailed-stats",
+        action="store_true",
+        help="a progress line every --reporting-interval instead of one summary at the end",
+    )
+    consumer.add_argument(
+        "--reporting-interval",
+        type=int,
+        default=5000,
+        metavar="MS",
+        help="with --show-detailed-stats: ms between progress lines (default 5000)",
+    )
     consumer.set_defaults(handler=consumer_perf)
 
 
@@ -180,6 +198,9 @@ def consumer_perf(args: argparse.Namespace) -> int:
             max_poll_records=5000,
             enable_auto_commit=args.group is not None,
         )
+        if args.reporting_interval < 1:
+            raise StromError("INVALID_CONFIG", "--reporting-interval must be positive")
+        progress = _Progress(started, args.reporting_interval) if args.show_detailed_stats else None
         with consumer:
             joined = _JoinTime()
             consumer.subscribe([args.topic], listener=joined)
@@ -191,6 +212,8 @@ def consumer_perf(args: argparse.Namespace) -> int:
                     for r in records:
                         count += 1
                         size += len(r.value or b"") + len(r.key or b"")
+                if progress is not None:
+                    progress.maybe_report(count, size, joined.at)
                 if batches:
                     last_data = time.monotonic()
                 elif (time.monotonic() - last_data) * 1000 > args.timeout:
@@ -201,6 +224,8 @@ def consumer_perf(args: argparse.Namespace) -> int:
                     )
                     break
             ended = time.time()
+        if progress is not None:
+            return 0  # Kafka's tool prints no summary line with --show-detailed-stats
         mb = size / (1024 * 1024)
         total = max(ended - started, 1e-9)
         # As Kafka's tool: the fetch time starts when the group first assigned partitions.
@@ -222,6 +247,42 @@ def consumer_perf(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
+
+
+class _Progress:
+    """Kafka's ConsumerPerformance --show-detailed-stats: a header, then every reporting
+    interval the totals so far and the interval's rates (thread id 0: one consumer)."""
+
+    def __init__(self, started: float, interval_ms: int) -> None:
+        self.interval_s = interval_ms / 1000
+        self.last = started
+        self.last_count = self.last_size = 0
+        self.joined_seen = False
+        print(
+            "time, threadId, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, "
+            "rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec",
+            flush=True,
+        )
+
+    def maybe_report(self, count: int, size: int, joined_at: float | None) -> None:
+        now = time.time()
+        elapsed = now - self.last
+        if elapsed < self.interval_s:
+            return
+        # The time spent joining the group in this interval is not fetch time.
+        join_s = 0.0
+        if joined_at is not None and not self.joined_seen:
+            join_s, self.joined_seen = max(joined_at - self.last, 0.0), True
+        fetch_s = max(elapsed - join_s, 1e-9)
+        mb, interval_mb = size / 2**20, (size - self.last_size) / 2**20
+        interval_n = count - self.last_count
+        print(
+            f"{_stamp(now)}, 0, {mb:.4f}, {interval_mb / elapsed:.4f}, {count}, "
+            f"{interval_n / elapsed:.4f}, {int(join_s * 1000)}, {int(fetch_s * 1000)}, "
+            f"{interval_mb / fetch_s:.4f}, {interval_n / fetch_s:.4f}",
+            flush=True,
+        )
+        self.last, self.last_count, self.last_size = now, count, size
 
 
 class _JoinTime:

@@ -81,6 +81,8 @@ class Producer:
         max_block_ms: int = 60_000,
         buffer_memory: int = 32 * 1024 * 1024,
         metadata_max_age_ms: int = 300_000,
+        reconnect_backoff_ms: int = 50,
+        reconnect_backoff_max_ms: int = 1000,
         partitioner: Partitioner | None = None,
         key_serializer: Callable[[Any], bytes | None] | None = None,
         value_serializer: Callable[[Any], bytes | None] | None = None,
@@ -121,6 +123,10 @@ class Producer:
         self._io = shared_loop()
         if buffer_memory < 1:
             raise StromError("INVALID_CONFIG", "buffer_memory must be >= 1")
+        if reconnect_backoff_ms < 0 or reconnect_backoff_max_ms < 0:
+            raise StromError(
+                "INVALID_CONFIG", "reconnect_backoff_ms and reconnect_backoff_max_ms must be >= 0"
+            )
         self._accumulator = RecordAccumulator(batch_size, linger_ms, buffer_memory, max_block_ms)
         config = SenderConfig(
             acks=acks_value,
@@ -137,7 +143,14 @@ class Producer:
         )
 
         async def build() -> tuple[Cluster, Sender]:
-            cluster = Cluster(bootstrap, request_timeout_ms, retry_backoff_ms, metadata_max_age_ms)
+            cluster = Cluster(
+                bootstrap,
+                request_timeout_ms,
+                retry_backoff_ms,
+                metadata_max_age_ms,
+                reconnect_backoff_ms,
+                reconnect_backoff_max_ms,
+            )
             sender = Sender(cluster, self._accumulator, config)
             sender.start()
             return cluster, sender

@@ -45,6 +45,7 @@ import grpc.aio
 from strom.accumulator import ProducerBatch, RecordAccumulator, TopicPartition
 from strom.cluster import Cluster
 from strom.errors import KafkaTimeoutError, StromError, from_pb
+from strom.repeated_errors import RepeatedErrors
 from strom_api.records import encode_batch
 from strom_api.v1 import client_pb2
 
@@ -102,6 +103,8 @@ class Sender:
         self._requests: set[asyncio.Task[None]] = set()
         self.on_batch_sent: Callable[[ProducerBatch], None] = lambda batch: None
         self.requests_sent = 0
+        # Retriable errors are logged once per cause per partition, not once per retry.
+        self._reported = RepeatedErrors()
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run())
@@ -190,8 +193,16 @@ class Sender:
             try:
                 await self._init_producer_id()
             except StromError as exc:
-                log.warning("InitProducerId failed: %s", exc)
+                # Unreachable brokers were warned about by the cluster (once per address);
+                # any other cause once, however long it lasts.
+                if exc.name != "NETWORK_EXCEPTION" and self._reported.first_time(
+                    "InitProducerId", exc.name
+                ):
+                    log.warning("InitProducerId failed, retrying: %s", exc)
+                else:
+                    log.debug("InitProducerId failed, retrying: %s", exc)
                 return now + self.config.retry_backoff_ms / 1000
+            self._reported.cleared("InitProducerId")
             self._bump_needed = False
         batches, wake_at = self.accumulator.drain(now, self._room, only)
         # Per leader, requests in order, each with at most one batch of a partition: the
@@ -260,15 +271,19 @@ class Sender:
         request = client_pb2.InitProducerIdRequest(
             producer_id=self.producer_id, producer_epoch=self.producer_epoch
         )
-        for address in list(
-            dict.fromkeys([*self.cluster.brokers.values(), *self.cluster.bootstrap])
-        ):
+        now = time.monotonic()
+        addresses = list(dict.fromkeys([*self.cluster.brokers.values(), *self.cluster.bootstrap]))
+        for address in addresses:
+            if not self.cluster.connections.can_connect(address, now):
+                continue  # backing off (reconnect.backoff.ms)
             try:
                 response = await self.cluster.stub_for(address).InitProducerId(
                     request, timeout=self.config.request_timeout_ms / 1000
                 )
-            except grpc.aio.AioRpcError:
+            except grpc.aio.AioRpcError as exc:
+                self.cluster.rpc_failed(address, exc)
                 continue
+            self.cluster.rpc_answered(address)
             if response.error.code != 0:
                 raise from_pb(response.error)
             self.producer_id, self.producer_epoch = response.producer_id, response.producer_epoch
@@ -330,17 +345,21 @@ class Sender:
                 request, timeout=self.config.request_timeout_ms / 1000 + 5
             )
         except (grpc.aio.AioRpcError, StromError) as exc:
-            what = (
-                f"{exc.code().name}: {exc.details()}"
-                if isinstance(exc, grpc.aio.AioRpcError)
-                else str(exc)
-            )
+            unreachable = False
+            if isinstance(exc, grpc.aio.AioRpcError):
+                what = f"{exc.code().name}: {exc.details()}"
+                unreachable = exc.code() == grpc.StatusCode.UNAVAILABLE
+                self.cluster.rpc_failed(self.cluster.brokers.get(leader, ""), exc)
+            else:
+                what = str(exc)
             self.cluster.mark_stale()
             error = StromError("NETWORK_EXCEPTION", f"broker {leader}: {what}", True)
             for batch in batches:
                 batch.fate_unknown = True
-                self._retry_or_fail(batch, error)
+                # A broker that cannot be reached is warned about once, by the cluster.
+                self._retry_or_fail(batch, error, report=not unreachable)
             return
+        self.cluster.rpc_answered(self.cluster.brokers.get(leader, ""))
         if self.config.acks == 0:
             for batch in batches:
                 self._succeed(batch, -1, -1)
@@ -385,6 +404,7 @@ class Sender:
             b is batch for b in self._in_flight.get(batch.tp, ())
         ):
             self._recovering.discard(batch.tp)
+        self._reported.cleared(batch.tp)
         self.accumulator.release(batch)
         batch.result.succeed(base_offset, append_time)
 
@@ -419,7 +439,7 @@ class Sender:
             self.accumulator.requeue(batch, time.monotonic())
             return
         if error.retriable:
-            self._retry_or_fail(batch, error)
+            self._retry_or_fail(batch, error, report=True)
             return
         if self.config.idempotent and batch.epoch == self.producer_epoch:
             end = (batch.sequence + len(batch.records)) % _SEQUENCES
@@ -437,27 +457,38 @@ class Sender:
         before sending anything, and every partition's numbering restarts at 0."""
         self._bump_needed = True
 
-    def _retry_or_fail(self, batch: ProducerBatch, error: StromError) -> None:
+    def _retry_or_fail(self, batch: ProducerBatch, error: StromError, report: bool = False) -> None:
         if self._known_written(batch):
             self._succeed(batch, -1, -1)
             return
         self._recovering.add(batch.tp)
+        batch.last_error = error
         now = time.monotonic()
         waited = now - batch.created
         if batch.attempts > self.config.retries or waited > self.config.delivery_timeout_ms / 1000:
             if self.config.idempotent:
                 # Written or not, nobody knows: numbering cannot go on from here.
                 self.producer_id_needs_bump()
-            self._fail(
-                batch,
-                KafkaTimeoutError(
+            failure: StromError = error
+            if waited > self.config.delivery_timeout_ms / 1000:
+                failure = KafkaTimeoutError(
                     f"{batch.topic}-{batch.partition}: not delivered after {batch.attempts} "
                     f"attempt(s) in {waited * 1000:.0f} ms; last error {error}"
                 )
-                if waited > self.config.delivery_timeout_ms / 1000
-                else error,
-            )
+                failure.__cause__ = error
+            self._fail(batch, failure)
             return
+        if report and self._reported.first_time(batch.tp, error.name):
+            # Kafka's Sender says this on every retry; once per cause is enough to see it.
+            log.warning(
+                "Got error produce response on topic-partition %s-%d, retrying (%d attempts "
+                "left, until delivery.timeout.ms=%d). Error: %s",
+                batch.topic,
+                batch.partition,
+                self.config.retries - batch.attempts,
+                self.config.delivery_timeout_ms,
+                error,
+            )
         self.accumulator.requeue(batch, now + self.config.retry_backoff_ms / 1000)
 
     def _expired(self, batch: ProducerBatch) -> None:
@@ -466,14 +497,19 @@ class Sender:
             return
         if self.config.idempotent and batch.epoch >= 0:
             self.producer_id_needs_bump()
-        self._fail(
-            batch,
-            KafkaTimeoutError(
-                f"{batch.topic}-{batch.partition}: {len(batch.records)} record(s) expired after "
-                f"delivery.timeout.ms={self.config.delivery_timeout_ms} without being sent "
-                f"(leader {self.cluster.leader(batch.topic, batch.partition)})"
-            ),
+        if batch.last_error is not None:
+            # Waiting to be sent again: the error it kept getting is why it expired.
+            why = f"; last error {batch.last_error}"
+        else:
+            why = (
+                f" without being sent (leader {self.cluster.leader(batch.topic, batch.partition)})"
+            )
+        error = KafkaTimeoutError(
+            f"{batch.topic}-{batch.partition}: {len(batch.records)} record(s) expired after "
+            f"delivery.timeout.ms={self.config.delivery_timeout_ms}{why}"
         )
+        error.__cause__ = batch.last_error
+        self._fail(batch, error)
 
 
 def _last_sequence(batch: ProducerBatch) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import base64
 import subprocess
 import sys
@@ -10,6 +11,8 @@ from importlib.metadata import version
 from pathlib import Path
 
 import pytest
+
+from strom.cli import build_parser
 
 STROM = Path(sys.executable).parent / "strom"
 
@@ -115,3 +118,25 @@ def test_module_entry_point() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert len(result.stdout.strip()) == 22
+
+
+def _commands(parser, path):
+    """Every (command path, parser) under `parser`, nested subcommands included."""
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            described = {a.dest: a.help for a in action._choices_actions}
+            for name, sub in action.choices.items():
+                assert described.get(name), f"'{' '.join([*path, name])}' has no help line"
+                yield from _commands(sub, [*path, name])
+
+
+def test_every_option_of_every_command_has_a_help_text():
+    undescribed = [
+        f"{' '.join(path)} {'/'.join(action.option_strings) or action.dest}"
+        for path, parser in _commands(build_parser(), ["strom"])
+        for action in parser._actions
+        if not isinstance(action, argparse._SubParsersAction)
+        and not (action.help and action.help.strip() and action.help != argparse.SUPPRESS)
+    ]
+    assert undescribed == []

@@ -6,8 +6,11 @@ from __future__ import annotations
 import asyncio
 import time
 
+import pytest
+
 from strom.aio import AIOAdminClient, AIOConsumer, AIOProducer
 from strom.consumer import TopicPartition
+from strom.errors import StromError
 from tests.client.cluster_helpers import FAST, bootstrap, create_topic
 
 
@@ -57,3 +60,17 @@ def test_produce_consume_commit_and_admin_on_one_event_loop(cluster):
         assert ticks > 20
 
     asyncio.run(scenario())
+
+
+def test_the_admin_client_before_start_says_so():
+    async def early() -> None:
+        admin = AIOAdminClient(bootstrap_servers="127.0.0.1:9")
+        with pytest.raises(StromError) as failed:
+            await admin.list_topics()
+        assert failed.value.name == "ILLEGAL_STATE"
+        assert "AIOAdminClient.list_topics() before start()" in failed.value.message
+        with pytest.raises(AttributeError, match="no attribute 'list_topicz'"):
+            admin.list_topicz  # noqa: B018 (a mistyped name stays an AttributeError)
+        await admin.close()  # closing a client never started is fine
+
+    asyncio.run(early())

@@ -4,10 +4,14 @@ records out, with keys, Kafka's print properties, groups and one-line errors."""
 from __future__ import annotations
 
 import os
+import signal
+import socket
 import subprocess
 import sys
+import time
 
-from tests.client.cluster_helpers import bootstrap, create_topic
+from strom.group_admin import GroupAdmin
+from tests.client.cluster_helpers import bootstrap, create_topic, reader
 from tests.node_integration.node_cluster import ROOT
 
 
@@ -87,3 +91,123 @@ def test_errors_are_one_line(cluster):
     assert unknown.returncode == 1 and "unknown producer property 'colour'" in unknown.stderr
     nokey = strom("console-producer", *b, "--property", "parse.key=true", stdin="no separator\n")
     assert nokey.returncode == 1 and "No key separator found" in nokey.stderr
+
+
+def started(*args):
+    """A console tool left running, stdin open (as a user at a terminal)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "strom.cli", *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=ROOT),
+    )
+
+
+def dead_address():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{s.getsockname()[1]}"
+
+
+def test_timeout_ms_holds_for_a_mistyped_topic(cluster):
+    began = time.monotonic()
+    read = strom(
+        "console-consumer", "--bootstrap-server", bootstrap(cluster), "--topic", "nope",
+        "--timeout-ms", "1500",
+    )  # fmt: skip
+    assert time.monotonic() - began < 15  # not the 30 s request timeout
+    assert read.returncode == 0, read.stderr
+    assert read.stderr.strip().endswith("Processed a total of 0 messages")
+    assert (
+        read.stderr.count("Error while fetching metadata: {nope=UNKNOWN_TOPIC_OR_PARTITION}") == 1
+    )
+
+
+def test_offset_and_partition_options_are_checked(cluster):
+    create_topic(cluster, "twelve", partitions=12)
+    b = ["--bootstrap-server", bootstrap(cluster), "--topic", "twelve"]
+    no_partition = strom("console-consumer", *b, "--offset", "5")
+    assert no_partition.returncode == 2
+    assert "The partition is required when offset is specified." in no_partition.stderr
+    both = strom("console-consumer", *b, "--partition", "0", "--offset", "5", "--from-beginning")
+    assert both.returncode == 2
+    assert "Options from-beginning and offset cannot be specified together." in both.stderr
+    bad_offset = strom("console-consumer", *b, "--partition", "0", "--offset", "soon")
+    assert bad_offset.returncode == 2 and "The provided offset value 'soon' is incorrect" in (
+        bad_offset.stderr
+    )
+    beyond = strom("console-consumer", *b, "--partition", "44", "--timeout-ms", "1000")
+    assert beyond.returncode == 1
+    assert beyond.stderr.strip() == (
+        "Error while executing console-consumer command : UNKNOWN_TOPIC_OR_PARTITION: "
+        "partition 44 of topic 'twelve' does not exist (12 partitions)"
+    )
+
+
+def test_a_cluster_that_is_down_is_said_once_per_cause():
+    address = dead_address()
+    warning = f"Connection to node -1 ({address}) could not be established."
+    read = strom(
+        "console-consumer", "--bootstrap-server", address, "--topic", "t", "--timeout-ms", "2000"
+    )
+    assert read.returncode == 0 and read.stderr.count(warning) == 1, read.stderr
+    assert read.stderr.strip().endswith("Processed a total of 0 messages")
+    sent = strom(
+        "console-producer", "--bootstrap-server", address, "--topic", "t",
+        "--producer-property", "max.block.ms=2000", stdin="x\n",
+    )  # fmt: skip
+    assert sent.returncode == 1 and sent.stderr.count(warning) == 1, sent.stderr
+    assert "Topic t not present in metadata after 2000 ms: no broker reachable" in sent.stderr
+    assert "UNKNOWN_TOPIC_OR_PARTITION" not in sent.stderr
+
+
+def test_sigterm_leaves_the_group_as_ctrl_c_does(cluster):
+    create_topic(cluster, "terminated", partitions=2)
+    servers = bootstrap(cluster)
+    tool = started(
+        "console-consumer", "--bootstrap-server", servers, "--topic", "terminated",
+        "--group", "terminated-readers",
+    )  # fmt: skip
+    try:
+        with GroupAdmin(servers) as admin:
+            deadline = time.monotonic() + 30
+            while admin.describe_group("terminated-readers").state != "Stable":
+                assert time.monotonic() < deadline, "the console consumer never joined"
+                time.sleep(0.2)
+            tool.send_signal(signal.SIGTERM)
+            _, err = tool.communicate(timeout=20)
+            assert tool.returncode == 0, err
+            assert "Traceback" not in err and err.strip().endswith(
+                "Processed a total of 0 messages"
+            )
+            # Left at once: no member holds the group until its session times out (45 s).
+            group = admin.describe_group("terminated-readers")
+            assert group.state == "Empty" and not group.members, group
+    finally:
+        tool.kill()
+        tool.wait()
+
+
+def test_ctrl_c_on_an_idle_producer_exits_without_a_traceback(cluster):
+    create_topic(cluster, "interrupted", partitions=1)
+    tool = started(
+        "console-producer", "--bootstrap-server", bootstrap(cluster), "--topic", "interrupted"
+    )
+    try:
+        tool.stdin.write("first\n")
+        tool.stdin.flush()
+        client = reader(cluster)
+        deadline = time.monotonic() + 30
+        while not client.read_all("interrupted", 0):  # sent: it now waits on stdin
+            assert time.monotonic() < deadline, "the line was never sent"
+            time.sleep(0.2)
+        tool.send_signal(signal.SIGINT)
+        _, err = tool.communicate(timeout=20)
+        assert tool.returncode == 0, err
+        assert err == ""
+    finally:
+        tool.kill()
+        tool.wait()

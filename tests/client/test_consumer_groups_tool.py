@@ -107,4 +107,29 @@ def test_usage_errors_are_one_line(cluster):
         or True
     )
     result = strom("consumer-groups", "--bootstrap-server", "127.0.0.1:1", "--list")
-    assert result.returncode == 1 and result.stderr.startswith("Error while executing")
+    warning, error = result.stderr.splitlines()  # the cause while it waits, then the error
+    assert result.returncode == 1 and error.startswith("Error while executing")
+    assert "Connection to node -1 (127.0.0.1:1) could not be established." in warning
+
+
+def test_a_missing_group_is_an_error_to_describe_and_a_said_creation_to_reset(cluster):
+    create_topic(cluster, "seeded", partitions=2)
+    b = ["consumer-groups", "--bootstrap-server", bootstrap(cluster)]
+    described = strom(*b, "--describe", "--group", "nope")
+    assert described.returncode == 1
+    assert described.stderr.strip() == "Error: Consumer group 'nope' does not exist."
+    for extra in ([], ["--members"], ["--state"]):
+        assert strom(*b, "--describe", "--group", "nope", *extra).returncode == 1
+
+    # Kafka 4 lets --reset-offsets pre-seed a group that does not exist; Strom too, saying so.
+    reset = [*b, "--reset-offsets", "--group", "seeded-readers", "--topic", "seeded"]
+    dry = strom(*reset, "--to-earliest", "--dry-run")
+    assert dry.returncode == 0
+    assert "Consumer group 'seeded-readers' does not exist: --execute would create it" in dry.stderr
+    assert "seeded-readers" not in ok(*b, "--list")
+    done = strom(*reset, "--to-earliest", "--execute")
+    assert done.returncode == 0
+    assert "Consumer group 'seeded-readers' does not exist: it is created" in done.stderr
+    assert "seeded-readers" in ok(*b, "--list")
+    again = strom(*reset, "--to-latest", "--execute")  # it exists now: nothing to say
+    assert again.returncode == 0 and "does not exist" not in again.stderr

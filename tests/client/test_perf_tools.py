@@ -61,3 +61,26 @@ def test_bad_options_are_one_line(cluster):
         "-1",
     )
     assert missing.returncode == 1 and "bootstrap.servers" in missing.stderr
+
+
+def test_detailed_stats_are_progress_lines_instead_of_the_summary(cluster):
+    create_topic(cluster, "detailed", partitions=1)
+    produced = strom(
+        "producer-perf-test", "--topic", "detailed", "--num-records", "3000", "--record-size",
+        "100", "--throughput", "-1", "--producer-props", f"bootstrap.servers={bootstrap(cluster)}",
+    )  # fmt: skip
+    assert produced.returncode == 0, produced.stderr
+    consumed = strom(
+        "consumer-perf-test", "--bootstrap-server", bootstrap(cluster), "--topic", "detailed",
+        "--messages", "3000", "--show-detailed-stats", "--reporting-interval", "1",
+    )  # fmt: skip
+    assert consumed.returncode == 0, consumed.stderr
+    header, *rows = consumed.stdout.splitlines()
+    assert header == (
+        "time, threadId, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, "
+        "rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec"
+    )
+    assert rows and all(len(row.split(", ")) == 10 for row in rows), rows
+    counts = [int(row.split(", ")[4]) for row in rows]
+    assert counts == sorted(counts) and counts[-1] <= 3000  # totals so far, growing
+    assert not any(row.startswith("start.time") for row in rows)  # no summary line

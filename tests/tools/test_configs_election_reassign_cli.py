@@ -274,18 +274,20 @@ class TestConfigs:
             "  segment.ms=604800000 sensitive=false synonyms={}",
         ]
 
-    def test_a_missing_entity_is_a_line_not_an_error(
+    def test_a_missing_entity_is_an_error_in_kafkas_words(
         self, capsys: pytest.CaptureFixture[str], controller: FakeController
     ) -> None:
         assert run(capsys, "configs", *BOOT, "--describe", "--topic", "nope") == (
-            0,
-            "The topic 'nope' doesn't exist and doesn't have dynamic config.\n",
+            1,
             "",
+            "Error while executing config command : UNKNOWN_TOPIC_OR_PARTITION: "
+            "The topic 'nope' doesn't exist and doesn't have dynamic config.\n",
         )
         assert run(capsys, "configs", *BOOT, "--describe", "--broker", "9") == (
-            0,
-            "The broker '9' doesn't exist and doesn't have dynamic config.\n",
+            1,
             "",
+            "Error while executing config command : BROKER_NOT_AVAILABLE: "
+            "The broker '9' doesn't exist and doesn't have dynamic config.\n",
         )
         assert controller.sent("DescribeConfigs") == []
 

@@ -116,9 +116,10 @@ def test_configs_alter_and_describe(cluster: NodeCluster) -> None:
     assert fails(*topic, "--alter", "--add-config", "retention.ms=soon").startswith(
         "Error while executing config command : INVALID_CONFIG: "
     )
-    assert ok("configs", *b, "--describe", "--topic", "nope") == [
+    assert fails("configs", *b, "--describe", "--topic", "nope") == (
+        "Error while executing config command : UNKNOWN_TOPIC_OR_PARTITION: "
         "The topic 'nope' doesn't exist and doesn't have dynamic config."
-    ]
+    )
 
 
 def test_leader_election_on_a_healthy_cluster_is_not_needed(cluster: NodeCluster) -> None:
