@@ -77,6 +77,8 @@ class Consumer:
         request_timeout_ms: int = 30_000,
         retry_backoff_ms: int = 100,
         metadata_max_age_ms: int = 300_000,
+        reconnect_backoff_ms: int = 50,
+        reconnect_backoff_max_ms: int = 1000,
         isolation_level: str = "read_uncommitted",
         exclude_internal_topics: bool = True,
         consumer_timeout_ms: float = float("inf"),
@@ -116,6 +118,10 @@ class Consumer:
             raise StromError("INVALID_CONFIG", "max_poll_records must be >= 1")
         if metadata_max_age_ms < 0:
             raise StromError("INVALID_CONFIG", "metadata_max_age_ms must be >= 0")
+        if reconnect_backoff_ms < 0 or reconnect_backoff_max_ms < 0:
+            raise StromError(
+                "INVALID_CONFIG", "reconnect_backoff_ms and reconnect_backoff_max_ms must be >= 0"
+            )
         self.client_id = client_id
         self.max_poll_records = max_poll_records
         self.consumer_timeout_s = consumer_timeout_ms / 1000
@@ -154,7 +160,14 @@ class Consumer:
         )
 
         async def build() -> tuple[Cluster, Fetcher]:
-            cluster = Cluster(bootstrap, request_timeout_ms, retry_backoff_ms, metadata_max_age_ms)
+            cluster = Cluster(
+                bootstrap,
+                request_timeout_ms,
+                retry_backoff_ms,
+                metadata_max_age_ms,
+                reconnect_backoff_ms,
+                reconnect_backoff_max_ms,
+            )
             return cluster, Fetcher(cluster, config)
 
         self._cluster, self._fetcher = self._io.run(build())

@@ -5,6 +5,7 @@ deleted under it, and a leader killed while it reads."""
 from __future__ import annotations
 
 import signal
+import socket
 import time
 
 import pytest
@@ -132,9 +133,30 @@ def test_bad_settings_are_refused(cluster):
         ({"isolation_level": "serializable"}, "isolation_level"),
         ({"max_poll_records": 0}, "max_poll_records"),
         ({"metadata_max_age_ms": -1}, "metadata_max_age_ms"),
+        ({"reconnect_backoff_ms": -1}, "reconnect_backoff_ms"),
     ):
         with pytest.raises(StromError, match=words):
             Consumer(bootstrap_servers=bootstrap(cluster), **config)
+
+
+@pytest.mark.parametrize(("backoff_ms", "fewest", "most"), [(5000, 1, 2), (20, 4, 1000)])
+def test_reconnect_backoff_spaces_a_consumers_attempts(backoff_ms, fewest, most):
+    """reconnect_backoff_ms is the consumer's too (Kafka's reconnect.backoff.ms): a dead
+    address is dialled about once in 1.5 s at 5 s, several times at 20 ms."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"127.0.0.1:{s.getsockname()[1]}"
+    with Consumer(
+        bootstrap_servers=dead,
+        reconnect_backoff_ms=backoff_ms,
+        reconnect_backoff_max_ms=max(backoff_ms, 200),
+    ) as consumer:
+        consumer.assign([TopicPartition("events", 0)])
+        deadline = time.monotonic() + 1.5
+        while time.monotonic() < deadline:
+            consumer.poll(timeout_ms=100)
+        attempts = consumer._cluster.connections.attempts_refused
+    assert fewest <= attempts <= most
 
 
 def test_reading_goes_on_when_the_leader_is_killed(tmp_path):
