@@ -205,3 +205,15 @@ def test_the_check_catches_a_key_without_a_reader():
         "        print(passed)\n"
     )
     assert init_parameters_unread(source, "C", index) == ["checked", "stored"]
+
+
+def test_console_producer_properties_name_producer_parameters():
+    """--producer-property keys (console-producer, producer-perf-test) become Producer
+    keyword arguments; each must be one, so none is accepted and then dropped."""
+    import inspect
+
+    from strom.console_commands import _PRODUCER_KEYS
+    from strom.producer import Producer
+
+    parameters = set(inspect.signature(Producer).parameters)
+    assert {k for k in _PRODUCER_KEYS if k.replace(".", "_") not in parameters} == set()
