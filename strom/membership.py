@@ -412,13 +412,33 @@ class GroupMembership:
             ],
         )
         deadline = time.monotonic() + self._timeout()
-        response = await self._call("OffsetCommit", request, deadline)
-        name = error_name(response.error.code)
-        if name in _REJOIN or name in _RESET:
-            self.rejoin = True
-            raise CommitFailedError(name, response.error.message)
-        if name != "NONE":
-            raise from_pb(response.error)
+        while True:
+            response = await self._call("OffsetCommit", request, deadline)
+            name = error_name(response.error.code)
+            if name in _REJOIN or name in _RESET:
+                self.rejoin = True
+                raise CommitFailedError(name, response.error.message)
+            if name != "NONE":
+                raise from_pb(response.error)
+            # Each partition has its own answer: a coordinator that does not know a topic
+            # yet (just created) refuses it with UNKNOWN_TOPIC_OR_PARTITION. As Kafka's
+            # commitSync, retry retriable ones until the timeout and raise the others;
+            # never report a commit that did not happen.
+            failed = [
+                (t.name, p) for t in response.topics for p in t.partitions if p.error.code != 0
+            ]
+            if not failed:
+                return
+            topic, partition = failed[0]
+            error = partition.error
+            if not error.retriable or time.monotonic() > deadline:
+                raise StromError(
+                    error_name(error.code),
+                    f"Offset commit failed on partition {topic}-{partition.partition}: "
+                    f"{error.message}",
+                    error.retriable,
+                )
+            await asyncio.sleep(self.settings.retry_backoff_ms / 1000)
 
     async def committed(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int | None]:
         topics: dict[str, list[int]] = {}

@@ -266,6 +266,28 @@ def test_commit_without_a_group_and_bad_settings_are_clear_errors(cluster):
         Consumer(bootstrap_servers=bootstrap(cluster), group_id="g", heartbeat_interval_ms=50_000)
 
 
+def test_a_commit_the_coordinator_refused_is_an_error_not_a_success(cluster):
+    """Per-partition commit errors were dropped: a commit of a partition the coordinator
+    did not know (a topic just created, not yet in its metadata) returned as if done, and
+    committed() then said None. Retriable ones are retried until request_timeout_ms, as
+    Kafka's commitSync does; others are raised at once."""
+    create_topic(cluster, "committing", partitions=1)
+    tp = TopicPartition("committing", 0)
+    with Consumer(
+        bootstrap_servers=bootstrap(cluster), group_id="strict-commits", request_timeout_ms=1500
+    ) as consumer:
+        consumer.commit({tp: 3})  # retried until the coordinator knows the new topic
+        assert consumer.committed(tp) == 3
+        started = time.monotonic()
+        with pytest.raises(StromError, match="UNKNOWN_TOPIC_OR_PARTITION") as unknown:
+            consumer.commit({TopicPartition("no-such-topic", 0): 1})
+        assert "Offset commit failed on partition no-such-topic-0" in str(unknown.value)
+        assert time.monotonic() - started >= 1.0  # retried, as it is retriable
+        with pytest.raises(StromError, match="OFFSET_METADATA_TOO_LARGE"):
+            consumer.commit({tp: (4, "m" * 5000)})  # (offset, metadata), as OffsetAndMetadata
+        assert consumer.committed(tp) == 3
+
+
 def test_a_pattern_subscribed_group_rebalances_onto_a_new_matching_topic(cluster):
     create_topic(cluster, "logs-a", partitions=2)
     with Consumer(
@@ -276,8 +298,10 @@ def test_a_pattern_subscribed_group_rebalances_onto_a_new_matching_topic(cluster
     ) as consumer:
         consumer.subscribe(pattern="logs-.*")
         wait_until(
-            lambda: consumer.poll(timeout_ms=100) is not None
-            and consumer.assignment() == {TopicPartition("logs-a", p) for p in range(2)},
+            lambda: (
+                consumer.poll(timeout_ms=100) is not None
+                and consumer.assignment() == {TopicPartition("logs-a", p) for p in range(2)}
+            ),
             20,
             "first assignment",
         )
@@ -297,8 +321,7 @@ def test_a_pattern_subscribed_group_rebalances_onto_a_new_matching_topic(cluster
 def produce_to(cluster, topic, partition, count, prefix):
     with Producer(bootstrap(cluster)) as producer:
         futures = [
-            producer.send(topic, f"{prefix}{i}".encode(), partition=partition)
-            for i in range(count)
+            producer.send(topic, f"{prefix}{i}".encode(), partition=partition) for i in range(count)
         ]
         producer.flush()
         return [(f.get(timeout=10).partition, f.get(timeout=10).offset) for f in futures]
