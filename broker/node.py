@@ -4,11 +4,12 @@ A node runs the metadata log's Raft driver (as a voter when it has the controlle
 else as an observer) with a MetadataLoader keeping its image. With the controller role it
 also runs a QuorumController and serves ControllerService beside RaftService on its
 CONTROLLER listener. With the broker role it registers and heartbeats
-(broker/lifecycle_client.py), serves ClientService and ReplicaService on its broker
-listener, and acts on each metadata delta, in log order: partitions deleted or moved away
-stop being served, their logs are deleted and new replicas' logs created (disk work, off
-the loop), then every touched replica takes the role the new image gives it and the
-replica fetchers follow the new leaders (broker/replica_manager.py, replica_fetcher.py).
+(broker/lifecycle_client.py) with its advertised listeners, serves ClientService and
+ReplicaService on each of its broker listeners (broker/listeners.py), and acts on each
+metadata delta, in log order: partitions deleted or moved away stop being served, their
+logs are deleted and new replicas' logs created (disk work, off the loop), then every
+touched replica takes the role the new image gives it and the replica fetchers follow the
+new leaders (broker/replica_manager.py, replica_fetcher.py).
 Stopping a broker first moves its leaderships away (controlled shutdown); a leading
 controller hands leadership to the most caught-up voter.
 
@@ -27,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import socket
 from collections.abc import Callable
 
 import grpc.aio
@@ -73,6 +75,17 @@ FATAL_EXIT_DELAY_S = 1.0
 HALT_EXIT_CODE = 1
 
 
+def advertised_host(host: str) -> str:
+    """An advertised listener's host; for an empty one (every interface) the machine's
+    canonical host name, as Kafka advertises it."""
+    return host or socket.getfqdn()
+
+
+def advertised_endpoints(config: ServerConfig) -> list[Endpoint]:
+    """What the broker registers: its advertised listeners (broker/listeners.py)."""
+    return [Endpoint(x.name, advertised_host(x.host), x.port) for x in config.advertised_listeners]
+
+
 def halt_process(code: int) -> None:
     """Kafka's Exit.halt: end the process now, without shutdown hooks (log lines written)."""
     logging.shutdown()
@@ -93,8 +106,8 @@ class Node:
         self.maintenance: LogMaintenance | None = None
         self.groups: GroupCoordinator | None = None
         self._offsets_topic_task: asyncio.Task[list[str]] | None = None
-        self.broker_server: grpc.aio.Server | None = None
-        self.broker_port = 0
+        self.broker_servers: list[grpc.aio.Server] = []  # one per broker listener
+        self.broker_ports: dict[str, int] = {}  # listener name -> bound port
         self._local_changes: asyncio.Queue[tuple[MetadataDelta, MetadataImage]] = asyncio.Queue()
         self._local_changes_task: asyncio.Task[None] | None = None
         self._disk_lock = asyncio.Lock()  # one thread at a time touches the LogManager
@@ -128,8 +141,8 @@ class Node:
         try:
             await self.driver.start()
         except BaseException:  # e.g. a quorum-state it refuses: end with the one line only
-            if self.broker_server is not None:
-                await self.broker_server.stop(0)
+            for server in self.broker_servers:
+                await server.stop(0)
             raise
         self.driver.add_failure_callback(self._raft_failed)
         await self.health.start()
@@ -169,7 +182,7 @@ class Node:
             config.node_id,
             self.cluster_id,
             config.voters,
-            [Endpoint(x.name, x.host, x.port) for x in config.broker_listeners],
+            advertised_endpoints(config),
             config.rack,
             lambda: self.loader.image.offset,
             config.controller.heartbeat_interval_ms,
@@ -215,49 +228,59 @@ class Node:
         self.loader.publishers.append(self._queue_local_changes)
         self._local_changes_task = asyncio.create_task(self._apply_local_changes())
         self._background.append(asyncio.create_task(self._checkpoint_periodically()))
-        replica = config.replica
-        server = self.broker_server = grpc.aio.server(
+        client_servicer = ClientServicer(
+            self.replicas,
+            ProducerIdManager(
+                config.node_id,
+                broker_epoch,
+                lifecycle.call_controller,
+                lambda: self.loader.image.producer_ids.next_producer_id,
+            ),
+            self.cluster_id,
+            config.broker_listeners[0].name,
+            lambda: self.loader.leader.leader_id,
+            lambda names: auto_create(lifecycle.call_controller, names),
+            config.replica.auto_create_topics,
+            self._observe,
+            self.groups,
+            self._create_offsets_topic,
+            self._checkpoint_now,
+        )
+        replica_servicer = ReplicaServicer(self.replicas, self._observe)
+        forwarder = forwarding_servicer(lifecycle.forward)
+        # Every listener serves every broker API, as Kafka's do; each has its own server
+        # because a Metadata answer carries the endpoints of the listener it came in on.
+        for listener in config.broker_listeners:
+            server = self._broker_server()
+            guarded_server = guarded(server)  # every request checked before a servicer sees it
+            client_pb2_grpc.add_ClientServiceServicer_to_server(  # type: ignore[no-untyped-call]
+                client_servicer.for_listener(listener.name), guarded_server
+            )
+            replica_pb2_grpc.add_ReplicaServiceServicer_to_server(  # type: ignore[no-untyped-call]
+                replica_servicer, guarded_server
+            )
+            controller_pb2_grpc.add_ControllerServiceServicer_to_server(  # type: ignore[no-untyped-call]
+                forwarder, guarded_server
+            )
+            self.health.add_to(server)
+            self.broker_servers.append(server)
+            self.broker_ports[listener.name] = bind(server, listener.address)
+        for server in self.broker_servers:
+            await server.start()
+
+    def _broker_server(self) -> grpc.aio.Server:
+        replica = self.config.replica
+        return grpc.aio.server(
             options=[
                 EXCLUSIVE_PORT,
                 ("grpc.max_send_message_length", 128 * 1024 * 1024),
                 # socket.request.max.bytes: gRPC refuses a larger request as it arrives.
                 ("grpc.max_receive_message_length", replica.socket_request_max_bytes),
             ],
-            # queued.max.requests: further calls are refused (RESOURCE_EXHAUSTED), not queued.
+            # queued.max.requests: further calls are refused (RESOURCE_EXHAUSTED), not
+            # queued; per listener (Kafka's request queue is shared by its listeners).
             maximum_concurrent_rpcs=replica.queued_max_requests,
         )
-        listener = config.broker_listeners[0]
-        guarded_server = guarded(server)  # every request checked before a servicer sees it
-        client_pb2_grpc.add_ClientServiceServicer_to_server(  # type: ignore[no-untyped-call]
-            ClientServicer(
-                self.replicas,
-                ProducerIdManager(
-                    config.node_id,
-                    broker_epoch,
-                    lifecycle.call_controller,
-                    lambda: self.loader.image.producer_ids.next_producer_id,
-                ),
-                self.cluster_id,
-                listener.name,
-                lambda: self.loader.leader.leader_id,
-                lambda names: auto_create(lifecycle.call_controller, names),
-                config.replica.auto_create_topics,
-                self._observe,
-                self.groups,
-                self._create_offsets_topic,
-                self._checkpoint_now,
-            ),
-            guarded_server,
-        )
-        replica_pb2_grpc.add_ReplicaServiceServicer_to_server(  # type: ignore[no-untyped-call]
-            ReplicaServicer(self.replicas, self._observe), guarded_server
-        )
-        controller_pb2_grpc.add_ControllerServiceServicer_to_server(  # type: ignore[no-untyped-call]
-            forwarding_servicer(lifecycle.forward), guarded_server
-        )
-        self.health.add_to(server)
-        self.broker_port = bind(server, listener.address)
-        await server.start()
 
     def _raft_failed(self, error: BaseException) -> None:
         """The Raft task died (a bug, or a metadata disk that failed a write): this node can
@@ -306,14 +329,14 @@ class Node:
             self.metrics.observe(api, seconds)
 
     def _inter_broker_address(self, broker_id: int) -> str | None:
-        """host:port of a broker's inter-broker listener (inter.broker.listener.name, else
-        the name of this broker's first listener, as Kafka defaults it)."""
-        name = self.config.replica.inter_broker_listener or self.config.broker_listeners[0].name
+        """host:port a broker advertises for the inter-broker listener
+        (inter.broker.listener.name, else the first advertised broker listener)."""
+        name = self.config.replica.inter_broker_listener
         broker = self.loader.image.cluster.brokers.get(broker_id)
         if broker is None:
             return None
         endpoint = next((e for e in broker.endpoints if e.name == name), None)
-        return None if endpoint is None else f"{endpoint.host or '127.0.0.1'}:{endpoint.port}"
+        return None if endpoint is None else f"{endpoint.host}:{endpoint.port}"
 
     async def _checkpoint_periodically(self) -> None:
         """replica.high.watermark.checkpoint.interval.ms: the high watermarks, recovery
@@ -352,8 +375,7 @@ class Node:
             await self.lifecycle.stop()
         if self.controller is not None:
             await self.controller.stop()
-        if self.broker_server is not None:
-            await self.broker_server.stop(0.5)
+        await asyncio.gather(*(server.stop(0.5) for server in self.broker_servers))
         for task in self._background:
             task.cancel()
         if self.maintenance is not None:
