@@ -41,6 +41,7 @@ from broker.health import NodeHealth, node_ready
 from broker.lifecycle_client import LifecycleClient
 from broker.log_maintenance import LogMaintenance
 from broker.metrics import NodeMetrics
+from broker.metrics_listener import MetricsListener
 from broker.partition import Partition
 from broker.producer_ids import ProducerIdManager
 from broker.replica_fetcher import FetcherManager
@@ -55,7 +56,7 @@ from metadata.loader import MetadataLoader
 from raft.driver import RaftDriver
 from raft.transport import EXCLUSIVE_PORT, bind
 from storage import meta_properties
-from storage.errors import InvalidConfigError, LogDirError, StorageError
+from storage.errors import LogDirError, StorageError
 from storage.log_manager import LogManager
 from strom_api.v1 import client_pb2_grpc, controller_pb2_grpc, replica_pb2_grpc
 
@@ -114,12 +115,24 @@ class Node:
         self._applying = False  # caught up with the metadata log: deltas are being applied
         self._background: list[asyncio.Task[None]] = []
         self.metrics: NodeMetrics | None = None
+        self.metrics_listener: MetricsListener | None = None
         self.metrics_port = 0
         self.health = NodeHealth(lambda: node_ready(self))  # on every listener
 
     async def start(self) -> None:
         config = self.config
         quiet_grpc_server_log()
+        if config.metrics_port >= 0:  # first: a port in use stops the node before it joins
+            self.metrics_listener = MetricsListener(config.metrics_host, config.metrics_port)
+        try:
+            await self._start()
+        except BaseException:
+            if self.metrics_listener is not None:
+                self.metrics_listener.close()
+            raise
+
+    async def _start(self) -> None:
+        config = self.config
         directories = list(dict.fromkeys([*config.log_dirs, config.metadata_log_dir]))
         self.cluster_id = meta_properties.check_dirs(directories, config.node_id)
         listen = (
@@ -150,15 +163,10 @@ class Node:
             self.controller.start()
         if self.lifecycle is not None:
             self.lifecycle.start()
-        if config.metrics_port >= 0:
+        if self.metrics_listener is not None:
             self.metrics = NodeMetrics(self)
-            try:
-                self.metrics_port = self.metrics.serve(config.metrics_host, config.metrics_port)
-            except OSError as exc:
-                raise InvalidConfigError(
-                    f"cannot listen for Prometheus on {config.metrics_host}:"
-                    f"{config.metrics_port} (prometheus.metrics.port): {exc.strerror}"
-                ) from None
+            self.metrics_listener.serve(self.metrics.registry)
+            self.metrics_port = self.metrics_listener.port
         for key in config.unknown:
             log.warning("The configuration '%s' was supplied but isn't a known config.", key)
 
@@ -366,8 +374,8 @@ class Node:
 
     async def stop(self) -> None:
         await self.health.stop()
-        if self.metrics is not None:
-            self.metrics.stop()
+        if self.metrics_listener is not None:
+            self.metrics_listener.close()
         if self.lifecycle is not None:
             done = await self.lifecycle.controlled_shutdown(CONTROLLED_SHUTDOWN_TIMEOUT_S)
             if not done:
