@@ -257,9 +257,13 @@ def test_a_second_node_on_a_serving_nodes_ports_refuses_to_start(tmp_path):
         # The Prometheus listener too, and first: a node of another cluster on the same
         # metrics port once started Raft and registered before it failed, with tracebacks.
         other = NodeCluster(str(tmp_path / "other"), 1)
-        text = open(other.config_path(1)).read().replace(
-            f"prometheus.metrics.port={other.metrics_port[1]}",
-            f"prometheus.metrics.port={cluster.metrics_port[1]}",
+        text = (
+            open(other.config_path(1))
+            .read()
+            .replace(
+                f"prometheus.metrics.port={other.metrics_port[1]}",
+                f"prometheus.metrics.port={cluster.metrics_port[1]}",
+            )
         )
         with open(other.config_path(1), "w") as f:
             f.write(text)
