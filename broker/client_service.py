@@ -118,7 +118,8 @@ class ClientServicer(GroupApi, client_pb2_grpc.ClientServiceServicer):
     def for_listener(self, listener_name: str) -> ClientServicer:
         """This servicer as another listener serves it: the same state and collaborators,
         Metadata answers carrying every broker's endpoint for `listener_name` (Kafka answers
-        with the endpoints of the listener a request came in on)."""
+        with the endpoints of the listener a request came in on). Made once the servicer is
+        set up: attributes set on one afterwards are not the other's."""
         twin = copy.copy(self)
         twin.listener_name = listener_name
         return twin

@@ -32,7 +32,7 @@ import sys
 import time
 from typing import Any
 
-from guard import CannotStart, lock_directory, ports_in_use
+from guard import CannotStart, live_nodes, lock_directory, ports_in_use
 from supervisor import NodeSpec, RestartPolicy, Supervisor, is_ready
 
 from strom.admin import AdminClient
@@ -160,6 +160,12 @@ def main() -> int:
             )
         ]
         taken = ports_in_use(addresses)
+        orphans = live_nodes(args.dir)
+        if taken and orphans:
+            raise CannotStart(
+                f"{', '.join(taken)} already in use: nodes of an earlier `make run` on "
+                f"{args.dir} still run (pids {' '.join(map(str, orphans))}; kill them first)"
+            )
         if taken:
             raise CannotStart(
                 f"{', '.join(taken)} already in use: is a cluster already running there? "

@@ -7,11 +7,14 @@ says so, instead of being restarted in a loop.
 
 RestartPolicy is the decision alone (no processes, no clock); Supervisor applies it to real
 processes, each started in a session of its own so that a Ctrl-C in the terminal reaches the
-supervisor only, which then stops every node with SIGTERM (a controlled shutdown).
+supervisor only, which then stops every node with SIGTERM (a controlled shutdown). Nodes
+outlive a supervisor that is killed (kill -9); each node's pid is in <node dir>/server.pid,
+and the next `make run` names them (deploy/local/guard.py).
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -56,6 +59,10 @@ class NodeSpec:
     config: str  # its server.properties
     log: str  # stdout and stderr go here
     broker_address: str  # host:port where grpc.health.v1 answers
+
+
+def pid_file(spec: NodeSpec) -> str:
+    return os.path.join(os.path.dirname(spec.config), "server.pid")
 
 
 @dataclass
@@ -110,6 +117,9 @@ class Supervisor:
             )
         node.started_at = self.clock()
         node.restart_at = None
+        # For guard.py: nodes outlive a supervisor that was killed (sessions of their own).
+        with open(pid_file(node.spec), "w") as f:
+            f.write(f"{node.proc.pid}\n")
 
     def given_up(self) -> list[int]:
         return [n for n, node in self.nodes.items() if node.given_up]

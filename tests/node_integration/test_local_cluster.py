@@ -1,11 +1,12 @@
 """`make run`'s cluster (deploy/local/cluster.py): three combined nodes come up, "up" means
 a replication-factor-3 topic can be created at once (a second run on the same data too), a
 node killed with SIGKILL is reported and restarted, a second `make run` over a running one
-is refused with one line, Ctrl-C stops the nodes cleanly, and auto-created topics get three
-replicas (issue 17)."""
+(or over the nodes a killed one left behind) is refused with one line, Ctrl-C stops the
+nodes cleanly, and auto-created topics get three replicas (issue 17)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import re
@@ -49,6 +50,15 @@ def free_range(width: int) -> int:
             for sock in sockets:
                 sock.close()
     raise RuntimeError("no free port range")
+
+
+def taken(base: int, metrics: int) -> str:
+    """The addresses a running make run's nodes hold, as guard.py lists them."""
+    return ", ".join(
+        f"127.0.0.1:{port}"
+        for i in range(3)
+        for port in (base + 2 * i, base + 2 * i + 1, metrics + i)
+    )
 
 
 class MakeRun:
@@ -129,12 +139,30 @@ def test_up_means_ready_and_a_restart_on_the_same_data_is_ready_too(tmp_path):
     assert "stopped (exit codes [0, 0, 0])" in output
     cluster_id = open(os.path.join(directory, "cluster.id")).read().strip()
     second = MakeRun(directory, base, metrics)
+    pids: list[int] = []
     try:
         second.wait_for(f"Strom cluster {cluster_id} is up")
         create_rf3_topic_at_once(second.bootstrap(), "second")
-        second.stop()
+        pids = [int(p) for p in second.wait_for(r"pids ([\d ]+)\)").group(1).split()]
+        # A make run killed outright leaves its nodes running: the next one names them.
+        second.proc.kill()
+        second.proc.wait(timeout=10)
+        third = subprocess.run(
+            [sys.executable, SCRIPT, "--dir", directory, "--base-port", str(base),
+             "--metrics-port", str(metrics)],
+            capture_output=True, text=True, cwd=ROOT, timeout=60,
+        )  # fmt: skip
+        assert third.returncode == 1
+        assert third.stderr.splitlines() == [
+            f"make run: cannot start: {taken(base, metrics)} already in use: nodes of an "
+            f"earlier `make run` on {directory} still run (pids {' '.join(map(str, pids))}; "
+            "kill them first)"
+        ]
     finally:
         second.kill()
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
 
 def test_a_killed_node_is_reported_and_restarted_and_a_second_run_is_refused(tmp_path):
