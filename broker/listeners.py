@@ -19,7 +19,8 @@ for the inter-broker listener. As in Kafka:
   canonical host name (broker/node.py resolves it);
 - `inter.broker.listener.name` names an advertised broker listener; without it, the first
   one (Kafka takes the PLAINTEXT one by security.inter.broker.protocol);
-- a controller-only node has only controller listeners.
+- a controller-only node has only controller listeners, a broker-only node none; a
+  controller has one (Kafka's may have several).
 The controller listener in `advertised.listeners` is accepted (Kafka 4's example configs
 have it) and not used: controllers are found through controller.quorum.voters.
 """
@@ -108,6 +109,25 @@ def broker_listeners(
             "reach this broker"
         )
     return BrokerListeners(bound, advertised, inter or names[0])
+
+
+def check_controller_listeners(
+    roles: frozenset[str], listeners: Mapping[str, Listener], controller_names: list[str]
+) -> None:
+    """The controller listeners of `listeners` are ones the node binds: the first of
+    controller.listener.names on a node with the controller role (its Raft server listens
+    on one; Kafka's may on several), none on a broker-only node (as Kafka requires)."""
+    present = [n for n in controller_names if n in listeners]
+    if "controller" not in roles and present:
+        raise InvalidConfigError(
+            f"Controller listener with name {present[0]} defined in controller.listener.names "
+            "must not be in listeners when process.roles=broker"
+        )
+    if len(present) > 1:
+        raise InvalidConfigError(
+            f"listeners has {len(present)} controller listeners ({', '.join(present)}): a "
+            "Strom controller listens on one, the first of controller.listener.names"
+        )
 
 
 def check_controller_only(listeners: Mapping[str, Listener], controller_listener: str) -> None:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from broker.listeners import (
     Listener,
     broker_listeners,
+    check_controller_listeners,
     check_controller_only,
     parse_listeners,
 )
@@ -293,7 +294,11 @@ def from_properties(props: Mapping[str, str]) -> ServerConfig:
     node_id = _int(props, "node.id")
     voters = parse_voters(_require(props, "controller.quorum.voters"))
     listeners = parse_listeners(_require(props, "listeners"), "listeners")
-    controller_listener = _require(props, "controller.listener.names").split(",")[0].strip()
+    controller_names = [
+        n.strip() for n in _require(props, "controller.listener.names").split(",") if n.strip()
+    ]
+    controller_listener = controller_names[0] if controller_names else ""
+    check_controller_listeners(roles, listeners, controller_names)
     if "controller" in roles:
         if controller_listener not in listeners:
             raise InvalidConfigError(

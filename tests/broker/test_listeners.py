@@ -61,6 +61,14 @@ def test_a_pod_binds_every_interface_and_advertises_its_name():
         ),
         ({"advertised.listeners": "CONTROLLER://h:9093"}, "names no broker listener"),
         ({"process.roles": "controller"}, "must only contain KRaft controller listeners"),
+        ({"process.roles": "broker"}, "must not be in listeners when process.roles=broker"),
+        (
+            {
+                "controller.listener.names": "CONTROLLER,REPLICATION",
+                "listeners": "CLIENT://h:1,REPLICATION://h:2,CONTROLLER://h:3",
+            },
+            "listens on one",
+        ),
     ],
 )
 def test_kafkas_refusals_are_one_line_naming_the_key(changes, words):
