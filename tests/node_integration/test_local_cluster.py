@@ -128,7 +128,8 @@ def test_up_means_ready_and_a_restart_on_the_same_data_is_ready_too(tmp_path):
     """Before, a second run printed its bootstrap line 8-11 s before an RF-3 topic could
     be created ("only 0 broker(s) are registered")."""
     directory = str(tmp_path / "cluster")
-    base, metrics = free_range(6), free_range(3)
+    base = free_range(9)
+    metrics = base + 6  # one range: two could overlap
     first = MakeRun(directory, base, metrics)
     try:
         assert "is up: 3 combined nodes" in first.wait_for("is up").string
@@ -167,7 +168,8 @@ def test_up_means_ready_and_a_restart_on_the_same_data_is_ready_too(tmp_path):
 
 def test_a_killed_node_is_reported_and_restarted_and_a_second_run_is_refused(tmp_path):
     directory = str(tmp_path / "cluster")
-    base, metrics = free_range(6), free_range(3)
+    base = free_range(9)
+    metrics = base + 6  # one range: two could overlap
     fast = [f"--override={k}={v}" for k, v in FAST.items()]
     run = MakeRun(directory, base, metrics, "--restart-backoff-ms", "300", *fast)
     try:
@@ -176,7 +178,10 @@ def test_a_killed_node_is_reported_and_restarted_and_a_second_run_is_refused(tmp
         run.wait_for("Ctrl-C stops the cluster")
 
         # A second `make run`: on the same directory, and on the same ports.
-        for other_dir in (directory, str(tmp_path / "other")):
+        for other_dir, why in [
+            (directory, f"another `make run` (pid {run.proc.pid}) is running the cluster in"),
+            (str(tmp_path / "other"), f"{taken(base, metrics)} already in use: is a cluster"),
+        ]:
             refused = subprocess.run(
                 [sys.executable, SCRIPT, "--dir", other_dir, "--base-port", str(base),
                  "--metrics-port", str(metrics)],
@@ -184,8 +189,7 @@ def test_a_killed_node_is_reported_and_restarted_and_a_second_run_is_refused(tmp
             )  # fmt: skip
             assert refused.returncode == 1 and refused.stdout == ""
             [line] = refused.stderr.splitlines()
-            assert line.startswith("make run: cannot start: ")
-        assert "another `make run`" in line or "already in use" in line
+            assert line.startswith(f"make run: cannot start: {why}"), line
 
         # Auto-created topics get three replicas and min.insync.replicas 2.
         with Producer(bootstrap, acks=-1) as producer:
