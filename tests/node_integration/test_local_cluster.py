@@ -100,8 +100,8 @@ class MakeRun:
     def bootstrap(self) -> str:
         return self.wait_for(r"bootstrap servers \(brokers\): (\S+)").group(1)
 
-    def stop(self) -> str:
-        self.proc.send_signal(signal.SIGINT)
+    def stop(self, sig: int = signal.SIGINT) -> str:
+        self.proc.send_signal(sig)
         self.wait_for(r"stopped \(exit codes", 90)
         assert self.proc.wait(timeout=30) == 0, "".join(self.lines)
         return "".join(self.lines)
@@ -203,7 +203,7 @@ def test_a_killed_node_is_reported_and_restarted_and_a_second_run_is_refused(tmp
         run.wait_for(r"node 2 restarted \(pid \d+\)")
         run.wait_for("node 2 is back: registered, caught up and unfenced", 30)
         create_rf3_topic_at_once(bootstrap, "after-the-restart")
-        output = run.stop()
+        output = run.stop(signal.SIGTERM)  # as a service manager stops it
     finally:
         run.kill()
     assert "stopped (exit codes [0, 0, 0])" in output
