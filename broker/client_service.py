@@ -4,6 +4,7 @@ refusal is a per-partition Error with Kafka's name, a sentence and retriability.
 
 from __future__ import annotations
 
+import copy
 import functools
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -113,6 +114,15 @@ class ClientServicer(GroupApi, client_pb2_grpc.ClientServiceServicer):
         self.controller_id = controller_id
         self.create_topics = create_topics
         self.auto_create_topics = auto_create_topics
+
+    def for_listener(self, listener_name: str) -> ClientServicer:
+        """This servicer as another listener serves it: the same state and collaborators,
+        Metadata answers carrying every broker's endpoint for `listener_name` (Kafka answers
+        with the endpoints of the listener a request came in on). Made once the servicer is
+        set up: attributes set on one afterwards are not the other's."""
+        twin = copy.copy(self)
+        twin.listener_name = listener_name
+        return twin
 
     # --- Metadata ---------------------------------------------------------------------------
 

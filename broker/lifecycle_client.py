@@ -4,16 +4,20 @@ shut down under control (Kafka's BrokerLifecycleManager).
 The active controller is found through the voters' CONTROLLER listeners: a standby answers
 NOT_CONTROLLER with the active one's id, and any failure moves on to the next voter. A
 heartbeat carries the offset the broker's metadata image stands at, so the controller
-unfences it once it has caught up; STALE_BROKER_EPOCH (its registration was replaced)
-registers again. Controlled shutdown heartbeats with want_shut_down until the controller
-says every leadership has moved (or the time runs out). Every heartbeat names the replicas
-of the broker's failed log directories, for the controller to move away (KIP-858).
+unfences it once it has caught up (heartbeats come every FENCED_HEARTBEAT_S while it is
+fenced); STALE_BROKER_EPOCH (its registration was replaced) registers again. Each process
+registers under a new incarnation id (KIP-631), so a restarted broker replaces its old
+registration at once (metadata/broker_lifecycle.register_broker). Controlled shutdown
+heartbeats with want_shut_down until the controller says every leadership has moved (or
+the time runs out). Every heartbeat names the replicas of the broker's failed log
+directories, for the controller to move away (KIP-858).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -23,6 +27,11 @@ import grpc.aio
 
 from metadata.image import Endpoint
 from strom_api.v1 import common_pb2, controller_pb2, controller_pb2_grpc
+
+log = logging.getLogger("strom.lifecycle")
+
+REGISTRATION_BACKOFF_S = 0.2
+FENCED_HEARTBEAT_S = 0.05  # while fenced (Kafka: 10 ms until the initial catch-up)
 
 
 class LifecycleClient:
@@ -51,6 +60,7 @@ class LifecycleClient:
         self.fenced = True
         self.caught_up = False
         self.last_error = ""
+        self._logged_error = ""
         self._channels: dict[int, grpc.aio.Channel] = {}
         self._stubs: dict[int, Any] = {}
         self._active = min(self.voters)
@@ -97,15 +107,22 @@ class LifecycleClient:
     async def _run(self) -> None:
         while not self._shutting_down:
             if self.broker_epoch < 0:
-                await self._register()
+                delay = 0.0 if await self._register() else REGISTRATION_BACKOFF_S
             else:
                 response = await self._call("BrokerHeartbeat", self._heartbeat())
+                delay = self.interval
                 if response is not None:
                     self.fenced = response.is_fenced
                     self.caught_up = response.is_caught_up
-            await asyncio.sleep(self.interval if self.broker_epoch >= 0 else 0.2)
+                    # Kafka's broker heartbeats every 10 ms until its initial catch-up is
+                    # done: a (re)started broker is unfenced as soon as it has replayed its
+                    # registration, not a few heartbeat intervals later.
+                    if self.fenced:
+                        delay = FENCED_HEARTBEAT_S
+            await asyncio.sleep(delay)
 
-    async def _register(self) -> None:
+    async def _register(self) -> bool:
+        """One registration attempt; whether it registered."""
         request = controller_pb2.RegisterBrokerRequest(
             broker_id=self.broker_id,
             cluster_id=self.cluster_id,
@@ -115,8 +132,27 @@ class LifecycleClient:
             previous_broker_epoch=self.previous_broker_epoch,
         )
         response = await self._call("RegisterBroker", request)
-        if response is not None:
-            self.broker_epoch = response.broker_epoch
+        if response is None:
+            if self.last_error != self._logged_error:  # once per cause, not every retry
+                self._logged_error = self.last_error
+                # Routine while the quorum forms; not so for a second process with this id.
+                duplicate = self.last_error.startswith("DUPLICATE_BROKER_REGISTRATION")
+                log.log(
+                    logging.ERROR if duplicate else logging.INFO,
+                    "Broker %d not registered yet: %s",
+                    self.broker_id,
+                    self.last_error,
+                )
+            return False
+        self._logged_error = ""
+        self.broker_epoch = response.broker_epoch
+        log.info(
+            "Broker %d registered with the controller (incarnation %s, broker epoch %d)",
+            self.broker_id,
+            uuid.UUID(bytes=self.incarnation_id),
+            self.broker_epoch,
+        )
+        return True
 
     def _heartbeat(self, want_shut_down: bool = False) -> Any:
         offline: dict[bytes, list[int]] = {}

@@ -1,5 +1,5 @@
 """Prometheus metrics of one node, on an HTTP listener (`prometheus.metrics.port`, default
-9404, the port Strimzi's JMX exporter uses; -1 turns it off).
+9404, the port Strimzi's JMX exporter uses; -1 turns it off; broker/metrics_listener.py).
 
 Names are the ones Strimzi's JMX exporter rules give Kafka's MBeans (lower case, `-` to
 `_`, `PerSec` meters as `_total` counters), so Strimzi's Grafana dashboards and alert rules
@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from prometheus_client import (
     GC_COLLECTOR,
@@ -40,7 +40,6 @@ from prometheus_client import (
     PROCESS_COLLECTOR,
     CollectorRegistry,
     Histogram,
-    start_http_server,
 )
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -77,21 +76,9 @@ class NodeMetrics:
         for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
             self.registry.register(collector)
         self.registry.register(NodeCollector(node, asyncio.get_running_loop()))
-        self._server: Any = None
 
     def observe(self, api: str, seconds: float) -> None:
         self.request_duration.labels(api).observe(seconds)
-
-    def serve(self, host: str, port: int) -> int:
-        """Starts the HTTP listener; returns the port bound (useful with port 0)."""
-        server, _thread = start_http_server(port, host, registry=self.registry)
-        self._server = server
-        return int(server.server_port)
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
 
 
 class NodeCollector(Collector):

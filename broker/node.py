@@ -4,11 +4,12 @@ A node runs the metadata log's Raft driver (as a voter when it has the controlle
 else as an observer) with a MetadataLoader keeping its image. With the controller role it
 also runs a QuorumController and serves ControllerService beside RaftService on its
 CONTROLLER listener. With the broker role it registers and heartbeats
-(broker/lifecycle_client.py), serves ClientService and ReplicaService on its broker
-listener, and acts on each metadata delta, in log order: partitions deleted or moved away
-stop being served, their logs are deleted and new replicas' logs created (disk work, off
-the loop), then every touched replica takes the role the new image gives it and the
-replica fetchers follow the new leaders (broker/replica_manager.py, replica_fetcher.py).
+(broker/lifecycle_client.py) with its advertised listeners, serves ClientService and
+ReplicaService on each of its broker listeners (broker/listeners.py), and acts on each
+metadata delta, in log order: partitions deleted or moved away stop being served, their
+logs are deleted and new replicas' logs created (disk work, off the loop), then every
+touched replica takes the role the new image gives it and the replica fetchers follow the
+new leaders (broker/replica_manager.py, replica_fetcher.py).
 Stopping a broker first moves its leaderships away (controlled shutdown); a leading
 controller hands leadership to the most caught-up voter.
 
@@ -27,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import socket
 from collections.abc import Callable
 
 import grpc.aio
@@ -39,6 +41,7 @@ from broker.health import NodeHealth, node_ready
 from broker.lifecycle_client import LifecycleClient
 from broker.log_maintenance import LogMaintenance
 from broker.metrics import NodeMetrics
+from broker.metrics_listener import MetricsListener
 from broker.partition import Partition
 from broker.producer_ids import ProducerIdManager
 from broker.replica_fetcher import FetcherManager
@@ -54,7 +57,7 @@ from metadata.loader import MetadataLoader
 from raft.driver import RaftDriver
 from raft.transport import EXCLUSIVE_PORT, bind
 from storage import meta_properties
-from storage.errors import InvalidConfigError, LogDirError, StorageError
+from storage.errors import LogDirError, StorageError
 from storage.log_manager import LogManager
 from strom_api.v1 import client_pb2_grpc, controller_pb2_grpc, replica_pb2_grpc
 
@@ -72,6 +75,17 @@ CONTROLLED_SHUTDOWN_TIMEOUT_S = 30.0
 # NOT_SERVING before the process ends.
 FATAL_EXIT_DELAY_S = 1.0
 HALT_EXIT_CODE = 1
+
+
+def advertised_host(host: str) -> str:
+    """An advertised listener's host; for an empty one (every interface) the machine's
+    canonical host name, as Kafka advertises it."""
+    return host or socket.getfqdn()
+
+
+def advertised_endpoints(config: ServerConfig) -> list[Endpoint]:
+    """What the broker registers: its advertised listeners (broker/listeners.py)."""
+    return [Endpoint(x.name, advertised_host(x.host), x.port) for x in config.advertised_listeners]
 
 
 def halt_process(code: int) -> None:
@@ -94,20 +108,32 @@ class Node:
         self.maintenance: LogMaintenance | None = None
         self.groups: GroupCoordinator | None = None
         self._offsets_topic_task: asyncio.Task[list[str]] | None = None
-        self.broker_server: grpc.aio.Server | None = None
-        self.broker_port = 0
+        self.broker_servers: list[grpc.aio.Server] = []  # one per broker listener
+        self.broker_ports: dict[str, int] = {}  # listener name -> bound port
         self._local_changes: asyncio.Queue[tuple[MetadataDelta, MetadataImage]] = asyncio.Queue()
         self._local_changes_task: asyncio.Task[None] | None = None
         self._disk_lock = asyncio.Lock()  # one thread at a time touches the LogManager
         self._applying = False  # caught up with the metadata log: deltas are being applied
         self._background: list[asyncio.Task[None]] = []
         self.metrics: NodeMetrics | None = None
+        self.metrics_listener: MetricsListener | None = None
         self.metrics_port = 0
         self.health = NodeHealth(lambda: node_ready(self))  # on every listener
 
     async def start(self) -> None:
         config = self.config
         quiet_grpc_server_log()
+        if config.metrics_port >= 0:  # first: a port in use stops the node before it joins
+            self.metrics_listener = MetricsListener(config.metrics_host, config.metrics_port)
+        try:
+            await self._start()
+        except BaseException:
+            if self.metrics_listener is not None:
+                self.metrics_listener.close()
+            raise
+
+    async def _start(self) -> None:
+        config = self.config
         directories = list(dict.fromkeys([*config.log_dirs, config.metadata_log_dir]))
         self.cluster_id = meta_properties.check_dirs(directories, config.node_id)
         listen = (
@@ -135,8 +161,8 @@ class Node:
         try:
             await self.driver.start()
         except BaseException:  # e.g. a quorum-state it refuses: end with the one line only
-            if self.broker_server is not None:
-                await self.broker_server.stop(0)
+            for server in self.broker_servers:
+                await server.stop(0)
             raise
         self.driver.add_failure_callback(self._raft_failed)
         await self.health.start()
@@ -144,15 +170,10 @@ class Node:
             self.controller.start()
         if self.lifecycle is not None:
             self.lifecycle.start()
-        if config.metrics_port >= 0:
+        if self.metrics_listener is not None:
             self.metrics = NodeMetrics(self)
-            try:
-                self.metrics_port = self.metrics.serve(config.metrics_host, config.metrics_port)
-            except OSError as exc:
-                raise InvalidConfigError(
-                    f"cannot listen for Prometheus on {config.metrics_host}:"
-                    f"{config.metrics_port} (prometheus.metrics.port): {exc.strerror}"
-                ) from None
+            self.metrics_listener.serve(self.metrics.registry)
+            self.metrics_port = self.metrics_listener.port
         for key in config.unknown:
             log.warning("The configuration '%s' was supplied but isn't a known config.", key)
         for key in config.not_applied:
@@ -178,7 +199,7 @@ class Node:
             config.node_id,
             self.cluster_id,
             config.voters,
-            [Endpoint(x.name, x.host, x.port) for x in config.broker_listeners],
+            advertised_endpoints(config),
             config.rack,
             lambda: self.loader.image.offset,
             config.controller.heartbeat_interval_ms,
@@ -228,49 +249,59 @@ class Node:
         self.loader.publishers.append(self._queue_local_changes)
         self._local_changes_task = asyncio.create_task(self._apply_local_changes())
         self._background.append(asyncio.create_task(self._checkpoint_periodically()))
-        replica = config.replica
-        server = self.broker_server = grpc.aio.server(
+        client_servicer = ClientServicer(
+            self.replicas,
+            ProducerIdManager(
+                config.node_id,
+                broker_epoch,
+                lifecycle.call_controller,
+                lambda: self.loader.image.producer_ids.next_producer_id,
+            ),
+            self.cluster_id,
+            config.broker_listeners[0].name,
+            lambda: self.loader.leader.leader_id,
+            lambda names: auto_create(lifecycle.call_controller, names),
+            config.replica.auto_create_topics,
+            self._observe,
+            self.groups,
+            self._create_offsets_topic,
+            self._checkpoint_now,
+        )
+        replica_servicer = ReplicaServicer(self.replicas, self._observe)
+        forwarder = forwarding_servicer(lifecycle.forward)
+        # Every listener serves every broker API, as Kafka's do; each has its own server
+        # because a Metadata answer carries the endpoints of the listener it came in on.
+        for listener in config.broker_listeners:
+            server = self._broker_server()
+            guarded_server = guarded(server)  # every request checked before a servicer sees it
+            client_pb2_grpc.add_ClientServiceServicer_to_server(  # type: ignore[no-untyped-call]
+                client_servicer.for_listener(listener.name), guarded_server
+            )
+            replica_pb2_grpc.add_ReplicaServiceServicer_to_server(  # type: ignore[no-untyped-call]
+                replica_servicer, guarded_server
+            )
+            controller_pb2_grpc.add_ControllerServiceServicer_to_server(  # type: ignore[no-untyped-call]
+                forwarder, guarded_server
+            )
+            self.health.add_to(server)
+            self.broker_servers.append(server)
+            self.broker_ports[listener.name] = bind(server, listener.address)
+        for server in self.broker_servers:
+            await server.start()
+
+    def _broker_server(self) -> grpc.aio.Server:
+        replica = self.config.replica
+        return grpc.aio.server(
             options=[
                 EXCLUSIVE_PORT,
                 ("grpc.max_send_message_length", 128 * 1024 * 1024),
                 # socket.request.max.bytes: gRPC refuses a larger request as it arrives.
                 ("grpc.max_receive_message_length", replica.socket_request_max_bytes),
             ],
-            # queued.max.requests: further calls are refused (RESOURCE_EXHAUSTED), not queued.
+            # queued.max.requests: further calls are refused (RESOURCE_EXHAUSTED), not
+            # queued; per listener (Kafka's request queue is shared by its listeners).
             maximum_concurrent_rpcs=replica.queued_max_requests,
         )
-        listener = config.broker_listeners[0]
-        guarded_server = guarded(server)  # every request checked before a servicer sees it
-        client_pb2_grpc.add_ClientServiceServicer_to_server(  # type: ignore[no-untyped-call]
-            ClientServicer(
-                self.replicas,
-                ProducerIdManager(
-                    config.node_id,
-                    broker_epoch,
-                    lifecycle.call_controller,
-                    lambda: self.loader.image.producer_ids.next_producer_id,
-                ),
-                self.cluster_id,
-                listener.name,
-                lambda: self.loader.leader.leader_id,
-                lambda names: auto_create(lifecycle.call_controller, names),
-                config.replica.auto_create_topics,
-                self._observe,
-                self.groups,
-                self._create_offsets_topic,
-                self._checkpoint_now,
-            ),
-            guarded_server,
-        )
-        replica_pb2_grpc.add_ReplicaServiceServicer_to_server(  # type: ignore[no-untyped-call]
-            ReplicaServicer(self.replicas, self._observe), guarded_server
-        )
-        controller_pb2_grpc.add_ControllerServiceServicer_to_server(  # type: ignore[no-untyped-call]
-            forwarding_servicer(lifecycle.forward), guarded_server
-        )
-        self.health.add_to(server)
-        self.broker_port = bind(server, listener.address)
-        await server.start()
 
     def _raft_failed(self, error: BaseException) -> None:
         """The Raft task died (a bug, or a metadata disk that failed a write): this node can
@@ -319,14 +350,14 @@ class Node:
             self.metrics.observe(api, seconds)
 
     def _inter_broker_address(self, broker_id: int) -> str | None:
-        """host:port of a broker's inter-broker listener (inter.broker.listener.name, else
-        the name of this broker's first listener, as Kafka defaults it)."""
-        name = self.config.replica.inter_broker_listener or self.config.broker_listeners[0].name
+        """host:port a broker advertises for the inter-broker listener
+        (inter.broker.listener.name, else the first advertised broker listener)."""
+        name = self.config.replica.inter_broker_listener
         broker = self.loader.image.cluster.brokers.get(broker_id)
         if broker is None:
             return None
         endpoint = next((e for e in broker.endpoints if e.name == name), None)
-        return None if endpoint is None else f"{endpoint.host or '127.0.0.1'}:{endpoint.port}"
+        return None if endpoint is None else f"{endpoint.host}:{endpoint.port}"
 
     async def _checkpoint_periodically(self) -> None:
         """replica.high.watermark.checkpoint.interval.ms: the high watermarks, recovery
@@ -356,8 +387,8 @@ class Node:
 
     async def stop(self) -> None:
         await self.health.stop()
-        if self.metrics is not None:
-            self.metrics.stop()
+        if self.metrics_listener is not None:
+            self.metrics_listener.close()
         if self.lifecycle is not None:
             done = await self.lifecycle.controlled_shutdown(CONTROLLED_SHUTDOWN_TIMEOUT_S)
             if not done:
@@ -365,8 +396,7 @@ class Node:
             await self.lifecycle.stop()
         if self.controller is not None:
             await self.controller.stop()
-        if self.broker_server is not None:
-            await self.broker_server.stop(0.5)
+        await asyncio.gather(*(server.stop(0.5) for server in self.broker_servers))
         for task in self._background:
             task.cancel()
         if self.maintenance is not None:

@@ -23,13 +23,19 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from broker.listeners import (
+    Listener,
+    broker_listeners,
+    check_controller_listeners,
+    check_controller_only,
+    parse_listeners,
+)
 from broker.unapplied_configs import NOT_APPLIED
 from metadata.config_control import DYNAMIC_BROKER_CONFIGS, STATIC_BROKER_CONFIGS
 from metadata.controller import ControllerConfig
 from raft.config import InvalidRaftConfigError, RaftConfig
 from storage.errors import InvalidConfigError
 
-_LISTENER = re.compile(r"^([A-Z_][A-Z0-9_]*)://([^:/]*):(\d{1,5})$")
 _RAFT_KEYS = {
     "controller.quorum.election.timeout.ms",
     "controller.quorum.fetch.timeout.ms",
@@ -61,17 +67,6 @@ _NODE_KEYS = {
     "metadata.log.dir",
     "broker.rack",
 }
-
-
-@dataclass(frozen=True)
-class Listener:
-    name: str
-    host: str
-    port: int
-
-    @property
-    def address(self) -> str:
-        return f"{self.host or '0.0.0.0'}:{self.port}"
 
 
 # The data plane's settings, Kafka's names and defaults.
@@ -133,7 +128,7 @@ class ReplicaConfig:
     leader_replication_throttled_rate: int = 2**63 - 1
     follower_replication_throttled_rate: int = 2**63 - 1
     auto_create_topics: bool = True
-    inter_broker_listener: str = ""  # "": the first broker listener
+    inter_broker_listener: str = ""  # resolved by broker/listeners.py; "": not a broker
 
 
 # The group coordinator's settings, Kafka's names and defaults.
@@ -170,11 +165,13 @@ class ServerConfig:
     node_id: int
     roles: frozenset[str]
     voters: Mapping[int, str]  # node id -> host:port of its CONTROLLER listener
-    listeners: Mapping[str, Listener]
+    listeners: Mapping[str, Listener]  # every one is bound (broker/listeners.py)
     controller_listener: str
     log_dirs: tuple[str, ...]
     metadata_log_dir: str
     rack: str | None = None
+    # What the broker registers: advertised.listeners, else its listeners.
+    advertised_listeners: tuple[Listener, ...] = ()
     raft: RaftConfig = field(default_factory=RaftConfig)
     controller: ControllerConfig = field(default_factory=ControllerConfig)
     replica: ReplicaConfig = field(default_factory=ReplicaConfig)
@@ -321,16 +318,12 @@ def from_properties(props: Mapping[str, str]) -> ServerConfig:
         )
     node_id = _node_id(props)
     voters = parse_voters(_require(props, "controller.quorum.voters"))
-    listeners: dict[str, Listener] = {}
-    for item in _require(props, "listeners").split(","):
-        match = _LISTENER.match(item.strip())
-        if match is None:
-            raise InvalidConfigError(
-                f"invalid listener '{item.strip()}' in config 'listeners': expected "
-                "NAME://host:port"
-            )
-        listeners[match.group(1)] = Listener(match.group(1), match.group(2), int(match.group(3)))
-    controller_listener = _require(props, "controller.listener.names").split(",")[0].strip()
+    listeners = parse_listeners(_require(props, "listeners"), "listeners")
+    controller_names = [
+        n.strip() for n in _require(props, "controller.listener.names").split(",") if n.strip()
+    ]
+    controller_listener = controller_names[0] if controller_names else ""
+    check_controller_listeners(roles, listeners, controller_names)
     if "controller" in roles:
         if controller_listener not in listeners:
             raise InvalidConfigError(
@@ -346,6 +339,12 @@ def from_properties(props: Mapping[str, str]) -> ServerConfig:
             "the broker role needs a listener for clients besides the controller's "
             f"'{controller_listener}' in 'listeners', e.g. PLAINTEXT://host:9092"
         )
+    if "broker" in roles:
+        broker = broker_listeners(props, listeners, controller_listener)
+        advertised, inter_broker = broker.advertised, broker.inter_broker
+    else:
+        check_controller_only(listeners, controller_listener)
+        advertised, inter_broker = (), ""
     log_dirs_text = props.get("log.dirs") or props.get("log.dir") or ""
     log_dirs = tuple(d.strip() for d in log_dirs_text.split(",") if d.strip())
     if not log_dirs:
@@ -380,7 +379,7 @@ def from_properties(props: Mapping[str, str]) -> ServerConfig:
                 )
             replica_values[attr] = value
     replica_values["auto_create_topics"] = _bool(props, "auto.create.topics.enable", True)
-    replica_values["inter_broker_listener"] = props.get("inter.broker.listener.name", "").strip()
+    replica_values["inter_broker_listener"] = inter_broker
     group_values: dict[str, int] = {}
     for key, attr in _GROUP_KEYS.items():
         if key in props:
@@ -414,6 +413,7 @@ def from_properties(props: Mapping[str, str]) -> ServerConfig:
         log_dirs=log_dirs,
         metadata_log_dir=props.get("metadata.log.dir", "").strip() or log_dirs[0],
         rack=props.get("broker.rack") or None,
+        advertised_listeners=advertised,
         raft=raft,
         controller=ControllerConfig(**controller_values),  # type: ignore[arg-type]
         replica=ReplicaConfig(**replica_values),  # type: ignore[arg-type]

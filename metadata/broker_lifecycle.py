@@ -1,7 +1,8 @@
 """Broker membership as the active controller runs it (DESIGN.md §5, after Kafka's
 ClusterControlManager, BrokerHeartbeatManager and ReplicationControlManager):
 
-    register  -> fenced (epoch = the offset of its RegisterBrokerRecord)
+    register  -> fenced (epoch = the offset of its RegisterBrokerRecord); a restart (a new
+                 incarnation) replaces the old registration at once
               -> unfenced once its heartbeats show it has replayed its own registration
               -> fenced again after broker.session.timeout.ms without a heartbeat
     controlled shutdown: leaderships move away first; it may stop once it leads nothing.
@@ -183,6 +184,8 @@ class HeartbeatTracker:
     def __init__(self, session_timeout_ms: int = 9000) -> None:
         self.session_timeout_ms = session_timeout_ms
         self.last_contact: dict[int, int] = {}
+        # Per broker id, the incarnations a newer one replaced (register_broker).
+        self._replaced: dict[int, set[bytes]] = {}
 
     def reseed(self, image: MetadataImage, now_ms: int) -> None:
         """A newly active controller knows nothing of past heartbeats: every registered
@@ -194,6 +197,12 @@ class HeartbeatTracker:
 
     def forget(self, broker_id: int) -> None:
         self.last_contact.pop(broker_id, None)
+
+    def replaced(self, broker_id: int, incarnation_id: bytes) -> None:
+        self._replaced.setdefault(broker_id, set()).add(incarnation_id)
+
+    def was_replaced(self, broker_id: int, incarnation_id: bytes) -> bool:
+        return incarnation_id in self._replaced.get(broker_id, ())
 
     def session_alive(self, broker_id: int, now_ms: int) -> bool:
         last = self.last_contact.get(broker_id)
@@ -228,9 +237,25 @@ def register_broker(
     local: LocalConfig = NO_LOCAL_CONFIG,
 ) -> tuple[list[Message], int]:
     """Records registering the broker, and its broker epoch: `record_offset`, the offset its
-    RegisterBrokerRecord will have. A broker id still held by another live incarnation is
-    refused (DUPLICATE_BROKER_REGISTRATION); a restart (new incarnation, old session over)
-    replaces the old registration, whose partitions move away first.
+    RegisterBrokerRecord will have.
+
+    A broker process makes a new incarnation id each time it starts (KIP-631), which tells
+    the three cases apart:
+    - the incarnation already registered: the same request again (its answer was lost), so
+      no records and the epoch it already has;
+    - a new incarnation: the broker restarted. Its new registration replaces the old one at
+      once, fenced, with a new epoch (heartbeats of the old epoch are STALE_BROKER_EPOCH from
+      then on), and the partitions it led move away first, as on fencing. Waiting for the
+      old session to expire instead (Kafka refuses DUPLICATE_BROKER_REGISTRATION while it
+      lasts) kept every restarted broker out for broker.session.timeout.ms, and a whole
+      restarted cluster out of RF-3 topic creation;
+    - an incarnation that was replaced before: a second live process with this node.id (two
+      processes configured alike), or a late request of a dead one. Kafka's rule decides
+      here: DUPLICATE_BROKER_REGISTRATION while the registration it would replace is
+      unfenced and its session alive, so two live processes do not take the registration
+      from each other in turn; once that registration is fenced or silent (a dead process's
+      late request replaced the live one), it may register again. The controller remembers
+      replaced incarnations in memory (HeartbeatTracker), as it does sessions.
 
     Unclean-shutdown detection (KIP-966): a broker that shut down cleanly wrote its broker
     epoch down and sends it back here. Any other value means it crashed and may have lost
@@ -239,15 +264,26 @@ def register_broker(
     (move_away_from with lost_data), so it cannot lead over, and truncate, replicas that
     kept those records."""
     existing = image.cluster.brokers.get(request.broker_id)
+    if existing is not None and existing.incarnation_id == request.incarnation_id:
+        tracker.touch(request.broker_id, now_ms)
+        return [], existing.epoch
+    if (
+        existing is not None
+        and tracker.was_replaced(request.broker_id, request.incarnation_id)
+        and tracker.session_alive(request.broker_id, now_ms)
+        and not existing.fenced
+    ):
+        raise ApiError(
+            "DUPLICATE_BROKER_REGISTRATION",
+            f"Another broker is registered with broker id {request.broker_id}: this "
+            "process's registration was replaced by a newer one (is node.id "
+            f"{request.broker_id} configured on two nodes?).",
+        )
     records: list[Message] = []
-    if existing is not None and existing.incarnation_id != request.incarnation_id:
-        if tracker.session_alive(request.broker_id, now_ms) and not existing.fenced:
-            raise ApiError(
-                "DUPLICATE_BROKER_REGISTRATION",
-                f"Another broker is registered with broker id {request.broker_id}.",
-            )
+    if existing is not None:
         lost_data = restarted_uncleanly(image, request)
         records += move_away_from(image, request.broker_id, lost_data=lost_data, local=local)
+        tracker.replaced(request.broker_id, existing.incarnation_id)
     records.insert(
         0,
         pb.RegisterBrokerRecord(

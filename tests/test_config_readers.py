@@ -34,16 +34,6 @@ from tests.config_readers import (
 
 SERVER_CONFIG = "broker/server_config.py"
 
-# Found by this test and being fixed under issue 17; each entry goes when its fix lands.
-# Kept here, not skipped, so the rest of each check still runs.
-KNOWN_UNREAD = {
-    "advertised.listeners",
-}
-
-
-def still_unread(found: list[str]) -> list[str]:
-    return [key for key in found if key not in KNOWN_UNREAD]
-
 
 @pytest.fixture(scope="module")
 def index() -> CodeIndex:
@@ -87,7 +77,7 @@ def test_node_and_static_broker_keys_are_looked_up(index):
     keys = set(server_config._NODE_KEYS) | set(config_control.STATIC_BROKER_CONFIGS)
     keys -= _mapped_keys() | synonyms
     unread = sorted(k for k in keys if not index.reads_string(k))
-    assert still_unread(unread) == [], "node keys accepted and never looked up"
+    assert unread == [], "node keys accepted and never looked up"
 
 
 def test_dynamic_broker_configs_are_read_at_runtime(index):
@@ -98,7 +88,7 @@ def test_dynamic_broker_configs_are_read_at_runtime(index):
         for key, spec in config_control.DYNAMIC_BROKER_CONFIGS.items()
         if spec.topic_synonym is None and not index.reads_string(key, outside=[SERVER_CONFIG])
     )
-    assert still_unread(unread) == [], "dynamic broker configs accepted and read by nothing"
+    assert unread == [], "dynamic broker configs accepted and read by nothing"
 
 
 def test_topic_configs_are_read_by_the_broker_or_controller(index):
@@ -122,7 +112,7 @@ def test_topic_configs_are_read_by_the_broker_or_controller(index):
         for f in dataclasses.fields(TopicSettings)
         if not index.reads_attribute(f.name, outside=["broker/topic_settings.py"])
     ]
-    assert still_unread(unread) == [], "topic configs accepted and read by nothing"
+    assert unread == [], "topic configs accepted and read by nothing"
 
 
 @pytest.mark.parametrize(
@@ -159,7 +149,7 @@ def test_command_line_options_are_read(index):
             or {m for m in index.strings.get(o.dest, ()) if m.startswith("strom/")}
         )
     ]
-    assert still_unread(unread) == [], "command-line options accepted and never read"
+    assert unread == [], "command-line options accepted and never read"
 
 
 def test_keys_strom_does_not_apply_are_logged_and_documented():

@@ -15,10 +15,11 @@ server_config.py reads them), computed here from the pod's environment:
 - controller.quorum.voters: one voter per controller pod, generated from CONTROLLER_REPLICAS
   pods of the StatefulSet CONTROLLER_STATEFULSET behind the headless Service
   CONTROLLER_SERVICE, ids CONTROLLER_NODE_ID_OFFSET + ordinal, port CONTROLLER_PORT.
-- listeners: the pod's stable DNS name (POD_NAME.NODE_SERVICE.POD_NAMESPACE.svc.
-  CLUSTER_DOMAIN) on BROKER_PORT for a broker and CONTROLLER_PORT for a controller. Strom
-  registers its listeners as they are (it has no advertised.listeners), so they must be
-  names other pods can reach, not 0.0.0.0.
+- listeners: every interface (0.0.0.0) on BROKER_PORT for a broker and CONTROLLER_PORT for
+  a controller, so binding never waits for the pod's DNS record; advertised.listeners (a
+  broker's): the pod's stable DNS name (POD_NAME.NODE_SERVICE.POD_NAMESPACE.svc.
+  CLUSTER_DOMAIN), which the broker registers and Metadata answers carry, as Kafka's pods
+  bind 0.0.0.0 and advertise their name. Voters are named the same way.
 - broker.rack: the zone label (topology.kubernetes.io/zone) of the Kubernetes node the pod
   runs on (NODE_NAME), read from the API server with the pod's service account. Without
   access the broker runs without a rack and says so.
@@ -100,13 +101,18 @@ def pod_host(env: Mapping[str, str]) -> str:
 
 
 def listeners(env: Mapping[str, str], roles: set[str]) -> str:
-    host = pod_host(env)
+    """What the node binds: every interface."""
     found = []
     if "broker" in roles:
-        found.append(f"PLAINTEXT://{host}:{_int(env, 'BROKER_PORT')}")
+        found.append(f"PLAINTEXT://0.0.0.0:{_int(env, 'BROKER_PORT')}")
     if "controller" in roles:
-        found.append(f"CONTROLLER://{host}:{_int(env, 'CONTROLLER_PORT')}")
+        found.append(f"CONTROLLER://0.0.0.0:{_int(env, 'CONTROLLER_PORT')}")
     return ",".join(found)
+
+
+def advertised_listeners(env: Mapping[str, str]) -> str:
+    """What a broker registers: its pod's stable name (0.0.0.0 cannot be advertised)."""
+    return f"PLAINTEXT://{pod_host(env)}:{_int(env, 'BROKER_PORT')}"
 
 
 def plan(env: Mapping[str, str], config_text: str, kept_node_id: int | None) -> dict[str, str]:
@@ -121,11 +127,14 @@ def plan(env: Mapping[str, str], config_text: str, kept_node_id: int | None) -> 
     node_id = kept_node_id
     if node_id is None:
         node_id = _int(env, "NODE_ID_OFFSET") + ordinal(_get(env, "POD_NAME"))
-    return {
+    settings = {
         "STROM_NODE_ID": str(node_id),
         "STROM_CONTROLLER_QUORUM_VOTERS": voters(env),
         "STROM_LISTENERS": listeners(env, roles),
     }
+    if "broker" in roles:
+        settings["STROM_ADVERTISED_LISTENERS"] = advertised_listeners(env)
+    return settings
 
 
 def kept_node_id(config_text: str, env: Mapping[str, str]) -> int | None:

@@ -1,13 +1,25 @@
 """`make run`: a local cluster of three combined nodes (broker + controller) on loopback.
 
-    python deploy/local/cluster.py [--dir .local-cluster] [--base-port 9092] [--metrics-port 9404]
+    python deploy/local/cluster.py [--dir .local-cluster] [--base-port 9092]
+        [--metrics-port 9404] [--restart-backoff-ms 2000] [--override key=value ...]
 
 Node i listens for clients on PLAINTEXT 127.0.0.1:(base + 2(i-1)) and for controllers on
 CONTROLLER 127.0.0.1:(base + 2(i-1) + 1), and serves Prometheus /metrics on 127.0.0.1:
 (metrics port + i - 1), 9404-9406 by default. On first use the directory gets a cluster id and
 each node's server.properties, and its data directories are formatted (`strom storage
 format`); later runs reuse them, so data survives restarts. Logs go to <dir>/node<i>/
-server.log. Ctrl-C (or SIGTERM) stops the nodes with a controlled shutdown.
+server.log. Topics get replication factor 3 and min.insync.replicas 2 by default (auto-created
+ones too), so one node may be down without refusing acks=all writes.
+
+- It refuses, with one line, to start over a running cluster (deploy/local/guard.py).
+- It prints the bootstrap servers only once the cluster can take a replication-factor-3
+  topic: every node answers readiness (registered under its current process, caught up,
+  unfenced) and the controller describes three unfenced brokers.
+- It keeps the cluster running: a node that ends is reported and restarted
+  (deploy/local/supervisor.py), so `kill -9` of a broker shows a failover, and the restart
+  undoes it.
+- Ctrl-C (or SIGTERM) stops every node with a controlled shutdown; a second Ctrl-C kills
+  those still stopping.
 """
 
 from __future__ import annotations
@@ -18,12 +30,16 @@ import signal
 import subprocess
 import sys
 import time
+from typing import Any
 
-import grpc
+from guard import CannotStart, live_nodes, lock_directory, ports_in_use
+from supervisor import NodeSpec, RestartPolicy, Supervisor, is_ready
 
-from strom_api.v1 import controller_pb2, controller_pb2_grpc
+from strom.admin import AdminClient
+from strom.errors import StromError
 
 NODES = (1, 2, 3)
+STOP_TIMEOUT_S = 60
 
 
 def strom(*args: str) -> str:
@@ -32,7 +48,11 @@ def strom(*args: str) -> str:
     ).stdout.strip()
 
 
-def prepare(directory: str, base_port: int, metrics_port: int) -> str:
+def broker_port(base_port: int, node: int) -> int:
+    return base_port + 2 * (node - 1)
+
+
+def prepare(directory: str, base_port: int, metrics_port: int, overrides: list[str]) -> str:
     os.makedirs(directory, exist_ok=True)
     id_file = os.path.join(directory, "cluster.id")
     if not os.path.exists(id_file):
@@ -40,12 +60,12 @@ def prepare(directory: str, base_port: int, metrics_port: int) -> str:
             f.write(strom("storage", "random-uuid") + "\n")
     with open(id_file) as f:
         cluster_id = f.read().strip()
-    voters = ",".join(f"{i}@127.0.0.1:{base_port + 2 * (i - 1) + 1}" for i in NODES)
+    voters = ",".join(f"{i}@127.0.0.1:{broker_port(base_port, i) + 1}" for i in NODES)
     for i in NODES:
         node_dir = os.path.join(directory, f"node{i}")
         os.makedirs(node_dir, exist_ok=True)
         config = os.path.join(node_dir, "server.properties")
-        port = base_port + 2 * (i - 1)
+        port = broker_port(base_port, i)
         with open(config, "w") as f:
             f.write(
                 "# The local cluster of `make run` (deploy/local/cluster.py rewrites this).\n"
@@ -57,7 +77,12 @@ def prepare(directory: str, base_port: int, metrics_port: int) -> str:
                 f"log.dirs={os.path.abspath(os.path.join(node_dir, 'data'))}\n"
                 "prometheus.metrics.host=127.0.0.1\n"
                 f"prometheus.metrics.port={metrics_port + i - 1}\n"
+                "# Three replicas of every topic, auto-created ones too; acks=all writes go on\n"
+                "# while one node is down.\n"
+                "default.replication.factor=3\n"
+                "min.insync.replicas=2\n"
             )
+            f.writelines(f"{item}\n" for item in overrides)
         strom(
             "storage",
             "format",
@@ -70,24 +95,37 @@ def prepare(directory: str, base_port: int, metrics_port: int) -> str:
     return cluster_id
 
 
-def wait_ready(base_port: int, timeout_s: float) -> controller_pb2.DescribeClusterResponse | None:
+def cluster_ready(admin: AdminClient) -> dict[str, Any] | None:
+    """The controller's description once it has an active controller and every node as
+    an unfenced broker, else None."""
+    try:
+        cluster = admin.describe_cluster()
+    except StromError:
+        return None
+    unfenced = [b for b in cluster["brokers"] if not b["fenced"]]
+    return cluster if cluster["controller_id"] >= 0 and len(unfenced) == len(NODES) else None
+
+
+def wait_ready(
+    supervisor: Supervisor, admin: AdminClient, specs: list[NodeSpec], timeout_s: float,
+    stopping: Any,
+) -> dict[str, Any] | None:  # fmt: skip
+    """Until the cluster can take a replication-factor-3 topic. Readiness of each node
+    counts first: after a restart the controller's image still shows the previous
+    processes' registrations, unfenced, until the new ones replace them."""
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        for i in NODES:
-            address = f"127.0.0.1:{base_port + 2 * (i - 1) + 1}"
-            try:
-                with grpc.insecure_channel(address) as channel:
-                    stub = controller_pb2_grpc.ControllerServiceStub(channel)
-                    cluster = stub.DescribeCluster(
-                        controller_pb2.DescribeClusterRequest(), timeout=1
-                    )
-            except grpc.RpcError:
-                continue
-            live = [b for b in cluster.brokers if not b.fenced]
-            if cluster.controller_id > 0 and len(live) == len(NODES):
+    while time.monotonic() < deadline and not stopping() and not supervisor.given_up():
+        supervisor.poll()
+        if all(is_ready(s.broker_address) for s in specs):
+            cluster = cluster_ready(admin)
+            if cluster is not None:
                 return cluster
         time.sleep(0.2)
     return None
+
+
+def say(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
 
 
 def main() -> int:
@@ -97,50 +135,102 @@ def main() -> int:
     parser.add_argument(
         "--metrics-port", type=int, default=9404, help="node i serves /metrics on this + i - 1"
     )
+    parser.add_argument(
+        "--restart-backoff-ms", type=int, default=2000, help="from a node's end to its restart"
+    )
+    parser.add_argument("--ready-timeout-s", type=float, default=60)
+    parser.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a line added to every node's server.properties (repeatable)",
+    )
     args = parser.parse_args()
-    cluster_id = prepare(args.dir, args.base_port, args.metrics_port)
-    procs = []
-    for i in NODES:
-        log = open(os.path.join(args.dir, f"node{i}", "server.log"), "ab")  # noqa: SIM115
-        config = os.path.join(args.dir, f"node{i}", "server.properties")
-        procs.append(
-            subprocess.Popen(
-                [sys.executable, "-m", "strom.cli", "server", config],
-                stdout=log,
-                stderr=subprocess.STDOUT,
+    os.makedirs(args.dir, exist_ok=True)
+    try:
+        lock = lock_directory(args.dir)  # held until this process ends
+        addresses = [
+            ("127.0.0.1", port)
+            for i in NODES
+            for port in (
+                broker_port(args.base_port, i),
+                broker_port(args.base_port, i) + 1,
+                args.metrics_port + i - 1,
             )
+        ]
+        taken = ports_in_use(addresses)
+        orphans = live_nodes(args.dir)
+        if taken and orphans:
+            raise CannotStart(
+                f"{', '.join(taken)} already in use: nodes of an earlier `make run` on "
+                f"{args.dir} still run (pids {' '.join(map(str, orphans))}; kill them first)"
+            )
+        if taken:
+            raise CannotStart(
+                f"{', '.join(taken)} already in use: is a cluster already running there? "
+                "(another --base-port / --metrics-port runs a second one)"
+            )
+    except CannotStart as error:
+        print(f"make run: cannot start: {error}", file=sys.stderr)
+        return 1
+    cluster_id = prepare(args.dir, args.base_port, args.metrics_port, args.override)
+    specs = [
+        NodeSpec(
+            i,
+            os.path.join(args.dir, f"node{i}", "server.properties"),
+            os.path.join(args.dir, f"node{i}", "server.log"),
+            f"127.0.0.1:{broker_port(args.base_port, i)}",
         )
-        log.close()
-    stopping = False
+        for i in NODES
+    ]
+    policy = RestartPolicy(backoff_s=args.restart_backoff_ms / 1000)
+    supervisor = Supervisor(specs, policy, say)
+    signals = 0
 
-    def stop(signum: int, frame: object) -> None:
-        nonlocal stopping
-        stopping = True
+    def on_signal(signum: int, frame: object) -> None:
+        nonlocal signals
+        signals += 1
 
-    signal.signal(signal.SIGINT, stop)
-    signal.signal(signal.SIGTERM, stop)
-    cluster = wait_ready(args.base_port, 60)
-    if cluster is None:
-        print(f"the cluster did not come up in 60 s; see {args.dir}/node*/server.log")
-        stopping = True
-    else:
-        brokers = ",".join(f"127.0.0.1:{args.base_port + 2 * (i - 1)}" for i in NODES)
-        controllers = ",".join(f"127.0.0.1:{args.base_port + 2 * (i - 1) + 1}" for i in NODES)
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    brokers = ",".join(s.broker_address for s in specs)
+    admin = AdminClient(brokers, request_timeout_ms=2000)
+    try:
+        supervisor.start_all()
+        cluster = wait_ready(supervisor, admin, specs, args.ready_timeout_s, lambda: signals > 0)
+    finally:
+        admin.close()
+    if cluster is None and signals == 0:
+        given_up = supervisor.given_up()
+        why = (
+            f"node(s) {', '.join(map(str, given_up))} kept crashing"
+            if given_up
+            else f"not ready in {args.ready_timeout_s:g} s"
+        )
+        say(f"the cluster did not come up ({why}); see {args.dir}/node*/server.log")
+    elif cluster is not None:
+        controllers = ",".join(f"127.0.0.1:{broker_port(args.base_port, i) + 1}" for i in NODES)
         print(f"Strom cluster {cluster_id} is up: 3 combined nodes, data in {args.dir}/")
         print(f"  bootstrap servers (brokers): {brokers}")
-        print(f"  controllers: {controllers}; active controller: node {cluster.controller_id}")
+        print(f"  controllers: {controllers}; active controller: node {cluster['controller_id']}")
         targets = ",".join(f"127.0.0.1:{args.metrics_port + i - 1}" for i in NODES)
         print(f"  Prometheus scrape targets (/metrics): {targets}")
         print("  `make monitor` runs Prometheus on them with the alert rules (deploy/README.md)")
+        print(
+            f"  A node that ends is restarted after {policy.backoff_s:g} s (try kill -9 of "
+            f"one: pids {' '.join(str(p) for p in supervisor.pids().values())})."
+        )
         print("  Ctrl-C stops the cluster (controlled shutdown).", flush=True)
-    while not stopping and all(p.poll() is None for p in procs):
-        time.sleep(0.2)
-    for p in procs:
-        if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
-    codes = [p.wait(timeout=60) for p in procs]
+        while signals == 0:
+            supervisor.poll()
+            time.sleep(0.2)
+    say("stopping the nodes (controlled shutdown; Ctrl-C again kills them)")
+    codes = supervisor.stop_all(STOP_TIMEOUT_S, force=lambda: signals > 1)
     print(f"stopped (exit codes {codes})", flush=True)
-    return 0 if cluster is not None and all(c == 0 for c in codes) else 1
+    lock.close()
+    clean = cluster is not None and not supervisor.given_up() and all(c == 0 for c in codes)
+    return 0 if clean else 1
 
 
 if __name__ == "__main__":

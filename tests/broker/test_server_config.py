@@ -20,7 +20,8 @@ BASE = {
 
 def test_defaults_are_kafkas():
     config = from_properties(BASE)
-    assert config.replica == ReplicaConfig()
+    # Without inter.broker.listener.name, the first broker listener (broker/listeners.py).
+    assert config.replica == ReplicaConfig(inter_broker_listener="PLAINTEXT")
     assert config.replica.replica_lag_time_max_ms == 30_000
     assert config.replica.fetch_wait_max_ms == 500
     assert config.replica.num_fetchers == 1

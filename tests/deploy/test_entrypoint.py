@@ -61,7 +61,8 @@ def test_first_start_takes_the_ordinal_and_formats(pod, tmp_path):
         "STROM_CONTROLLER_QUORUM_VOTERS": ",".join(
             f"{i}@strom-{i}.strom.kafka.svc.cluster.local:9093" for i in range(3)
         ),
-        "STROM_LISTENERS": f"PLAINTEXT://{host}:9092,CONTROLLER://{host}:9093",
+        "STROM_LISTENERS": "PLAINTEXT://0.0.0.0:9092,CONTROLLER://0.0.0.0:9093",
+        "STROM_ADVERTISED_LISTENERS": f"PLAINTEXT://{host}:9092",
     }
     meta = (tmp_path / "data" / "meta.properties").read_text()
     assert "node.id=2" in meta and "cluster.id=MkU3OEVBNTcwNTJENDM2Qg" in meta

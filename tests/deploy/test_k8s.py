@@ -191,12 +191,15 @@ def test_voters_ports_and_probes_agree_with_the_pods_config(
         assert dict(config.voters) == {
             v.config.node_id: f"{v.fqdn}:{v.ports['controller']}" for v in voter_pods
         }
-        # It listens on its own name, on ports the container declares.
+        # It binds every interface on ports the container declares; a broker advertises
+        # its own stable name.
         for listener in config.listeners.values():
-            assert listener.host == pod.fqdn
+            assert listener.host == "0.0.0.0"
             assert listener.port in pod.ports.values()
         if config.is_broker:
             assert config.broker_listeners[0].port == pod.ports["client"]
+            [advertised] = config.advertised_listeners
+            assert (advertised.host, advertised.port) == (pod.fqdn, pod.ports["client"])
         if config.is_controller:
             assert config.listeners["CONTROLLER"].port == pod.ports["controller"]
         service = services[pod.sts["spec"]["serviceName"]]

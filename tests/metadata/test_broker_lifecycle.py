@@ -93,14 +93,62 @@ def test_heartbeats_with_a_stale_epoch_or_from_strangers_are_refused():
     assert caught.value.error_name == "BROKER_ID_NOT_REGISTERED"
 
 
-def test_a_second_live_incarnation_of_an_id_is_refused_a_restart_is_not():
-    c, _ = started(1)
+def test_a_restarted_broker_replaces_its_live_registration_at_once():
+    """KIP-631: a new incarnation is a restart. It used to be refused
+    (DUPLICATE_BROKER_REGISTRATION) until the old session ran out, which kept a restarted
+    broker, or a whole restarted cluster, out for broker.session.timeout.ms (issue 17)."""
+    c, epochs = started(3)
+    records, _ = create_topics(c.image, [NewTopic("t", 3, 3)])
+    c.commit(records)
+    assert any(p.leader == 1 for p in c.image.topics.by_name["t"].partitions.values())
+    c.now += 100  # well inside the old incarnation's session
+    epoch = c.register(1, incarnation=9, previous_epoch=epochs[1])
+    broker = c.image.cluster.brokers[1]
+    assert epoch != epochs[1] and (broker.epoch, broker.fenced) == (epoch, True)
+    assert broker.incarnation_id == bytes([9]) * 16
+    for p in c.image.topics.by_name["t"].partitions.values():
+        assert p.leader != 1  # the old incarnation's leaderships moved with its fencing
     with pytest.raises(ApiError) as caught:
-        c.register(1, incarnation=9)
+        c.beat(1, epochs[1])  # the old incarnation is gone
+    assert caught.value.error_name == "STALE_BROKER_EPOCH"
+    assert not c.beat(1, epoch).is_fenced  # the new one caught up: unfenced
+
+
+def test_the_same_incarnation_registering_again_is_the_same_registration():
+    c, epochs = started(1)
+    offset = c.image.offset
+    assert c.register(1) == epochs[1]  # a retry whose answer was lost
+    assert c.image.offset == offset and not c.image.cluster.brokers[1].fenced
+
+
+def test_a_replaced_incarnation_cannot_take_the_registration_back():
+    """Two processes with one node.id: the older one's re-registration is refused, so they
+    do not replace each other in turn."""
+    c, _ = started(1)
+    c.beat(1, c.register(1, incarnation=9))  # the newer process, unfenced
+    with pytest.raises(ApiError) as caught:
+        c.register(1, incarnation=0)
     assert caught.value.error_name == "DUPLICATE_BROKER_REGISTRATION"
-    c.now += 9000  # the old incarnation's session ran out: it is a restart
-    epoch = c.register(1, incarnation=9)
-    assert c.image.cluster.brokers[1].epoch == epoch and c.image.cluster.brokers[1].fenced
+    assert "configured on two nodes" in caught.value.message
+    assert c.image.cluster.brokers[1].incarnation_id == bytes([9]) * 16
+
+
+def test_a_replaced_incarnation_returns_once_the_one_that_replaced_it_is_fenced_or_silent():
+    """A dead process's late registration can replace the live one (tests/replication_sim
+    seed 91): it stays fenced, so the live one registers again at once. One that did get
+    unfenced and then died is waited out, for its session."""
+    c, epochs = started(1)
+    c.register(1, incarnation=9)  # a late request of a process that has died since
+    epoch = c.register(1, incarnation=0)
+    assert c.image.cluster.brokers[1].epoch == epoch != epochs[1]
+    c.beat(1, epoch)
+    c.beat(1, c.register(1, incarnation=8))  # a second process, unfenced, then gone
+    c.now += 8999
+    with pytest.raises(ApiError):
+        c.register(1, incarnation=0)
+    c.now += 1
+    epoch = c.register(1, incarnation=0)
+    assert c.image.cluster.brokers[1].incarnation_id == bytes([0]) * 16
 
 
 def test_a_silent_broker_is_fenced_and_its_partitions_move():

@@ -81,6 +81,7 @@ CONTROLLED_SHUTDOWN_TIMEOUT_MS = 30_000  # broker/node.py CONTROLLED_SHUTDOWN_TI
 NO_CONTROLLER_MS = 5_000  # LifecycleClient.controlled_shutdown's no_controller_s
 CONTROLLER_VOTERS = 1  # call_controller tries len(voters) + 1 times
 REGISTER_RETRY_MS = 200
+FENCED_HEARTBEAT_MS = 50  # LifecycleClient: heartbeats while fenced
 CONNECT_FAIL_MS = 20  # a connection refused by a dead process comes back about this fast
 REPLICA_FETCH_RESPONSE_MAX_BYTES = 10 * 1024 * 1024
 CAUGHT_UP_POLL_MS = 50  # Node._apply_local_changes: asyncio.sleep(0.05) until caught up
@@ -432,7 +433,7 @@ class SimBroker:
 
     def _lifecycle(self) -> None:
         """One turn of LifecycleClient._run: register, else heartbeat; then sleep the
-        heartbeat interval while registered, 0.2 s while not."""
+        heartbeat interval while registered (50 ms while fenced), 0.2 s while not."""
         if self.shutting_down:
             return
         if self.broker_epoch < 0:
@@ -467,7 +468,7 @@ class SimBroker:
 
     def _lifecycle_pause(self) -> int:
         if self.broker_epoch >= 0:
-            return self.world.plan.heartbeat_interval_ms
+            return FENCED_HEARTBEAT_MS if self.fenced else self.world.plan.heartbeat_interval_ms
         return REGISTER_RETRY_MS
 
     def _checkpoint_loop(self) -> None:
