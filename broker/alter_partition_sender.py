@@ -1,7 +1,7 @@
-"""ISR changes on their way to the controller (Kafka's AlterPartitionManager): the changes
-this broker's leaders propose are queued and sent together, one AlterPartition request in
-flight at a time, so a broker coming back to a thousand partitions costs a few requests
-and metadata commits, not a thousand. Each partition's answer goes back to it."""
+"""ISR changes on their way to the controller (Kafka's AlterPartitionManager): the pump that
+sends what broker/isr_proposals.py queues, one AlterPartition request in flight at a time,
+and hands each partition's answer back. The rules (what is sent, what an answer does) are
+IsrProposals', which the replication simulator drives too."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from broker.isr_proposals import IsrProposals, Proposal
 from broker.partition import Partition
 from broker.partition_leader import IsrChange
 from strom_api.v1 import controller_pb2
@@ -32,20 +33,16 @@ class AlterPartitionSender:
         self.controller_call = controller_call
         self.on_answer = on_answer
         self.requests_sent = 0
-        # key -> (partition, change, leader epoch, partition epoch at proposal time)
-        self._pending: dict[tuple[bytes, int], tuple[Partition, IsrChange, int, int]] = {}
+        self.proposals = IsrProposals()
         self._task: asyncio.Task[None] | None = None
 
     def submit(self, partition: Partition, change: IsrChange) -> None:
-        """Queues `change`, stamped with the epochs it was computed against: a change
-        computed on an older ISR must never be applied to a newer one."""
-        self._pending[(partition.topic_id, partition.index)] = (
-            partition,
-            change,
-            partition.leader_epoch,
-            partition.partition_epoch,
-        )
-        if self._task is None or self._task.done():
+        self.proposals.submit(partition, change)
+        self.wake()
+
+    def wake(self) -> None:
+        """Starts sending what is queued, unless a request is out already."""
+        if self.proposals.has_queued and (self._task is None or self._task.done()):
             self._task = asyncio.create_task(self._drain())
 
     async def stop(self) -> None:
@@ -54,30 +51,24 @@ class AlterPartitionSender:
             await asyncio.gather(self._task, return_exceptions=True)
 
     async def _drain(self) -> None:
-        while self._pending:
-            batch, self._pending = self._pending, {}
-            # A change the metadata settled meanwhile (no longer the pending one) stays home.
-            live = [
-                item
-                for item in batch.values()
-                if item[0].leader is not None and item[0].leader.pending is item[1]
-            ]
+        while self.proposals.has_queued:
+            live, _settled = self.proposals.take()
             if live:
                 await self._send(live)
 
-    async def _send(self, batch: list[tuple[Partition, IsrChange, int, int]]) -> None:
+    async def _send(self, batch: list[Proposal]) -> None:
         request = controller_pb2.AlterPartitionRequest(
             broker_id=self.broker_id,
             broker_epoch=self.broker_epoch(),
             partitions=[
                 controller_pb2.AlterPartitionRequest.Partition(
-                    topic_id=p.topic_id,
-                    partition=p.index,
-                    leader_epoch=leader_epoch,
-                    partition_epoch=partition_epoch,
-                    new_isr=list(change.isr),
+                    topic_id=p.partition.topic_id,
+                    partition=p.partition.index,
+                    leader_epoch=p.leader_epoch,
+                    partition_epoch=p.partition_epoch,
+                    new_isr=list(p.change.isr),
                 )
-                for p, change, leader_epoch, partition_epoch in batch
+                for p in batch
             ],
         )
         self.requests_sent += 1
@@ -89,5 +80,6 @@ class AlterPartitionSender:
         answers = {}
         if response is not None:
             answers = {(a.topic_id, a.partition): a for a in response.partitions}
-        for partition, change, _, _ in batch:
-            self.on_answer(partition, change, answers.get((partition.topic_id, partition.index)))
+        for p in batch:
+            key = (p.partition.topic_id, p.partition.index)
+            self.on_answer(p.partition, p.change, answers.get(key))

@@ -252,16 +252,13 @@ class NodeCollector(Collector):
             sum(1 for p in leaders if len(p.isr) == p.settings.min_insync_replicas),
         )
         stats = replicas.stats
+        isr = replicas.isr_sender.proposals.stats
+        yield _counter(prefix + "isrshrinks", "ISR shrinks the controller accepted.", isr.shrinks)
         yield _counter(
-            prefix + "isrshrinks", "ISR shrinks the controller accepted.", stats.isr_shrinks
+            prefix + "isrexpands", "ISR expansions the controller accepted.", isr.expands
         )
         yield _counter(
-            prefix + "isrexpands", "ISR expansions the controller accepted.", stats.isr_expands
-        )
-        yield _counter(
-            prefix + "failedisrupdates",
-            "ISR changes refused or unanswered.",
-            stats.failed_isr_updates,
+            prefix + "failedisrupdates", "ISR changes refused or unanswered.", isr.failed
         )
         topic_metrics = (
             ("bytesin", "Bytes produced to the topic.", stats.bytes_in),

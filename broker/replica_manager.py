@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from broker.alter_partition_sender import AlterPartitionSender
+from broker.isr_proposals import ISR_RETRY_BACKOFF_S, Outcome
 from broker.memory_pool import MemoryPool
 from broker.partition import LeaderAppend, Partition, storage_error
 from broker.partition_leader import IsrChange
@@ -42,7 +43,6 @@ from strom_api.v1 import common_pb2
 log = logging.getLogger("strom.replicas")
 
 TopicPartition = tuple[str, int]
-ISR_RETRY_BACKOFF_S = 0.1  # Kafka's AlterPartition retries after a transport error
 ControllerCall = Callable[[str, Any], Awaitable[Any | None]]
 
 
@@ -113,9 +113,6 @@ class FetchItem:
 class ReplicaStats:
     """Counters the metrics layer reads at scrape time."""
 
-    isr_shrinks: int = 0
-    isr_expands: int = 0
-    failed_isr_updates: int = 0
     produce_waiting: int = 0
     fetch_waiting: int = 0
     # Per topic, as Kafka's BrokerTopicMetrics (one count per partition of a request).
@@ -676,57 +673,37 @@ class ReplicaManager:
             self.isr_sender.submit(partition, change)
 
     def _isr_answered(self, partition: Partition, change: IsrChange, answer: Any | None) -> None:
-        """The controller's answer to one proposed ISR change. Kafka's rules: an answer to a
-        proposal that is no longer pending is ignored; without an answer the change may or
-        may not have been committed, so it stays pending (the high watermark keeps counting
-        the larger ISR) and is sent again; a stale partition or leader epoch means the
-        metadata already moved on, and the delta that brings it settles the ISR; only a
-        refusal of the change itself (an ineligible replica) drops it."""
-        leader = partition.leader
-        current = leader is not None and leader.pending is change
+        """The controller's answer to one proposed ISR change, applied by IsrProposals'
+        rules (broker/isr_proposals.py); this pump logs it and schedules the resend."""
+        proposals = self.isr_sender.proposals
         if answer is not None and answer.error.code == 0:
-            # Counted even when the metadata delta got here first and settled the ISR.
-            if change.removed:
-                self.stats.isr_shrinks += 1
-            if change.added:
-                self.stats.isr_expands += 1
+            proposals.answered(partition, change, None, answer.isr, answer.partition_epoch)
             log.info(
                 "ISR of %s is now %s (partition epoch %d)",
                 partition.name,
                 list(answer.isr),
                 answer.partition_epoch,
             )
-            if current:
-                partition.isr_committed(answer.isr, answer.partition_epoch)
             return
-        self.stats.failed_isr_updates += 1
         name = "NO_ANSWER" if answer is None else common_pb2.ErrorCode.Name(answer.error.code)
         why = "no controller answered" if answer is None else answer.error.message
+        outcome = proposals.answered(partition, change, name)
         log.info(
-            "ISR change of %s to %s not accepted (%s): %s",
+            "ISR change of %s to %s not accepted (%s): %s; %s",
             partition.name,
             list(change.isr),
             name,
             why,
+            outcome.value,
         )
-        if not current:
-            return  # leadership or the proposal moved on meanwhile
-        if answer is None:
+        if outcome is Outcome.RETRY:
             loop = asyncio.get_running_loop()
             loop.call_later(ISR_RETRY_BACKOFF_S, self._resend_isr_change, partition, change)
-        elif name in ("INELIGIBLE_REPLICA", "OPERATION_NOT_ATTEMPTED", "INVALID_REQUEST"):
-            # Kafka resets to the committed ISR only on these; any other refusal (a stale
-            # partition or leader epoch, an unknown topic) waits for the metadata delta.
-            partition.isr_refused()
 
     def _resend_isr_change(self, partition: Partition, change: IsrChange) -> None:
-        leader = partition.leader
-        if (
-            leader is not None
-            and leader.pending is change
-            and partition in self.partitions.values()
-        ):
-            self.isr_sender.submit(partition, change)
+        served = partition in self.partitions.values()
+        if self.isr_sender.proposals.resend(partition, change, served):
+            self.isr_sender.wake()
 
     async def _isr_expiration(self) -> None:
         """Kafka's isr-expiration task: every replica.lag.time.max.ms / 2, every led

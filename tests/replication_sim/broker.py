@@ -27,15 +27,11 @@ step by step as the real code does it:
   to replica.fetch.wait.max.ms, each read followed by the ISR check; acks=all produces wait
   until the high watermark passes them (failing with NOT_LEADER_OR_FOLLOWER or
   NOT_ENOUGH_REPLICAS_AFTER_APPEND as _replication_error says, or REQUEST_TIMED_OUT); the
-  isr-expiration task every replica.lag.time.max.ms / 2; ISR changes go through the
-  AlterPartitionSender (broker/alter_partition_sender.py: a submitted change is stamped with
-  the partition's leader and partition epochs then; one request in flight, drained on the
-  next turn of the loop, a queued change replaced by a newer one, and one that is no longer
-  the partition's pending change when its turn comes not sent) and the lifecycle client's
-  retries (voters + 1 tries); the answer (ReplicaManager._isr_answered) is ignored unless
-  the change is still the pending one; acceptance -> isr_committed; no answer -> sent
-  again after ISR_RETRY_BACKOFF_S; INELIGIBLE_REPLICA / OPERATION_NOT_ATTEMPTED /
-  INVALID_REQUEST -> isr_refused; any other error leaves it pending for the metadata to settle;
+  isr-expiration task every replica.lag.time.max.ms / 2; ISR changes and their answers run
+  through the product's own IsrProposals (broker/isr_proposals.py: what is queued, what is
+  sent, what an answer does), pumped here as AlterPartitionSender pumps it (one request in
+  flight, drained on the next turn of the loop), with the lifecycle client's retries
+  (voters + 1 tries);
 - DeleteRecords (broker/client_service.py): the leader moves its log start, then writes the
   offset checkpoints before answering;
 - the process: a crash closes the files without a word (the page cache keeps every write) and
@@ -51,9 +47,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from broker.isr_proposals import ISR_RETRY_BACKOFF_S, IsrProposals, Outcome
 from broker.partition import LeaderAppend, Partition
 from broker.partition_leader import IsrChange
-from broker.replica_manager import ISR_RETRY_BACKOFF_S, _replication_error
+from broker.replica_manager import _replication_error
 from broker.topic_settings import TopicSettings
 from metadata.alter_partition import IsrProposal, IsrResult
 from metadata.broker_lifecycle import HeartbeatRequest, HeartbeatResponse
@@ -86,8 +83,6 @@ CONNECT_FAIL_MS = 20  # a connection refused by a dead process comes back about 
 REPLICA_FETCH_RESPONSE_MAX_BYTES = 10 * 1024 * 1024
 CAUGHT_UP_POLL_MS = 50  # Node._apply_local_changes: asyncio.sleep(0.05) until caught up
 ISR_RETRY_BACKOFF_MS = round(ISR_RETRY_BACKOFF_S * 1000)
-# ReplicaManager._isr_answered: the only errors that drop the pending ISR change
-ISR_RESET_ERRORS = frozenset({"INELIGIBLE_REPLICA", "OPERATION_NOT_ATTEMPTED", "INVALID_REQUEST"})
 # LifecycleClient._call: errors that say the broker's registration was replaced
 REGISTRATION_ERRORS = frozenset({"STALE_BROKER_EPOCH", "BROKER_ID_NOT_REGISTERED"})
 
@@ -238,9 +233,9 @@ class SimBroker:
         self.waiting: list[WaitingProduce] = []
         # calls to the controller awaiting an answer: token -> (done, the request's broker epoch)
         self.calls: dict[int, tuple[Callable[[Any], None], int | None]] = {}
-        # AlterPartitionSender: the change waiting to be sent (with the leader and partition
-        # epochs it was submitted with), and whether the drain task runs
-        self.isr_queue: dict[int, tuple[Partition, IsrChange, int, int]] = {}
+        # The product's ISR proposals (in memory: a crash loses them, as the process's do),
+        # and whether AlterPartitionSender's drain task runs
+        self.isr = IsrProposals()
         self.isr_sending = False
         self.signal_scheduled = False
         self.partition = None
@@ -881,42 +876,44 @@ class SimBroker:
         self._submit_isr_change(partition, change)
 
     def _submit_isr_change(self, partition: Partition, change: IsrChange) -> None:
-        """AlterPartitionSender.submit: queued (replacing a change not sent yet) with the
-        epochs the partition has now; the drain task, if not running, starts on the next
-        turn of the event loop (asyncio.create_task)."""
-        self.isr_queue[PARTITION] = (
-            partition,
-            change,
-            partition.leader_epoch,
-            partition.partition_epoch,
-        )
-        if not self.isr_sending:
+        """AlterPartitionSender.submit: into the product's queue; the drain task, if not
+        running, starts on the next turn of the event loop (asyncio.create_task)."""
+        self.isr.submit(partition, change)
+        self._wake_isr_sender()
+
+    def _wake_isr_sender(self) -> None:
+        if not self.isr_sending and self.isr.has_queued:
             self.isr_sending = True
             self.later(0, self._isr_drain)
 
     def _isr_drain(self) -> None:
-        """AlterPartitionSender._drain: while changes are queued, take them all and send in
-        one request those still pending on their partition (one request in flight: the next
-        round starts once _isr_answered has seen every answer)."""
-        while self.isr_queue:
-            ((partition, change, leader_epoch, partition_epoch),) = self.isr_queue.values()
-            self.isr_queue = {}
-            if partition.leader is None or partition.leader.pending is not change:
+        """AlterPartitionSender._drain: while changes are queued, take them and send those
+        still pending in one request (one in flight: the next round starts once every
+        answer was applied)."""
+        while self.isr.has_queued:
+            live, settled = self.isr.take()
+            for p in settled:
                 self.stats.isr_unsent += 1
-                self.trace(f"AlterPartition isr={list(change.isr)} not sent: no longer pending")
+                self.trace(f"AlterPartition isr={list(p.change.isr)} not sent: no longer pending")
+            if not live:
                 continue
-            proposal = IsrProposal(TOPIC_ID, PARTITION, leader_epoch, partition_epoch, change.isr)
+            (p,) = live  # one partition in this model
+            partition = p.partition
+            proposal = IsrProposal(
+                TOPIC_ID, PARTITION, p.leader_epoch, p.partition_epoch, p.change.isr
+            )
             self.trace(
-                f"send AlterPartition isr={list(change.isr)} le={leader_epoch} pe={partition_epoch}"
+                f"send AlterPartition isr={list(p.change.isr)} le={p.leader_epoch} "
+                f"pe={p.partition_epoch}"
                 + (
                     f" (the partition is at le {partition.leader_epoch} pe "
                     f"{partition.partition_epoch})"
-                    if (leader_epoch, partition_epoch)
+                    if (p.leader_epoch, p.partition_epoch)
                     != (partition.leader_epoch, partition.partition_epoch)
                     else ""
                 )
             )
-            self._alter_attempt(AlterCall(partition, change, proposal, self.broker_epoch))
+            self._alter_attempt(AlterCall(partition, p.change, proposal, self.broker_epoch))
             return
         self.isr_sending = False
 
@@ -939,45 +936,33 @@ class SimBroker:
         self._call(controller.handle_alter_partition, args, answered, call.broker_epoch)
 
     def _alter_done(self, call: AlterCall, answer: IsrResult | None) -> None:
-        """ReplicaManager._isr_answered for the partition, then the sender's drain goes on."""
+        """ReplicaManager._isr_answered: the product's rule applied to the partition, then
+        the sender's drain goes on."""
         partition, change = call.partition, call.change
-        leader = partition.leader
-        current = leader is not None and leader.pending is change
         if answer is not None and answer.error is None and answer.registration is not None:
             reg = answer.registration
+            outcome = self.isr.answered(partition, change, None, reg.isr, reg.partition_epoch)
             self.trace(
                 f"ISR is now {list(reg.isr)} (partition epoch {reg.partition_epoch})"
-                + ("" if current else "; no longer pending: ignored")
+                + ("" if outcome is Outcome.COMMITTED else f"; {outcome.value}")
             )
-            if current:
-                partition.isr_committed(reg.isr, reg.partition_epoch)
         else:
             self.stats.isr_refusals += 1
             error = answer.error if answer is not None else None
             name = "NO_ANSWER" if error is None else error.error_name
-            if not current:
-                action = "no longer pending: ignored"
-            elif answer is None:
-                action = f"sent again in {ISR_RETRY_BACKOFF_MS} ms"
-            elif name in ISR_RESET_ERRORS:
-                action = "dropped"
-            else:
-                action = "stays pending until the metadata settles it"
-            self.trace(f"ISR change to {list(change.isr)} not accepted: {name}; {action}")
-            if current:
-                if answer is None:
-                    self.later(ISR_RETRY_BACKOFF_MS, self._resend_isr_change, partition, change)
-                elif name in ISR_RESET_ERRORS:
-                    partition.isr_refused()
-                    self.world.checker.note_refusal(self, partition, call.proposal, change, name)
+            outcome = self.isr.answered(partition, change, name)
+            self.trace(f"ISR change to {list(change.isr)} not accepted: {name}; {outcome.value}")
+            if outcome is Outcome.RETRY:
+                self.later(ISR_RETRY_BACKOFF_MS, self._resend_isr_change, partition, change)
+            elif outcome is Outcome.DROPPED:
+                self.world.checker.note_refusal(self, partition, call.proposal, change, name)
         self._isr_drain()
 
     def _resend_isr_change(self, partition: Partition, change: IsrChange) -> None:
         """ReplicaManager._resend_isr_change."""
-        leader = partition.leader
-        if leader is not None and leader.pending is change and partition is self.partition:
+        if self.isr.resend(partition, change, partition is self.partition):
             self.stats.isr_resends += 1
-            self._submit_isr_change(partition, change)
+            self._wake_isr_sender()
 
     # --- leader: producers and consumers -----------------------------------------------------
 
