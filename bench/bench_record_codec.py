@@ -2,8 +2,8 @@
 
     python bench/bench_record_codec.py [--quick]
 
-DESIGN.md §2 asks for this measurement before we keep a codec of our own. Both sides encode
-and decode the same records (1,000 records of 100-byte values with 8-byte keys, no
+docs/architecture.md §2 asks for this measurement before we keep a codec of our own.
+Both sides encode and decode the same records (1,000 records of 100-byte values with 8-byte keys, no
 compression, then each codec), timed as the median of several runs. Brokers never decode
 records; this is the client and log-cleaner cost.
 """

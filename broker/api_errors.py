@@ -1,5 +1,5 @@
 """How an error reaches a client: Kafka's name, a sentence, and whether retrying can help
-(DESIGN.md §7). Every servicer builds its common.proto Error here, so retriability is
+(docs/architecture.md §7). Every servicer builds its common.proto Error here, so retriability is
 decided in one place."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""One Strom node: `strom server server.properties` (DESIGN.md §1).
+"""One Strom node: `strom server server.properties` (docs/architecture.md §1).
 
 A node runs the metadata log's Raft driver (as a voter when it has the controller role,
 else as an observer) with a MetadataLoader keeping its image. With the controller role it

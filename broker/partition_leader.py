@@ -1,5 +1,5 @@
 """What a partition leader knows of its followers: their log ends, when each was last caught
-up, the ISR it may propose to change, and the high watermark (DESIGN.md §6, after Kafka's
+up, the ISR it may propose to change, and the high watermark (docs/architecture.md §6, after Kafka's
 Partition and Replica). Sans-I/O: time comes in as arguments, nothing here touches a log,
 a socket or a clock, so the replicated-partition simulator can drive it.
 

@@ -1,4 +1,4 @@
-"""The follower side of replication (DESIGN.md §6): one bidirectional gRPC stream per
+"""The follower side of replication (docs/architecture.md §6): one bidirectional gRPC stream per
 (leader broker, fetcher index), at most `num.replica.fetchers` per leader, multiplexing
 every partition this broker follows there (after Kafka's ReplicaFetcherManager and
 ReplicaFetcherThread).

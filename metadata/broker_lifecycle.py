@@ -1,4 +1,4 @@
-"""Broker membership as the active controller runs it (DESIGN.md §5, after Kafka's
+"""Broker membership as the active controller runs it (docs/architecture.md §5, after Kafka's
 ClusterControlManager, BrokerHeartbeatManager and ReplicationControlManager):
 
     register  -> fenced (epoch = the offset of its RegisterBrokerRecord); a restart (a new

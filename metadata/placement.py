@@ -1,4 +1,4 @@
-"""Where a new partition's replicas go (DESIGN.md §5, after Kafka's replica placers).
+"""Where a new partition's replicas go (docs/architecture.md §5, after Kafka's replica placers).
 
 Brokers are ordered so that racks alternate (the first broker of each rack, then the second
 of each, ...), and partition i's replica j goes to the broker at (start + i + j) mod n in

@@ -1,5 +1,5 @@
 """The errors the client library raises: Kafka's error name, a sentence, and whether the
-same call may succeed if retried, as the broker said it (DESIGN.md §7).
+same call may succeed if retried, as the broker said it (docs/architecture.md §7).
 
 `StromError` is the base; `KafkaTimeoutError` is raised when a send or call ran out of time
 (`delivery.timeout.ms`, `request.timeout.ms`), as kafka-python names it.

@@ -1,4 +1,5 @@
-"""The import-direction contract of DESIGN.md §2, checked by import-linter (pyproject.toml)."""
+"""The import-direction contract of docs/architecture.md §2, checked by import-linter
+(pyproject.toml)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
-"""Seeded deterministic simulation of one replicated partition (DESIGN.md §8, layer 3): the
-real broker.partition.Partition replicas over real storage.log.Log directories, driven by a
-simulated controller (the real metadata/ functions over a real MetadataImage), a simulated
-network, replica fetchers, producers and consumers, with the invariants checked after every
-event.
+"""Seeded deterministic simulation of one replicated partition (docs/architecture.md §8,
+layer 2): the real broker.partition.Partition replicas over real storage.log.Log
+directories, driven by a simulated controller (the real metadata/ functions over a real
+MetadataImage), a simulated network, replica fetchers, producers and consumers, with the
+invariants checked after every event.
 
     plan.py        what a seed decides          world.py       clock, streams, event loop
     network.py     links, delays, partitions    controller.py  the controller's operations
