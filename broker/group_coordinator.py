@@ -205,7 +205,7 @@ class GroupCoordinator:
             group.members[m.member_id] = member
             if m.group_instance_id:
                 group.static_members[m.group_instance_id] = m.member_id
-        group.transition(GroupState.STABLE if group.members else GroupState.EMPTY, now)
+        group.restore(GroupState.STABLE if group.members else GroupState.EMPTY, now)
 
     def _group(self, group_id: str, create: bool = False) -> Group | None:
         if not group_id:
@@ -565,6 +565,8 @@ class GroupCoordinator:
             if group.members:
                 self._prepare_rebalance(group, now, why)
             else:
+                # Kafka's path to Empty goes through PreparingRebalance (GroupState's table).
+                group.transition(GroupState.PREPARING_REBALANCE, now)
                 group.generation += 1
                 group.protocol = group.leader = None
                 group.transition(GroupState.EMPTY, now)

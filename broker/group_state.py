@@ -5,6 +5,9 @@ the coordinator (broker/group_coordinator.py) drives the transitions and the wai
 States, as Kafka's classic protocol: Empty (no members; offsets may remain) ->
 PreparingRebalance (members (re)join) -> CompletingRebalance (joined; the leader computes
 the assignment) -> Stable (everyone has its assignment); Dead once deleted or moved away.
+Only Kafka's transitions are legal (VALID_PREVIOUS, GroupState.scala's validPreviousStates);
+any other is a coordinator bug and raises, as Kafka's assertValidTransition does. A group
+read back from `__consumer_offsets` takes its state with `restore`, not a transition.
 """
 
 from __future__ import annotations
@@ -24,6 +27,22 @@ class GroupState(enum.Enum):
     COMPLETING_REBALANCE = "CompletingRebalance"
     STABLE = "Stable"
     DEAD = "Dead"
+
+
+# Each state and the states it may be entered from (Kafka's GroupState.validPreviousStates).
+VALID_PREVIOUS: dict[GroupState, frozenset[GroupState]] = {
+    GroupState.EMPTY: frozenset({GroupState.PREPARING_REBALANCE}),
+    GroupState.PREPARING_REBALANCE: frozenset(
+        {GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY}
+    ),
+    GroupState.COMPLETING_REBALANCE: frozenset({GroupState.PREPARING_REBALANCE}),
+    GroupState.STABLE: frozenset({GroupState.COMPLETING_REBALANCE}),
+    GroupState.DEAD: frozenset(GroupState),
+}
+
+
+class IllegalGroupTransition(RuntimeError):
+    pass
 
 
 @dataclass(eq=False)
@@ -69,6 +88,18 @@ class Group:
     state_timestamp_ms: int = 0
 
     def transition(self, state: GroupState, now_ms: int) -> None:
+        if self.state not in VALID_PREVIOUS[state]:
+            raise IllegalGroupTransition(
+                f"Group {self.group_id} should be in one of "
+                f"{sorted(s.value for s in VALID_PREVIOUS[state])} states before moving to "
+                f"{state.value} state. Instead it is in {self.state.value} state."
+            )
+        self.state = state
+        self.state_timestamp_ms = now_ms
+
+    def restore(self, state: GroupState, now_ms: int) -> None:
+        """The state a group loaded from __consumer_offsets starts in (Stable with members,
+        else Empty): not a transition."""
         self.state = state
         self.state_timestamp_ms = now_ms
 
