@@ -32,7 +32,7 @@ from metadata.image import ConfigResource, MetadataImage
 from metadata.topic_configs import REPLICATION_CONFIGS, validate_topic_configs
 from storage.config import BROKER_SYNONYMS, INT_MAX, LONG_MAX, UNIT_SYNONYMS, LogConfig
 from storage.errors import InvalidTopicError
-from storage.log_manager import validate_topic
+from storage.names import validate_topic
 from strom_api.v1 import metadata_pb2 as pb
 
 

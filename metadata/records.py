@@ -11,7 +11,7 @@ import uuid
 
 from google.protobuf.message import DecodeError, Message
 
-from storage.meta_properties import uuid_string
+from storage.names import uuid_string
 from strom_api.v1 import metadata_pb2 as pb
 
 NO_LEADER = -1

@@ -32,7 +32,7 @@ from metadata.placement import place
 from metadata.records import new_topic_id
 from metadata.topic_configs import validate_topic_configs
 from storage.errors import InvalidTopicError
-from storage.log_manager import validate_topic
+from storage.names import validate_topic
 from strom_api.v1 import metadata_pb2 as pb
 
 USE_DEFAULT = -1

@@ -27,10 +27,11 @@ from storage import checkpoint
 from storage.cleaner import clean
 from storage.clock import Clock, SystemClock
 from storage.config import LogConfig
-from storage.errors import InvalidTopicError, KafkaStorageError, LogDirError
+from storage.errors import KafkaStorageError, LogDirError
 from storage.file_io import atomic_write, fsync_dir
 from storage.log import Log
 from storage.log_dir_failures import LogDirFailureChannel
+from storage.names import validate_topic
 
 RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
 HIGH_WATERMARK_FILE = "replication-offset-checkpoint"
@@ -38,7 +39,6 @@ LOG_START_FILE = "log-start-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 
 TopicPartition = tuple[str, int]
-_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 _PARTITION_DIR = re.compile(r"^(?P<topic>[a-zA-Z0-9._-]{1,249})-(?P<partition>\d+)$")
 
 
@@ -51,16 +51,6 @@ def _marker_epoch(path: str) -> int:
     except (OSError, ValueError, AttributeError):
         return -1
     return epoch if isinstance(epoch, int) else -1
-
-
-def validate_topic(topic: str, partition: int) -> None:
-    if topic in (".", "..") or not _TOPIC_NAME.match(topic):
-        raise InvalidTopicError(
-            f"topic name '{topic}' is illegal: use at most 249 characters of "
-            f"ASCII letters, digits, '.', '_' and '-'"
-        )
-    if partition < 0:
-        raise InvalidTopicError(f"partition {partition} of topic '{topic}' is negative")
 
 
 class LogManager:

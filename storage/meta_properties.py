@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from storage.errors import LogDirError
 from storage.file_io import atomic_write, remove_leftover_temp
+from storage.names import uuid_string
 
 FILE_NAME = "meta.properties"
 VERSION = 1
@@ -33,11 +34,6 @@ class MetaProperties:
     node_id: int
     directory_id: str
     version: int = VERSION
-
-
-def uuid_string(raw: bytes) -> str:
-    """A 16-byte id as Kafka prints it (Uuid.toString): unpadded base64url, 22 characters."""
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
 def random_uuid() -> str:
