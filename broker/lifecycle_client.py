@@ -45,8 +45,10 @@ class LifecycleClient:
         metadata_offset: Callable[[], int],
         heartbeat_interval_ms: int = 2000,
         previous_broker_epoch: int = -1,
+        open_channel: Callable[[str], grpc.aio.Channel] = grpc.aio.insecure_channel,
     ) -> None:
         self.broker_id = broker_id
+        self.open_channel = open_channel  # TLS when the controller listener is SSL
         # The epoch of its last clean shutdown, -1 if none (KIP-966; metadata/broker_lifecycle)
         self.previous_broker_epoch = previous_broker_epoch
         self.cluster_id = cluster_id
@@ -245,7 +247,7 @@ class LifecycleClient:
         couple of seconds must not build them anew)."""
         stub = self._stubs.get(voter)
         if stub is None:
-            channel = self._channels[voter] = grpc.aio.insecure_channel(self.voters[voter])
+            channel = self._channels[voter] = self.open_channel(self.voters[voter])
             stub = self._stubs[voter] = controller_pb2_grpc.ControllerServiceStub(  # type: ignore[no-untyped-call]
                 channel
             )

@@ -52,8 +52,12 @@ class GrpcTransport(raft_pb2_grpc.RaftServiceServicer):
         peers: Mapping[int, str],
         deliver: Callable[[Message], None],
         on_refused: Callable[[int, str], None] | None = None,
+        open_channel: Callable[[str], Any] | None = None,
     ) -> None:
+        """`open_channel(address)` makes the channel to a voter (TLS when the controller
+        listener is SSL); plaintext by default."""
         self.node_id = node_id
+        self.open_channel = open_channel or grpc.aio.insecure_channel
         self.peers = dict(peers)  # voter id -> "host:port", ourselves excluded
         self.peers.pop(node_id, None)
         self.deliver = deliver
@@ -116,7 +120,7 @@ class GrpcTransport(raft_pb2_grpc.RaftServiceServicer):
         route = self._outbound[peer]
         while True:
             try:
-                async with grpc.aio.insecure_channel(address) as channel:
+                async with self.open_channel(address) as channel:
                     stub = raft_pb2_grpc.RaftServiceStub(channel)  # type: ignore[no-untyped-call]
                     call = stub.Exchange()
                     await call.write(raft_pb2.RaftMessage(src=self.node_id, dst=peer))
@@ -180,10 +184,14 @@ class BindError(RuntimeError):
     """A listener's address could not be bound (in use, or not this machine's)."""
 
 
-def bind(server: grpc.aio.Server, address: str) -> int:
-    """Binds `server` to `address` and returns the port, or raises BindError with Kafka's
-    sentence ("Socket server failed to bind to ...")."""
+def bind(
+    server: grpc.aio.Server, address: str, credentials: grpc.ServerCredentials | None = None
+) -> int:
+    """Binds `server` to `address` (TLS with `credentials`, else plaintext) and returns the
+    port, or raises BindError with Kafka's sentence ("Socket server failed to bind to ...")."""
     try:
+        if credentials is not None:
+            return server.add_secure_port(address, credentials)
         return server.add_insecure_port(address)
     except RuntimeError as exc:
         raise BindError(
@@ -196,11 +204,16 @@ class RaftServer:
     """The node's gRPC server carrying RaftService (the node process adds its own services
     to `server` before starting it)."""
 
-    def __init__(self, transport: GrpcTransport, address: str) -> None:
+    def __init__(
+        self,
+        transport: GrpcTransport,
+        address: str,
+        credentials: grpc.ServerCredentials | None = None,
+    ) -> None:
         self.server = grpc.aio.server(options=[EXCLUSIVE_PORT])
         # protoc's generated registration function carries no annotations.
         raft_pb2_grpc.add_RaftServiceServicer_to_server(transport, self.server)  # type: ignore[no-untyped-call]
-        self.port = bind(self.server, address)
+        self.port = bind(self.server, address, credentials)
 
     async def start(self) -> None:
         await self.server.start()
