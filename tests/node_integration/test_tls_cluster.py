@@ -169,6 +169,67 @@ def still_serving(cluster: TlsCluster, certs: Certs) -> None:
         assert producer.send(TOPIC, b"after").get(timeout=30).offset >= 0
 
 
+def strom(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "strom.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
+
+
+def test_strom_commands_take_a_command_config(cluster, certs, tmp_path):
+    properties = tmp_path / "client.properties"
+    properties.write_text(
+        "security.protocol=SSL\n"
+        f"ssl.truststore.location={certs.ca}\n"
+        f"ssl.keystore.location={certs.client_keystore}\n"
+        "ssl.endpoint.identification.algorithm=https\n"
+    )
+    server = f"127.0.0.1:{cluster.broker_port[2]}"
+    listed = strom(
+        "topics", "--bootstrap-server", server, "--list", "--command-config", str(properties)
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert TOPIC in listed.stdout.split()
+    consumed = strom(
+        "console-consumer",
+        "--bootstrap-server",
+        server,
+        "--topic",
+        TOPIC,
+        "--from-beginning",
+        "--max-messages",
+        "1",
+        "--command-config",
+        str(properties),
+    )
+    assert consumed.returncode == 0, consumed.stderr
+    assert len(consumed.stdout.splitlines()) == 1
+
+
+def test_a_bad_command_config_is_one_line(cluster, certs, tmp_path):
+    encrypted = tmp_path / "encrypted.properties"
+    encrypted.write_text(
+        "security.protocol=SSL\n"
+        f"ssl.truststore.location={certs.ca}\n"
+        f"ssl.keystore.location={certs.encrypted_node_keystore}\n"
+        "ssl.key.password=wrong\n"
+    )
+    server = f"127.0.0.1:{cluster.broker_port[1]}"
+    result = strom(
+        "topics", "--bootstrap-server", server, "--list", "--command-config", str(encrypted)
+    )
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        "Error while executing topic command : INVALID_CONFIG: the private key in "
+        f"ssl.keystore.location {certs.encrypted_node_keystore} could not be decrypted with "
+        f"ssl.key.password: wrong password, or a key format that cannot be read "
+        f"(--command-config {encrypted})"
+    ]
+
+
 def run_server(tmp_path, lines: dict[str, str]) -> subprocess.CompletedProcess[str]:
     path = os.path.join(tmp_path, "server.properties")
     config = {
