@@ -217,6 +217,7 @@ class Node:
             config.controller.heartbeat_interval_ms,
             previous_broker_epoch=self.log_manager.previous_broker_epoch,
             open_channel=self._dialer(config.controller_listener),
+            tls=config.controller_listener in self.tls,
         )
         lifecycle = self.lifecycle
 

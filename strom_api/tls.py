@@ -314,9 +314,9 @@ _HANDSHAKE = re.compile(
 )
 
 
-def handshake_failure(details: str | None, tls: ClientTls | None) -> str | None:
+def handshake_failure(details: str | None, tls: ClientTls | bool | None) -> str | None:
     """Kafka's "SSL handshake failed" sentence when gRPC's error text says the TLS
-    handshake failed, else None. `tls` None: the client spoke plaintext.
+    handshake failed, else None. `tls` None or False: the client spoke plaintext.
 
     What gRPC reports: a CA that does not sign the server's certificate or a name it does
     not carry is named ("Tls handshake failed ... CERTIFICATE_VERIFY_FAILED", "Hostname
@@ -325,15 +325,15 @@ def handshake_failure(details: str | None, tls: ClientTls | None) -> str | None:
     connection, which the client sees as "Socket closed" — a node going down is refused a
     connection instead, so a TLS connection closed as it opened is taken as a refusal."""
     text = " ".join((details or "").split())
-    if tls is not None and _HANDSHAKE.search(text):
+    if tls and _HANDSHAKE.search(text):
         return f"SSL handshake failed: {text}"
-    if tls is not None and "socket closed" in text.lower():
+    if tls and "socket closed" in text.lower():
         return (
             "SSL handshake failed: the server closed the connection during the TLS "
             "handshake: it requires a client certificate (ssl.client.auth=required) and was "
             f"given none, or one signed by a CA it does not trust ({text})"
         )
-    if tls is None and "socket closed" in text.lower():
+    if not tls and "socket closed" in text.lower():
         # A TLS listener closes a connection that opens in plaintext at once.
         return (
             "the connection was closed as it opened: the listener probably expects SSL "

@@ -23,6 +23,7 @@ from strom.consumer import Consumer
 from strom.errors import AuthenticationError, KafkaTimeoutError, StromError
 from strom.producer import Producer
 from strom_api.v1 import controller_pb2
+from tests.raft_integration.process_cluster import free_ports
 from tests.tls_certs import ENCRYPTED_PASSWORD, Certs, make_certs
 
 TOPIC = "secured"
@@ -167,6 +168,50 @@ def still_serving(cluster: TlsCluster, certs: Certs) -> None:
     cluster.wait_for_brokers()
     with Producer(bootstrap(cluster), **ssl(certs)) as producer:  # type: ignore[arg-type]
         assert producer.send(TOPIC, b"after").get(timeout=30).offset >= 0
+
+
+def test_a_broker_with_another_cas_certificate_cannot_join(cluster, certs, tmp_path):
+    """Issue 18's "register a fake broker": a node whose certificate the cluster's CA did
+    not sign is refused at the TLS handshake; it never registers, and says why."""
+    (port,) = free_ports(1)
+    path = tmp_path / "server.properties"
+    path.write_text(
+        "process.roles=broker\n"
+        "node.id=9\n"
+        f"controller.quorum.voters={cluster.voters}\n"
+        f"listeners=SSL://127.0.0.1:{port}\n"
+        "controller.listener.names=CONTROLLER\n"
+        "listener.security.protocol.map=SSL:SSL,CONTROLLER:SSL\n"
+        f"ssl.keystore.location={certs.other_node_keystore}\n"
+        f"ssl.truststore.location={certs.ca}\n"
+        f"log.dirs={tmp_path / 'data'}\n"
+        "prometheus.metrics.port=-1\n"
+    )
+    formatted = strom(
+        "storage", "format", "--config", str(path), "--cluster-id", cluster.cluster_id
+    )
+    assert formatted.returncode == 0, formatted.stderr
+    log_path = tmp_path / "server.log"
+    with open(log_path, "wb") as log:
+        intruder = subprocess.Popen(
+            [sys.executable, "-m", "strom.cli", "server", str(path)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+        )
+    try:
+        wait_until(
+            lambda: "Broker 9 not registered yet: SSL handshake failed" in log_path.read_text(),
+            30,
+            "the intruder's refusal in its log",
+        )
+        described = cluster.describe_cluster()
+        assert described is not None
+        assert sorted(b.broker_id for b in described.brokers) == cluster.ids
+    finally:
+        intruder.kill()
+        intruder.wait()
+    still_serving(cluster, certs)
 
 
 def strom(*args: str) -> subprocess.CompletedProcess[str]:
