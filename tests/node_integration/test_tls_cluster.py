@@ -152,6 +152,9 @@ def test_refused_tls_clients_get_ssl_handshake_failed_at_once(
         pytest.raises(StromError, match="SSL_AUTHENTICATION_FAILED"),
     ):
         admin.create_topics([NewTopic("never-created", 1, 1)])
+    consumer = Consumer(TOPIC, bootstrap_servers=bootstrap(cluster), group_id="refused", **config)  # type: ignore[arg-type]
+    with consumer, pytest.raises(AuthenticationError, match="SSL handshake failed"):
+        consumer.poll(timeout_ms=5000)
     still_serving(cluster, certs)
 
 
