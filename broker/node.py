@@ -159,6 +159,7 @@ class Node:
             add_services=self._add_services if config.is_controller else None,
             server_credentials=self._credentials(config.controller_listener),
             open_channel=self._dialer(config.controller_listener),
+            tls=config.controller_listener in self.tls,
         )
         if config.is_controller:
             self.controller = QuorumController(
