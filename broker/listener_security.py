@@ -65,8 +65,10 @@ def is_security_key(key: str) -> bool:
     if key == "listener.security.protocol.map" or key in SSL_KEYS:
         return True
     if key.startswith(LISTENER_PREFIX):
-        _, _, rest = key[len(LISTENER_PREFIX) :].partition(".")
-        return rest in SSL_KEYS
+        name, _, rest = key[len(LISTENER_PREFIX) :].partition(".")
+        # Kafka's prefix names the listener in lower case; another spelling is read by
+        # nothing, so it is reported as unknown rather than silently ignored.
+        return name == name.lower() and rest in SSL_KEYS
     return False
 
 

@@ -77,6 +77,8 @@ def test_ssl_listener_settings_with_per_listener_overrides(certs):
     assert parsed.tls["CONTROLLER"].client_auth == "required"
     assert parsed.tls["CLIENT"].check_hostname and not parsed.tls["CONTROLLER"].check_hostname
     assert parsed.unknown == ()  # the listener.name.* keys are read
+    misspelt = config(**{"listener.name.CLIENT.ssl.client.auth": "none"})
+    assert misspelt.unknown == ("listener.name.CLIENT.ssl.client.auth",)
     assert parsed.tls["CONTROLLER"].load().require_client_auth
 
 
