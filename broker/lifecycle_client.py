@@ -26,6 +26,7 @@ import grpc
 import grpc.aio
 
 from metadata.image import Endpoint
+from strom_api.tls import handshake_failure
 from strom_api.v1 import common_pb2, controller_pb2, controller_pb2_grpc
 
 log = logging.getLogger("strom.lifecycle")
@@ -45,8 +46,12 @@ class LifecycleClient:
         metadata_offset: Callable[[], int],
         heartbeat_interval_ms: int = 2000,
         previous_broker_epoch: int = -1,
+        open_channel: Callable[[str], grpc.aio.Channel] = grpc.aio.insecure_channel,
+        tls: bool = False,
     ) -> None:
         self.broker_id = broker_id
+        self.open_channel = open_channel  # TLS when the controller listener is SSL
+        self.tls = tls
         # The epoch of its last clean shutdown, -1 if none (KIP-966; metadata/broker_lifecycle)
         self.previous_broker_epoch = previous_broker_epoch
         self.cluster_id = cluster_id
@@ -137,8 +142,9 @@ class LifecycleClient:
                 self._logged_error = self.last_error
                 # Routine while the quorum forms; not so for a second process with this id.
                 duplicate = self.last_error.startswith("DUPLICATE_BROKER_REGISTRATION")
+                refused = self.last_error.startswith("SSL handshake failed")  # as Kafka's
                 log.log(
-                    logging.ERROR if duplicate else logging.INFO,
+                    logging.ERROR if duplicate or refused else logging.INFO,
                     "Broker %d not registered yet: %s",
                     self.broker_id,
                     self.last_error,
@@ -194,7 +200,7 @@ class LifecycleClient:
                     request, timeout=max(deadline - loop.time(), 0.1)
                 )
             except grpc.aio.AioRpcError as exc:
-                self.last_error = f"{exc.code().name}: {exc.details()}"
+                self.last_error = self._rpc_error(exc)
                 self._next_voter()
                 await asyncio.sleep(0.05)
                 continue
@@ -217,7 +223,7 @@ class LifecycleClient:
         try:
             response = await getattr(stub, method)(request, timeout=max(self.interval, 1.0))
         except grpc.aio.AioRpcError as exc:
-            self.last_error = f"{exc.code().name}: {exc.details()}"
+            self.last_error = self._rpc_error(exc)
             self._next_voter()
             return None
         if response.HasField("error"):
@@ -236,6 +242,11 @@ class LifecycleClient:
             return None
         return response
 
+    def _rpc_error(self, exc: grpc.aio.AioRpcError) -> str:
+        """The failure as last_error keeps it: a refused TLS handshake said as such."""
+        refused = handshake_failure(exc.details(), self.tls)
+        return refused if refused is not None else f"{exc.code().name}: {exc.details()}"
+
     def _next_voter(self) -> None:
         ids = sorted(self.voters)
         self._active = ids[(ids.index(self._active) + 1) % len(ids)]
@@ -245,7 +256,7 @@ class LifecycleClient:
         couple of seconds must not build them anew)."""
         stub = self._stubs.get(voter)
         if stub is None:
-            channel = self._channels[voter] = grpc.aio.insecure_channel(self.voters[voter])
+            channel = self._channels[voter] = self.open_channel(self.voters[voter])
             stub = self._stubs[voter] = controller_pb2_grpc.ControllerServiceStub(  # type: ignore[no-untyped-call]
                 channel
             )

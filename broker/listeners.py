@@ -6,6 +6,9 @@ over (`inter.broker.listener.name`).
     advertised.listeners=CLIENT://strom-0.strom.prod.svc:9092,REPLICATION://10.0.0.7:9094
     inter.broker.listener.name=REPLICATION
     controller.listener.names=CONTROLLER
+    listener.security.protocol.map=CLIENT:SSL,REPLICATION:SSL,CONTROLLER:SSL
+
+Each listener's protocol and TLS settings: broker/listener_security.py.
 
 Every listener of `listeners` is bound: the controller listener by the Raft server, each
 other one by a broker server of its own that serves every broker API (broker/node.py). A

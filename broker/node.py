@@ -29,8 +29,10 @@ import asyncio
 import logging
 import os
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
+import grpc
 import grpc.aio
 
 from broker.client_service import ClientServicer, auto_create
@@ -59,6 +61,7 @@ from raft.transport import EXCLUSIVE_PORT, bind
 from storage import meta_properties
 from storage.errors import LogDirError, StorageError
 from storage.log_manager import LogManager
+from strom_api.tls import ServerTls, aio_channel
 from strom_api.v1 import client_pb2_grpc, controller_pb2_grpc, replica_pb2_grpc
 
 log = logging.getLogger("strom.node")
@@ -85,7 +88,10 @@ def advertised_host(host: str) -> str:
 
 def advertised_endpoints(config: ServerConfig) -> list[Endpoint]:
     """What the broker registers: its advertised listeners (broker/listeners.py)."""
-    return [Endpoint(x.name, advertised_host(x.host), x.port) for x in config.advertised_listeners]
+    return [
+        Endpoint(x.name, advertised_host(x.host), x.port, config.protocols.get(x.name, "PLAINTEXT"))
+        for x in config.advertised_listeners
+    ]
 
 
 def halt_process(code: int) -> None:
@@ -119,6 +125,7 @@ class Node:
         self.metrics_listener: MetricsListener | None = None
         self.metrics_port = 0
         self.health = NodeHealth(lambda: node_ready(self))  # on every listener
+        self.tls: dict[str, ServerTls] = {}  # SSL listener name -> its keys and truststore
 
     async def start(self) -> None:
         config = self.config
@@ -134,6 +141,9 @@ class Node:
 
     async def _start(self) -> None:
         config = self.config
+        # The PEM files are read first: a bad key or password stops the node with one line
+        # before it binds or joins anything.
+        self.tls = {name: tls.load(self._tls_reload_failed) for name, tls in config.tls.items()}
         directories = list(dict.fromkeys([*config.log_dirs, config.metadata_log_dir]))
         self.cluster_id = meta_properties.check_dirs(directories, config.node_id)
         listen = (
@@ -147,6 +157,9 @@ class Node:
             self.loader,
             config.raft,
             add_services=self._add_services if config.is_controller else None,
+            server_credentials=self._credentials(config.controller_listener),
+            open_channel=self._dialer(config.controller_listener),
+            tls=config.controller_listener in self.tls,
         )
         if config.is_controller:
             self.controller = QuorumController(
@@ -204,6 +217,8 @@ class Node:
             lambda: self.loader.image.offset,
             config.controller.heartbeat_interval_ms,
             previous_broker_epoch=self.log_manager.previous_broker_epoch,
+            open_channel=self._dialer(config.controller_listener),
+            tls=config.controller_listener in self.tls,
         )
         lifecycle = self.lifecycle
 
@@ -224,6 +239,7 @@ class Node:
             broker_epoch,
             self._inter_broker_address,
             self.replicas.replication,  # dynamic fetcher settings and the follower's quota
+            self._dialer(config.replica.inter_broker_listener),
         )
         self.groups = GroupCoordinator(config.node_id, self.replicas, config.groups)
         fetchers, groups = self.fetchers, self.groups
@@ -285,7 +301,9 @@ class Node:
             )
             self.health.add_to(server)
             self.broker_servers.append(server)
-            self.broker_ports[listener.name] = bind(server, listener.address)
+            self.broker_ports[listener.name] = bind(
+                server, listener.address, self._credentials(listener.name)
+            )
         for server in self.broker_servers:
             await server.start()
 
@@ -302,6 +320,32 @@ class Node:
             # queued; per listener (Kafka's request queue is shared by its listeners).
             maximum_concurrent_rpcs=replica.queued_max_requests,
         )
+
+    # --- TLS (broker/listener_security.py) ---------------------------------------------------
+
+    def _credentials(self, listener: str) -> grpc.ServerCredentials | None:
+        """The server credentials of an SSL listener (read again when its PEM files
+        change), None for a PLAINTEXT one."""
+        tls = self.tls.get(listener)
+        return None if tls is None else tls.credentials()
+
+    def _dialer(self, listener: str) -> Callable[..., grpc.aio.Channel]:
+        """How this node opens a channel to the listener of that name on another node: TLS
+        when it is SSL, trusting the listener's truststore, presenting its keystore
+        certificate (mTLS), the target host checked against the peer's certificate
+        (ssl.endpoint.identification.algorithm)."""
+        tls = self.tls.get(listener)
+        settings = self.config.tls.get(listener)
+
+        def open_channel(target: str, options: Sequence[tuple[str, Any]] = ()) -> grpc.aio.Channel:
+            if tls is None or settings is None:
+                return aio_channel(target, None, options)
+            return aio_channel(target, tls.client(settings.check_hostname), options)
+
+        return open_channel
+
+    def _tls_reload_failed(self, why: str) -> None:
+        log.error("Failed to reload the SSL keystore or truststore, the old ones stay: %s", why)
 
     def _raft_failed(self, error: BaseException) -> None:
         """The Raft task died (a bug, or a metadata disk that failed a write): this node can

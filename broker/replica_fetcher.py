@@ -49,6 +49,8 @@ CHANNEL_OPTIONS = [
     ("grpc.max_receive_message_length", 128 * 1024 * 1024),
     ("grpc.max_send_message_length", 128 * 1024 * 1024),
 ]
+# open_channel(address, options=...): a channel to a leader's inter-broker listener.
+OpenChannel = Callable[..., grpc.aio.Channel]
 OUT_OF_RANGE = common_pb2.ErrorCode.Value("OFFSET_OUT_OF_RANGE")
 
 
@@ -63,9 +65,11 @@ class ReplicaFetcher:
         config: ReplicaConfig,
         broker_epoch: Callable[[], int],
         replication: ReplicationSettings | None = None,
+        open_channel: OpenChannel = grpc.aio.insecure_channel,
     ) -> None:
         self.broker_id = broker_id
         self.leader_id = leader_id
+        self.open_channel = open_channel  # TLS when the inter-broker listener is SSL
         self.address = address
         self.config = config
         self.broker_epoch = broker_epoch
@@ -113,7 +117,7 @@ class ReplicaFetcher:
         while True:
             call = None
             try:
-                self._channel = grpc.aio.insecure_channel(self.address, options=CHANNEL_OPTIONS)
+                self._channel = self.open_channel(self.address, options=CHANNEL_OPTIONS)
                 stub = replica_pb2_grpc.ReplicaServiceStub(self._channel)  # type: ignore[no-untyped-call]
                 call = stub.Fetch()
                 while True:
@@ -323,8 +327,10 @@ class FetcherManager:
         broker_epoch: Callable[[], int],
         leader_address: Callable[[int], str | None],
         replication: ReplicationSettings | None = None,
+        open_channel: OpenChannel = grpc.aio.insecure_channel,
     ) -> None:
         self.broker_id = broker_id
+        self.open_channel = open_channel
         self.config = config
         self.broker_epoch = broker_epoch
         self.leader_address = leader_address
@@ -372,7 +378,13 @@ class FetcherManager:
         if fetcher is None or fetcher.address != address:
             old = fetcher
             fetcher = self.fetchers[(leader, index)] = ReplicaFetcher(
-                self.broker_id, leader, address, self.config, self.broker_epoch, self.replication
+                self.broker_id,
+                leader,
+                address,
+                self.config,
+                self.broker_epoch,
+                self.replication,
+                self.open_channel,
             )
             if old is not None:  # the leader came back on another address
                 for moved in list(old.partitions.values()):

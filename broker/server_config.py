@@ -23,6 +23,13 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from broker.listener_security import (
+    SSL_KEYS,
+    ListenerTls,
+    is_security_key,
+    listener_protocols,
+    listener_tls,
+)
 from broker.listeners import (
     Listener,
     broker_listeners,
@@ -66,6 +73,8 @@ _NODE_KEYS = {
     "log.dir",
     "metadata.log.dir",
     "broker.rack",
+    "listener.security.protocol.map",
+    *SSL_KEYS,  # broker/listener_security.py; each also as listener.name.<name>.<key>
 }
 
 
@@ -181,6 +190,10 @@ class ServerConfig:
     unknown: tuple[str, ...] = ()  # keys given that no part of the node reads
     not_applied: tuple[str, ...] = ()  # Kafka keys given that Strom knows and ignores
     properties: Mapping[str, str] = field(default_factory=dict)  # as given (DescribeConfigs)
+    # Listener name -> PLAINTEXT or SSL, for every listener bound and the controller
+    # listener name (which a broker-only node dials); TLS settings of the SSL ones.
+    protocols: Mapping[str, str] = field(default_factory=dict)
+    tls: Mapping[str, ListenerTls] = field(default_factory=dict)
 
     @property
     def is_controller(self) -> bool:
@@ -345,6 +358,9 @@ def from_properties(props: Mapping[str, str]) -> ServerConfig:
     else:
         check_controller_only(listeners, controller_listener)
         advertised, inter_broker = (), ""
+    used = dict.fromkeys([*listeners, *([controller_listener] if controller_listener else [])])
+    protocols = listener_protocols(props, used, controller_names)
+    tls = {n: listener_tls(props, n) for n, p in protocols.items() if p == "SSL"}
     log_dirs_text = props.get("log.dirs") or props.get("log.dir") or ""
     log_dirs = tuple(d.strip() for d in log_dirs_text.split(",") if d.strip())
     if not log_dirs:
@@ -420,7 +436,15 @@ def from_properties(props: Mapping[str, str]) -> ServerConfig:
         groups=GroupConfig(**group_values),
         metrics_host=props.get("prometheus.metrics.host", "0.0.0.0").strip() or "0.0.0.0",
         metrics_port=metrics_port,
-        unknown=tuple(sorted(k for k in props if k not in known and k not in NOT_APPLIED)),
+        unknown=tuple(
+            sorted(
+                k
+                for k in props
+                if k not in known and k not in NOT_APPLIED and not is_security_key(k)
+            )
+        ),
         not_applied=tuple(sorted(k for k in props if k in NOT_APPLIED)),
         properties=dict(props),
+        protocols=protocols,
+        tls=tls,
     )

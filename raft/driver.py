@@ -116,12 +116,21 @@ class RaftDriver:
         listener: RaftListener,
         config: RaftConfig | None = None,
         add_services: Callable[[Any], None] | None = None,
+        server_credentials: Any = None,
+        open_channel: Callable[[str], Any] | None = None,
+        tls: bool = False,
     ) -> None:
         """`voters` maps each voter id to its "host:port"; a node not among them is an
         observer. The metadata log lives in `<metadata_dir>/__cluster_metadata-0`.
         `listen_address` None: no server (an observer is only ever the one asking).
         `add_services` gets the node's gRPC server before it starts, to add the node's
-        other services on the same listener (the controller's API)."""
+        other services on the same listener (the controller's API).
+        `server_credentials` (grpc.ServerCredentials) make the listener TLS;
+        `open_channel(address)` makes the channels to the voters (raft/transport.py),
+        TLS ones when `tls`."""
+        self.server_credentials = server_credentials
+        self.open_channel = open_channel
+        self.tls = tls
         self.node_id = node_id
         self.voters = dict(voters)
         self.listen_address = listen_address
@@ -174,10 +183,15 @@ class RaftDriver:
             self.snapshots,
         )
         self.transport = GrpcTransport(
-            self.node_id, self.voters, self._deliver, self.refusals.refused
+            self.node_id,
+            self.voters,
+            self._deliver,
+            self.refusals.refused,
+            self.open_channel,
+            self.tls,
         )
         if self.listen_address is not None:
-            self._server = RaftServer(self.transport, self.listen_address)
+            self._server = RaftServer(self.transport, self.listen_address, self.server_credentials)
             self.bound_port = self._server.port
             if self.add_services is not None:
                 self.add_services(self._server.server)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -27,7 +28,10 @@ from raft.limits import MAX_NODE_ID
 from raft.messages import Message
 from raft.wire import from_proto, to_proto
 from raft.wire_checks import MalformedRaftMessageError
+from strom_api.tls import handshake_failure
 from strom_api.v1 import raft_pb2, raft_pb2_grpc
+
+log = logging.getLogger("strom.raft.transport")
 
 QUEUE_LIMIT = 4096
 _BACKOFF_MS = (50, 100, 200, 500, 1000)
@@ -52,8 +56,15 @@ class GrpcTransport(raft_pb2_grpc.RaftServiceServicer):
         peers: Mapping[int, str],
         deliver: Callable[[Message], None],
         on_refused: Callable[[int, str], None] | None = None,
+        open_channel: Callable[[str], Any] | None = None,
+        tls: bool = False,
     ) -> None:
+        """`open_channel(address)` makes the channel to a voter (TLS when the controller
+        listener is SSL, `tls`); plaintext by default."""
         self.node_id = node_id
+        self.tls = tls
+        self._refusals: dict[int, str] = {}  # peer -> the TLS refusal last logged
+        self.open_channel = open_channel or grpc.aio.insecure_channel
         self.peers = dict(peers)  # voter id -> "host:port", ourselves excluded
         self.peers.pop(node_id, None)
         self.deliver = deliver
@@ -116,13 +127,16 @@ class GrpcTransport(raft_pb2_grpc.RaftServiceServicer):
         route = self._outbound[peer]
         while True:
             try:
-                async with grpc.aio.insecure_channel(address) as channel:
+                async with self.open_channel(address) as channel:
                     stub = raft_pb2_grpc.RaftServiceStub(channel)  # type: ignore[no-untyped-call]
                     call = stub.Exchange()
                     await call.write(raft_pb2.RaftMessage(src=self.node_id, dst=peer))
                     attempt = 0
+                    self._refusals.pop(peer, None)
                     await self._pump(peer, route, call.read, call.write)
-            except (grpc.aio.AioRpcError, grpc.aio.UsageError, ConnectionError):
+            except grpc.aio.AioRpcError as exc:
+                self._refused_handshake(peer, address, exc)
+            except (grpc.aio.UsageError, ConnectionError):
                 pass
             # What queued for a peer while it was unreachable is stale by the time it is back
             # (old votes, old fetches); Raft resends what still matters.
@@ -130,6 +144,20 @@ class GrpcTransport(raft_pb2_grpc.RaftServiceServicer):
             delay = _BACKOFF_MS[min(attempt, len(_BACKOFF_MS) - 1)]
             attempt += 1
             await asyncio.sleep(delay / 1000)
+
+    def _refused_handshake(self, peer: int, address: str, exc: grpc.aio.AioRpcError) -> None:
+        """A TLS handshake the peer refused (or that we refused) is an operator's problem,
+        not a network blip: logged at ERROR once per peer and cause, as Kafka logs a
+        failed authentication; other failures stay quiet (Raft retries)."""
+        refused = handshake_failure(exc.details(), self.tls) if self.tls else None
+        if refused is not None and self._refusals.get(peer) != refused:
+            self._refusals[peer] = refused
+            log.error(
+                "Connection to node %d (%s) failed authentication due to: %s",
+                peer,
+                address,
+                refused,
+            )
 
     async def _pump(self, peer: int, route: _Route, read: Any, write: Any) -> None:
         """Writes the route's queue to the stream while reading what comes back; returns
@@ -180,10 +208,14 @@ class BindError(RuntimeError):
     """A listener's address could not be bound (in use, or not this machine's)."""
 
 
-def bind(server: grpc.aio.Server, address: str) -> int:
-    """Binds `server` to `address` and returns the port, or raises BindError with Kafka's
-    sentence ("Socket server failed to bind to ...")."""
+def bind(
+    server: grpc.aio.Server, address: str, credentials: grpc.ServerCredentials | None = None
+) -> int:
+    """Binds `server` to `address` (TLS with `credentials`, else plaintext) and returns the
+    port, or raises BindError with Kafka's sentence ("Socket server failed to bind to ...")."""
     try:
+        if credentials is not None:
+            return server.add_secure_port(address, credentials)
         return server.add_insecure_port(address)
     except RuntimeError as exc:
         raise BindError(
@@ -196,11 +228,16 @@ class RaftServer:
     """The node's gRPC server carrying RaftService (the node process adds its own services
     to `server` before starting it)."""
 
-    def __init__(self, transport: GrpcTransport, address: str) -> None:
+    def __init__(
+        self,
+        transport: GrpcTransport,
+        address: str,
+        credentials: grpc.ServerCredentials | None = None,
+    ) -> None:
         self.server = grpc.aio.server(options=[EXCLUSIVE_PORT])
         # protoc's generated registration function carries no annotations.
         raft_pb2_grpc.add_RaftServiceServicer_to_server(transport, self.server)  # type: ignore[no-untyped-call]
-        self.port = bind(self.server, address)
+        self.port = bind(self.server, address, credentials)
 
     async def start(self) -> None:
         await self.server.start()

@@ -22,6 +22,7 @@ from strom.controller_client import ControllerClient, parse_bootstrap
 from strom.errors import StromError, error_name
 from strom.fetcher import TopicPartition
 from strom.group_admin import GroupAdmin, GroupDescription, GroupListing, PartitionLag
+from strom.security import client_security
 from strom.uuids import kafka_uuid_from_bytes
 from strom_api.v1 import controller_pb2
 from strom_api.v1 import metadata_pb2 as mpb
@@ -73,7 +74,22 @@ class AdminClient:
         self,
         bootstrap_servers: str | Sequence[str] = "127.0.0.1:9092",
         request_timeout_ms: int = 30_000,
+        security_protocol: str = "PLAINTEXT",
+        ssl_cafile: str | None = None,
+        ssl_certfile: str | None = None,
+        ssl_keyfile: str | None = None,
+        ssl_password: str | None = None,
+        ssl_check_hostname: bool = True,
     ) -> None:
+        """The ssl_* settings and security_protocol are kafka-python's (strom/security.py)."""
+        tls = client_security(
+            security_protocol,
+            ssl_cafile,
+            ssl_certfile,
+            ssl_keyfile,
+            ssl_password,
+            ssl_check_hostname,
+        )
         text = (
             bootstrap_servers if isinstance(bootstrap_servers, str) else ",".join(bootstrap_servers)
         )
@@ -81,8 +97,10 @@ class AdminClient:
             addresses = parse_bootstrap(text)
         except ValueError as exc:
             raise StromError("INVALID_CONFIG", str(exc)) from None
-        self._controllers = ControllerClient(addresses, timeout_s=request_timeout_ms / 1000)
-        self._groups = GroupAdmin(text, request_timeout_ms)
+        self._controllers = ControllerClient(
+            addresses, timeout_s=request_timeout_ms / 1000, tls=tls
+        )
+        self._groups = GroupAdmin(text, request_timeout_ms, tls)
 
     def close(self) -> None:
         self._controllers.close()

@@ -19,9 +19,16 @@ import sys
 import time
 from collections.abc import Callable
 
-from strom import config_command, leader_election_command, reassign_command, topic_command
+from strom import (
+    command_config,
+    config_command,
+    leader_election_command,
+    reassign_command,
+    topic_command,
+)
 from strom.admin_errors import AdminError
 from strom.controller_client import ControllerAddress, ControllerClient, parse_bootstrap
+from strom.errors import StromError
 from strom.formatting import (
     cluster_description,
     cluster_id_line,
@@ -65,15 +72,16 @@ def add_bootstrap_options(parser: argparse.ArgumentParser) -> None:
         metavar="HOST:PORT[,...]",
         help=_BOOTSTRAP_SERVER_HELP,
     )
+    command_config.add_option(parser)
 
 
 def run_tool(tool: str, args: argparse.Namespace, action: Action) -> int:
     """Runs `action` against the controllers and turns any failure into Kafka's one line."""
     addresses = args.bootstrap_controller or args.bootstrap_server
     try:
-        with ControllerClient(addresses) as client:
+        with ControllerClient(addresses, tls=command_config.tls_of(args)) as client:
             action(client, args, print)
-    except AdminError as error:
+    except (AdminError, StromError) as error:
         print(
             f"Error while executing {tool} command : {error.name}: {error.message}",
             file=sys.stderr,

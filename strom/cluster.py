@@ -26,8 +26,9 @@ import grpc
 import grpc.aio
 
 from strom.connection_states import ConnectionStates, connection_warning
-from strom.errors import KafkaTimeoutError, StromError, error_name
+from strom.errors import AuthenticationError, KafkaTimeoutError, StromError, error_name
 from strom.repeated_errors import RepeatedErrors
+from strom_api.tls import ClientTls, aio_channel, handshake_failure
 from strom_api.v1 import client_pb2, client_pb2_grpc
 
 # Kafka's NetworkClient logger: connection warnings of every client (producer, consumer,
@@ -124,8 +125,10 @@ class Cluster:
         metadata_max_age_ms: int = 300_000,
         reconnect_backoff_ms: int = 50,
         reconnect_backoff_max_ms: int = 1000,
+        tls: ClientTls | None = None,
     ) -> None:
         self.bootstrap = list(bootstrap)
+        self.tls = tls  # None: PLAINTEXT (strom/security.py)
         self.request_timeout_s = request_timeout_ms / 1000
         self.retry_backoff_s = retry_backoff_ms / 1000
         self.max_age_s = metadata_max_age_ms / 1000
@@ -152,7 +155,7 @@ class Cluster:
     def stub_for(self, address: str) -> Any:
         stub = self._stubs.get(address)
         if stub is None:
-            channel = grpc.aio.insecure_channel(address, options=self._channel_options)
+            channel = aio_channel(address, self.tls, self._channel_options)
             self._channels[address] = channel
             stub = self._stubs[address] = client_pb2_grpc.ClientServiceStub(channel)  # type: ignore[no-untyped-call]
         return stub
@@ -238,13 +241,17 @@ class Cluster:
             first = min(addresses, key=self.connections.retry_at)
             await asyncio.sleep(max(self.connections.retry_at(first) - now, 0))
             ready = [first]
+        refused: AuthenticationError | None = None
         for address in ready:
             try:
                 response = await self.stub_for(address).Metadata(
                     request, timeout=self.request_timeout_s
                 )
             except grpc.aio.AioRpcError as exc:
-                self.last_error = f"{address}: {exc.code().name} {exc.details()}"
+                why = handshake_failure(exc.details(), self.tls)
+                self.last_error = f"{address}: {why or f'{exc.code().name} {exc.details()}'}"
+                if why is not None and self.tls is not None:
+                    refused = AuthenticationError(f"{why} (broker {address})")
                 self.rpc_failed(address, exc)
                 continue
             self.rpc_answered(address)
@@ -252,6 +259,8 @@ class Cluster:
             self._apply(response)
             return response
         self._updated = time.monotonic()  # back off before asking again
+        if refused is not None:
+            raise refused
         self.unreachable = (
             f"no broker reachable ({', '.join(ready)}); last error: {self.last_error}"
         )
@@ -311,6 +320,8 @@ class Cluster:
                 await asyncio.wait_for(
                     self.refresh([name], auto_create), max(deadline - time.monotonic(), 0.01)
                 )
+            except AuthenticationError:
+                raise
             except (StromError, TimeoutError):
                 pass
             if not (self.topics.get(name) and self.topics[name].partitions):

@@ -26,12 +26,14 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from strom import command_config
 from strom._loop_thread import shared_loop
 from strom.cluster import Cluster, TopicInfo, parse_bootstrap
 from strom.consumer import Consumer, TopicPartition
 from strom.errors import StromError
 from strom.producer import Producer
 from strom.tool_logging import log_warnings_to_stderr
+from strom_api.tls import ClientTls
 
 # --producer-property names Kafka users type, to the Producer's keyword arguments.
 _PRODUCER_KEYS: dict[str, Callable[[str], Any]] = {
@@ -79,6 +81,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="a producer config by its Kafka name (repeatable): "
         + ", ".join(sorted(_PRODUCER_KEYS)),
     )
+    command_config.add_option(producer)
     producer.set_defaults(handler=produce)
 
     consumer = commands.add_parser("console-consumer", help="print records as lines")
@@ -89,6 +92,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="the brokers to connect to",
     )
     consumer.add_argument("--topic", required=True, help="the topic to read")
+    command_config.add_option(consumer)
     consumer.add_argument(
         "--group", help="the consumer group to join (its committed offsets are used)"
     )
@@ -163,6 +167,7 @@ def produce(args: argparse.Namespace) -> int:
         parse_key = props.get("parse.key", "false").lower() == "true"
         separator = props.get("key.separator", "\t")
         failures: list[BaseException] = []
+        config.update(command_config.client_settings(args.command_config))
         with _sigterm_as_interrupt(), Producer(args.bootstrap_server, **config) as producer:
             try:
                 _send_lines(producer, args.topic, parse_key, separator, failures)
@@ -217,12 +222,14 @@ def _usage_problem(args: argparse.Namespace) -> str | None:
     return None
 
 
-def _topic_within(bootstrap: str, topic: str, timeout_s: float) -> TopicInfo | StromError:
+def _topic_within(
+    bootstrap: str, topic: str, timeout_s: float, tls: ClientTls | None
+) -> TopicInfo | StromError:
     """The topic's metadata, or why it is not known within `timeout_s` (mistyped, or no
     broker reachable)."""
 
     async def look() -> TopicInfo | StromError:
-        cluster = Cluster(parse_bootstrap(bootstrap))
+        cluster = Cluster(parse_bootstrap(bootstrap), tls=tls)
         try:
             return await cluster.topic(topic, timeout_s)
         except StromError as exc:
@@ -258,7 +265,7 @@ def _consume(args: argparse.Namespace, printed: list[int]) -> None:
         # Kafka's console consumer never waits longer than --timeout-ms, a mistyped topic
         # included; a --partition beyond the topic's count is refused rather than waited on.
         wait_s = args.timeout_ms / 1000 if args.timeout_ms is not None else 30.0
-        info = _topic_within(args.bootstrap_server, args.topic, wait_s)
+        info = _topic_within(args.bootstrap_server, args.topic, wait_s, command_config.tls_of(args))
         if isinstance(info, StromError):
             if args.timeout_ms is not None:
                 return  # Kafka: "Processed a total of 0 messages", the warnings said why
@@ -276,6 +283,7 @@ def _consume(args: argparse.Namespace, printed: list[int]) -> None:
         group_id=args.group,
         auto_offset_reset="earliest" if args.from_beginning else "latest",
         consumer_timeout_ms=args.timeout_ms if args.timeout_ms is not None else float("inf"),
+        **command_config.client_settings(args.command_config),
     )
     with consumer:
         if args.partition is not None:

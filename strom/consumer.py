@@ -44,6 +44,7 @@ from strom.cluster import Cluster, parse_bootstrap
 from strom.errors import ClosedError, StromError
 from strom.fetcher import EARLIEST, LATEST, ConsumerRecord, FetchConfig, Fetcher, TopicPartition
 from strom.membership import CommitFailedError, GroupMembership, GroupSettings
+from strom.security import client_security
 
 __all__ = ["CommitFailedError", "Consumer", "ConsumerRecord", "TopicPartition"]
 
@@ -79,6 +80,12 @@ class Consumer:
         metadata_max_age_ms: int = 300_000,
         reconnect_backoff_ms: int = 50,
         reconnect_backoff_max_ms: int = 1000,
+        security_protocol: str = "PLAINTEXT",
+        ssl_cafile: str | None = None,
+        ssl_certfile: str | None = None,
+        ssl_keyfile: str | None = None,
+        ssl_password: str | None = None,
+        ssl_check_hostname: bool = True,
         isolation_level: str = "read_uncommitted",
         exclude_internal_topics: bool = True,
         consumer_timeout_ms: float = float("inf"),
@@ -158,6 +165,14 @@ class Consumer:
         bootstrap = parse_bootstrap(
             bootstrap_servers if isinstance(bootstrap_servers, str) else list(bootstrap_servers)
         )
+        tls = client_security(
+            security_protocol,
+            ssl_cafile,
+            ssl_certfile,
+            ssl_keyfile,
+            ssl_password,
+            ssl_check_hostname,
+        )
 
         async def build() -> tuple[Cluster, Fetcher]:
             cluster = Cluster(
@@ -167,6 +182,7 @@ class Consumer:
                 metadata_max_age_ms,
                 reconnect_backoff_ms,
                 reconnect_backoff_max_ms,
+                tls,
             )
             return cluster, Fetcher(cluster, config)
 

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from datetime import datetime
 
+from strom import command_config
 from strom.errors import StromError
 from strom.fetcher import EARLIEST, LATEST, TopicPartition
 from strom.group_admin import GroupAdmin, GroupDescription
@@ -28,6 +29,7 @@ def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     parser.add_argument(
         "--bootstrap-server", required=True, metavar="HOST:PORT[,...]", help="brokers to connect to"
     )
+    command_config.add_option(parser)
     actions = parser.add_mutually_exclusive_group(required=True)
     actions.add_argument("--list", action="store_true", help="list all consumer groups")
     actions.add_argument("--describe", action="store_true", help="describe consumer group(s)")
@@ -78,7 +80,7 @@ def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
 def main(args: argparse.Namespace) -> int:
     log_warnings_to_stderr()  # a broker not reachable is said while the tool waits
     try:
-        with GroupAdmin(args.bootstrap_server) as admin:
+        with GroupAdmin(args.bootstrap_server, tls=command_config.tls_of(args)) as admin:
             return _dispatch(admin, args, print)
     except StromError as exc:
         print(

@@ -28,6 +28,7 @@ from typing import Any
 import grpc
 
 from strom.admin_errors import AdminError, from_error_pb
+from strom_api.tls import ClientTls, handshake_failure, sync_channel
 from strom_api.v1 import common_pb2, controller_pb2, controller_pb2_grpc
 
 DEFAULT_TIMEOUT_S = 15.0  # an election (or a controller restart) fits well inside
@@ -123,7 +124,9 @@ class ControllerClient:
         channel_factory: Callable[[str], grpc.Channel] | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        tls: ClientTls | None = None,
     ) -> None:
+        """`tls`: the TLS to dial with (strom/security.py), None for PLAINTEXT."""
         if not addresses:
             raise ValueError("no controller address given")
         self.addresses = list(addresses)
@@ -131,8 +134,9 @@ class ControllerClient:
         self.unreachable_timeout_s = unreachable_timeout_s
         self.rpc_timeout_s = rpc_timeout_s
         self._stub_factory = stub_factory
+        self.tls = tls
         self._channel_factory = channel_factory or (
-            lambda target: grpc.insecure_channel(target, options=_CHANNEL_OPTIONS)
+            lambda target: sync_channel(target, tls, _CHANNEL_OPTIONS)
         )
         self._clock = clock
         self._sleep = sleep
@@ -280,6 +284,11 @@ class ControllerClient:
     ) -> AdminError:
         code = exc.code()
         details = _one_line(exc.details() or "")
+        refused = handshake_failure(details, self.tls)
+        if refused is not None and self.tls is not None:
+            raise AdminError("SSL_AUTHENTICATION_FAILED", f"{refused} ({address.target})")
+        if refused is not None:
+            return AdminError("NETWORK_EXCEPTION", f"{address.target}: {refused}")
         if code == grpc.StatusCode.UNIMPLEMENTED:
             return AdminError(
                 "UNSUPPORTED_VERSION",

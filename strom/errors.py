@@ -23,6 +23,14 @@ class KafkaTimeoutError(StromError):
         super().__init__("REQUEST_TIMED_OUT", message, retriable=True)
 
 
+class AuthenticationError(StromError):
+    """The connection could not be authenticated (a TLS handshake that failed): not
+    retried, as Kafka's clients raise SslAuthenticationException at once."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("SSL_AUTHENTICATION_FAILED", message)
+
+
 class ClosedError(StromError):
     def __init__(self, what: str) -> None:
         super().__init__("ILLEGAL_STATE", f"{what} is closed.")

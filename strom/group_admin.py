@@ -21,6 +21,7 @@ from strom.assignors import decode_assignment
 from strom.cluster import Cluster, parse_bootstrap
 from strom.errors import StromError, error_name, from_pb
 from strom.fetcher import EARLIEST, LATEST, FetchConfig, Fetcher, TopicPartition
+from strom_api.tls import ClientTls
 from strom_api.v1 import client_pb2
 
 
@@ -64,8 +65,12 @@ class PartitionLag:
 
 class GroupAdmin:
     def __init__(
-        self, bootstrap_servers: str | Sequence[str], request_timeout_ms: int = 30_000
+        self,
+        bootstrap_servers: str | Sequence[str],
+        request_timeout_ms: int = 30_000,
+        tls: ClientTls | None = None,
     ) -> None:
+        """`tls`: the TLS to dial with (strom/security.py), None for PLAINTEXT."""
         self._io = shared_loop()
         self.timeout_s = request_timeout_ms / 1000
         bootstrap = parse_bootstrap(
@@ -73,7 +78,7 @@ class GroupAdmin:
         )
 
         async def build() -> tuple[Cluster, Fetcher]:
-            cluster = Cluster(bootstrap, request_timeout_ms)
+            cluster = Cluster(bootstrap, request_timeout_ms, tls=tls)
             return cluster, Fetcher(cluster, FetchConfig(request_timeout_ms=request_timeout_ms))
 
         self._cluster, self._fetcher = self._io.run(build())

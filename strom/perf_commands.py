@@ -14,6 +14,7 @@ import time
 from datetime import datetime
 from typing import Any
 
+from strom import command_config
 from strom.console_commands import _PRODUCER_KEYS
 from strom.consumer import Consumer
 from strom.errors import StromError
@@ -47,6 +48,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     producer.add_argument(
         "--bootstrap-server", help="instead of bootstrap.servers in --producer-props"
     )
+    command_config.add_option(producer)
     producer.set_defaults(handler=producer_perf)
 
     consumer = commands.add_parser("consumer-perf-test", help="consume load, print throughput")
@@ -57,6 +59,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="the brokers to connect to",
     )
     consumer.add_argument("--topic", required=True, help="the topic to consume from")
+    command_config.add_option(consumer)
     consumer.add_argument("--messages", type=int, required=True, help="how many records to consume")
     consumer.add_argument("--group", help="a consumer group (default: none, every partition)")
     consumer.add_argument(
@@ -145,6 +148,7 @@ def producer_perf(args: argparse.Namespace) -> int:
         stats = _Stats(args.record_size)
         errors: list[BaseException] = []
         interval = 1.0 / args.throughput if args.throughput > 0 else 0.0
+        config.update(command_config.client_settings(args.command_config))
         with Producer(servers, **config) as producer:
             start = time.monotonic()
             futures: list[FutureRecordMetadata] = []
@@ -197,6 +201,7 @@ def consumer_perf(args: argparse.Namespace) -> int:
             auto_offset_reset="earliest",
             max_poll_records=5000,
             enable_auto_commit=args.group is not None,
+            **command_config.client_settings(args.command_config),
         )
         if args.reporting_interval < 1:
             raise StromError("INVALID_CONFIG", "--reporting-interval must be positive")

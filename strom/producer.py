@@ -25,6 +25,7 @@ from strom.cluster import Cluster, parse_bootstrap
 from strom.errors import ClosedError, KafkaTimeoutError, StromError
 from strom.partitioner import StickyPartitioner, partition_for_key
 from strom.record_future import FutureRecordMetadata, RecordMetadata
+from strom.security import client_security
 from strom.sender import Sender, SenderConfig
 from strom_api import compression
 
@@ -83,6 +84,12 @@ class Producer:
         metadata_max_age_ms: int = 300_000,
         reconnect_backoff_ms: int = 50,
         reconnect_backoff_max_ms: int = 1000,
+        security_protocol: str = "PLAINTEXT",
+        ssl_cafile: str | None = None,
+        ssl_certfile: str | None = None,
+        ssl_keyfile: str | None = None,
+        ssl_password: str | None = None,
+        ssl_check_hostname: bool = True,
         partitioner: Partitioner | None = None,
         key_serializer: Callable[[Any], bytes | None] | None = None,
         value_serializer: Callable[[Any], bytes | None] | None = None,
@@ -141,6 +148,14 @@ class Producer:
         bootstrap = parse_bootstrap(
             bootstrap_servers if isinstance(bootstrap_servers, str) else list(bootstrap_servers)
         )
+        tls = client_security(
+            security_protocol,
+            ssl_cafile,
+            ssl_certfile,
+            ssl_keyfile,
+            ssl_password,
+            ssl_check_hostname,
+        )
 
         async def build() -> tuple[Cluster, Sender]:
             cluster = Cluster(
@@ -150,6 +165,7 @@ class Producer:
                 metadata_max_age_ms,
                 reconnect_backoff_ms,
                 reconnect_backoff_max_ms,
+                tls,
             )
             sender = Sender(cluster, self._accumulator, config)
             sender.start()

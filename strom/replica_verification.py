@@ -27,6 +27,7 @@ from datetime import datetime
 
 import grpc
 
+from strom import command_config
 from strom._loop_thread import shared_loop
 from strom.cluster import Cluster, parse_bootstrap
 from strom.errors import StromError
@@ -209,6 +210,7 @@ def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     parser.add_argument(
         "--bootstrap-server", "--broker-list", required=True, help="HOST:PORT[,HOST:PORT...]"
     )
+    command_config.add_option(parser)
     parser.add_argument(
         "--topics-include",
         "--topic-white-list",
@@ -266,7 +268,13 @@ def _verify(args: argparse.Namespace, out: Callable[[str], None]) -> int:
     io = shared_loop()
 
     async def build() -> ReplicaVerifier:
-        cluster = Cluster(parse_bootstrap(args.bootstrap_server), 30_000, 100, 300_000)
+        cluster = Cluster(
+            parse_bootstrap(args.bootstrap_server),
+            30_000,
+            100,
+            300_000,
+            tls=command_config.tls_of(args),
+        )
         verifier = ReplicaVerifier(cluster, pattern, start, args.fetch_size, args.max_wait_ms)
         await verifier.start()
         return verifier

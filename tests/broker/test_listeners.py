@@ -16,6 +16,8 @@ BASE = {
     "controller.quorum.voters": "1@127.0.0.1:9093",
     "listeners": "CLIENT://127.0.0.1:9092,REPLICATION://127.0.0.1:9094,CONTROLLER://127.0.0.1:9093",
     "controller.listener.names": "CONTROLLER",
+    # Kafka refuses listener names its default map lacks (broker/listener_security.py).
+    "listener.security.protocol.map": "CLIENT:PLAINTEXT,REPLICATION:PLAINTEXT,CONTROLLER:PLAINTEXT",
     "log.dirs": "/tmp/strom-test",
 }
 

@@ -165,8 +165,12 @@ class NodeCluster:
 
     # --- the controller API --------------------------------------------------------------
 
+    def channel(self, target: str) -> grpc.Channel:
+        """A channel to a node's listener (a TLS cluster's tests override it)."""
+        return grpc.insecure_channel(target)
+
     def stub(self, node: int) -> Any:
-        channel = grpc.insecure_channel(f"{self.host[node]}:{self.controller_port[node]}")
+        channel = self.channel(f"{self.host[node]}:{self.controller_port[node]}")
         return controller_pb2_grpc.ControllerServiceStub(channel)  # type: ignore[no-untyped-call]
 
     def describe_cluster(self, node: int | None = None) -> Any | None:

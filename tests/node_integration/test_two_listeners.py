@@ -33,6 +33,8 @@ class TwoListenerCluster(NodeCluster):
                 f"advertised.listeners=CLIENT://localhost:{client},"
                 f"REPLICATION://127.0.0.1:{replication}\n"
                 "inter.broker.listener.name=REPLICATION\n"
+                "listener.security.protocol.map=CLIENT:PLAINTEXT,REPLICATION:PLAINTEXT,"
+                "CONTROLLER:PLAINTEXT\n"
             )
 
 

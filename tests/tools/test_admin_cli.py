@@ -41,7 +41,7 @@ class FakeController:
         )
 
     # the ControllerClient interface the tools use
-    def __call__(self, addresses: list[Any]) -> FakeController:
+    def __call__(self, addresses: list[Any], tls: Any = None) -> FakeController:
         self.addresses = addresses
         return self
 

@@ -50,7 +50,7 @@ class FakeController:
         self.reassign_errors: dict[tuple[str, int], common_pb2.Error] = {}
 
     # the ControllerClient interface the tools use
-    def __call__(self, addresses: list[Any]) -> FakeController:
+    def __call__(self, addresses: list[Any], tls: Any = None) -> FakeController:
         return self
 
     def __enter__(self) -> FakeController:

@@ -1,0 +1,124 @@
+"""`--command-config FILE`: Kafka's client properties for the `strom` tools, as
+kafka-topics.sh and the others take them, read into the clients' kafka-python settings
+(strom/security.py):
+
+    security.protocol=SSL
+    ssl.truststore.location=/etc/strom/tls/ca.pem      # PEM CA certificates
+    ssl.keystore.location=/etc/strom/tls/admin.pem     # PEM private key + certificate chain
+    ssl.key.password=...                               # if the key is encrypted
+    ssl.endpoint.identification.algorithm=             # empty: no hostname check
+
+Stores are PEM (ssl.keystore.type / ssl.truststore.type PEM, the default here); a key this
+reader does not know is warned about, as Kafka's tools warn "supplied but isn't a known
+config", and ignored.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import re
+from typing import Any
+
+from strom.errors import StromError
+from strom.security import client_security
+from strom_api.tls import ClientTls, TlsConfigError, client_tls
+
+log = logging.getLogger("strom.tools")
+
+HELP = (
+    "a file of Kafka client properties (security.protocol, ssl.truststore.location, "
+    "ssl.keystore.location, ssl.key.password, ssl.endpoint.identification.algorithm)"
+)
+KNOWN = (
+    "security.protocol",
+    "ssl.truststore.location",
+    "ssl.truststore.type",
+    "ssl.keystore.location",
+    "ssl.keystore.type",
+    "ssl.key.password",
+    "ssl.endpoint.identification.algorithm",
+)
+
+
+def add_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--command-config", metavar="FILE", help=HELP)
+
+
+def _properties(path: str) -> dict[str, str]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError as exc:
+        raise StromError(
+            "INVALID_CONFIG", f"cannot read --command-config {path}: {exc.strerror}"
+        ) from None
+    props = {}
+    for raw in lines:
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        match = re.match(r"^([^=:\s]+)\s*[=:\s]\s*(.*)$", line)
+        key, value = (match.group(1), match.group(2).strip()) if match else (line, "")
+        props[key] = value
+    return props
+
+
+def client_settings(path: str | None) -> dict[str, Any]:
+    """The file's settings as Producer/Consumer/AdminClient keyword arguments ({} without
+    a file)."""
+    if path is None:
+        return {}
+    props = _properties(path)
+    for key in sorted(props):
+        if key not in KNOWN:
+            log.warning("The configuration '%s' was supplied but isn't a known config.", key)
+    for store in ("ssl.truststore.type", "ssl.keystore.type"):
+        if props.get(store, "PEM").upper() != "PEM":
+            raise StromError(
+                "INVALID_CONFIG",
+                f"{store}={props[store]} in {path}: Strom's clients read PEM stores only",
+            )
+    settings: dict[str, Any] = {}
+    if "security.protocol" in props:
+        settings["security_protocol"] = props["security.protocol"]
+    if props.get("ssl.truststore.location"):
+        settings["ssl_cafile"] = props["ssl.truststore.location"]
+    if props.get("ssl.keystore.location"):
+        settings["ssl_certfile"] = props["ssl.keystore.location"]  # key and chain in one
+    if props.get("ssl.key.password"):
+        settings["ssl_password"] = props["ssl.key.password"]
+    if "ssl.endpoint.identification.algorithm" in props:
+        algorithm = props["ssl.endpoint.identification.algorithm"].lower()
+        if algorithm not in ("https", ""):
+            raise StromError(
+                "INVALID_CONFIG",
+                f"ssl.endpoint.identification.algorithm must be https or empty, not {algorithm!r}",
+            )
+        settings["ssl_check_hostname"] = algorithm == "https"
+    _check_pem(settings, path)
+    return settings
+
+
+def _check_pem(settings: dict[str, Any], path: str) -> None:
+    """Reads the PEM files once here, so that a bad one is named by the key the file gave
+    (the clients name their own parameters)."""
+    if str(settings.get("security_protocol", "PLAINTEXT")).upper() != "SSL":
+        return
+    try:
+        client_tls(
+            settings.get("ssl_cafile"),
+            settings.get("ssl_certfile"),
+            None,
+            settings.get("ssl_password"),
+            password_name="ssl.key.password",
+            cert_setting="ssl.keystore.location",
+            ca_setting="ssl.truststore.location",
+        )
+    except TlsConfigError as exc:
+        raise StromError("INVALID_CONFIG", f"{exc} (--command-config {path})") from None
+
+
+def tls_of(args: argparse.Namespace) -> ClientTls | None:
+    """The TLS a tool dials with, from its --command-config (None: PLAINTEXT)."""
+    return client_security(**client_settings(getattr(args, "command_config", None)))

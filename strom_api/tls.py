@@ -1,0 +1,420 @@
+"""TLS material from PEM, as Kafka's `ssl.keystore.type=PEM` reads it, and the gRPC
+credentials and channels made from it: shared by the nodes (their listeners and the
+channels they open to each other) and the clients (Producer, Consumer, AdminClient, the
+`strom` command).
+
+- A keystore is one PEM text holding a private key and its certificate chain (leaf
+  first), or the two apart (Kafka's `ssl.keystore.key` / `ssl.keystore.certificate.chain`,
+  kafka-python's `ssl_keyfile` / `ssl_certfile`). An encrypted key (PKCS#8 "ENCRYPTED
+  PRIVATE KEY") is decrypted with its password (`ssl.key.password`, `ssl_password`) by the
+  `cryptography` package: gRPC takes only clear keys, which stay in memory, never on disk.
+- A truststore is PEM CA certificates (`ssl.truststore.location` /
+  `ssl.truststore.certificates`, `ssl_cafile`); without one, gRPC's bundled public roots.
+- Hostname checking (Kafka's `ssl.endpoint.identification.algorithm=https`, the default;
+  kafka-python's `ssl_check_hostname=True`): gRPC checks the target's host against the
+  server certificate's SANs. gRPC has no switch to turn that off, so "no check" is done the
+  way gRPC allows: the certificate is first fetched (verified against the truststore, its
+  name not checked) and the name it carries is what the channel then expects.
+
+Bad material is a TlsConfigError with one sentence naming the file or setting; a handshake
+that fails is recognised in gRPC's error text (`handshake_failure`) so callers can say
+"SSL handshake failed" with the cause instead of retrying into a timeout.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import ssl
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+import grpc.aio
+
+_BLOCK = re.compile(rb"-----BEGIN ([A-Z0-9 ]+)-----(.*?)-----END \1-----", re.DOTALL)
+
+PLAINTEXT = "PLAINTEXT"
+SSL = "SSL"
+
+
+class TlsConfigError(ValueError):
+    """TLS material that cannot be used; the message names the setting or file."""
+
+
+def _blocks(pem: bytes) -> list[tuple[str, bytes]]:
+    """Each PEM block as (kind, canonical PEM). An inline value of server.properties has
+    lost its line breaks (continued lines are joined), as in Kafka's inline PEM configs:
+    the base64 body is wrapped again, so both forms read the same."""
+    found = []
+    for match in _BLOCK.finditer(pem):
+        kind, body = match.group(1), match.group(2)
+        if b":" in body:  # a traditional encrypted key's headers: kept as they are
+            text = b"\n".join(line.strip() for line in body.strip().splitlines())
+        else:
+            flat = b"".join(body.split())
+            text = b"\n".join(flat[i : i + 64] for i in range(0, len(flat), 64))
+        block = b"-----BEGIN %s-----\n%s\n-----END %s-----\n" % (kind, text, kind)
+        found.append((kind.decode(), block))
+    return found
+
+
+def read_pem(path: str, setting: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as exc:
+        raise TlsConfigError(f"cannot read {setting} {path}: {exc.strerror}") from None
+
+
+def certificates(pem: bytes, where: str) -> bytes:
+    """The CERTIFICATE blocks of `pem`, each checked to be a certificate."""
+    from cryptography import x509
+
+    found = [block for kind, block in _blocks(pem) if kind == "CERTIFICATE"]
+    if not found:
+        raise TlsConfigError(f"{where} holds no PEM certificate (-----BEGIN CERTIFICATE-----)")
+    try:
+        x509.load_pem_x509_certificates(b"".join(found))
+    except ValueError as exc:
+        raise TlsConfigError(f"{where} holds a certificate that cannot be read: {exc}") from None
+    return b"".join(found)
+
+
+def clear_private_key(pem: bytes, password: str | None, where: str, password_name: str) -> bytes:
+    """The one private key of `pem` as clear PKCS#8 PEM, decrypted with `password`."""
+    from cryptography.hazmat.primitives import serialization
+
+    keys = [block for kind, block in _blocks(pem) if kind.endswith("PRIVATE KEY")]
+    if len(keys) != 1:
+        raise TlsConfigError(f"{where} must hold exactly one PEM private key, found {len(keys)}")
+    encrypted = b"ENCRYPTED PRIVATE KEY" in keys[0] or b"Proc-Type: 4,ENCRYPTED" in keys[0]
+    if encrypted and not password:
+        raise TlsConfigError(f"the private key in {where} is encrypted: set {password_name}")
+    if password and not encrypted:
+        raise TlsConfigError(
+            f"{password_name} is set but the private key in {where} is not encrypted"
+        )
+    try:
+        key = serialization.load_pem_private_key(keys[0], password.encode() if password else None)
+    except (ValueError, TypeError):
+        raise TlsConfigError(
+            f"the private key in {where} could not be decrypted with {password_name}: wrong "
+            "password, or a key format that cannot be read"
+        ) from None
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+
+
+def _check_pair(key_pem: bytes, chain_pem: bytes, where: str) -> None:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+
+    leaf = x509.load_pem_x509_certificates(chain_pem)[0]
+    key = serialization.load_pem_private_key(key_pem, None)
+    raw = serialization.PublicFormat.SubjectPublicKeyInfo
+    pem = serialization.Encoding.PEM
+    if leaf.public_key().public_bytes(pem, raw) != key.public_key().public_bytes(pem, raw):
+        raise TlsConfigError(
+            f"the private key in {where} does not belong to its first certificate "
+            f"({leaf.subject.rfc4514_string()})"
+        )
+
+
+@dataclass(frozen=True)
+class KeyPair:
+    """A clear private key and its certificate chain, both PEM."""
+
+    key: bytes
+    chain: bytes
+
+
+def key_pair(
+    key_pem: bytes, chain_pem: bytes, password: str | None, where: str, password_name: str
+) -> KeyPair:
+    key = clear_private_key(key_pem, password, where, password_name)
+    chain = certificates(chain_pem, where)
+    _check_pair(key, chain, where)
+    return KeyPair(key, chain)
+
+
+# --- sources that can be read again (certificate rotation) ------------------------------
+
+
+@dataclass(frozen=True)
+class KeystoreSource:
+    """Where a keystore comes from: a PEM file (read again when it changes) or inline
+    PEM text (Kafka's ssl.keystore.key + ssl.keystore.certificate.chain)."""
+
+    path: str | None = None
+    key_path: str | None = None  # a separate key file (kafka-python's ssl_keyfile)
+    inline_key: bytes | None = None
+    inline_chain: bytes | None = None
+    password: str | None = None
+    password_name: str = "ssl.key.password"
+    setting: str = "ssl.keystore.location"
+
+    def load(self) -> KeyPair:
+        if self.path is None:
+            assert self.inline_key is not None and self.inline_chain is not None
+            return key_pair(
+                self.inline_key,
+                self.inline_chain,
+                self.password,
+                "ssl.keystore.key",
+                self.password_name,
+            )
+        chain = read_pem(self.path, self.setting)
+        key = chain if self.key_path is None else read_pem(self.key_path, "ssl_keyfile")
+        where = f"{self.setting} {self.key_path or self.path}"
+        return key_pair(key, chain, self.password, where, self.password_name)
+
+    def files(self) -> tuple[str, ...]:
+        return tuple(p for p in (self.path, self.key_path) if p is not None)
+
+
+@dataclass(frozen=True)
+class TruststoreSource:
+    path: str | None = None
+    inline: bytes | None = None
+    setting: str = "ssl.truststore.location"
+
+    def load(self) -> bytes | None:
+        if self.path is not None:
+            return certificates(read_pem(self.path, self.setting), f"{self.setting} {self.path}")
+        if self.inline is not None:
+            return certificates(self.inline, "ssl.truststore.certificates")
+        return None
+
+    def files(self) -> tuple[str, ...]:
+        return (self.path,) if self.path is not None else ()
+
+
+# --- the side that dials ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ClientTls:
+    """What a dialling side trusts and presents; loaded once (a client's lifetime)."""
+
+    ca: bytes | None  # None: gRPC's bundled public roots
+    pair: KeyPair | None  # None: no certificate presented
+    check_hostname: bool = True
+
+    @staticmethod
+    def load(
+        truststore: TruststoreSource, keystore: KeystoreSource | None, check_hostname: bool
+    ) -> ClientTls:
+        pair = keystore.load() if keystore is not None else None
+        return ClientTls(truststore.load(), pair, check_hostname)
+
+    def credentials(self) -> grpc.ChannelCredentials:
+        return grpc.ssl_channel_credentials(
+            root_certificates=self.ca,
+            private_key=self.pair.key if self.pair else None,
+            certificate_chain=self.pair.chain if self.pair else None,
+        )
+
+    def options(self, target: str) -> list[tuple[str, Any]]:
+        if self.check_hostname:
+            return []
+        name = presented_name(target, self.ca)
+        return [] if name is None else [("grpc.ssl_target_name_override", name)]
+
+
+def client_tls(
+    cafile: str | None = None,
+    certfile: str | None = None,
+    keyfile: str | None = None,
+    password: str | None = None,
+    check_hostname: bool = True,
+    password_name: str = "ssl_password",
+    cert_setting: str = "ssl_certfile",
+    ca_setting: str = "ssl_cafile",
+) -> ClientTls:
+    """kafka-python's ssl_* settings (and the client properties read into them): the key
+    may be in `certfile` itself when `keyfile` is None."""
+    if keyfile is not None and certfile is None:
+        raise TlsConfigError(f"ssl_keyfile is set without {cert_setting}")
+    keystore = (
+        KeystoreSource(
+            path=certfile,
+            key_path=keyfile,
+            password=password,
+            password_name=password_name,
+            setting=cert_setting,
+        )
+        if certfile is not None
+        else None
+    )
+    return ClientTls.load(
+        TruststoreSource(path=cafile, setting=ca_setting), keystore, check_hostname
+    )
+
+
+def presented_name(target: str, ca: bytes | None, timeout_s: float = 5.0) -> str | None:
+    """The name the server at `target` presents (its first DNS or IP SAN, else its CN),
+    its certificate verified against `ca` but its name not checked; None when it cannot
+    be reached now (the channel then expects the target's own host)."""
+    host, _, port = target.rpartition(":")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_REQUIRED
+    if ca is not None:
+        context.load_verify_locations(cadata=ca.decode())
+    else:
+        context.load_default_certs()
+    context.set_alpn_protocols(["h2"])
+    try:
+        with (
+            socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s) as raw,
+            context.wrap_socket(raw) as tls,
+        ):
+            cert: dict[str, Any] = dict(tls.getpeercert() or {})
+    except (OSError, ValueError):
+        return None
+    for kind, value in cert.get("subjectAltName", ()):
+        if kind in ("DNS", "IP Address"):
+            return str(value)
+    for rdn in cert.get("subject", ()):
+        for key, value in rdn:
+            if key == "commonName":
+                return str(value)
+    return None
+
+
+def aio_channel(
+    target: str, tls: ClientTls | None, options: Sequence[tuple[str, Any]] = ()
+) -> grpc.aio.Channel:
+    """An asyncio channel to `target`: TLS with `tls`, plaintext without."""
+    if tls is None:
+        return grpc.aio.insecure_channel(target, options=list(options))
+    return grpc.aio.secure_channel(
+        target, tls.credentials(), options=[*options, *tls.options(target)]
+    )
+
+
+def sync_channel(
+    target: str, tls: ClientTls | None, options: Sequence[tuple[str, Any]] = ()
+) -> grpc.Channel:
+    if tls is None:
+        return grpc.insecure_channel(target, options=list(options))
+    return grpc.secure_channel(target, tls.credentials(), options=[*options, *tls.options(target)])
+
+
+_HANDSHAKE = re.compile(
+    r"ssl|tls|handshake|certificate|tsi_|wrong_version|peer name|alpn|verification",
+    re.IGNORECASE,
+)
+
+
+def handshake_failure(details: str | None, tls: ClientTls | bool | None) -> str | None:
+    """Kafka's "SSL handshake failed" sentence when gRPC's error text says the TLS
+    handshake failed, else None. `tls` None or False: the client spoke plaintext.
+
+    What gRPC reports: a CA that does not sign the server's certificate or a name it does
+    not carry is named ("Tls handshake failed ... CERTIFICATE_VERIFY_FAILED", "Hostname
+    Verification Check failed"); a server that refuses the client's certificate (none
+    given where one is required, or one from a CA it does not trust) just closes the
+    connection, which the client sees as "Socket closed" — a node going down is refused a
+    connection instead, so a TLS connection closed as it opened is taken as a refusal."""
+    text = " ".join((details or "").split())
+    if tls and _HANDSHAKE.search(text):
+        return f"SSL handshake failed: {text}"
+    if tls and "socket closed" in text.lower():
+        return (
+            "SSL handshake failed: the server closed the connection during the TLS "
+            "handshake: it requires a client certificate (ssl.client.auth=required) and was "
+            f"given none, or one signed by a CA it does not trust ({text})"
+        )
+    if not tls and "socket closed" in text.lower():
+        # A TLS listener closes a connection that opens in plaintext at once.
+        return (
+            "the connection was closed as it opened: the listener probably expects SSL "
+            f"(security_protocol='SSL' / security.protocol=SSL) ({text})"
+        )
+    return None
+
+
+# --- the side that listens ----------------------------------------------------------------
+
+
+class ServerTls:
+    """A listener's TLS: its keystore, the truststore its clients' certificates are checked
+    against, and whether a client must present one. Files are read again when they change
+    (cert-manager rewrites them in place): the next TLS handshake after a change uses the
+    new certificate, without a restart; a change that cannot be read is logged by
+    `on_reload_error` and the previous material stays in use."""
+
+    def __init__(
+        self,
+        keystore: KeystoreSource,
+        truststore: TruststoreSource,
+        require_client_auth: bool,
+        on_reload_error: Callable[[str], None] | None = None,
+    ) -> None:
+        self.keystore = keystore
+        self.truststore = truststore
+        self.require_client_auth = require_client_auth
+        self.on_reload_error = on_reload_error
+        self.pair = keystore.load()
+        self.ca = truststore.load()
+        if require_client_auth and self.ca is None:
+            raise TlsConfigError(
+                "ssl.client.auth=required needs a truststore (ssl.truststore.location or "
+                "ssl.truststore.certificates) to check client certificates against"
+            )
+        self._lock = threading.Lock()
+        self._stamp = self._file_stamp()
+        self.reloads = 0
+
+    def _file_stamp(self) -> tuple[tuple[float, int] | None, ...]:
+        stamps: list[tuple[float, int] | None] = []
+        for path in (*self.keystore.files(), *self.truststore.files()):
+            try:
+                st = os.stat(path)
+                stamps.append((st.st_mtime, st.st_size))
+            except OSError:
+                stamps.append(None)
+        return tuple(stamps)
+
+    def _configuration(self) -> Any:
+        return grpc.ssl_server_certificate_configuration(
+            [(self.pair.key, self.pair.chain)], root_certificates=self.ca
+        )
+
+    def _fetch(self) -> Any:
+        """gRPC asks before each handshake: a new configuration when the files changed,
+        else None (keep the current one). A stat per handshake, no read."""
+        with self._lock:
+            stamp = self._file_stamp()
+            if stamp == self._stamp:
+                return None
+            self._stamp = stamp
+            try:
+                pair, ca = self.keystore.load(), self.truststore.load()
+            except TlsConfigError as exc:
+                if self.on_reload_error is not None:
+                    self.on_reload_error(str(exc))
+                return None
+            self.pair, self.ca = pair, ca
+            self.reloads += 1
+            return self._configuration()
+
+    def credentials(self) -> grpc.ServerCredentials:
+        return grpc.dynamic_ssl_server_credentials(
+            self._configuration(),
+            self._fetch,
+            require_client_authentication=self.require_client_auth,
+        )
+
+    def client(self, check_hostname: bool = True) -> ClientTls:
+        """What this node presents and trusts when it dials a listener of the same name on
+        another node (Kafka uses the listener's own ssl.* settings for that too)."""
+        return ClientTls(self.ca, self.pair, check_hostname)

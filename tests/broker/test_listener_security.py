@@ -1,0 +1,183 @@
+"""listener.security.protocol.map and the ssl.* settings of server.properties (issue 18,
+first layer): each listener's protocol as Kafka 4 decides it, SASL refused with one line,
+PEM keystores with their password, per-listener overrides."""
+
+from __future__ import annotations
+
+import pytest
+
+from broker import server_config
+from broker.listener_security import ANONYMOUS, ssl_principal
+from storage.errors import InvalidConfigError
+from tests.tls_certs import ENCRYPTED_PASSWORD, make_certs
+
+BASE = {
+    "process.roles": "broker,controller",
+    "node.id": "1",
+    "controller.quorum.voters": "1@127.0.0.1:9093",
+    "listeners": "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+    "controller.listener.names": "CONTROLLER",
+    "log.dirs": "/tmp/strom-test",
+}
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory):
+    return make_certs(str(tmp_path_factory.mktemp("certs")))
+
+
+def config(**props: str) -> server_config.ServerConfig:
+    return server_config.from_properties({**BASE, **props})
+
+
+def test_kafka_default_map_and_controller_listener_plaintext_by_default():
+    parsed = config()
+    assert parsed.protocols == {"PLAINTEXT": "PLAINTEXT", "CONTROLLER": "PLAINTEXT"}
+    assert parsed.tls == {}
+    assert parsed.unknown == ()
+
+
+def test_a_listener_name_without_a_protocol_is_refused():
+    with pytest.raises(
+        InvalidConfigError, match="No security protocol defined for listener CLIENT"
+    ):
+        config(listeners="CLIENT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093")
+
+
+def test_an_explicit_map_must_name_the_controller_listener_too():
+    with pytest.raises(InvalidConfigError, match="listener CONTROLLER"):
+        config(**{"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT"})
+
+
+@pytest.mark.parametrize("protocol", ["SASL_SSL", "SASL_PLAINTEXT"])
+def test_sasl_listeners_are_refused_not_served_in_plaintext(protocol):
+    with pytest.raises(InvalidConfigError) as raised:
+        config(
+            listeners=f"{protocol}://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+        )
+    message = str(raised.value)
+    assert f"listener {protocol} uses security protocol {protocol}" in message
+    assert "not supported yet" in message and "\n" not in message
+
+
+def test_ssl_listener_settings_with_per_listener_overrides(certs):
+    parsed = config(
+        **{
+            "listeners": "CLIENT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+            "listener.security.protocol.map": "CLIENT:SSL,CONTROLLER:SSL",
+            "ssl.keystore.location": certs.node_keystore,
+            "ssl.truststore.location": certs.ca,
+            "ssl.client.auth": "required",
+            "listener.name.client.ssl.client.auth": "requested",
+            "listener.name.controller.ssl.endpoint.identification.algorithm": "",
+        }
+    )
+    assert parsed.protocols == {"CLIENT": "SSL", "CONTROLLER": "SSL"}
+    assert parsed.tls["CLIENT"].client_auth == "requested"
+    assert parsed.tls["CONTROLLER"].client_auth == "required"
+    assert parsed.tls["CLIENT"].check_hostname and not parsed.tls["CONTROLLER"].check_hostname
+    assert parsed.unknown == ()  # the listener.name.* keys are read
+    misspelt = config(**{"listener.name.CLIENT.ssl.client.auth": "none"})
+    assert misspelt.unknown == ("listener.name.CLIENT.ssl.client.auth",)
+    assert parsed.tls["CONTROLLER"].load().require_client_auth
+
+
+def ssl(**props: str) -> dict[str, str]:
+    return {"listener.security.protocol.map": "PLAINTEXT:SSL,CONTROLLER:SSL", **props}
+
+
+@pytest.mark.parametrize(
+    ("props", "expected"),
+    [
+        ({}, "has no keystore"),
+        ({"ssl.keystore.type": "JKS", "ssl.keystore.location": "x"}, "PEM only"),
+        (
+            {"ssl.keystore.location": "x", "ssl.keystore.password": "p"},
+            "cannot be specified with PEM format",
+        ),
+        ({"ssl.keystore.location": "x", "ssl.client.auth": "maybe"}, "expected required"),
+        (
+            {"ssl.keystore.location": "x", "listener.security.protocol.map": "PLAINTEXT:TLS"},
+            "listener.security.protocol.map",
+        ),
+    ],
+)
+def test_bad_ssl_settings_are_one_line(props, expected):
+    with pytest.raises(InvalidConfigError, match=expected) as raised:
+        config(**ssl(**props))
+    assert "\n" not in str(raised.value)
+
+
+def test_an_encrypted_key_is_decrypted_with_ssl_key_password(certs):
+    parsed = config(
+        **ssl(
+            **{
+                "ssl.keystore.location": certs.encrypted_node_keystore,
+                "ssl.key.password": ENCRYPTED_PASSWORD,
+                "ssl.truststore.location": certs.ca,
+            }
+        )
+    )
+    loaded = parsed.tls["PLAINTEXT"].load()
+    assert b"ENCRYPTED" not in loaded.pair.key and b"PRIVATE KEY" in loaded.pair.key
+
+
+@pytest.mark.parametrize(
+    ("password", "expected"),
+    [
+        ("wrong", "could not be decrypted with ssl.key.password"),
+        (None, "is encrypted: set ssl.key.password"),
+    ],
+)
+def test_a_wrong_or_missing_key_password_is_one_line(certs, password, expected):
+    props = {"ssl.keystore.location": certs.encrypted_node_keystore}
+    if password is not None:
+        props["ssl.key.password"] = password
+    with pytest.raises(InvalidConfigError, match=expected) as raised:
+        config(**ssl(**props)).tls["PLAINTEXT"].load()
+    assert "\n" not in str(raised.value)
+    assert "Invalid SSL configuration of listener PLAINTEXT" in str(raised.value)
+
+
+def test_inline_pem_forms(certs):
+    """As server.properties gives them: continued lines joined, the line breaks lost."""
+    node = certs.read(certs.node_keystore).decode()
+    key_end = node.index("-----END PRIVATE KEY-----") + len("-----END PRIVATE KEY-----\n")
+    parsed = config(
+        **ssl(
+            **{
+                "ssl.keystore.key": node[:key_end].replace("\n", " "),
+                "ssl.keystore.certificate.chain": node[key_end:].replace("\n", ""),
+                "ssl.truststore.certificates": certs.read(certs.ca).decode(),
+                "ssl.client.auth": "required",
+            }
+        )
+    )
+    loaded = parsed.tls["PLAINTEXT"].load()
+    assert loaded.ca == certs.read(certs.ca)
+
+
+def test_required_client_auth_needs_a_truststore(certs):
+    parsed = config(
+        **ssl(**{"ssl.keystore.location": certs.node_keystore, "ssl.client.auth": "required"})
+    )
+    with pytest.raises(InvalidConfigError, match="needs a truststore"):
+        parsed.tls["PLAINTEXT"].load()
+
+
+def test_a_key_that_does_not_match_its_certificate_is_refused(certs):
+    other = certs.read(certs.client_keystore)
+    key = other[: other.index(b"-----BEGIN CERTIFICATE-----")]
+    mixed = certs.directory + "/mixed.pem"
+    node = certs.read(certs.node_keystore)
+    with open(mixed, "wb") as f:
+        f.write(key + node[node.index(b"-----BEGIN CERTIFICATE-----") :])
+    with pytest.raises(InvalidConfigError, match="does not belong to its first certificate"):
+        config(**ssl(**{"ssl.keystore.location": mixed})).tls["PLAINTEXT"].load()
+
+
+def test_ssl_principal_is_the_certificate_subject():
+    assert ssl_principal({"x509_subject": [b"CN=strom-client,O=Acme"]}) == (
+        "User:CN=strom-client,O=Acme"
+    )
+    assert ssl_principal({"transport_security_type": [b"insecure"]}) == ANONYMOUS
