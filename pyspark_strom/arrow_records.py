@@ -193,8 +193,15 @@ def _collect(data: bytes, start: int, end: int) -> tuple[Any, list[_Batch]]:
                 body = compression.decompress(header.compression, body)
             stamp = header.max_timestamp if header.log_append_time else -1
             found.append(
-                (pos + HEADER_SIZE, pos + size, body, header.record_count, header.base_offset,
-                 header.base_timestamp, stamp)
+                (
+                    pos + HEADER_SIZE,
+                    pos + size,
+                    body,
+                    header.record_count,
+                    header.base_offset,
+                    header.base_timestamp,
+                    stamp,
+                )
             )
         pos += size
     if not compressed:

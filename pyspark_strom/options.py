@@ -16,15 +16,23 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from strom.cluster import parse_bootstrap
+from strom.command_config import KNOWN as SECURITY_PROPERTIES
+from strom.command_config import settings_from_properties
 from strom.errors import StromError
 from strom.fetcher import EARLIEST, LATEST, TopicPartition
+from strom.security import client_security
+from strom_api.tls import ClientTls
 
 BOOTSTRAP_KEYS = ("strom.bootstrap.servers", "kafka.bootstrap.servers")
 TIMEOUT_KEYS = ("strom.request.timeout.ms", "kafka.request.timeout.ms")
 FETCH_BYTES_KEYS = ("strom.max.partition.fetch.bytes", "kafka.max.partition.fetch.bytes")
 
+# Spark's Kafka source passes kafka.* options to its consumer; these are the security ones
+# (PEM stores only), taken with the names --command-config reads.
+SECURITY_KEYS = {"kafka." + key for key in SECURITY_PROPERTIES}
+
 # Every option a read or a write looks at, lower-cased as Spark's sources compare them.
-_COMMON_KEYS = {*BOOTSTRAP_KEYS, *TIMEOUT_KEYS}
+_COMMON_KEYS = {*BOOTSTRAP_KEYS, *TIMEOUT_KEYS, *SECURITY_KEYS}
 READ_KEYS = _COMMON_KEYS | {
     *FETCH_BYTES_KEYS,
     "subscribe",
@@ -97,6 +105,21 @@ class OffsetSpec:
     timestamp: int = -1
 
 
+# The clients' security keyword arguments (strom/security.py), as picklable pairs: Spark
+# sends the options to its executors.
+Security = tuple[tuple[str, Any], ...]
+
+
+def security_settings(opts: Mapping[str, str]) -> Security:
+    props = {k[len("kafka.") :]: v for k, v in opts.items() if k in SECURITY_KEYS}
+    return tuple(sorted(settings_from_properties(props, "the strom source's options").items()))
+
+
+def client_tls_of(security: Security) -> ClientTls | None:
+    """The TLS a reader or writer dials with (None: PLAINTEXT)."""
+    return client_security(**dict(security))
+
+
 @dataclass(frozen=True)
 class Options:
     bootstrap: str
@@ -113,6 +136,7 @@ class Options:
     fail_on_data_loss: bool = True
     include_headers: bool = False
     fetch_bytes: int = 4 * 1024 * 1024  # per Fetch of a task (max.partition.fetch.bytes)
+    security: Security = ()
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
@@ -301,6 +325,7 @@ def parse_options(options: Mapping[str, str], streaming: bool = False) -> Option
         fetch_bytes=next(
             (_positive(opts, k) or 0 for k in FETCH_BYTES_KEYS if k in opts), 4 * 1024 * 1024
         ),
+        security=security_settings(opts),
     )
 
 
@@ -309,6 +334,7 @@ class WriteOptions:
     bootstrap: str
     request_timeout_ms: int
     topic: str | None
+    security: Security = ()
 
 
 def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
@@ -318,4 +344,4 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     topic = opts.get("topic")
     if topic is not None and not topic.strip():
         raise invalid("option 'topic' must not be empty")
-    return WriteOptions(bootstrap, _timeout(opts), topic)
+    return WriteOptions(bootstrap, _timeout(opts), topic, security_settings(opts))

@@ -55,8 +55,7 @@ def topic_partitions(cluster: SyncCluster, opts: Options) -> list[TopicPartition
         if tp.partition not in cluster.partitions(tp.topic):
             raise StromError(
                 "UNKNOWN_TOPIC_OR_PARTITION",
-                f"partition {tp.partition} of topic '{tp.topic}' does not exist "
-                f"(option 'assign')",
+                f"partition {tp.partition} of topic '{tp.topic}' does not exist (option 'assign')",
             )
     return list(dict.fromkeys(opts.assign))
 
@@ -139,8 +138,13 @@ def batch_ranges(cluster: SyncCluster, opts: Options) -> list[OffsetRange]:
     earliest = offsets_of(cluster, tps, EARLIEST)
     latest = offsets_of(cluster, tps, LATEST)
     start = resolve(
-        cluster, tps, opts.starting, _name(opts.starting, "starting"),
-        opts.by_timestamp_strategy, earliest, latest,
+        cluster,
+        tps,
+        opts.starting,
+        _name(opts.starting, "starting"),
+        opts.by_timestamp_strategy,
+        earliest,
+        latest,
     )
     end = resolve(
         cluster, tps, opts.ending, _name(opts.ending, "ending"), "latest", earliest, latest
@@ -187,9 +191,7 @@ def split(
     if min_partitions and len(out) < min_partitions:
         total = sum(r.size for r in out)
         out = [
-            part
-            for r in out
-            for part in _cut(r, max(round(r.size / total * min_partitions), 1))
+            part for r in out for part in _cut(r, max(round(r.size / total * min_partitions), 1))
         ]
     return sorted(out, key=lambda r: (r.topic, r.partition, r.start))
 

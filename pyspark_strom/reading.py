@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from pyspark_strom.arrow_records import decode_to_arrow
+from pyspark_strom.options import Security, client_tls_of
 from pyspark_strom.planning import OffsetRange, data_loss
 from pyspark_strom.schema import arrow_schema, read_schema
 from strom.errors import StromError
@@ -24,18 +25,19 @@ class TaskSettings:
     include_headers: bool
     fail_on_data_loss: bool
     fetch_bytes: int
+    security: Security = ()  # the clients' TLS settings (pyspark_strom/options.py)
 
 
 def read_offset_range(settings: TaskSettings, r: OffsetRange) -> Iterator[pa.RecordBatch]:
     schema = arrow_schema(read_schema(settings.include_headers))
     tp = TopicPartition(r.topic, r.partition)
     position = r.start
-    with SyncCluster(settings.bootstrap, settings.request_timeout_ms) as cluster:
+    with SyncCluster(
+        settings.bootstrap, settings.request_timeout_ms, tls=client_tls_of(settings.security)
+    ) as cluster:
         while position < r.end:
             try:
-                chunks = read_range(
-                    cluster, tp, position, r.end, max_bytes=settings.fetch_bytes
-                )
+                chunks = read_range(cluster, tp, position, r.end, max_bytes=settings.fetch_bytes)
                 for chunk in chunks:
                     batch = decode_to_arrow(
                         chunk.data, r.topic, r.partition, position, r.end, schema

@@ -20,7 +20,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from pyspark_strom.options import Options, parse_options, parse_write_options
+from pyspark_strom.options import Options, client_tls_of, parse_options, parse_write_options
 from pyspark_strom.planning import OffsetRange, batch_ranges, split
 from pyspark_strom.reading import TaskSettings, read_offset_range
 from pyspark_strom.schema import read_schema
@@ -39,10 +39,13 @@ class StromBatchReader(DataSourceReader):
             opts.include_headers,
             opts.fail_on_data_loss,
             opts.fetch_bytes,
+            opts.security,
         )
 
     def partitions(self) -> Sequence[InputPartition]:
-        with SyncCluster(self.opts.bootstrap, self.opts.request_timeout_ms) as cluster:
+        with SyncCluster(
+            self.opts.bootstrap, self.opts.request_timeout_ms, tls=client_tls_of(self.opts.security)
+        ) as cluster:
             ranges = batch_ranges(cluster, self.opts)
         return split(ranges, self.opts.min_partitions, self.opts.max_records_per_partition)
 
@@ -86,7 +89,7 @@ class DefaultSource(DataSource):
             # source before the connector is asked: `.mode("append")` is needed; README.md.)
             raise StromError(
                 "INVALID_CONFIG",
-                'Save mode Overwrite not allowed for strom: records are appended to a topic, '
+                "Save mode Overwrite not allowed for strom: records are appended to a topic, "
                 'never replace it. Use .mode("append").',
             )
         opts = parse_write_options(self.options)

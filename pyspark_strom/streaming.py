@@ -27,7 +27,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from pyspark_strom.options import Options
+from pyspark_strom.options import Options, client_tls_of
 from pyspark_strom.planning import (
     OffsetRange,
     data_loss,
@@ -92,11 +92,14 @@ class StromStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             opts.include_headers,
             opts.fail_on_data_loss,
             opts.fetch_bytes,
+            opts.security,
         )
         self.target: Offsets | None = None  # Trigger.AvailableNow: read no further
 
     def _cluster(self) -> SyncCluster:
-        return SyncCluster(self.opts.bootstrap, self.opts.request_timeout_ms)
+        return SyncCluster(
+            self.opts.bootstrap, self.opts.request_timeout_ms, tls=client_tls_of(self.opts.security)
+        )
 
     def initialOffset(self) -> dict[str, Any]:
         with self._cluster() as cluster:

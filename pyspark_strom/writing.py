@@ -90,6 +90,7 @@ def produce(opts: WriteOptions, batches: Iterator[pa.RecordBatch]) -> StromCommi
         request_timeout_ms=opts.request_timeout_ms,
         max_block_ms=opts.request_timeout_ms,
         delivery_timeout_ms=max(120_000, opts.request_timeout_ms + 5),
+        **dict(opts.security),
     )
     try:
         for batch in batches:
@@ -97,9 +98,7 @@ def produce(opts: WriteOptions, batches: Iterator[pa.RecordBatch]) -> StromCommi
             n = batch.num_rows
             values = columns["value"].to_pylist()
             keys = columns["key"].to_pylist() if "key" in columns else [None] * n
-            topics = (
-                [opts.topic] * n if opts.topic is not None else columns["topic"].to_pylist()
-            )
+            topics = [opts.topic] * n if opts.topic is not None else columns["topic"].to_pylist()
             parts = columns["partition"].to_pylist() if "partition" in columns else [None] * n
             headers = columns["headers"].to_pylist() if "headers" in columns else [None] * n
             for value, key, topic, partition, header in zip(

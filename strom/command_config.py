@@ -73,11 +73,18 @@ def client_settings(path: str | None) -> dict[str, Any]:
     for key in sorted(props):
         if key not in KNOWN:
             log.warning("The configuration '%s' was supplied but isn't a known config.", key)
+    return settings_from_properties(props, f"--command-config {path}")
+
+
+def settings_from_properties(props: dict[str, str], where: str) -> dict[str, Any]:
+    """Kafka's client security properties (the KNOWN keys of `props`) as the clients'
+    keyword arguments; `where` names their source in errors. Also read by the Spark
+    connector for its kafka.* options."""
     for store in ("ssl.truststore.type", "ssl.keystore.type"):
         if props.get(store, "PEM").upper() != "PEM":
             raise StromError(
                 "INVALID_CONFIG",
-                f"{store}={props[store]} in {path}: Strom's clients read PEM stores only",
+                f"{store}={props[store]} in {where}: Strom's clients read PEM stores only",
             )
     settings: dict[str, Any] = {}
     if "security.protocol" in props:
@@ -96,11 +103,11 @@ def client_settings(path: str | None) -> dict[str, Any]:
                 f"ssl.endpoint.identification.algorithm must be https or empty, not {algorithm!r}",
             )
         settings["ssl_check_hostname"] = algorithm == "https"
-    _check_pem(settings, path)
+    _check_pem(settings, where)
     return settings
 
 
-def _check_pem(settings: dict[str, Any], path: str) -> None:
+def _check_pem(settings: dict[str, Any], where: str) -> None:
     """Reads the PEM files once here, so that a bad one is named by the key the file gave
     (the clients name their own parameters)."""
     if str(settings.get("security_protocol", "PLAINTEXT")).upper() != "SSL":
@@ -116,7 +123,7 @@ def _check_pem(settings: dict[str, Any], path: str) -> None:
             ca_setting="ssl.truststore.location",
         )
     except TlsConfigError as exc:
-        raise StromError("INVALID_CONFIG", f"{exc} (--command-config {path})") from None
+        raise StromError("INVALID_CONFIG", f"{exc} ({where})") from None
 
 
 def tls_of(args: argparse.Namespace) -> ClientTls | None:

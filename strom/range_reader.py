@@ -23,9 +23,10 @@ from typing import Any
 import grpc
 
 from strom.cluster import CHANNEL_OPTIONS, TopicInfo, parse_bootstrap, topic_info
-from strom.errors import StromError, error_name, from_pb
+from strom.errors import AuthenticationError, StromError, error_name, from_pb
 from strom.fetcher import EARLIEST, LATEST, TopicPartition
 from strom_api.record_batch import LOG_OVERHEAD, parse_header
+from strom_api.tls import ClientTls, handshake_failure, sync_channel
 from strom_api.v1 import client_pb2, client_pb2_grpc
 
 __all__ = [
@@ -56,8 +57,10 @@ class SyncCluster:
         bootstrap: str | Sequence[str],
         request_timeout_ms: int = 30_000,
         retry_backoff_ms: int = 100,
+        tls: ClientTls | None = None,
     ) -> None:
         self.bootstrap = parse_bootstrap(bootstrap)
+        self.tls = tls  # None: PLAINTEXT
         self.timeout_s = request_timeout_ms / 1000
         self.backoff_s = retry_backoff_ms / 1000
         self.brokers: dict[int, str] = {}
@@ -81,7 +84,7 @@ class SyncCluster:
     def stub_for(self, address: str) -> Any:
         stub = self._stubs.get(address)
         if stub is None:
-            channel = grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
+            channel = sync_channel(address, self.tls, CHANNEL_OPTIONS)
             self._channels[address] = channel
             stub = self._stubs[address] = client_pb2_grpc.ClientServiceStub(channel)  # type: ignore[no-untyped-call]
         return stub
@@ -110,7 +113,13 @@ class SyncCluster:
                         request, timeout=max(min(remaining, self.timeout_s), 0.05)
                     )
                 except grpc.RpcError as exc:
-                    last = f"{address}: {exc.code().name}"
+                    details = exc.details() if isinstance(exc, grpc.Call) else None
+                    why = handshake_failure(details, self.tls)
+                    if why is not None and self.tls is not None:
+                        # A refused handshake will not pass on a retry (Kafka's
+                        # SslAuthenticationException is not retriable either).
+                        raise AuthenticationError(f"{why} (broker {address})") from None
+                    last = f"{address}: {why or exc.code().name}"
                     continue
                 self._apply(response)
                 return
@@ -149,9 +158,7 @@ class SyncCluster:
         usable = ("NONE", "LEADER_NOT_AVAILABLE")
         if info is None or not info.partitions or info.error not in usable:
             why = f" ({info.message})" if info is not None and info.message else ""
-            raise StromError(
-                "UNKNOWN_TOPIC_OR_PARTITION", f"topic '{topic}' does not exist{why}"
-            )
+            raise StromError("UNKNOWN_TOPIC_OR_PARTITION", f"topic '{topic}' does not exist{why}")
         return sorted(info.partitions)
 
     def leader(self, tp: TopicPartition) -> int:

@@ -334,3 +334,43 @@ def test_a_wrong_key_password_stops_the_node_with_one_line(tmp_path, certs):
         "with ssl.key.password: wrong password, or a key format that cannot be read"
     ], result.stderr
     assert "Traceback" not in result.stderr
+
+
+def spark_options(cluster: TlsCluster, certs: Certs, **extra: str) -> dict[str, str]:
+    """The options a Spark query gives the strom source: Spark's Kafka names."""
+    return {
+        "kafka.bootstrap.servers": bootstrap(cluster),
+        "kafka.security.protocol": "SSL",
+        "kafka.ssl.truststore.location": certs.ca,
+        "kafka.ssl.keystore.location": certs.client_keystore,
+        **extra,
+    }
+
+
+def test_the_spark_connector_reads_and_writes_over_mtls(cluster, certs):
+    """What Spark's driver and tasks run (planning, a task's range read, a task's write),
+    without a Spark session, over the secured cluster with Spark's kafka.ssl.* options."""
+    import pyarrow as pa
+
+    from pyspark_strom.options import parse_options, parse_write_options
+    from pyspark_strom.source import StromBatchReader
+    from pyspark_strom.writing import produce
+
+    written = produce(
+        parse_write_options(spark_options(cluster, certs, topic="spark-tls")),
+        iter([pa.record_batch([pa.array([b"a", b"b", b"c"])], names=["value"])]),
+    )
+    assert written.records == 3
+    reader = StromBatchReader(parse_options(spark_options(cluster, certs, subscribe="spark-tls")))
+    values = [
+        value
+        for part in reader.partitions()
+        for batch in reader.read(part)
+        for value in batch.column("value").to_pylist()
+    ]
+    assert sorted(values) == [b"a", b"b", b"c"]
+    # Without the client certificate the cluster's mTLS refuses the connector at once.
+    refused = spark_options(cluster, certs, subscribe="spark-tls")
+    del refused["kafka.ssl.keystore.location"]
+    with pytest.raises(AuthenticationError, match="SSL handshake failed"):
+        StromBatchReader(parse_options(refused)).partitions()

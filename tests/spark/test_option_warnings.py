@@ -45,3 +45,30 @@ def test_unknown_options_are_logged_as_ignored(caplog):
         "Option 'startingofsets' is not an option of the strom source; it is ignored.",
         "Option 'subscribe' is not an option of the strom source; it is ignored.",
     ]
+
+
+def test_kafka_security_options_are_read_not_warned(caplog, tmp_path):
+    from strom.errors import StromError
+    from tests.tls_certs import make_certs
+
+    certs = make_certs(str(tmp_path))
+    secured = {
+        **BASE,
+        "kafka.security.protocol": "SSL",
+        "kafka.ssl.truststore.location": certs.ca,
+        "kafka.ssl.keystore.location": certs.client_keystore,
+        "kafka.ssl.endpoint.identification.algorithm": "",
+    }
+    opts = parse_options(secured)
+    assert dict(opts.security) == {
+        "security_protocol": "SSL",
+        "ssl_cafile": certs.ca,
+        "ssl_certfile": certs.client_keystore,
+        "ssl_check_hostname": False,
+    }
+    assert parse_write_options({**secured, "topic": "t"}).security == opts.security
+    assert warnings(caplog) == [
+        "Option 'subscribe' is not an option of the strom source; it is ignored."
+    ]
+    with pytest.raises(StromError, match="PEM stores only"):
+        parse_options({**secured, "kafka.ssl.keystore.type": "JKS"})
