@@ -34,6 +34,7 @@ ACCEPTANCE_TABLES = {
     ("storage/config.py", "_SPECS"),
     ("raft/config.py", "_NAMES"),
     ("broker/unapplied_configs.py", "NOT_APPLIED"),
+    ("broker/listener_security.py", "SSL_KEYS"),
 }
 
 

@@ -80,6 +80,17 @@ def test_node_and_static_broker_keys_are_looked_up(index):
     assert unread == [], "node keys accepted and never looked up"
 
 
+def test_listener_security_keys_are_read(index):
+    """Every ssl.* key a listener accepts (listener_security.SSL_KEYS, also under
+    listener.name.<name>.) is looked up where the listener's TLS is built."""
+    from broker.listener_security import SSL_KEYS
+
+    module = "broker/listener_security.py"
+    unread = [k for k in SSL_KEYS if module not in index.reads_string(k)]
+    assert unread == [], "listener ssl.* keys accepted and never looked up"
+    assert module in index.reads_string("listener.security.protocol.map")
+
+
 def test_dynamic_broker_configs_are_read_at_runtime(index):
     """A dynamic broker config without a topic synonym must be looked up outside
     server.properties parsing, where its per-broker and cluster-wide values are applied."""
