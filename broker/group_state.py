@@ -42,7 +42,7 @@ VALID_PREVIOUS: dict[GroupState, frozenset[GroupState]] = {
 
 
 class IllegalGroupTransition(RuntimeError):
-    pass
+    """A transition outside VALID_PREVIOUS: a coordinator bug, as Kafka's IllegalStateException."""
 
 
 @dataclass(eq=False)

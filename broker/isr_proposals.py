@@ -73,9 +73,12 @@ class IsrProposals:
 
     def take(self) -> tuple[list[Proposal], list[Proposal]]:
         """The queued proposals, emptying the queue: (to send, settled meanwhile)."""
-        batch, self._queued = list(self._queued.values()), {}
-        live = [p for p in batch if _pending(p.partition, p.change)]
-        return live, [p for p in batch if not _pending(p.partition, p.change)]
+        live: list[Proposal] = []
+        settled: list[Proposal] = []
+        for proposal in self._queued.values():
+            (live if _pending(proposal.partition, proposal.change) else settled).append(proposal)
+        self._queued = {}
+        return live, settled
 
     def answered(
         self,

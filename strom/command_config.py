@@ -45,6 +45,18 @@ def add_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--command-config", metavar="FILE", help=HELP)
 
 
+def add_connection_options(parser: argparse.ArgumentParser) -> None:
+    """--bootstrap-server (required) and --command-config, as the console and perf tools
+    take them."""
+    parser.add_argument(
+        "--bootstrap-server",
+        required=True,
+        metavar="HOST:PORT[,...]",
+        help="the brokers to connect to",
+    )
+    add_option(parser)
+
+
 def _properties(path: str) -> dict[str, str]:
     try:
         with open(path, encoding="utf-8") as f:

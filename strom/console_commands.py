@@ -58,12 +58,7 @@ _PRODUCER_KEYS: dict[str, Callable[[str], Any]] = {
 
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     producer = commands.add_parser("console-producer", help="send lines of stdin as records")
-    producer.add_argument(
-        "--bootstrap-server",
-        required=True,
-        metavar="HOST:PORT[,...]",
-        help="the brokers to connect to",
-    )
+    command_config.add_connection_options(producer)
     producer.add_argument("--topic", required=True, help="the topic to send the records to")
     producer.add_argument(
         "--property",
@@ -81,18 +76,11 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="a producer config by its Kafka name (repeatable): "
         + ", ".join(sorted(_PRODUCER_KEYS)),
     )
-    command_config.add_option(producer)
     producer.set_defaults(handler=produce)
 
     consumer = commands.add_parser("console-consumer", help="print records as lines")
-    consumer.add_argument(
-        "--bootstrap-server",
-        required=True,
-        metavar="HOST:PORT[,...]",
-        help="the brokers to connect to",
-    )
+    command_config.add_connection_options(consumer)
     consumer.add_argument("--topic", required=True, help="the topic to read")
-    command_config.add_option(consumer)
     consumer.add_argument(
         "--group", help="the consumer group to join (its committed offsets are used)"
     )

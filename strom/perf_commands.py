@@ -52,14 +52,8 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     producer.set_defaults(handler=producer_perf)
 
     consumer = commands.add_parser("consumer-perf-test", help="consume load, print throughput")
-    consumer.add_argument(
-        "--bootstrap-server",
-        required=True,
-        metavar="HOST:PORT[,...]",
-        help="the brokers to connect to",
-    )
+    command_config.add_connection_options(consumer)
     consumer.add_argument("--topic", required=True, help="the topic to consume from")
-    command_config.add_option(consumer)
     consumer.add_argument("--messages", type=int, required=True, help="how many records to consume")
     consumer.add_argument("--group", help="a consumer group (default: none, every partition)")
     consumer.add_argument(

@@ -187,9 +187,7 @@ class Sender:
                 # a duplicate); the epoch changes once none is left (Kafka keeps unresolved
                 # batches in flight for the same reason).
                 only = _fate_unknown
-        if only is None and self.config.idempotent and (
-            self.producer_id < 0 or self._bump_needed
-        ):
+        if only is None and self.config.idempotent and (self.producer_id < 0 or self._bump_needed):
             try:
                 await self._init_producer_id()
             except StromError as exc:
@@ -254,9 +252,7 @@ class Sender:
 
     def _earlier_unsettled(self, batch: ProducerBatch) -> bool:
         """A batch of the same partition sent before `batch` is unanswered or to be resent."""
-        if any(
-            b is not batch and b.order < batch.order for b in self._in_flight.get(batch.tp, ())
-        ):
+        if any(b is not batch and b.order < batch.order for b in self._in_flight.get(batch.tp, ())):
             return True
         return self.accumulator.waiting_before(batch)
 

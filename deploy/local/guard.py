@@ -15,7 +15,7 @@ from typing import IO
 
 
 class CannotStart(Exception):
-    pass
+    """make run cannot start: its directory or ports are taken (the message says by what)."""
 
 
 def lock_directory(directory: str) -> IO[str]:
