@@ -15,6 +15,7 @@ from typing import Any
 from broker.api_errors import error_pb, make_error
 from broker.group_coordinator import OFFSETS_TOPIC, GroupCoordinator, MemberIdRequired
 from broker.replica_manager import ReplicaManager
+from broker.request_session import peer_host
 from metadata.errors import ApiError
 from strom_api.v1 import client_pb2
 
@@ -61,7 +62,7 @@ class GroupApi:
 
     async def JoinGroup(self, request: Any, context: Any) -> Any:  # noqa: N802
         try:
-            answer = await self.groups.join_group(request, _peer_host(context))
+            answer = await self.groups.join_group(request, peer_host(context))
         except MemberIdRequired as exc:
             return client_pb2.JoinGroupResponse(
                 error=error_pb(exc), member_id=exc.member_id, generation_id=-1
@@ -201,12 +202,3 @@ class GroupApi:
             except ApiError as exc:
                 out.error.CopyFrom(error_pb(exc))
         return response
-
-
-def _peer_host(context: Any) -> str:
-    try:
-        peer = str(context.peer())
-    except Exception:  # a context without a peer (tests): no host
-        return ""
-    # ipv4:127.0.0.1:5555 / ipv6:[::1]:5555
-    return peer.split(":", 1)[-1].rsplit(":", 1)[0].strip("[]")

@@ -35,6 +35,7 @@ from typing import Any
 import grpc
 import grpc.aio
 
+from broker.admission import AnonymousAdmission, CertificateAdmission
 from broker.client_service import ClientServicer, auto_create
 from broker.controller_forwarder import forwarding_servicer
 from broker.controller_service import ControllerServicer
@@ -49,6 +50,7 @@ from broker.producer_ids import ProducerIdManager
 from broker.replica_fetcher import FetcherManager
 from broker.replica_manager import ReplicaManager
 from broker.replica_service import ReplicaServicer
+from broker.request_session import Admission
 from broker.rpc_guard import guarded, quiet_grpc_server_log
 from broker.server_config import ServerConfig
 from broker.unapplied_configs import not_applied_warning
@@ -289,7 +291,8 @@ class Node:
         # because a Metadata answer carries the endpoints of the listener it came in on.
         for listener in config.broker_listeners:
             server = self._broker_server()
-            guarded_server = guarded(server)  # every request checked before a servicer sees it
+            # every caller admitted, every request checked, before a servicer sees it
+            guarded_server = guarded(server, self._admission(listener.name))
             client_pb2_grpc.add_ClientServiceServicer_to_server(  # type: ignore[no-untyped-call]
                 client_servicer.for_listener(listener.name), guarded_server
             )
@@ -322,6 +325,12 @@ class Node:
         )
 
     # --- TLS (broker/listener_security.py) ---------------------------------------------------
+
+    def _admission(self, listener: str) -> Admission:
+        """How the callers of `listener` are named (broker/admission.py)."""
+        if self.config.protocols.get(listener) == "SSL":
+            return CertificateAdmission(listener)
+        return AnonymousAdmission(listener)
 
     def _credentials(self, listener: str) -> grpc.ServerCredentials | None:
         """The server credentials of an SSL listener (read again when its PEM files
@@ -426,7 +435,7 @@ class Node:
             ControllerServicer(
                 self.controller, self.cluster_id, self.config.properties, self.config.node_id
             ),
-            guarded(server),
+            guarded(server, self._admission(self.config.controller_listener)),
         )
 
     async def stop(self) -> None:

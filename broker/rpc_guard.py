@@ -10,6 +10,9 @@ fuzzed requests grew one node's log from 61 KB to 15.6 MB. Now:
   INVALID_ARGUMENT naming Kafka's CORRUPT_MESSAGE, and turns any exception a servicer lets
   escape into INTERNAL with one log line per cause. Kafka closes the connection on a
   request it cannot parse; over gRPC the status ends only that call.
+- `guarded(server, admission)` also asks the listener's admission (broker/admission.py) who
+  the caller is before anything else is looked at, and serves the call with that Session
+  set (broker/request_session.py); a caller the admission refuses ends there.
 - `quiet_grpc_server_log()` rate-limits grpc's own "Unexpected ... raised by servicer" log
   for the services not wrapped here (Raft's, whose handler reads messages itself, and
   health), keeping one traceback per cause a minute.
@@ -26,6 +29,7 @@ from typing import Any
 import grpc
 import grpc.aio
 
+from broker.request_session import Admission, enter, leave
 from raft.rate_limited_log import RateLimitedLog
 
 log = logging.getLogger("strom.rpc")
@@ -160,9 +164,10 @@ async def _checked(method: str, requests: AsyncIterator[Any], context: Any) -> A
         yield request
 
 
-def _guard_handler(method: str, handler: Any) -> Any:
-    """The handler with a lenient deserializer and a behaviour that refuses what did not
-    parse. Only async servicers (this node's own) are wrapped; others pass unchanged."""
+def _guard_handler(method: str, handler: Any, admission: Admission | None) -> Any:
+    """The handler with a lenient deserializer and a behaviour that admits the caller, then
+    refuses what did not parse. Only async servicers (this node's own) are wrapped; others
+    pass unchanged."""
     if handler is None:
         return None
     if not handler.request_streaming and not handler.response_streaming:
@@ -171,14 +176,18 @@ def _guard_handler(method: str, handler: Any) -> Any:
             return handler
 
         async def unary_unary(request: Any, context: Any) -> Any:
-            if isinstance(request, Malformed):
-                await _refuse(method, request, context)
+            session = None if admission is None else enter(await admission.admit(method, context))
             try:
+                if isinstance(request, Malformed):
+                    await _refuse(method, request, context)
                 return await behaviour(request, context)
             except (grpc.aio.AbortError, grpc.aio.UsageError):
                 raise
             except Exception as exc:
                 await _failed(method, exc, context)
+            finally:
+                if session is not None:
+                    leave(session)
 
         return handler._replace(
             unary_unary=unary_unary, request_deserializer=_lenient(handler.request_deserializer)
@@ -189,6 +198,10 @@ def _guard_handler(method: str, handler: Any) -> Any:
             return handler  # reads with context.read(): it sees the raw parse
 
         async def stream_stream(requests: AsyncIterator[Any], context: Any) -> AsyncIterator[Any]:
+            # Set for the call's own task (grpc.aio serves each call in a task of its own),
+            # which iterates this generator to its end: nothing to reset.
+            if admission is not None:
+                enter(await admission.admit(method, context))
             try:
                 async for response in behaviour(_checked(method, requests, context), context):
                     yield response
@@ -205,36 +218,44 @@ def _guard_handler(method: str, handler: Any) -> Any:
 
 
 class _GuardedGeneric(grpc.GenericRpcHandler):
-    def __init__(self, inner: grpc.GenericRpcHandler) -> None:
+    def __init__(self, inner: grpc.GenericRpcHandler, admission: Admission | None) -> None:
         self.inner = inner
+        self.admission = admission
 
     def service(self, handler_call_details: Any) -> Any:
         handler = self.inner.service(handler_call_details)
-        return _guard_handler(handler_call_details.method, handler)
+        return _guard_handler(handler_call_details.method, handler, self.admission)
 
 
 class _GuardedServer:
     """Passes everything to the server, wrapping the handlers registered through it."""
 
-    def __init__(self, server: Any) -> None:
+    def __init__(self, server: Any, admission: Admission | None) -> None:
         self._server = server
+        self._admission = admission
 
     def add_generic_rpc_handlers(self, handlers: Any) -> None:
-        self._server.add_generic_rpc_handlers(tuple(_GuardedGeneric(h) for h in handlers))
+        self._server.add_generic_rpc_handlers(
+            tuple(_GuardedGeneric(h, self._admission) for h in handlers)
+        )
 
     def add_registered_method_handlers(self, service: str, handlers: dict[str, Any]) -> None:
         self._server.add_registered_method_handlers(
             service,
-            {name: _guard_handler(f"/{service}/{name}", h) for name, h in handlers.items()},
+            {
+                name: _guard_handler(f"/{service}/{name}", h, self._admission)
+                for name, h in handlers.items()
+            },
         )
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._server, name)
 
 
-def guarded(server: Any) -> Any:
-    """`server` for registering servicers whose requests are to be guarded."""
-    return _GuardedServer(server)
+def guarded(server: Any, admission: Admission | None = None) -> Any:
+    """`server` for registering servicers whose requests are to be guarded, each call
+    admitted by `admission` first (None: calls carry no Session)."""
+    return _GuardedServer(server, admission)
 
 
 _GRPC_UNEXPECTED = re.compile(

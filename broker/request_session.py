@@ -1,0 +1,61 @@
+"""Who sent the request being served: its principal, the host it came from, and the
+listener it came in on — Kafka's RequestContext.principal / clientAddress / listenerName.
+
+The guard in front of every servicer (broker/rpc_guard.py) asks the listener's admission
+(`Admission.admit`) for the Session of each call before the servicer runs, and sets it for
+the call; servicers and the authorizer's callers read it with `current_session()`. A
+listener's admission authenticates: on PLAINTEXT every caller is User:ANONYMOUS, on SSL
+the verified client certificate names it (broker/listener_security.ssl_principal), on
+SASL_* the session the client authenticated (issue 18). A caller it refuses never reaches
+a servicer.
+"""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class Session:
+    principal: str  # Kafka's "Type:name", e.g. User:alice, User:CN=broker-1,O=strom
+    host: str  # the client's IP address as the connection shows it ("" when unknown)
+    listener: str  # the listener name, e.g. CLIENT, REPLICATION, CONTROLLER
+
+
+_current: ContextVar[Session | None] = ContextVar("strom_request_session", default=None)
+
+
+def current_session() -> Session | None:
+    """The Session of the request being served; None outside a request (the node's own
+    work: timers, its metadata loader, tests calling a servicer directly)."""
+    return _current.get()
+
+
+def enter(session: Session) -> Any:
+    """Sets the Session for the rest of the running call; returns the token for `leave`."""
+    return _current.set(session)
+
+
+def leave(token: Any) -> None:
+    _current.reset(token)
+
+
+def peer_host(context: Any) -> str:
+    """The client's address from gRPC's peer string (ipv4:127.0.0.1:5555,
+    ipv6:[::1]:5555); "" when the context has none."""
+    try:
+        peer = str(context.peer())
+    except Exception:  # a context without a peer (a servicer called directly)
+        return ""
+    if not peer.startswith(("ipv4:", "ipv6:")):
+        return ""
+    return peer.split(":", 1)[-1].rsplit(":", 1)[0].strip("[]")
+
+
+class Admission(Protocol):
+    """A listener's authentication: the Session of a call, or an abort of it
+    (`context.abort(...)`) when the caller is not who it must be."""
+
+    async def admit(self, method: str, context: Any) -> Session: ...
