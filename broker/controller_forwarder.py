@@ -24,6 +24,9 @@ FORWARDED = (
     "ListPartitionReassignments",
     "IncrementalAlterConfigs",
     "DescribeConfigs",
+    "CreateAcls",
+    "DescribeAcls",
+    "DeleteAcls",
 )
 Forward = Callable[[str, Any, float], Awaitable[Any | None]]
 

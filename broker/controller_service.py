@@ -13,7 +13,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from broker.api_errors import error_pb
+from metadata.acl_control import AclBindingFilter, from_code
 from metadata.alter_partition import IsrProposal
+from metadata.authorizer import StandardAcl
 from metadata.broker_lifecycle import BrokerRegistrationRequest, HeartbeatRequest
 from metadata.config_control import describe_configs
 from metadata.controller import QuorumController
@@ -21,6 +23,7 @@ from metadata.errors import ApiError
 from metadata.image import Endpoint
 from metadata.partition_change import Election
 from metadata.topic_control import NewTopic
+from strom_api.acls import AclOperation, AclPermissionType, PatternType, ResourceType
 from strom_api.v1 import controller_pb2, controller_pb2_grpc
 from strom_api.v1 import metadata_pb2 as mpb
 
@@ -39,6 +42,43 @@ def _results(out: Any, results: Mapping[tuple[str, int], ApiError | None]) -> An
         if err is not None:
             item.error.CopyFrom(error_pb(err))
     return out
+
+
+def _acl(b: Any) -> StandardAcl:
+    """A wire AclBinding; a code Kafka does not define reads as UNKNOWN (refused later)."""
+    return StandardAcl(
+        from_code(ResourceType, b.resource_type),
+        b.resource_name,
+        from_code(PatternType, b.pattern_type),
+        b.principal,
+        b.host,
+        from_code(AclOperation, b.operation),
+        from_code(AclPermissionType, b.permission_type),
+    )
+
+
+def _acl_filter(f: Any) -> AclBindingFilter:
+    return AclBindingFilter(
+        from_code(ResourceType, f.resource_type),
+        f.resource_name if f.HasField("resource_name") else None,
+        from_code(PatternType, f.pattern_type),
+        f.principal if f.HasField("principal") else None,
+        f.host if f.HasField("host") else None,
+        from_code(AclOperation, f.operation),
+        from_code(AclPermissionType, f.permission_type),
+    )
+
+
+def _binding_pb(acl: StandardAcl) -> controller_pb2.AclBinding:
+    return controller_pb2.AclBinding(
+        resource_type=acl.resource_type,
+        resource_name=acl.resource_name,
+        pattern_type=acl.pattern_type,
+        principal=acl.principal,
+        host=acl.host,
+        operation=acl.operation,
+        permission_type=acl.permission_type,
+    )
 
 
 class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
@@ -372,4 +412,35 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
                     synonym = entry.synonyms.add(name=syn.name, source=str(syn.source))
                     if syn.value is not None:
                         synonym.value = syn.value
+        return out
+
+    async def CreateAcls(self, request: Any, context: Any) -> Any:  # noqa: N802
+        try:
+            results = await self.controller.create_acls([_acl(b) for b in request.creations])
+        except ApiError as error:
+            return controller_pb2.CreateAclsResponse(error=self._controller_error(error))
+        out = controller_pb2.CreateAclsResponse()
+        for err in results:
+            item = out.results.add()
+            if err is not None:
+                item.error.CopyFrom(error_pb(err))
+        return out
+
+    async def DescribeAcls(self, request: Any, context: Any) -> Any:  # noqa: N802
+        try:
+            acls = self.controller.describe_acls(_acl_filter(request.filter))
+        except ApiError as error:
+            return controller_pb2.DescribeAclsResponse(error=self._controller_error(error))
+        return controller_pb2.DescribeAclsResponse(acls=[_binding_pb(a) for a in acls])
+
+    async def DeleteAcls(self, request: Any, context: Any) -> Any:  # noqa: N802
+        try:
+            results = await self.controller.delete_acls([_acl_filter(f) for f in request.filters])
+        except ApiError as error:
+            return controller_pb2.DeleteAclsResponse(error=self._controller_error(error))
+        out = controller_pb2.DeleteAclsResponse()
+        for result in results:
+            item = out.results.add(deleted=[_binding_pb(a) for a in result.deleted])
+            if result.error is not None:
+                item.error.CopyFrom(error_pb(result.error))
         return out

@@ -25,12 +25,20 @@ from dataclasses import dataclass
 
 from google.protobuf.message import Message
 
+from metadata.acl_control import (
+    AclBindingFilter,
+    DeleteAclsResult,
+    create_acls,
+    delete_acls,
+    describe_acls,
+)
 from metadata.alter_partition import (
     IsrProposal,
     IsrResult,
     allocate_producer_ids,
     alter_partition,
 )
+from metadata.authorizer import StandardAcl
 from metadata.broker_lifecycle import (
     BrokerRegistrationRequest,
     HeartbeatRequest,
@@ -325,6 +333,25 @@ class QuorumController:
             records, results = incremental_alter_configs(self.image, changes, validate_only)
             await self._commit(records)
             return results
+
+    async def create_acls(self, acls: Sequence[StandardAcl]) -> list[ApiError | None]:
+        async with self._lock:
+            self._require_active()
+            records, results = create_acls(self.image, acls)
+            await self._commit(records)
+            return results
+
+    async def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[DeleteAclsResult]:
+        async with self._lock:
+            self._require_active()
+            records, results = delete_acls(self.image, filters)
+            await self._commit(records)
+            return results
+
+    def describe_acls(self, acl_filter: AclBindingFilter) -> list[StandardAcl]:
+        """From this controller's own image, as DescribeConfigs; brokers forward to the
+        active controller, whose image holds every ACL committed so far."""
+        return describe_acls(self.image, acl_filter)
 
     # --- timers ----------------------------------------------------------------------------
 

@@ -20,7 +20,9 @@ from dataclasses import dataclass, field
 
 from google.protobuf.message import Message
 
+from metadata.authorizer import StandardAcl
 from metadata.image import (
+    AclsImage,
     BrokerRegistration,
     ClusterImage,
     ConfigResource,
@@ -32,9 +34,10 @@ from metadata.image import (
     ProducerIdsImage,
     TopicImage,
     TopicsImage,
+    acl_from_record,
     frozen,
 )
-from metadata.records import topic_id_str
+from metadata.records import acl_id_str, topic_id_str
 from strom_api.v1 import metadata_pb2 as pb
 
 
@@ -247,6 +250,45 @@ class ConfigurationsDelta:
         return ConfigurationsImage(frozen(resources))
 
 
+@dataclass
+class AclsDelta:
+    image: AclsImage
+    changed: dict[bytes, StandardAcl | None] = field(default_factory=dict)  # None: removed
+
+    def _exists(self, acl_id: bytes) -> bool:
+        if acl_id in self.changed:
+            return self.changed[acl_id] is not None
+        return acl_id in self.image.by_id
+
+    def replay(self, r: pb.AccessControlEntryRecord) -> None:
+        try:
+            acl = acl_from_record(r)
+        except ValueError as exc:
+            raise MetadataReplayError(
+                f"AccessControlEntryRecord {acl_id_str(r.id)} holds an unknown code: {exc}"
+            ) from None
+        self.changed[r.id] = acl
+
+    def replay_remove(self, r: pb.RemoveAccessControlEntryRecord) -> None:
+        # Kafka's AclControlManager refuses to replay the removal of an ACL it lacks.
+        if not self._exists(r.id):
+            raise MetadataReplayError(
+                f"RemoveAccessControlEntryRecord for unknown ACL id {acl_id_str(r.id)}"
+            )
+        self.changed[r.id] = None
+
+    def apply(self) -> AclsImage:
+        if not self.changed:
+            return self.image
+        by_id = dict(self.image.by_id)
+        for acl_id, acl in self.changed.items():
+            if acl is None:
+                by_id.pop(acl_id, None)
+            else:
+                by_id[acl_id] = acl
+        return AclsImage.of(by_id)
+
+
 class MetadataDelta:
     """The records replayed on top of `image`; apply() gives the image after them."""
 
@@ -255,6 +297,7 @@ class MetadataDelta:
         self.cluster = ClusterDelta(image.cluster)
         self.topics = TopicsDelta(image.topics)
         self.configs = ConfigurationsDelta(image.configs)
+        self.acls = AclsDelta(image.acls)
         self.features: dict[str, int] = {}
         self.next_producer_id: int | None = None
         self.records = 0
@@ -301,6 +344,10 @@ class MetadataDelta:
             self.next_producer_id = record.next_producer_id
         elif isinstance(record, pb.FeatureLevelRecord):
             self.features[record.name] = record.feature_level
+        elif isinstance(record, pb.AccessControlEntryRecord):
+            self.acls.replay(record)
+        elif isinstance(record, pb.RemoveAccessControlEntryRecord):
+            self.acls.replay_remove(record)
         elif isinstance(record, pb.NoOpRecord):
             pass
         else:
@@ -330,4 +377,5 @@ class MetadataDelta:
             topics=self.topics.apply(),
             configs=self.configs.apply(),
             producer_ids=producer_ids,
+            acls=self.acls.apply(),
         )

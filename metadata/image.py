@@ -4,7 +4,7 @@ An image is built only by replaying records (metadata/delta.py) and never change
 delta yields the next image and shares every part it did not touch, so a broker or standby
 controller holding the previous image loses nothing and pays only for what changed. The
 parts mirror Kafka's MetadataImage: features, cluster (brokers), topics (with partitions),
-configs and producer ids. `records()` writes an image back as the records that rebuild it:
+configs, producer ids and ACLs. `records()` writes an image back as the records that rebuild it:
 that is a metadata snapshot's content.
 """
 
@@ -17,7 +17,9 @@ from typing import Any, TypeVar
 
 from google.protobuf.message import Message
 
+from metadata.authorizer import AclIndex, StandardAcl
 from metadata.records import NO_LEADER
+from strom_api.acls import AclOperation, AclPermissionType, PatternType, ResourceType
 from strom_api.v1 import metadata_pb2 as pb
 
 _EMPTY: Mapping[Any, Any] = MappingProxyType({})
@@ -198,6 +200,48 @@ class ProducerIdsImage:
     next_producer_id: int = 0  # the first id of the next block the controller hands out
 
 
+def acl_record(acl_id: bytes, acl: StandardAcl) -> pb.AccessControlEntryRecord:
+    return pb.AccessControlEntryRecord(
+        id=acl_id,
+        resource_type=acl.resource_type,
+        resource_name=acl.resource_name,
+        pattern_type=acl.pattern_type,
+        principal=acl.principal,
+        host=acl.host,
+        operation=acl.operation,
+        permission_type=acl.permission_type,
+    )
+
+
+def acl_from_record(r: pb.AccessControlEntryRecord) -> StandardAcl:
+    """The ACL of a record; ValueError when a code is not one of Kafka's."""
+    return StandardAcl(
+        ResourceType(r.resource_type),
+        r.resource_name,
+        PatternType(r.pattern_type),
+        r.principal,
+        r.host,
+        AclOperation(r.operation),
+        AclPermissionType(r.permission_type),
+    )
+
+
+_NO_ACLS = AclIndex(())
+
+
+@dataclass(frozen=True, slots=True)
+class AclsImage:
+    """Every ACL by its id (Kafka's AclsImage), and the same ACLs indexed for the
+    authorizer, built once per change of the ACLs rather than once per check."""
+
+    by_id: Mapping[bytes, StandardAcl] = field(default_factory=_empty)
+    index: AclIndex = field(default=_NO_ACLS, compare=False, repr=False)  # by_id's, indexed
+
+    @staticmethod
+    def of(by_id: Mapping[bytes, StandardAcl]) -> AclsImage:
+        return AclsImage(frozen(by_id), AclIndex(by_id.values()))
+
+
 @dataclass(frozen=True, slots=True)
 class FeaturesImage:
     levels: Mapping[str, int] = field(default_factory=_empty)
@@ -214,11 +258,13 @@ class MetadataImage:
     topics: TopicsImage = TopicsImage()
     configs: ConfigurationsImage = ConfigurationsImage()
     producer_ids: ProducerIdsImage = ProducerIdsImage()
+    acls: AclsImage = AclsImage()
 
     def records(self) -> Iterator[Message]:
         """The records that rebuild this image when replayed into an empty one (a
         snapshot's content): features first, as Kafka's snapshots start with
-        metadata.version, then brokers, topics with their partitions, configs, producer ids.
+        metadata.version, then brokers, topics with their partitions, configs, producer ids,
+        ACLs (each with its id, so a later RemoveAccessControlEntryRecord still finds it).
         """
         for name, level in sorted(self.features.levels.items()):
             yield pb.FeatureLevelRecord(name=name, feature_level=level)
@@ -241,6 +287,8 @@ class MetadataImage:
             yield pb.ProducerIdsRecord(
                 broker_id=-1, broker_epoch=-1, next_producer_id=self.producer_ids.next_producer_id
             )
+        for acl_id in sorted(self.acls.by_id):
+            yield acl_record(acl_id, self.acls.by_id[acl_id])
 
 
 EMPTY_IMAGE = MetadataImage()

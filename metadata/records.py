@@ -31,6 +31,8 @@ _FIELD_OF = {
     pb.ProducerIdsRecord: "producer_ids",
     pb.FeatureLevelRecord: "feature_level",
     pb.NoOpRecord: "no_op",
+    pb.AccessControlEntryRecord: "access_control_entry",
+    pb.RemoveAccessControlEntryRecord: "remove_access_control_entry",
 }
 
 
@@ -72,3 +74,13 @@ def new_topic_id() -> bytes:
 def topic_id_str(topic_id: bytes) -> str:
     """A topic id as Kafka prints it."""
     return uuid_string(topic_id)
+
+
+def new_acl_id() -> bytes:
+    """A random ACL id (a version-4 UUID, as Kafka's AclControlManager draws)."""
+    return uuid.uuid4().bytes
+
+
+def acl_id_str(acl_id: bytes) -> str:
+    """An ACL id as Kafka prints it (a 16-byte UUID)."""
+    return uuid_string(acl_id)

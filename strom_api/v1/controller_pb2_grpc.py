@@ -109,6 +109,21 @@ class ControllerServiceStub:
                 request_serializer=strom__api_dot_v1_dot_controller__pb2.DescribeConfigsRequest.SerializeToString,
                 response_deserializer=strom__api_dot_v1_dot_controller__pb2.DescribeConfigsResponse.FromString,
                 _registered_method=True)
+        self.CreateAcls = channel.unary_unary(
+                '/strom_api.v1.ControllerService/CreateAcls',
+                request_serializer=strom__api_dot_v1_dot_controller__pb2.CreateAclsRequest.SerializeToString,
+                response_deserializer=strom__api_dot_v1_dot_controller__pb2.CreateAclsResponse.FromString,
+                _registered_method=True)
+        self.DescribeAcls = channel.unary_unary(
+                '/strom_api.v1.ControllerService/DescribeAcls',
+                request_serializer=strom__api_dot_v1_dot_controller__pb2.DescribeAclsRequest.SerializeToString,
+                response_deserializer=strom__api_dot_v1_dot_controller__pb2.DescribeAclsResponse.FromString,
+                _registered_method=True)
+        self.DeleteAcls = channel.unary_unary(
+                '/strom_api.v1.ControllerService/DeleteAcls',
+                request_serializer=strom__api_dot_v1_dot_controller__pb2.DeleteAclsRequest.SerializeToString,
+                response_deserializer=strom__api_dot_v1_dot_controller__pb2.DeleteAclsResponse.FromString,
+                _registered_method=True)
 
 
 class ControllerServiceServicer:
@@ -205,6 +220,25 @@ class ControllerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateAcls(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeAcls(self, request, context):
+        """Answered from the answering controller's own image (brokers forward to the active one).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteAcls(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControllerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -282,6 +316,21 @@ def add_ControllerServiceServicer_to_server(servicer, server):
                     servicer.DescribeConfigs,
                     request_deserializer=strom__api_dot_v1_dot_controller__pb2.DescribeConfigsRequest.FromString,
                     response_serializer=strom__api_dot_v1_dot_controller__pb2.DescribeConfigsResponse.SerializeToString,
+            ),
+            'CreateAcls': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateAcls,
+                    request_deserializer=strom__api_dot_v1_dot_controller__pb2.CreateAclsRequest.FromString,
+                    response_serializer=strom__api_dot_v1_dot_controller__pb2.CreateAclsResponse.SerializeToString,
+            ),
+            'DescribeAcls': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeAcls,
+                    request_deserializer=strom__api_dot_v1_dot_controller__pb2.DescribeAclsRequest.FromString,
+                    response_serializer=strom__api_dot_v1_dot_controller__pb2.DescribeAclsResponse.SerializeToString,
+            ),
+            'DeleteAcls': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteAcls,
+                    request_deserializer=strom__api_dot_v1_dot_controller__pb2.DeleteAclsRequest.FromString,
+                    response_serializer=strom__api_dot_v1_dot_controller__pb2.DeleteAclsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -689,6 +738,87 @@ class ControllerService:
             '/strom_api.v1.ControllerService/DescribeConfigs',
             strom__api_dot_v1_dot_controller__pb2.DescribeConfigsRequest.SerializeToString,
             strom__api_dot_v1_dot_controller__pb2.DescribeConfigsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateAcls(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strom_api.v1.ControllerService/CreateAcls',
+            strom__api_dot_v1_dot_controller__pb2.CreateAclsRequest.SerializeToString,
+            strom__api_dot_v1_dot_controller__pb2.CreateAclsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeAcls(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strom_api.v1.ControllerService/DescribeAcls',
+            strom__api_dot_v1_dot_controller__pb2.DescribeAclsRequest.SerializeToString,
+            strom__api_dot_v1_dot_controller__pb2.DescribeAclsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteAcls(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strom_api.v1.ControllerService/DeleteAcls',
+            strom__api_dot_v1_dot_controller__pb2.DeleteAclsRequest.SerializeToString,
+            strom__api_dot_v1_dot_controller__pb2.DeleteAclsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -241,6 +241,34 @@ SEEDS: dict[str, Seed] = {
     "DescribeConfigs": lambda rng, ctx: {
         "resources": [{"type": "TOPIC", "name": _topic(rng, ctx)[0]}]
     },
+    "CreateAcls": lambda rng, ctx: {
+        "creations": [
+            {
+                "resource_type": 2,  # TOPIC
+                "resource_name": _topic(rng, ctx)[0],
+                "pattern_type": rng.choice((3, 4)),  # LITERAL, PREFIXED
+                "principal": rng.choice(("User:fuzz", "User:*")),
+                "host": "*",
+                "operation": rng.choice((2, 3, 4, 8)),  # ALL, READ, WRITE, DESCRIBE
+                "permission_type": rng.choice((2, 3)),  # DENY, ALLOW
+            }
+        ]
+    },
+    "DescribeAcls": lambda rng, ctx: {
+        "filter": {"resource_type": 1, "pattern_type": 1, "operation": 1, "permission_type": 1}
+    },
+    "DeleteAcls": lambda rng, ctx: {
+        "filters": [
+            {
+                "resource_type": 2,
+                "resource_name": _topic(rng, ctx)[0],
+                "pattern_type": 2,  # MATCH
+                "principal": "User:fuzz",
+                "operation": 1,
+                "permission_type": 1,
+            }
+        ]
+    },
     "Exchange": _raft,
     "Check": lambda rng, ctx: {"service": rng.choice(("", "strom"))},
     "Watch": lambda rng, ctx: {"service": ""},
