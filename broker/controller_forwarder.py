@@ -24,6 +24,8 @@ FORWARDED = (
     "ListPartitionReassignments",
     "IncrementalAlterConfigs",
     "DescribeConfigs",
+    "AlterUserScramCredentials",
+    "DescribeUserScramCredentials",
 )
 Forward = Callable[[str, Any, float], Awaitable[Any | None]]
 

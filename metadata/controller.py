@@ -54,6 +54,13 @@ from metadata.reassignment import (
     list_partition_reassignments,
 )
 from metadata.records import encode
+from metadata.scram_control import (
+    ScramCredentialInfo,
+    ScramDeletion,
+    ScramUpsertion,
+    alter_user_scram_credentials,
+    describe_user_scram_credentials,
+)
 from metadata.topic_control import (
     CreateTopicResult,
     NewTopic,
@@ -325,6 +332,22 @@ class QuorumController:
             records, results = incremental_alter_configs(self.image, changes, validate_only)
             await self._commit(records)
             return results
+
+    async def alter_user_scram_credentials(
+        self, deletions: Sequence[ScramDeletion], upsertions: Sequence[ScramUpsertion]
+    ) -> dict[str, ApiError | None]:
+        async with self._lock:
+            self._require_active()
+            records, results = alter_user_scram_credentials(self.image, deletions, upsertions)
+            await self._commit(records)
+            return results
+
+    def describe_user_scram_credentials(
+        self, users: Sequence[str] | None
+    ) -> dict[str, list[ScramCredentialInfo] | ApiError]:
+        """From this controller's own image, active or not (as Kafka's brokers answer it
+        from theirs)."""
+        return describe_user_scram_credentials(self.image, users)
 
     # --- timers ----------------------------------------------------------------------------
 

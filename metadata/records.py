@@ -31,6 +31,8 @@ _FIELD_OF = {
     pb.ProducerIdsRecord: "producer_ids",
     pb.FeatureLevelRecord: "feature_level",
     pb.NoOpRecord: "no_op",
+    pb.UserScramCredentialRecord: "user_scram_credential",
+    pb.RemoveUserScramCredentialRecord: "remove_user_scram_credential",
 }
 
 

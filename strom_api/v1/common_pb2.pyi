@@ -36,6 +36,7 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     INVALID_SESSION_TIMEOUT: _ClassVar[ErrorCode]
     REBALANCE_IN_PROGRESS: _ClassVar[ErrorCode]
     INVALID_TIMESTAMP: _ClassVar[ErrorCode]
+    UNSUPPORTED_SASL_MECHANISM: _ClassVar[ErrorCode]
     UNSUPPORTED_VERSION: _ClassVar[ErrorCode]
     TOPIC_ALREADY_EXISTS: _ClassVar[ErrorCode]
     INVALID_PARTITIONS: _ClassVar[ErrorCode]
@@ -69,6 +70,8 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     UNSTABLE_OFFSET_COMMIT: _ClassVar[ErrorCode]
     PRODUCER_FENCED: _ClassVar[ErrorCode]
     RESOURCE_NOT_FOUND: _ClassVar[ErrorCode]
+    DUPLICATE_RESOURCE: _ClassVar[ErrorCode]
+    UNACCEPTABLE_CREDENTIAL: _ClassVar[ErrorCode]
     INCONSISTENT_VOTER_SET: _ClassVar[ErrorCode]
     INVALID_UPDATE_VERSION: _ClassVar[ErrorCode]
     SNAPSHOT_NOT_FOUND: _ClassVar[ErrorCode]
@@ -109,6 +112,7 @@ UNKNOWN_MEMBER_ID: ErrorCode
 INVALID_SESSION_TIMEOUT: ErrorCode
 REBALANCE_IN_PROGRESS: ErrorCode
 INVALID_TIMESTAMP: ErrorCode
+UNSUPPORTED_SASL_MECHANISM: ErrorCode
 UNSUPPORTED_VERSION: ErrorCode
 TOPIC_ALREADY_EXISTS: ErrorCode
 INVALID_PARTITIONS: ErrorCode
@@ -142,6 +146,8 @@ INVALID_RECORD: ErrorCode
 UNSTABLE_OFFSET_COMMIT: ErrorCode
 PRODUCER_FENCED: ErrorCode
 RESOURCE_NOT_FOUND: ErrorCode
+DUPLICATE_RESOURCE: ErrorCode
+UNACCEPTABLE_CREDENTIAL: ErrorCode
 INCONSISTENT_VOTER_SET: ErrorCode
 INVALID_UPDATE_VERSION: ErrorCode
 SNAPSHOT_NOT_FOUND: ErrorCode
