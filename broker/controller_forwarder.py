@@ -27,6 +27,8 @@ FORWARDED = (
     "CreateAcls",
     "DescribeAcls",
     "DeleteAcls",
+    "AlterUserScramCredentials",
+    "DescribeUserScramCredentials",
 )
 Forward = Callable[[str, Any, float], Awaitable[Any | None]]
 

@@ -22,6 +22,7 @@ from metadata.controller import QuorumController
 from metadata.errors import ApiError
 from metadata.image import Endpoint
 from metadata.partition_change import Election
+from metadata.scram_control import ScramDeletion, ScramUpsertion
 from metadata.topic_control import NewTopic
 from strom_api.acls import AclOperation, AclPermissionType, PatternType, ResourceType
 from strom_api.v1 import controller_pb2, controller_pb2_grpc
@@ -443,4 +444,40 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
             item = out.results.add(deleted=[_binding_pb(a) for a in result.deleted])
             if result.error is not None:
                 item.error.CopyFrom(error_pb(result.error))
+        return out
+
+    async def AlterUserScramCredentials(self, request: Any, context: Any) -> Any:  # noqa: N802
+        deletions = [ScramDeletion(d.name, d.mechanism) for d in request.deletions]
+        upsertions = [
+            ScramUpsertion(u.name, u.mechanism, u.iterations, u.salt, u.salted_password)
+            for u in request.upsertions
+        ]
+        try:
+            results = await self.controller.alter_user_scram_credentials(deletions, upsertions)
+        except ApiError as error:
+            return controller_pb2.AlterUserScramCredentialsResponse(
+                error=self._controller_error(error)
+            )
+        out = controller_pb2.AlterUserScramCredentialsResponse()
+        for user, err in results.items():
+            item = out.results.add(user=user)
+            if err is not None:
+                item.error.CopyFrom(error_pb(err))
+        return out
+
+    async def DescribeUserScramCredentials(self, request: Any, context: Any) -> Any:  # noqa: N802
+        try:
+            results = self.controller.describe_user_scram_credentials(list(request.users))
+        except ApiError as error:
+            return controller_pb2.DescribeUserScramCredentialsResponse(
+                error=self._controller_error(error)
+            )
+        out = controller_pb2.DescribeUserScramCredentialsResponse()
+        for user, described in results.items():
+            item = out.results.add(user=user)
+            if isinstance(described, ApiError):
+                item.error.CopyFrom(error_pb(described))
+                continue
+            for info in described:
+                item.credential_infos.add(mechanism=info.mechanism, iterations=info.iterations)
         return out

@@ -62,6 +62,13 @@ from metadata.reassignment import (
     list_partition_reassignments,
 )
 from metadata.records import encode
+from metadata.scram_control import (
+    ScramCredentialInfo,
+    ScramDeletion,
+    ScramUpsertion,
+    alter_user_scram_credentials,
+    describe_user_scram_credentials,
+)
 from metadata.topic_control import (
     CreateTopicResult,
     NewTopic,
@@ -272,9 +279,7 @@ class QuorumController:
             self.tracker.touch(request.broker_id, _now_ms())
         async with self._lock:
             self._require_active()
-            records, response = heartbeat(
-                self.image, self.tracker, request, _now_ms(), self.local
-            )
+            records, response = heartbeat(self.image, self.tracker, request, _now_ms(), self.local)
             await self._commit(records)
             return response
 
@@ -352,6 +357,22 @@ class QuorumController:
         """From this controller's own image, as DescribeConfigs; brokers forward to the
         active controller, whose image holds every ACL committed so far."""
         return describe_acls(self.image, acl_filter)
+
+    async def alter_user_scram_credentials(
+        self, deletions: Sequence[ScramDeletion], upsertions: Sequence[ScramUpsertion]
+    ) -> dict[str, ApiError | None]:
+        async with self._lock:
+            self._require_active()
+            records, results = alter_user_scram_credentials(self.image, deletions, upsertions)
+            await self._commit(records)
+            return results
+
+    def describe_user_scram_credentials(
+        self, users: Sequence[str] | None
+    ) -> dict[str, list[ScramCredentialInfo] | ApiError]:
+        """From this controller's own image, active or not (as Kafka's brokers answer it
+        from theirs)."""
+        return describe_user_scram_credentials(self.image, users)
 
     # --- timers ----------------------------------------------------------------------------
 

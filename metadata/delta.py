@@ -32,13 +32,17 @@ from metadata.image import (
     MetadataImage,
     PartitionRegistration,
     ProducerIdsImage,
+    ScramImage,
     TopicImage,
     TopicsImage,
     acl_from_record,
     frozen,
 )
 from metadata.records import acl_id_str, topic_id_str
+from strom_api.scram_credential import MECHANISM_CODES, ScramCredential
 from strom_api.v1 import metadata_pb2 as pb
+
+MECHANISM_NAMES = {code: name for name, code in MECHANISM_CODES.items()}
 
 
 class MetadataReplayError(Exception):
@@ -289,6 +293,61 @@ class AclsDelta:
         return AclsImage.of(by_id)
 
 
+@dataclass
+class ScramDelta:
+    image: ScramImage
+    changed: dict[tuple[str, str], ScramCredential | None] = field(default_factory=dict)
+
+    @staticmethod
+    def _mechanism(code: int, what: str, user: str) -> str:
+        name = MECHANISM_NAMES.get(code)
+        if name is None:
+            raise MetadataReplayError(f"{what} for user {user!r}: unknown SCRAM mechanism {code}")
+        return name
+
+    def _current(self, mechanism: str, user: str) -> ScramCredential | None:
+        if (mechanism, user) in self.changed:
+            return self.changed[(mechanism, user)]
+        return self.image.credential(user, mechanism)
+
+    def replay(self, r: pb.UserScramCredentialRecord) -> None:
+        mechanism = self._mechanism(r.mechanism, "UserScramCredentialRecord", r.name)
+        self.changed[(mechanism, r.name)] = ScramCredential(
+            mechanism, r.salt, r.stored_key, r.server_key, r.iterations
+        )
+
+    def replay_remove(self, r: pb.RemoveUserScramCredentialRecord) -> None:
+        mechanism = self._mechanism(r.mechanism, "RemoveUserScramCredentialRecord", r.name)
+        if self._current(mechanism, r.name) is None:
+            raise MetadataReplayError(
+                f"RemoveUserScramCredentialRecord for user {r.name!r}, which has no "
+                f"{mechanism} credential"
+            )
+        self.changed[(mechanism, r.name)] = None
+
+    def apply(self) -> ScramImage:
+        if not self.changed:
+            return self.image
+        mechanisms = {m: dict(users) for m, users in self.image.mechanisms.items()}
+        for (mechanism, user), credential in self.changed.items():
+            users = mechanisms.setdefault(mechanism, {})
+            if credential is None:
+                users.pop(user, None)
+            else:
+                users[user] = credential
+        # A mechanism nobody changed keeps its shared map; the changed ones are copied.
+        touched = {mechanism for mechanism, _ in self.changed}
+        return ScramImage(
+            frozen(
+                {
+                    m: (frozen(users) if m in touched else self.image.mechanisms[m])
+                    for m, users in mechanisms.items()
+                    if users
+                }
+            )
+        )
+
+
 class MetadataDelta:
     """The records replayed on top of `image`; apply() gives the image after them."""
 
@@ -297,6 +356,7 @@ class MetadataDelta:
         self.cluster = ClusterDelta(image.cluster)
         self.topics = TopicsDelta(image.topics)
         self.configs = ConfigurationsDelta(image.configs)
+        self.scram = ScramDelta(image.scram)
         self.acls = AclsDelta(image.acls)
         self.features: dict[str, int] = {}
         self.next_producer_id: int | None = None
@@ -344,6 +404,10 @@ class MetadataDelta:
             self.next_producer_id = record.next_producer_id
         elif isinstance(record, pb.FeatureLevelRecord):
             self.features[record.name] = record.feature_level
+        elif isinstance(record, pb.UserScramCredentialRecord):
+            self.scram.replay(record)
+        elif isinstance(record, pb.RemoveUserScramCredentialRecord):
+            self.scram.replay_remove(record)
         elif isinstance(record, pb.AccessControlEntryRecord):
             self.acls.replay(record)
         elif isinstance(record, pb.RemoveAccessControlEntryRecord):
@@ -372,6 +436,7 @@ class MetadataDelta:
         return MetadataImage(
             offset=offset,
             epoch=epoch,
+            scram=self.scram.apply(),
             features=features,
             cluster=self.cluster.apply(),
             topics=self.topics.apply(),

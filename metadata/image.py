@@ -4,8 +4,8 @@ An image is built only by replaying records (metadata/delta.py) and never change
 delta yields the next image and shares every part it did not touch, so a broker or standby
 controller holding the previous image loses nothing and pays only for what changed. The
 parts mirror Kafka's MetadataImage: features, cluster (brokers), topics (with partitions),
-configs, producer ids and ACLs. `records()` writes an image back as the records that rebuild it:
-that is a metadata snapshot's content.
+configs, producer ids, ACLs and SCRAM credentials. `records()` writes an image back as the
+records that rebuild it: that is a metadata snapshot's content.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from google.protobuf.message import Message
 from metadata.authorizer import AclIndex, StandardAcl
 from metadata.records import NO_LEADER
 from strom_api.acls import AclOperation, AclPermissionType, PatternType, ResourceType
+from strom_api.scram_credential import MECHANISM_CODES, ScramCredential
 from strom_api.v1 import metadata_pb2 as pb
 
 _EMPTY: Mapping[Any, Any] = MappingProxyType({})
@@ -243,6 +244,36 @@ class AclsImage:
 
 
 @dataclass(frozen=True, slots=True)
+class ScramImage:
+    """Users' SCRAM credentials (Kafka's ScramImage): mechanism name -> user -> credential.
+    Salt, stored key, server key and iterations only: never a password."""
+
+    mechanisms: Mapping[str, Mapping[str, ScramCredential]] = field(default_factory=_empty)
+
+    def credential(self, user: str, mechanism: str) -> ScramCredential | None:
+        return self.mechanisms.get(mechanism, _EMPTY).get(user)
+
+    def users(self) -> dict[str, list[ScramCredential]]:
+        """Every user with a credential, with theirs in mechanism order."""
+        out: dict[str, list[ScramCredential]] = {}
+        for mechanism in sorted(self.mechanisms, key=MECHANISM_CODES.__getitem__):
+            for user, credential in self.mechanisms[mechanism].items():
+                out.setdefault(user, []).append(credential)
+        return out
+
+
+def scram_record(user: str, credential: ScramCredential) -> pb.UserScramCredentialRecord:
+    return pb.UserScramCredentialRecord(
+        name=user,
+        mechanism=MECHANISM_CODES[credential.mechanism],
+        salt=credential.salt,
+        stored_key=credential.stored_key,
+        server_key=credential.server_key,
+        iterations=credential.iterations,
+    )
+
+
+@dataclass(frozen=True, slots=True)
 class FeaturesImage:
     levels: Mapping[str, int] = field(default_factory=_empty)
 
@@ -259,12 +290,19 @@ class MetadataImage:
     configs: ConfigurationsImage = ConfigurationsImage()
     producer_ids: ProducerIdsImage = ProducerIdsImage()
     acls: AclsImage = AclsImage()
+    scram: ScramImage = ScramImage()
+
+    def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
+        """The user's credential for a SCRAM mechanism ("SCRAM-SHA-512"), None without one:
+        what a broker checks a client's SCRAM proof against."""
+        return self.scram.credential(user, mechanism)
 
     def records(self) -> Iterator[Message]:
         """The records that rebuild this image when replayed into an empty one (a
         snapshot's content): features first, as Kafka's snapshots start with
         metadata.version, then brokers, topics with their partitions, configs, producer ids,
-        ACLs (each with its id, so a later RemoveAccessControlEntryRecord still finds it).
+        ACLs (each with its id, so a later RemoveAccessControlEntryRecord still finds it),
+        SCRAM credentials.
         """
         for name, level in sorted(self.features.levels.items()):
             yield pb.FeatureLevelRecord(name=name, feature_level=level)
@@ -289,6 +327,10 @@ class MetadataImage:
             )
         for acl_id in sorted(self.acls.by_id):
             yield acl_record(acl_id, self.acls.by_id[acl_id])
+        for mechanism in sorted(self.scram.mechanisms, key=MECHANISM_CODES.__getitem__):
+            users = self.scram.mechanisms[mechanism]
+            for user in sorted(users):
+                yield scram_record(user, users[user])
 
 
 EMPTY_IMAGE = MetadataImage()

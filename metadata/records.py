@@ -33,6 +33,8 @@ _FIELD_OF = {
     pb.NoOpRecord: "no_op",
     pb.AccessControlEntryRecord: "access_control_entry",
     pb.RemoveAccessControlEntryRecord: "remove_access_control_entry",
+    pb.UserScramCredentialRecord: "user_scram_credential",
+    pb.RemoveUserScramCredentialRecord: "remove_user_scram_credential",
 }
 
 

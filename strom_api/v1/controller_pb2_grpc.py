@@ -109,6 +109,16 @@ class ControllerServiceStub:
                 request_serializer=strom__api_dot_v1_dot_controller__pb2.DescribeConfigsRequest.SerializeToString,
                 response_deserializer=strom__api_dot_v1_dot_controller__pb2.DescribeConfigsResponse.FromString,
                 _registered_method=True)
+        self.AlterUserScramCredentials = channel.unary_unary(
+                '/strom_api.v1.ControllerService/AlterUserScramCredentials',
+                request_serializer=strom__api_dot_v1_dot_controller__pb2.AlterUserScramCredentialsRequest.SerializeToString,
+                response_deserializer=strom__api_dot_v1_dot_controller__pb2.AlterUserScramCredentialsResponse.FromString,
+                _registered_method=True)
+        self.DescribeUserScramCredentials = channel.unary_unary(
+                '/strom_api.v1.ControllerService/DescribeUserScramCredentials',
+                request_serializer=strom__api_dot_v1_dot_controller__pb2.DescribeUserScramCredentialsRequest.SerializeToString,
+                response_deserializer=strom__api_dot_v1_dot_controller__pb2.DescribeUserScramCredentialsResponse.FromString,
+                _registered_method=True)
         self.CreateAcls = channel.unary_unary(
                 '/strom_api.v1.ControllerService/CreateAcls',
                 request_serializer=strom__api_dot_v1_dot_controller__pb2.CreateAclsRequest.SerializeToString,
@@ -220,6 +230,19 @@ class ControllerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AlterUserScramCredentials(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeUserScramCredentials(self, request, context):
+        """Answered by any controller from its own image, as Kafka's brokers answer it from theirs.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def CreateAcls(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -316,6 +339,16 @@ def add_ControllerServiceServicer_to_server(servicer, server):
                     servicer.DescribeConfigs,
                     request_deserializer=strom__api_dot_v1_dot_controller__pb2.DescribeConfigsRequest.FromString,
                     response_serializer=strom__api_dot_v1_dot_controller__pb2.DescribeConfigsResponse.SerializeToString,
+            ),
+            'AlterUserScramCredentials': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterUserScramCredentials,
+                    request_deserializer=strom__api_dot_v1_dot_controller__pb2.AlterUserScramCredentialsRequest.FromString,
+                    response_serializer=strom__api_dot_v1_dot_controller__pb2.AlterUserScramCredentialsResponse.SerializeToString,
+            ),
+            'DescribeUserScramCredentials': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeUserScramCredentials,
+                    request_deserializer=strom__api_dot_v1_dot_controller__pb2.DescribeUserScramCredentialsRequest.FromString,
+                    response_serializer=strom__api_dot_v1_dot_controller__pb2.DescribeUserScramCredentialsResponse.SerializeToString,
             ),
             'CreateAcls': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateAcls,
@@ -738,6 +771,60 @@ class ControllerService:
             '/strom_api.v1.ControllerService/DescribeConfigs',
             strom__api_dot_v1_dot_controller__pb2.DescribeConfigsRequest.SerializeToString,
             strom__api_dot_v1_dot_controller__pb2.DescribeConfigsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterUserScramCredentials(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strom_api.v1.ControllerService/AlterUserScramCredentials',
+            strom__api_dot_v1_dot_controller__pb2.AlterUserScramCredentialsRequest.SerializeToString,
+            strom__api_dot_v1_dot_controller__pb2.AlterUserScramCredentialsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeUserScramCredentials(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strom_api.v1.ControllerService/DescribeUserScramCredentials',
+            strom__api_dot_v1_dot_controller__pb2.DescribeUserScramCredentialsRequest.SerializeToString,
+            strom__api_dot_v1_dot_controller__pb2.DescribeUserScramCredentialsResponse.FromString,
             options,
             channel_credentials,
             insecure,

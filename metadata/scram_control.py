@@ -1,0 +1,209 @@
+"""Users' SCRAM credentials as the controller runs them: AlterUserScramCredentials and
+DescribeUserScramCredentials, as pure functions over a MetadataImage (after Kafka's
+ScramControlManager and the brokers' describeScramCredentials).
+
+`alter_user_scram_credentials` returns the records to write and a result per user and
+changes nothing (the records change the image once committed and replayed). The client
+salts the password (as Kafka's Admin client does); the controller keeps only what RFC 5802
+needs to check a proof: salt, stored key, server key, iterations (strom_api/scram_credential
+derives them). Kafka's checks, per user: an unknown mechanism is UNSUPPORTED_SASL_MECHANISM,
+an empty name, empty salt or salted password, or iterations outside 4096..16384
+UNACCEPTABLE_CREDENTIAL, deleting a credential that does not exist RESOURCE_NOT_FOUND, and a
+user named twice in one request (deletions and upsertions together) DUPLICATE_RESOURCE. A
+user that fails gets its error and no records; the others go ahead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from google.protobuf.message import Message
+
+from metadata.delta import MECHANISM_NAMES
+from metadata.errors import ApiError
+from metadata.image import MetadataImage, scram_record
+from strom_api.scram_credential import (
+    MAX_ITERATIONS,
+    MECHANISM_CODES,
+    MIN_ITERATIONS,
+    credential_from_salted,
+)
+from strom_api.v1 import metadata_pb2 as pb
+
+# Bounds on one request, so that a single call cannot make the controller derive keys
+# (or write records) without end; Kafka bounds its requests by their size instead.
+MAX_ALTERATIONS = 1000
+MAX_DESCRIBED_USERS = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class ScramDeletion:
+    user: str
+    mechanism: int  # Kafka's ScramMechanism type: 1 SCRAM-SHA-256, 2 SCRAM-SHA-512
+
+
+@dataclass(frozen=True, slots=True)
+class ScramUpsertion:
+    user: str
+    mechanism: int
+    iterations: int
+    salt: bytes
+    salted_password: bytes
+
+    def __repr__(self) -> str:  # a salted password is a password equivalent: never logged
+        return f"ScramUpsertion({self.user!r}, {self.mechanism}, {self.iterations})"
+
+
+def _mechanism_error(user: str, mechanism: int) -> ApiError | None:
+    """Kafka's validateScramUsernameAndMechanism."""
+    if mechanism not in MECHANISM_NAMES:
+        return ApiError(
+            "UNSUPPORTED_SASL_MECHANISM",
+            f"Unknown SCRAM mechanism {mechanism} for user '{user}': use 1 (SCRAM-SHA-256) "
+            "or 2 (SCRAM-SHA-512).",
+        )
+    if not user:
+        return ApiError("UNACCEPTABLE_CREDENTIAL", "Username must not be empty.")
+    return None
+
+
+def _upsertion_error(u: ScramUpsertion) -> ApiError | None:
+    error = _mechanism_error(u.user, u.mechanism)
+    if error is not None:
+        return error
+    name = MECHANISM_NAMES[u.mechanism]
+    if u.iterations < MIN_ITERATIONS:
+        return ApiError(
+            "UNACCEPTABLE_CREDENTIAL",
+            f"Too few iterations for user '{u.user}': {u.iterations} is below the minimum "
+            f"{MIN_ITERATIONS} of {name}.",
+        )
+    if u.iterations > MAX_ITERATIONS:
+        return ApiError(
+            "UNACCEPTABLE_CREDENTIAL",
+            f"Too many iterations for user '{u.user}': {u.iterations} is above the maximum "
+            f"{MAX_ITERATIONS} of {name}.",
+        )
+    if not u.salt:
+        return ApiError("UNACCEPTABLE_CREDENTIAL", f"The salt for user '{u.user}' is empty.")
+    if not u.salted_password:
+        return ApiError(
+            "UNACCEPTABLE_CREDENTIAL", f"The salted password for user '{u.user}' is empty."
+        )
+    return None
+
+
+def _deletion_error(image: MetadataImage, d: ScramDeletion) -> ApiError | None:
+    error = _mechanism_error(d.user, d.mechanism)
+    if error is not None:
+        return error
+    if image.scram_credential(d.user, MECHANISM_NAMES[d.mechanism]) is None:
+        return ApiError(
+            "RESOURCE_NOT_FOUND",
+            f"Attempt to delete a user credential that does not exist: user '{d.user}' has "
+            f"no {MECHANISM_NAMES[d.mechanism]} credential.",
+        )
+    return None
+
+
+def _duplicate(user: str) -> ApiError:
+    return ApiError(
+        "DUPLICATE_RESOURCE",
+        f"A user credential cannot be altered twice in the same request: user '{user}'.",
+    )
+
+
+def alter_user_scram_credentials(
+    image: MetadataImage,
+    deletions: Sequence[ScramDeletion],
+    upsertions: Sequence[ScramUpsertion],
+) -> tuple[list[Message], dict[str, ApiError | None]]:
+    """(records, {user: error or None}), deletions first, as Kafka's alterCredentials."""
+    if len(deletions) + len(upsertions) > MAX_ALTERATIONS:
+        raise ApiError(
+            "INVALID_REQUEST",
+            f"{len(deletions) + len(upsertions)} SCRAM credential alterations in one request: "
+            f"at most {MAX_ALTERATIONS} are allowed.",
+        )
+    errors: dict[str, ApiError] = {}
+    to_delete: dict[str, ScramDeletion] = {}
+    to_upsert: dict[str, ScramUpsertion] = {}
+    for d in deletions:
+        if d.user in errors:
+            continue
+        if to_delete.pop(d.user, None) is not None:
+            errors[d.user] = _duplicate(d.user)
+        elif (error := _deletion_error(image, d)) is not None:
+            errors[d.user] = error
+        else:
+            to_delete[d.user] = d
+    for u in upsertions:
+        if u.user in errors:
+            continue
+        if to_delete.pop(u.user, None) is not None or to_upsert.pop(u.user, None) is not None:
+            errors[u.user] = _duplicate(u.user)
+        elif (error := _upsertion_error(u)) is not None:
+            errors[u.user] = error
+        else:
+            to_upsert[u.user] = u
+    records: list[Message] = []
+    results: dict[str, ApiError | None] = {}
+    for d in to_delete.values():
+        records.append(pb.RemoveUserScramCredentialRecord(name=d.user, mechanism=d.mechanism))
+        results[d.user] = None
+    for u in to_upsert.values():
+        mechanism = MECHANISM_NAMES[u.mechanism]
+        credential = credential_from_salted(mechanism, u.salt, u.salted_password, u.iterations)
+        records.append(scram_record(u.user, credential))
+        results[u.user] = None
+    results.update(errors)
+    return records, results
+
+
+@dataclass(frozen=True, slots=True)
+class ScramCredentialInfo:
+    """What DescribeUserScramCredentials tells of a credential: never its keys."""
+
+    mechanism: int
+    iterations: int
+
+
+def describe_user_scram_credentials(
+    image: MetadataImage, users: Sequence[str] | None
+) -> dict[str, list[ScramCredentialInfo] | ApiError]:
+    """Every user with a credential (no `users`), or the users named: RESOURCE_NOT_FOUND for
+    one without a credential, DUPLICATE_RESOURCE for one named twice (Kafka's
+    describeScramCredentials)."""
+    known = image.scram.users()
+    if not users:
+        names = sorted(known)
+    else:
+        if len(users) > MAX_DESCRIBED_USERS:
+            raise ApiError(
+                "INVALID_REQUEST",
+                f"{len(users)} users in one DescribeUserScramCredentials: at most "
+                f"{MAX_DESCRIBED_USERS} are allowed.",
+            )
+        names = list(dict.fromkeys(users))
+    seen: dict[str, int] = {}
+    for user in users or ():
+        seen[user] = seen.get(user, 0) + 1
+    out: dict[str, list[ScramCredentialInfo] | ApiError] = {}
+    for user in names:
+        if seen.get(user, 0) > 1:
+            out[user] = ApiError(
+                "DUPLICATE_RESOURCE",
+                "Cannot describe SCRAM credentials for the same user twice in a single "
+                f"request: {user}",
+            )
+        elif user not in known:
+            out[user] = ApiError(
+                "RESOURCE_NOT_FOUND",
+                f"Attempt to describe a user credential that does not exist: {user}",
+            )
+        else:
+            out[user] = [
+                ScramCredentialInfo(MECHANISM_CODES[c.mechanism], c.iterations) for c in known[user]
+            ]
+    return out
