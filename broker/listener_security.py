@@ -12,8 +12,8 @@
   SASL_SSL:SASL_SSL. As in Kafka 4, when the map is not set, a controller listener name
   (controller.listener.names) it lacks is PLAINTEXT; any other listener name it lacks is
   refused ("No security protocol defined for listener ...").
-- PLAINTEXT and SSL are served. SASL_PLAINTEXT and SASL_SSL are refused with one line
-  (SASL is issue 18's next layer): never served in plaintext instead.
+- All four are served: SSL and SASL_SSL with TLS (the ssl.* settings below), SASL_* with
+  the SASL settings of broker/listener_sasl.py.
 - `listener.name.<lowercase name>.ssl.*` wins over `ssl.*` for that listener, for serving it
   and for dialling it on other nodes (Kafka reads the controller and inter-broker
   listeners' own settings when it connects to them).
@@ -39,7 +39,8 @@ from strom_api.tls import KeystoreSource, ServerTls, TlsConfigError, TruststoreS
 
 DEFAULT_PROTOCOL_MAP = "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SERVED = ("PLAINTEXT", "SSL")
+SERVED = PROTOCOLS
+TLS_PROTOCOLS = ("SSL", "SASL_SSL")
 CLIENT_AUTH = ("required", "requested", "none")
 
 # The ssl.* keys read per listener (each also as listener.name.<name>.<key>).

@@ -103,7 +103,31 @@ class NodeCollector(Collector):
             metrics += self._offsets()
         if self.node.groups is not None:
             metrics += self._committed_offsets()
+        metrics += self._authentication()
         return metrics
+
+    # --- security ----------------------------------------------------------------------------
+
+    def _authentication(self) -> Iterator[Metric]:
+        """Kafka's socket-server-metrics successful/failed-authentication-total, per
+        listener (broker/sasl_service.py counts SASL exchanges)."""
+        counts = self.node.authentications
+        for name, text, per_listener in (
+            (
+                "kafka_server_socket_server_metrics_successful_authentication",
+                "SASL authentications that succeeded, per listener.",
+                counts.succeeded,
+            ),
+            (
+                "kafka_server_socket_server_metrics_failed_authentication",
+                "SASL authentications that failed, per listener.",
+                counts.failed,
+            ),
+        ):
+            family = CounterMetricFamily(name, text, labels=["listener"])
+            for listener in self.node.config.sasl:
+                family.add_metric([listener], per_listener.get(listener, 0))
+            yield family
 
     # --- KRaft --------------------------------------------------------------------------
 

@@ -29,13 +29,14 @@ import asyncio
 import logging
 import os
 import socket
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import grpc
 import grpc.aio
 
-from broker.admission import AnonymousAdmission, CertificateAdmission
+from broker.admission import AnonymousAdmission, CertificateAdmission, SaslAdmission
 from broker.client_service import ClientServicer, auto_create
 from broker.controller_forwarder import forwarding_servicer
 from broker.controller_service import ControllerServicer
@@ -52,6 +53,8 @@ from broker.replica_manager import ReplicaManager
 from broker.replica_service import ReplicaServicer
 from broker.request_session import Admission
 from broker.rpc_guard import guarded, quiet_grpc_server_log
+from broker.sasl_service import AuthenticationCounts, SaslServicer
+from broker.sasl_sessions import SessionSigner
 from broker.server_config import ServerConfig
 from broker.unapplied_configs import not_applied_warning
 from metadata.controller import QuorumController
@@ -63,8 +66,9 @@ from raft.transport import EXCLUSIVE_PORT, bind
 from storage import meta_properties
 from storage.errors import LogDirError, StorageError
 from storage.log_manager import LogManager
+from strom_api.scram_credential import ScramCredential
 from strom_api.tls import ServerTls, aio_channel
-from strom_api.v1 import client_pb2_grpc, controller_pb2_grpc, replica_pb2_grpc
+from strom_api.v1 import client_pb2_grpc, controller_pb2_grpc, replica_pb2_grpc, security_pb2_grpc
 
 log = logging.getLogger("strom.node")
 
@@ -128,6 +132,9 @@ class Node:
         self.metrics_port = 0
         self.health = NodeHealth(lambda: node_ready(self))  # on every listener
         self.tls: dict[str, ServerTls] = {}  # SSL listener name -> its keys and truststore
+        # SASL listeners' session tokens (broker/sasl_sessions.py) and authentication counts.
+        self.sessions = SessionSigner(lambda: int(time.time() * 1000))
+        self.authentications = AuthenticationCounts()
 
     async def start(self) -> None:
         config = self.config
@@ -302,6 +309,7 @@ class Node:
             controller_pb2_grpc.add_ControllerServiceServicer_to_server(  # type: ignore[no-untyped-call]
                 forwarder, guarded_server
             )
+            self._add_sasl(listener.name, server)
             self.health.add_to(server)
             self.broker_servers.append(server)
             self.broker_ports[listener.name] = bind(
@@ -328,9 +336,25 @@ class Node:
 
     def _admission(self, listener: str) -> Admission:
         """How the callers of `listener` are named (broker/admission.py)."""
-        if self.config.protocols.get(listener) == "SSL":
+        protocol = self.config.protocols.get(listener, "PLAINTEXT")
+        if protocol.startswith("SASL_"):
+            return SaslAdmission(listener, protocol, self.sessions)
+        if protocol == "SSL":
             return CertificateAdmission(listener)
         return AnonymousAdmission(listener)
+
+    def _add_sasl(self, listener: str, server: Any) -> None:
+        """SecurityService on a SASL listener: the handshake its clients start with."""
+        settings = self.config.sasl.get(listener)
+        if settings is None:
+            return
+        security_pb2_grpc.add_SecurityServiceServicer_to_server(  # type: ignore[no-untyped-call]
+            SaslServicer(settings, self.sessions, self._scram_credential, self.authentications),
+            guarded(server, self._admission(listener)),
+        )
+
+    def _scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
+        return self.loader.image.scram_credential(user, mechanism)
 
     def _credentials(self, listener: str) -> grpc.ServerCredentials | None:
         """The server credentials of an SSL listener (read again when its PEM files
@@ -342,14 +366,18 @@ class Node:
         """How this node opens a channel to the listener of that name on another node: TLS
         when it is SSL, trusting the listener's truststore, presenting its keystore
         certificate (mTLS), the target host checked against the peer's certificate
-        (ssl.endpoint.identification.algorithm)."""
+        (ssl.endpoint.identification.algorithm); logging in with SASL when it is SASL_*
+        (broker/listener_sasl.py)."""
         tls = self.tls.get(listener)
         settings = self.config.tls.get(listener)
+        sasl = self.config.sasl.get(listener)
+        login = None if sasl is None else sasl.login
 
         def open_channel(target: str, options: Sequence[tuple[str, Any]] = ()) -> grpc.aio.Channel:
-            if tls is None or settings is None:
-                return aio_channel(target, None, options)
-            return aio_channel(target, tls.client(settings.check_hostname), options)
+            client = (
+                None if tls is None or settings is None else tls.client(settings.check_hostname)
+            )
+            return aio_channel(target, client, options, sasl=login)
 
         return open_channel
 
@@ -431,6 +459,7 @@ class Node:
     def _add_services(self, server: object) -> None:
         assert self.controller is not None
         self.health.add_to(server)
+        self._add_sasl(self.config.controller_listener, server)
         controller_pb2_grpc.add_ControllerServiceServicer_to_server(  # type: ignore[no-untyped-call]
             ControllerServicer(
                 self.controller, self.cluster_id, self.config.properties, self.config.node_id

@@ -23,8 +23,10 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from broker.listener_sasl import ListenerSasl, is_sasl_key, listener_sasl
 from broker.listener_security import (
     SSL_KEYS,
+    TLS_PROTOCOLS,
     ListenerTls,
     is_security_key,
     listener_protocols,
@@ -194,6 +196,7 @@ class ServerConfig:
     # listener name (which a broker-only node dials); TLS settings of the SSL ones.
     protocols: Mapping[str, str] = field(default_factory=dict)
     tls: Mapping[str, ListenerTls] = field(default_factory=dict)
+    sasl: Mapping[str, ListenerSasl] = field(default_factory=dict)  # the SASL_* listeners
 
     @property
     def is_controller(self) -> bool:
@@ -360,7 +363,13 @@ def from_properties(props: Mapping[str, str]) -> ServerConfig:
         advertised, inter_broker = (), ""
     used = dict.fromkeys([*listeners, *([controller_listener] if controller_listener else [])])
     protocols = listener_protocols(props, used, controller_names)
-    tls = {n: listener_tls(props, n) for n, p in protocols.items() if p == "SSL"}
+    tls = {n: listener_tls(props, n) for n, p in protocols.items() if p in TLS_PROTOCOLS}
+    dialled = {inter_broker: "inter.broker", controller_listener: "controller"}
+    sasl = {
+        n: listener_sasl(props, n, dialled.get(n))
+        for n, p in protocols.items()
+        if p.startswith("SASL_")
+    }
     log_dirs_text = props.get("log.dirs") or props.get("log.dir") or ""
     log_dirs = tuple(d.strip() for d in log_dirs_text.split(",") if d.strip())
     if not log_dirs:
@@ -440,11 +449,15 @@ def from_properties(props: Mapping[str, str]) -> ServerConfig:
             sorted(
                 k
                 for k in props
-                if k not in known and k not in NOT_APPLIED and not is_security_key(k)
+                if k not in known
+                and k not in NOT_APPLIED
+                and not is_security_key(k)
+                and not is_sasl_key(k)
             )
         ),
         not_applied=tuple(sorted(k for k in props if k in NOT_APPLIED)),
         properties=dict(props),
         protocols=protocols,
         tls=tls,
+        sasl=sasl,
     )

@@ -21,7 +21,7 @@ from strom.command_config import settings_from_properties
 from strom.errors import StromError
 from strom.fetcher import EARLIEST, LATEST, TopicPartition
 from strom.security import client_security
-from strom_api.tls import ClientTls
+from strom_api.tls import ChannelSecurity
 
 BOOTSTRAP_KEYS = ("strom.bootstrap.servers", "kafka.bootstrap.servers")
 TIMEOUT_KEYS = ("strom.request.timeout.ms", "kafka.request.timeout.ms")
@@ -115,7 +115,7 @@ def security_settings(opts: Mapping[str, str]) -> Security:
     return tuple(sorted(settings_from_properties(props, "the strom source's options").items()))
 
 
-def client_tls_of(security: Security) -> ClientTls | None:
+def client_tls_of(security: Security) -> ChannelSecurity:
     """The TLS a reader or writer dials with (None: PLAINTEXT)."""
     return client_security(**dict(security))
 

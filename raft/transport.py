@@ -136,8 +136,8 @@ class GrpcTransport(raft_pb2_grpc.RaftServiceServicer):
                     await self._pump(peer, route, call.read, call.write)
             except grpc.aio.AioRpcError as exc:
                 self._refused_handshake(peer, address, exc)
-            except (grpc.aio.UsageError, ConnectionError):
-                pass
+            except (grpc.aio.UsageError, ConnectionError, asyncio.InvalidStateError):
+                pass  # InvalidStateError: a SASL channel's stream that ended before a write
             # What queued for a peer while it was unreachable is stale by the time it is back
             # (old votes, old fetches); Raft resends what still matters.
             _drain(route.queue)

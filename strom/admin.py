@@ -80,6 +80,9 @@ class AdminClient:
         ssl_keyfile: str | None = None,
         ssl_password: str | None = None,
         ssl_check_hostname: bool = True,
+        sasl_mechanism: str = "PLAIN",
+        sasl_plain_username: str | None = None,
+        sasl_plain_password: str | None = None,
     ) -> None:
         """The ssl_* settings and security_protocol are kafka-python's (strom/security.py)."""
         tls = client_security(
@@ -89,6 +92,9 @@ class AdminClient:
             ssl_keyfile,
             ssl_password,
             ssl_check_hostname,
+            sasl_mechanism,
+            sasl_plain_username,
+            sasl_plain_password,
         )
         text = (
             bootstrap_servers if isinstance(bootstrap_servers, str) else ",".join(bootstrap_servers)

@@ -28,7 +28,7 @@ import grpc.aio
 from strom.connection_states import ConnectionStates, connection_warning
 from strom.errors import AuthenticationError, KafkaTimeoutError, StromError, error_name
 from strom.repeated_errors import RepeatedErrors
-from strom_api.tls import ClientTls, aio_channel, handshake_failure
+from strom_api.tls import ChannelSecurity, aio_channel, handshake_failure, refused_authentication
 from strom_api.v1 import client_pb2, client_pb2_grpc
 
 # Kafka's NetworkClient logger: connection warnings of every client (producer, consumer,
@@ -125,7 +125,7 @@ class Cluster:
         metadata_max_age_ms: int = 300_000,
         reconnect_backoff_ms: int = 50,
         reconnect_backoff_max_ms: int = 1000,
-        tls: ClientTls | None = None,
+        tls: ChannelSecurity = None,
     ) -> None:
         self.bootstrap = list(bootstrap)
         self.tls = tls  # None: PLAINTEXT (strom/security.py)
@@ -250,7 +250,7 @@ class Cluster:
             except grpc.aio.AioRpcError as exc:
                 why = handshake_failure(exc.details(), self.tls)
                 self.last_error = f"{address}: {why or f'{exc.code().name} {exc.details()}'}"
-                if why is not None and self.tls is not None:
+                if refused_authentication(why, self.tls):
                     refused = AuthenticationError(f"{why} (broker {address})")
                 self.rpc_failed(address, exc)
                 continue

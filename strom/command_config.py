@@ -7,6 +7,12 @@ kafka-topics.sh and the others take them, read into the clients' kafka-python se
     ssl.keystore.location=/etc/strom/tls/admin.pem     # PEM private key + certificate chain
     ssl.key.password=...                               # if the key is encrypted
     ssl.endpoint.identification.algorithm=             # empty: no hostname check
+    security.protocol=SASL_SSL                         # or SASL_PLAINTEXT
+    sasl.mechanism=SCRAM-SHA-512                       # SCRAM-SHA-256, PLAIN
+    sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required \
+        username="alice" password="alice-secret";
+    sasl.username=alice                                # instead of sasl.jaas.config
+    sasl.password=alice-secret
 
 Stores are PEM (ssl.keystore.type / ssl.truststore.type PEM, the default here); a key this
 reader does not know is warned about, as Kafka's tools warn "supplied but isn't a known
@@ -22,13 +28,15 @@ from typing import Any
 
 from strom.errors import StromError
 from strom.security import client_security
-from strom_api.tls import ClientTls, TlsConfigError, client_tls
+from strom_api.jaas import login_credentials, parse_jaas_config
+from strom_api.tls import ChannelSecurity, TlsConfigError, client_tls
 
 log = logging.getLogger("strom.tools")
 
 HELP = (
     "a file of Kafka client properties (security.protocol, ssl.truststore.location, "
-    "ssl.keystore.location, ssl.key.password, ssl.endpoint.identification.algorithm)"
+    "ssl.keystore.location, ssl.key.password, ssl.endpoint.identification.algorithm, "
+    "sasl.mechanism, sasl.jaas.config)"
 )
 KNOWN = (
     "security.protocol",
@@ -38,6 +46,10 @@ KNOWN = (
     "ssl.keystore.type",
     "ssl.key.password",
     "ssl.endpoint.identification.algorithm",
+    "sasl.mechanism",
+    "sasl.jaas.config",
+    "sasl.username",
+    "sasl.password",
 )
 
 
@@ -115,14 +127,34 @@ def settings_from_properties(props: dict[str, str], where: str) -> dict[str, Any
                 f"ssl.endpoint.identification.algorithm must be https or empty, not {algorithm!r}",
             )
         settings["ssl_check_hostname"] = algorithm == "https"
+    settings.update(_sasl_settings(props, where))
     _check_pem(settings, where)
+    return settings
+
+
+def _sasl_settings(props: dict[str, str], where: str) -> dict[str, Any]:
+    """sasl.mechanism and the login (sasl.jaas.config's ScramLoginModule / PlainLoginModule
+    username and password, or sasl.username / sasl.password) as kafka-python's names."""
+    settings: dict[str, Any] = {}
+    if props.get("sasl.mechanism"):
+        settings["sasl_mechanism"] = props["sasl.mechanism"]
+    if props.get("sasl.jaas.config"):
+        try:
+            username, password = login_credentials(parse_jaas_config(props["sasl.jaas.config"]))
+        except ValueError as exc:
+            raise StromError("INVALID_CONFIG", f"sasl.jaas.config in {where}: {exc}") from None
+        settings["sasl_plain_username"], settings["sasl_plain_password"] = username, password
+    if props.get("sasl.username"):
+        settings["sasl_plain_username"] = props["sasl.username"]
+    if "sasl.password" in props:
+        settings["sasl_plain_password"] = props["sasl.password"]
     return settings
 
 
 def _check_pem(settings: dict[str, Any], where: str) -> None:
     """Reads the PEM files once here, so that a bad one is named by the key the file gave
     (the clients name their own parameters)."""
-    if str(settings.get("security_protocol", "PLAINTEXT")).upper() != "SSL":
+    if str(settings.get("security_protocol", "PLAINTEXT")).upper() not in ("SSL", "SASL_SSL"):
         return
     try:
         client_tls(
@@ -138,6 +170,6 @@ def _check_pem(settings: dict[str, Any], where: str) -> None:
         raise StromError("INVALID_CONFIG", f"{exc} ({where})") from None
 
 
-def tls_of(args: argparse.Namespace) -> ClientTls | None:
-    """The TLS a tool dials with, from its --command-config (None: PLAINTEXT)."""
+def tls_of(args: argparse.Namespace) -> ChannelSecurity:
+    """How a tool dials, from its --command-config (None: PLAINTEXT; TLS, SASL or both)."""
     return client_security(**client_settings(getattr(args, "command_config", None)))

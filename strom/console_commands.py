@@ -33,7 +33,7 @@ from strom.consumer import Consumer, TopicPartition
 from strom.errors import StromError
 from strom.producer import Producer
 from strom.tool_logging import log_warnings_to_stderr
-from strom_api.tls import ClientTls
+from strom_api.tls import ChannelSecurity
 
 # --producer-property names Kafka users type, to the Producer's keyword arguments.
 _PRODUCER_KEYS: dict[str, Callable[[str], Any]] = {
@@ -211,7 +211,7 @@ def _usage_problem(args: argparse.Namespace) -> str | None:
 
 
 def _topic_within(
-    bootstrap: str, topic: str, timeout_s: float, tls: ClientTls | None
+    bootstrap: str, topic: str, timeout_s: float, tls: ChannelSecurity
 ) -> TopicInfo | StromError:
     """The topic's metadata, or why it is not known within `timeout_s` (mistyped, or no
     broker reachable)."""

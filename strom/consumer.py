@@ -86,6 +86,9 @@ class Consumer:
         ssl_keyfile: str | None = None,
         ssl_password: str | None = None,
         ssl_check_hostname: bool = True,
+        sasl_mechanism: str = "PLAIN",
+        sasl_plain_username: str | None = None,
+        sasl_plain_password: str | None = None,
         isolation_level: str = "read_uncommitted",
         exclude_internal_topics: bool = True,
         consumer_timeout_ms: float = float("inf"),
@@ -172,6 +175,9 @@ class Consumer:
             ssl_keyfile,
             ssl_password,
             ssl_check_hostname,
+            sasl_mechanism,
+            sasl_plain_username,
+            sasl_plain_password,
         )
 
         async def build() -> tuple[Cluster, Fetcher]:

@@ -28,7 +28,8 @@ from typing import Any
 import grpc
 
 from strom.admin_errors import AdminError, from_error_pb
-from strom_api.tls import ClientTls, handshake_failure, sync_channel
+from strom.errors import authentication_error_name
+from strom_api.tls import ChannelSecurity, handshake_failure, refused_authentication, sync_channel
 from strom_api.v1 import common_pb2, controller_pb2, controller_pb2_grpc
 
 DEFAULT_TIMEOUT_S = 15.0  # an election (or a controller restart) fits well inside
@@ -124,7 +125,7 @@ class ControllerClient:
         channel_factory: Callable[[str], grpc.Channel] | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
-        tls: ClientTls | None = None,
+        tls: ChannelSecurity = None,
     ) -> None:
         """`tls`: the TLS to dial with (strom/security.py), None for PLAINTEXT."""
         if not addresses:
@@ -285,8 +286,9 @@ class ControllerClient:
         code = exc.code()
         details = _one_line(exc.details() or "")
         refused = handshake_failure(details, self.tls)
-        if refused is not None and self.tls is not None:
-            raise AdminError("SSL_AUTHENTICATION_FAILED", f"{refused} ({address.target})")
+        if refused is not None and refused_authentication(refused, self.tls):
+            name, sentence = authentication_error_name(refused)
+            raise AdminError(name, f"{sentence} ({address.target})")
         if refused is not None:
             return AdminError("NETWORK_EXCEPTION", f"{address.target}: {refused}")
         if code == grpc.StatusCode.UNIMPLEMENTED:

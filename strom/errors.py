@@ -23,12 +23,25 @@ class KafkaTimeoutError(StromError):
         super().__init__("REQUEST_TIMED_OUT", message, retriable=True)
 
 
+_SASL_ERRORS = ("SASL_AUTHENTICATION_FAILED", "UNSUPPORTED_SASL_MECHANISM", "ILLEGAL_SASL_STATE")
+
+
+def authentication_error_name(message: str) -> tuple[str, str]:
+    """(Kafka's error name, the sentence) of an authentication failure's text: a SASL
+    refusal names itself ("SASL_AUTHENTICATION_FAILED: ..."), anything else is TLS's."""
+    name, colon, rest = message.partition(": ")
+    if colon and name in _SASL_ERRORS:
+        return name, rest
+    return "SSL_AUTHENTICATION_FAILED", message
+
+
 class AuthenticationError(StromError):
-    """The connection could not be authenticated (a TLS handshake that failed): not
-    retried, as Kafka's clients raise SslAuthenticationException at once."""
+    """The connection could not be authenticated (a TLS handshake or a SASL exchange that
+    failed): not retried, as Kafka's clients raise SslAuthenticationException /
+    SaslAuthenticationException at once."""
 
     def __init__(self, message: str) -> None:
-        super().__init__("SSL_AUTHENTICATION_FAILED", message)
+        super().__init__(*authentication_error_name(message))
 
 
 class ClosedError(StromError):

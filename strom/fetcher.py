@@ -304,7 +304,15 @@ class Fetcher:
                 if self._apply(response, offsets, generations):
                     self._kick()
                     return
-        except (grpc.aio.AioRpcError, ConnectionError, TimeoutError, StromError) as exc:
+        # InvalidStateError: a stream that ended before a write, as a SASL channel's
+        # intercepted calls report it (strom_api/sasl_client.py).
+        except (
+            grpc.aio.AioRpcError,
+            ConnectionError,
+            TimeoutError,
+            StromError,
+            asyncio.InvalidStateError,
+        ) as exc:
             log.debug("fetching from broker %d: %s", leader, exc)
             self.cluster.mark_stale()
             await asyncio.sleep(backoff)

@@ -21,7 +21,7 @@ from strom.assignors import decode_assignment
 from strom.cluster import Cluster, parse_bootstrap
 from strom.errors import StromError, error_name, from_pb
 from strom.fetcher import EARLIEST, LATEST, FetchConfig, Fetcher, TopicPartition
-from strom_api.tls import ClientTls
+from strom_api.tls import ChannelSecurity
 from strom_api.v1 import client_pb2
 
 
@@ -68,7 +68,7 @@ class GroupAdmin:
         self,
         bootstrap_servers: str | Sequence[str],
         request_timeout_ms: int = 30_000,
-        tls: ClientTls | None = None,
+        tls: ChannelSecurity = None,
     ) -> None:
         """`tls`: the TLS to dial with (strom/security.py), None for PLAINTEXT."""
         self._io = shared_loop()

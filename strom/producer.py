@@ -90,6 +90,9 @@ class Producer:
         ssl_keyfile: str | None = None,
         ssl_password: str | None = None,
         ssl_check_hostname: bool = True,
+        sasl_mechanism: str = "PLAIN",
+        sasl_plain_username: str | None = None,
+        sasl_plain_password: str | None = None,
         partitioner: Partitioner | None = None,
         key_serializer: Callable[[Any], bytes | None] | None = None,
         value_serializer: Callable[[Any], bytes | None] | None = None,
@@ -155,6 +158,9 @@ class Producer:
             ssl_keyfile,
             ssl_password,
             ssl_check_hostname,
+            sasl_mechanism,
+            sasl_plain_username,
+            sasl_plain_password,
         )
 
         async def build() -> tuple[Cluster, Sender]:

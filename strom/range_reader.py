@@ -26,7 +26,7 @@ from strom.cluster import CHANNEL_OPTIONS, TopicInfo, parse_bootstrap, topic_inf
 from strom.errors import AuthenticationError, StromError, error_name, from_pb
 from strom.fetcher import EARLIEST, LATEST, TopicPartition
 from strom_api.record_batch import LOG_OVERHEAD, parse_header
-from strom_api.tls import ClientTls, handshake_failure, sync_channel
+from strom_api.tls import ChannelSecurity, handshake_failure, refused_authentication, sync_channel
 from strom_api.v1 import client_pb2, client_pb2_grpc
 
 __all__ = [
@@ -57,7 +57,7 @@ class SyncCluster:
         bootstrap: str | Sequence[str],
         request_timeout_ms: int = 30_000,
         retry_backoff_ms: int = 100,
-        tls: ClientTls | None = None,
+        tls: ChannelSecurity = None,
     ) -> None:
         self.bootstrap = parse_bootstrap(bootstrap)
         self.tls = tls  # None: PLAINTEXT
@@ -115,7 +115,7 @@ class SyncCluster:
                 except grpc.RpcError as exc:
                     details = exc.details() if isinstance(exc, grpc.Call) else None
                     why = handshake_failure(details, self.tls)
-                    if why is not None and self.tls is not None:
+                    if refused_authentication(why, self.tls):
                         # A refused handshake will not pass on a retry (Kafka's
                         # SslAuthenticationException is not retriable either).
                         raise AuthenticationError(f"{why} (broker {address})") from None

@@ -1,24 +1,29 @@
 """The clients' security settings, with kafka-python's names (Producer, Consumer,
 AdminClient and their strom.aio twins take them as keyword arguments):
 
-    security_protocol="SSL"          # "PLAINTEXT" (default) or "SSL"
+    security_protocol="SASL_SSL"     # PLAINTEXT (default), SSL, SASL_PLAINTEXT, SASL_SSL
     ssl_cafile="ca.pem"              # CA certificates the brokers' are checked against
     ssl_certfile="client.pem"        # the client's certificate chain (mTLS); may hold the key
     ssl_keyfile="client.key"         # its private key, if not in ssl_certfile
     ssl_password="..."               # the key's password, if it is encrypted
     ssl_check_hostname=True          # the broker's host must be in its certificate's SANs
+    sasl_mechanism="SCRAM-SHA-512"   # SCRAM-SHA-256, SCRAM-SHA-512 or PLAIN (kafka-python's
+                                     # default, PLAIN)
+    sasl_plain_username="alice"      # kafka-python's names, for SCRAM as for PLAIN
+    sasl_plain_password="..."
 
-SASL_PLAINTEXT and SASL_SSL are refused (issue 18's next layer). A TLS handshake that fails
-is an AuthenticationError at once ("SSL handshake failed: ..."), as Kafka's clients raise
-SslAuthenticationException rather than retrying.
+A TLS handshake or SASL exchange that fails is an AuthenticationError at once ("SSL
+handshake failed: ...", "SASL_AUTHENTICATION_FAILED: ..."), as Kafka's clients raise
+SslAuthenticationException / SaslAuthenticationException rather than retrying.
 """
 
 from __future__ import annotations
 
 from strom.errors import StromError
-from strom_api.tls import ClientTls, TlsConfigError, client_tls
+from strom_api.sasl_client import MECHANISM_NAMES, SaslLogin
+from strom_api.tls import ChannelSecurity, SaslSecurity, TlsConfigError, client_tls
 
-PROTOCOLS = ("PLAINTEXT", "SSL")
+PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 
 def client_security(
@@ -28,22 +33,20 @@ def client_security(
     ssl_keyfile: str | None = None,
     ssl_password: str | None = None,
     ssl_check_hostname: bool = True,
-) -> ClientTls | None:
-    """The TLS a client dials with, None for PLAINTEXT; INVALID_CONFIG for bad settings or
-    PEM files."""
+    sasl_mechanism: str = "PLAIN",
+    sasl_plain_username: str | None = None,
+    sasl_plain_password: str | None = None,
+) -> ChannelSecurity:
+    """How a client dials: None for PLAINTEXT, a ClientTls for SSL, a SaslSecurity for
+    SASL_*; INVALID_CONFIG for bad settings or PEM files."""
     protocol = str(security_protocol).upper()
-    if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
-        raise StromError(
-            "INVALID_CONFIG",
-            f"security_protocol {protocol} is not supported yet: Strom's clients speak "
-            "PLAINTEXT and SSL",
-        )
     if protocol not in PROTOCOLS:
         raise StromError(
             "INVALID_CONFIG",
-            f"security_protocol must be PLAINTEXT or SSL, not {security_protocol!r}",
+            f"security_protocol must be one of {', '.join(PROTOCOLS)}, not {security_protocol!r}",
         )
-    if protocol == "PLAINTEXT":
+    login = _sasl_login(protocol, sasl_mechanism, sasl_plain_username, sasl_plain_password)
+    if protocol in ("PLAINTEXT", "SASL_PLAINTEXT"):
         given = [
             n
             for n, v in (
@@ -56,11 +59,43 @@ def client_security(
         if given:
             raise StromError(
                 "INVALID_CONFIG",
-                f"{', '.join(given)} given with security_protocol PLAINTEXT: set "
-                "security_protocol='SSL' to use them",
+                f"{', '.join(given)} given with security_protocol {protocol}: set "
+                "security_protocol='SSL' or 'SASL_SSL' to use them",
             )
-        return None
+        return None if login is None else SaslSecurity(None, login)
     try:
-        return client_tls(ssl_cafile, ssl_certfile, ssl_keyfile, ssl_password, ssl_check_hostname)
+        tls = client_tls(ssl_cafile, ssl_certfile, ssl_keyfile, ssl_password, ssl_check_hostname)
     except TlsConfigError as exc:
         raise StromError("INVALID_CONFIG", str(exc)) from None
+    return tls if login is None else SaslSecurity(tls, login)
+
+
+def _sasl_login(
+    protocol: str, mechanism: str, username: str | None, password: str | None
+) -> SaslLogin | None:
+    if not protocol.startswith("SASL_"):
+        given = [
+            n
+            for n, v in (("sasl_plain_username", username), ("sasl_plain_password", password))
+            if v
+        ]
+        if given:
+            raise StromError(
+                "INVALID_CONFIG",
+                f"{', '.join(given)} given with security_protocol {protocol}: set "
+                "security_protocol='SASL_SSL' or 'SASL_PLAINTEXT' to use them",
+            )
+        return None
+    name = str(mechanism).upper()
+    if name not in MECHANISM_NAMES:
+        raise StromError(
+            "INVALID_CONFIG",
+            f"sasl_mechanism must be one of {', '.join(MECHANISM_NAMES)}, not {mechanism!r}",
+        )
+    if not username or password is None:
+        raise StromError(
+            "INVALID_CONFIG",
+            f"security_protocol {protocol} needs sasl_plain_username and sasl_plain_password "
+            "(sasl.jaas.config, or sasl.username and sasl.password, in a properties file)",
+        )
+    return SaslLogin(name, username, password)

@@ -35,6 +35,8 @@ from typing import Any
 import grpc
 import grpc.aio
 
+from strom_api.sasl_client import AioSasl, SaslLogin, sync_sasl_channel
+
 _BLOCK = re.compile(rb"-----BEGIN ([A-Z0-9 ]+)-----(.*?)-----END \1-----", re.DOTALL)
 
 PLAINTEXT = "PLAINTEXT"
@@ -289,24 +291,75 @@ def presented_name(target: str, ca: bytes | None, timeout_s: float = 5.0) -> str
     return None
 
 
+@dataclass(frozen=True)
+class SaslSecurity:
+    """A SASL_PLAINTEXT (tls None) or SASL_SSL channel's settings; the clients pass it where
+    they pass a ClientTls."""
+
+    tls: ClientTls | None
+    login: SaslLogin
+
+
+ChannelSecurity = ClientTls | SaslSecurity | None
+
+
+def tls_part(security: ChannelSecurity) -> ClientTls | None:
+    return security.tls if isinstance(security, SaslSecurity) else security
+
+
 def aio_channel(
-    target: str, tls: ClientTls | None, options: Sequence[tuple[str, Any]] = ()
+    target: str,
+    security: ChannelSecurity,
+    options: Sequence[tuple[str, Any]] = (),
+    sasl: SaslLogin | None = None,
 ) -> grpc.aio.Channel:
-    """An asyncio channel to `target`: TLS with `tls`, plaintext without."""
+    """An asyncio channel to `target`: TLS with a ClientTls, plaintext without; with SASL
+    (strom_api/sasl_client.py) for a SaslSecurity or when `sasl` is given."""
+    tls = tls_part(security)
+    if isinstance(security, SaslSecurity):
+        sasl = security.login
+    auth = None if sasl is None else AioSasl(sasl)
+    interceptors = None if auth is None else auth.interceptors()
     if tls is None:
-        return grpc.aio.insecure_channel(target, options=list(options))
-    return grpc.aio.secure_channel(
-        target, tls.credentials(), options=[*options, *tls.options(target)]
-    )
+        channel = grpc.aio.insecure_channel(
+            target, options=list(options), interceptors=interceptors
+        )
+    else:
+        channel = grpc.aio.secure_channel(
+            target,
+            tls.credentials(),
+            options=[*options, *tls.options(target)],
+            interceptors=interceptors,
+        )
+    if auth is not None:
+        auth.channel = channel
+    return channel
 
 
 def sync_channel(
-    target: str, tls: ClientTls | None, options: Sequence[tuple[str, Any]] = ()
+    target: str, security: ChannelSecurity, options: Sequence[tuple[str, Any]] = ()
 ) -> grpc.Channel:
+    tls = tls_part(security)
     if tls is None:
-        return grpc.insecure_channel(target, options=list(options))
-    return grpc.secure_channel(target, tls.credentials(), options=[*options, *tls.options(target)])
+        channel = grpc.insecure_channel(target, options=list(options))
+    else:
+        channel = grpc.secure_channel(
+            target, tls.credentials(), options=[*options, *tls.options(target)]
+        )
+    if isinstance(security, SaslSecurity):
+        return sync_sasl_channel(channel, security.login)
+    return channel
 
+
+def refused_authentication(why: str | None, security: ChannelSecurity) -> bool:
+    """Whether `why` (handshake_failure's answer) is a refused authentication, which the
+    clients raise at once: a failed TLS handshake of a TLS client, or a SASL refusal."""
+    if why is None:
+        return False
+    return why.startswith(_SASL_REFUSALS) or tls_part(security) is not None
+
+
+_SASL_REFUSALS = ("SASL_AUTHENTICATION_FAILED", "UNSUPPORTED_SASL_MECHANISM", "ILLEGAL_SASL_STATE")
 
 _HANDSHAKE = re.compile(
     r"ssl|tls|handshake|certificate|tsi_|wrong_version|peer name|alpn|verification",
@@ -314,7 +367,9 @@ _HANDSHAKE = re.compile(
 )
 
 
-def handshake_failure(details: str | None, tls: ClientTls | bool | None) -> str | None:
+def handshake_failure(
+    details: str | None, tls: ClientTls | SaslSecurity | bool | None
+) -> str | None:
     """Kafka's "SSL handshake failed" sentence when gRPC's error text says the TLS
     handshake failed, else None. `tls` None or False: the client spoke plaintext.
 
@@ -325,6 +380,10 @@ def handshake_failure(details: str | None, tls: ClientTls | bool | None) -> str 
     connection, which the client sees as "Socket closed" — a node going down is refused a
     connection instead, so a TLS connection closed as it opened is taken as a refusal."""
     text = " ".join((details or "").split())
+    if isinstance(tls, SaslSecurity):
+        tls = tls.tls
+    if text.startswith(_SASL_REFUSALS):
+        return text  # the SASL exchange was refused (strom_api/sasl_client.py)
     if tls and _HANDSHAKE.search(text):
         return f"SSL handshake failed: {text}"
     if tls and "socket closed" in text.lower():

@@ -305,14 +305,21 @@ def run_server(tmp_path, lines: dict[str, str]) -> subprocess.CompletedProcess[s
     )
 
 
-def test_a_sasl_ssl_listener_refuses_to_start_with_one_line(tmp_path):
+def test_a_sasl_ssl_listener_without_the_nodes_login_refuses_to_start_with_one_line(
+    tmp_path, certs
+):
     result = run_server(
-        tmp_path, {"listeners": "SASL_SSL://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093"}
+        tmp_path,
+        {
+            "listeners": "SASL_SSL://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093",
+            "ssl.keystore.location": certs.node_keystore,
+        },
     )
     assert result.returncode == 1
     assert result.stderr.strip().splitlines() == [
-        "ERROR INVALID_CONFIG: listener SASL_SSL uses security protocol SASL_SSL, which is "
-        "not supported yet: Strom serves PLAINTEXT and SSL (SASL comes with a later release)"
+        "ERROR INVALID_CONFIG: listener SASL_SSL uses SASL between nodes: set "
+        "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config with the username and password "
+        "this node logs in with"
     ]
 
 
