@@ -335,7 +335,7 @@ class QuorumController:
 
     async def alter_user_scram_credentials(
         self, deletions: Sequence[ScramDeletion], upsertions: Sequence[ScramUpsertion]
-    ) -> dict[str, ApiError | None]:
+    ) -> list[tuple[str, ApiError | None]]:
         async with self._lock:
             self._require_active()
             records, results = alter_user_scram_credentials(self.image, deletions, upsertions)
