@@ -10,8 +10,11 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 
+import grpc
 import pytest
 
+from metadata.records import decode
+from raft.snapshot_files import decode_snapshot
 from strom.admin import (
     AdminClient,
     ScramCredentialInfo,
@@ -20,6 +23,7 @@ from strom.admin import (
 )
 from strom.errors import StromError
 from strom_api.v1 import controller_pb2
+from strom_api.v1 import metadata_pb2 as mpb
 from tests.node_integration.node_cluster import NodeCluster, running_cluster
 from tests.raft_integration.process_cluster import wait_until
 from tests.tools.tool_runs import run
@@ -34,8 +38,14 @@ ADMIN = [
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeCluster]:
-    # Every controller formatted with the same --add-scram, as an operator would.
-    with running_cluster(str(tmp_path_factory.mktemp("scram")), 3, format_args=ADMIN) as c:
+    # Every controller formatted with the same --add-scram, as an operator would; every
+    # node snapshots its image as soon as anything was written.
+    with running_cluster(
+        str(tmp_path_factory.mktemp("scram")),
+        3,
+        format_args=ADMIN,
+        extra={"metadata.log.max.record.bytes.between.snapshots": "1"},
+    ) as c:
         yield c
 
 
@@ -190,6 +200,39 @@ def test_no_password_is_written_anywhere(cluster):
             for name in files:
                 with open(os.path.join(root, name), "rb") as f:
                     assert password not in f.read(), os.path.join(root, name)
+
+
+def test_credentials_survive_a_restart_from_a_snapshot(cluster):
+    """Node 3 writes its image, credentials included, into a snapshot; restarted, it reads
+    its snapshot (and the log's tail) and holds every credential as before."""
+    with AdminClient(bootstrap_servers=_bootstrap(cluster)) as admin:
+        admin.alter_user_scram_credentials(
+            [UserScramCredentialUpsertion("erin", ScramCredentialInfo("SCRAM-SHA-512"), "e")]
+        )
+    wait_until(lambda: "erin" in _snapshot_users(cluster, 3), 15, "erin in node 3's snapshot")
+    expected = _on_node(cluster, 3)
+    assert {"admin", "erin"} <= set(expected)
+    assert cluster.stop(3) == 0
+    cluster.start(3)
+    wait_until(lambda: _describes(cluster, 3) == expected, 30, "node 3 back with every user")
+
+
+def _snapshot_users(cluster: NodeCluster, node: int) -> set[str]:
+    """The users of the node's latest metadata snapshot file."""
+    metadata = os.path.join(cluster.data_dir(node), "__cluster_metadata-0")
+    names = [n for n in os.listdir(metadata) if n.endswith(".checkpoint")]
+    if not names:
+        return set()
+    with open(os.path.join(metadata, max(names)), "rb") as f:
+        records = [decode(r) for r in decode_snapshot(f.read())]
+    return {r.name for r in records if isinstance(r, mpb.UserScramCredentialRecord)}
+
+
+def _describes(cluster: NodeCluster, node: int) -> dict[str, list[tuple[int, int]]] | None:
+    try:
+        return _on_node(cluster, node)
+    except grpc.RpcError:  # not listening yet
+        return None
 
 
 def test_bad_add_scram_fails_the_format_with_kafkas_sentence(tmp_path, capsys):
