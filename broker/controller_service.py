@@ -459,7 +459,7 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
                 error=self._controller_error(error)
             )
         out = controller_pb2.AlterUserScramCredentialsResponse()
-        for user, err in results.items():
+        for user, err in results:
             item = out.results.add(user=user)
             if err is not None:
                 item.error.CopyFrom(error_pb(err))

@@ -15,8 +15,9 @@ from collections.abc import Sequence
 
 import uvloop
 
-from broker import server_config
+from broker import bootstrap_checkpoint, server_config
 from broker.node import Node
+from metadata import scram_parser
 from raft.transport import BindError
 from storage import meta_properties
 from storage.errors import StorageError
@@ -28,15 +29,24 @@ def _fail(error: StorageError) -> int:
 
 
 def format_storage(
-    config_path: str, cluster_id: str, overrides: Sequence[str], ignore_formatted: bool
+    config_path: str,
+    cluster_id: str,
+    overrides: Sequence[str],
+    ignore_formatted: bool,
+    add_scram: Sequence[str] = (),
 ) -> int:
-    """kafka-storage.sh format: meta.properties into every log dir and the metadata dir."""
+    """kafka-storage.sh format: meta.properties into every log dir and the metadata dir, and
+    the bootstrap checkpoint (broker/bootstrap_checkpoint.py: the --add-scram users) into the
+    metadata dir. Bad --add-scram text fails before any directory is touched."""
     try:
         config = server_config.load(config_path, overrides)
+        bootstrap_records = scram_parser.parse(add_scram)
         directories = list(dict.fromkeys([*config.log_dirs, config.metadata_log_dir]))
         formatted = meta_properties.format_dirs(
             directories, cluster_id, config.node_id, ignore_formatted
         )
+        if config.metadata_log_dir in formatted:
+            bootstrap_checkpoint.write(config.metadata_log_dir, bootstrap_records)
     except StorageError as error:
         return _fail(error)
     for directory in formatted:

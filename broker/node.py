@@ -36,6 +36,7 @@ from typing import Any
 import grpc
 import grpc.aio
 
+from broker import bootstrap_checkpoint
 from broker.admission import AnonymousAdmission, CertificateAdmission, SaslAdmission
 from broker.client_service import ClientServicer, auto_create
 from broker.controller_forwarder import forwarding_servicer
@@ -177,6 +178,7 @@ class Node:
                 config.controller,
                 node_id=config.node_id,
                 static_config=config.properties,
+                bootstrap_records=bootstrap_checkpoint.read(config.metadata_log_dir),
             )
         if config.is_broker:
             await self._start_broker()

@@ -11,6 +11,12 @@ effect. A controller becomes active once its image holds the first entry of its 
 tracker, so brokers that died meanwhile are still fenced a session later, and runs the
 periodic session check. Standby controllers replay the same log and take over without a
 reload.
+
+The first active controller of an empty metadata log appends its bootstrap records (the
+--add-scram users of `strom storage format`, broker/bootstrap_checkpoint.py) in the same batch as
+whatever it writes first, or on its own at the next periodic turn. Once any metadata record
+is committed the log is not empty, so the next controller (which replayed that batch
+before it became active) does not write its own copy.
 """
 
 from __future__ import annotations
@@ -125,12 +131,14 @@ class QuorumController:
         *,
         node_id: int | None = None,
         static_config: Mapping[str, str] | None = None,
+        bootstrap_records: Sequence[Message] = (),
     ) -> None:
         """`node_id` and `static_config` (the node's server.properties): where a topic's
         min.insync.replicas and unclean.leader.election.enable come from when neither the
         topic nor a dynamic broker config sets them, as on the brokers (Kafka's
         ConfigurationControlManager reads the controller's own static config the same
-        way; in a combined node and in deploy/k8s it is the brokers' file)."""
+        way; in a combined node and in deploy/k8s it is the brokers' file).
+        `bootstrap_records`: this node's bootstrap checkpoint, for an empty log."""
         self.driver = driver
         self.loader = loader
         self.config = config or ControllerConfig()
@@ -141,6 +149,7 @@ class QuorumController:
         self._active_epoch = -1  # the Raft epoch we last became active in
         self._task: asyncio.Task[None] | None = None
         self.unclean_elections = 0  # leaders this controller chose from outside the ISR
+        self.bootstrap_records = list(bootstrap_records)
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -178,13 +187,21 @@ class QuorumController:
                 f"This node is not the active controller; the Raft leader is {leader}.",
             )
 
+    def _bootstrap_due(self) -> list[Message]:
+        """The bootstrap records, while the log (as far as committed) holds no metadata
+        record; called with the lock held by the active controller, whose image holds
+        everything earlier leaders committed."""
+        return self.bootstrap_records if self.loader.log_empty else []
+
     async def _commit(self, records: Sequence[Message]) -> int:
         """Appends and waits for commit (and so for the loader's replay); returns the
-        offset of the first record."""
-        if not records:
+        offset of the first record. The bootstrap records, when due, go first in the same
+        batch."""
+        batch = [*self._bootstrap_due(), *records]
+        if not batch:
             return self.loader.image.offset
         try:
-            last = await self.driver.append([encode(r) for r in records])
+            last = await self.driver.append([encode(r) for r in batch])
         except NotLeaderError as exc:
             raise ApiError(
                 "NOT_CONTROLLER",
@@ -246,8 +263,8 @@ class QuorumController:
             core = self.driver.core
             assert core is not None
             # No other append is in flight (one operation at a time), so the record goes
-            # at the log end.
-            offset = core.log.end_offset()
+            # at the log end (after the bootstrap records, when they go first).
+            offset = core.log.end_offset() + len(self._bootstrap_due())
             unclean = restarted_uncleanly(self.image, request)
             records, epoch = register_broker(
                 self.image, self.tracker, request, offset, _now_ms(), self.local
@@ -360,7 +377,7 @@ class QuorumController:
 
     async def alter_user_scram_credentials(
         self, deletions: Sequence[ScramDeletion], upsertions: Sequence[ScramUpsertion]
-    ) -> dict[str, ApiError | None]:
+    ) -> list[tuple[str, ApiError | None]]:
         async with self._lock:
             self._require_active()
             records, results = alter_user_scram_credentials(self.image, deletions, upsertions)
@@ -384,6 +401,12 @@ class QuorumController:
             for broker_id in expired:
                 await self._commit(fence_broker(self.image, broker_id, self.local))
             return expired
+
+    async def write_bootstrap(self) -> None:
+        """The bootstrap records of an empty log, when no operation wrote them yet."""
+        async with self._lock:
+            if self.is_active() and self._bootstrap_due():
+                await self._commit([])
 
     async def maybe_snapshot(self) -> None:
         """Every node snapshots its own image once enough has been written since the last
@@ -412,6 +435,7 @@ class QuorumController:
         while True:
             await asyncio.sleep(interval)
             try:
+                await self.write_bootstrap()
                 await self.fence_expired_brokers()
                 await self.maybe_snapshot()
                 if self.config.auto_leader_rebalance and _now_ms() >= next_rebalance:

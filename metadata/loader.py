@@ -26,6 +26,9 @@ class MetadataLoader:
         self.publishers: list[Publisher] = []
         self.leader_listeners: list[Callable[[LeaderAndEpoch], None]] = []
         self.bytes_since_snapshot = 0
+        # True until a metadata record was committed or a snapshot loaded (Kafka's
+        # LogReplayTracker.empty()): only then may a controller write its bootstrap records.
+        self.log_empty = True
 
     # --- raft.driver.RaftListener -------------------------------------------------------------
 
@@ -36,6 +39,7 @@ class MetadataLoader:
         for entry in entries:
             if not entry.control:  # Raft's own LeaderChange records hold no metadata
                 delta.replay(decode(entry.data))
+                self.log_empty = False
                 self.bytes_since_snapshot += len(entry.data)
         last = entries[-1]
         self._publish(delta, delta.apply(last.offset + 1, last.epoch))
@@ -43,6 +47,7 @@ class MetadataLoader:
     def handle_load_snapshot(self, snapshot_id: SnapshotId, records: Sequence[bytes]) -> None:
         delta = MetadataDelta(EMPTY_IMAGE).replay_all(decode(r) for r in records)
         self.bytes_since_snapshot = 0
+        self.log_empty = False  # snapshots are taken only after records were written
         self._publish(delta, delta.apply(snapshot_id.end_offset, snapshot_id.epoch))
 
     def handle_leader_change(self, leader: LeaderAndEpoch) -> None:

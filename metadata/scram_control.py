@@ -9,8 +9,9 @@ needs to check a proof: salt, stored key, server key, iterations (strom_api/scra
 derives them). Kafka's checks, per user: an unknown mechanism is UNSUPPORTED_SASL_MECHANISM,
 an empty name, empty salt or salted password, or iterations outside 4096..16384
 UNACCEPTABLE_CREDENTIAL, deleting a credential that does not exist RESOURCE_NOT_FOUND, and a
-user named twice in one request (deletions and upsertions together) DUPLICATE_RESOURCE. A
-user that fails gets its error and no records; the others go ahead.
+user's credential for one mechanism named twice in one request (deletions and upsertions
+together) DUPLICATE_RESOURCE. A credential that fails gets its error and no records; the
+others go ahead.
 """
 
 from __future__ import annotations
@@ -107,10 +108,11 @@ def _deletion_error(image: MetadataImage, d: ScramDeletion) -> ApiError | None:
     return None
 
 
-def _duplicate(user: str) -> ApiError:
+def _duplicate(user: str, mechanism: int) -> ApiError:
+    name = MECHANISM_NAMES.get(mechanism, str(mechanism))
     return ApiError(
         "DUPLICATE_RESOURCE",
-        f"A user credential cannot be altered twice in the same request: user '{user}'.",
+        f"A user credential cannot be altered twice in the same request: user '{user}', {name}.",
     )
 
 
@@ -118,46 +120,53 @@ def alter_user_scram_credentials(
     image: MetadataImage,
     deletions: Sequence[ScramDeletion],
     upsertions: Sequence[ScramUpsertion],
-) -> tuple[list[Message], dict[str, ApiError | None]]:
-    """(records, {user: error or None}), deletions first, as Kafka's alterCredentials."""
+) -> tuple[list[Message], list[tuple[str, ApiError | None]]]:
+    """(records, [(user, error or None), ...]): one result per credential altered, in
+    Kafka's order (deletions, upsertions, then the failures), so a user may have several.
+    A credential is a (user, mechanism) pair: one user may change both mechanisms in one
+    request (Kafka's documented `--add-config 'SCRAM-SHA-256=[...],SCRAM-SHA-512=[...]'`),
+    but naming the same pair twice is DUPLICATE_RESOURCE for that pair."""
     if len(deletions) + len(upsertions) > MAX_ALTERATIONS:
         raise ApiError(
             "INVALID_REQUEST",
             f"{len(deletions) + len(upsertions)} SCRAM credential alterations in one request: "
             f"at most {MAX_ALTERATIONS} are allowed.",
         )
-    errors: dict[str, ApiError] = {}
-    to_delete: dict[str, ScramDeletion] = {}
-    to_upsert: dict[str, ScramUpsertion] = {}
+    Key = tuple[str, int]
+    errors: dict[Key, ApiError] = {}
+    to_delete: dict[Key, ScramDeletion] = {}
+    to_upsert: dict[Key, ScramUpsertion] = {}
     for d in deletions:
-        if d.user in errors:
+        key = (d.user, d.mechanism)
+        if key in errors:
             continue
-        if to_delete.pop(d.user, None) is not None:
-            errors[d.user] = _duplicate(d.user)
+        if to_delete.pop(key, None) is not None:
+            errors[key] = _duplicate(*key)
         elif (error := _deletion_error(image, d)) is not None:
-            errors[d.user] = error
+            errors[key] = error
         else:
-            to_delete[d.user] = d
+            to_delete[key] = d
     for u in upsertions:
-        if u.user in errors:
+        key = (u.user, u.mechanism)
+        if key in errors:
             continue
-        if to_delete.pop(u.user, None) is not None or to_upsert.pop(u.user, None) is not None:
-            errors[u.user] = _duplicate(u.user)
+        if to_delete.pop(key, None) is not None or to_upsert.pop(key, None) is not None:
+            errors[key] = _duplicate(*key)
         elif (error := _upsertion_error(u)) is not None:
-            errors[u.user] = error
+            errors[key] = error
         else:
-            to_upsert[u.user] = u
+            to_upsert[key] = u
     records: list[Message] = []
-    results: dict[str, ApiError | None] = {}
+    results: list[tuple[str, ApiError | None]] = []
     for d in to_delete.values():
         records.append(pb.RemoveUserScramCredentialRecord(name=d.user, mechanism=d.mechanism))
-        results[d.user] = None
+        results.append((d.user, None))
     for u in to_upsert.values():
         mechanism = MECHANISM_NAMES[u.mechanism]
         credential = credential_from_salted(mechanism, u.salt, u.salted_password, u.iterations)
         records.append(scram_record(u.user, credential))
-        results[u.user] = None
-    results.update(errors)
+        results.append((u.user, None))
+    results.extend((user, error) for (user, _), error in errors.items())
     return records, results
 
 

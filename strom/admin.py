@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from strom import scram_admin
 from strom.admin_errors import AdminError
 from strom.controller_client import ControllerClient, parse_bootstrap
 from strom.errors import StromError, error_name
@@ -24,10 +25,20 @@ from strom.fetcher import TopicPartition
 from strom.group_admin import GroupAdmin, GroupDescription, GroupListing, PartitionLag
 from strom.security import client_security
 from strom.uuids import kafka_uuid_from_bytes
+from strom_api import scram_credential
 from strom_api.v1 import controller_pb2
 from strom_api.v1 import metadata_pb2 as mpb
 
-__all__ = ["AdminClient", "ConfigResource", "NewTopic", "TopicDescription"]
+__all__ = [
+    "AdminClient",
+    "ConfigResource",
+    "NewTopic",
+    "ScramCredentialInfo",
+    "TopicDescription",
+    "UserScramCredentialDeletion",
+    "UserScramCredentialUpsertion",
+    "UserScramCredentialsDescription",
+]
 
 _RESOURCE_TYPES = {"topic": mpb.TOPIC, "broker": mpb.BROKER}
 
@@ -62,6 +73,43 @@ class TopicDescription:
 class ConfigResource:
     resource_type: str  # "topic" or "broker"
     name: str  # a topic, a broker id, or "" for the cluster-wide broker default
+
+
+@dataclass(frozen=True)
+class ScramCredentialInfo:
+    """Kafka's ScramCredentialInfo: a mechanism ("SCRAM-SHA-256" or "SCRAM-SHA-512") and
+    its iterations."""
+
+    mechanism: str
+    iterations: int = scram_credential.DEFAULT_ITERATIONS
+
+
+@dataclass(frozen=True)
+class UserScramCredentialUpsertion:
+    """Kafka's UserScramCredentialUpsertion: sets the user's credential for one mechanism.
+    The password is salted here, with `salt` or a fresh random one; only the salted
+    password travels, as with Kafka's Admin client."""
+
+    user: str
+    credential_info: ScramCredentialInfo
+    password: str | bytes = field(repr=False)
+    salt: bytes | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True)
+class UserScramCredentialDeletion:
+    """Kafka's UserScramCredentialDeletion: removes the user's credential for a mechanism."""
+
+    user: str
+    mechanism: str
+
+
+@dataclass(frozen=True)
+class UserScramCredentialsDescription:
+    """Kafka's UserScramCredentialsDescription: a user's mechanisms and iterations."""
+
+    name: str
+    credential_infos: tuple[ScramCredentialInfo, ...]
 
 
 def _raise(error: Any) -> None:
@@ -266,6 +314,40 @@ class AdminClient:
         for result in response.results:
             if result.HasField("error"):
                 _raise(result.error)
+
+    # --- SCRAM credentials ----------------------------------------------------------
+
+    def alter_user_scram_credentials(
+        self, alterations: Iterable[UserScramCredentialUpsertion | UserScramCredentialDeletion]
+    ) -> None:
+        """Kafka's alterUserScramCredentials in one request: every user that passes Kafka's
+        checks is altered, then the first failure (UNSUPPORTED_SASL_MECHANISM,
+        UNACCEPTABLE_CREDENTIAL, RESOURCE_NOT_FOUND, DUPLICATE_RESOURCE) is raised."""
+        request = controller_pb2.AlterUserScramCredentialsRequest()
+        for a in alterations:
+            if isinstance(a, UserScramCredentialDeletion):
+                request.deletions.append(scram_admin.deletion(a.user, a.mechanism))
+            else:
+                password = a.password.encode() if isinstance(a.password, str) else a.password
+                info = a.credential_info
+                request.upsertions.append(
+                    scram_admin.upsertion(a.user, info.mechanism, info.iterations, password, a.salt)
+                )
+        scram_admin.check_altered(self._call("AlterUserScramCredentials", request))
+
+    def describe_user_scram_credentials(
+        self, users: Iterable[str] | None = None
+    ) -> dict[str, UserScramCredentialsDescription]:
+        """Kafka's describeUserScramCredentials: every user with a credential, or the users
+        named (RESOURCE_NOT_FOUND raised for one without a credential)."""
+        request = controller_pb2.DescribeUserScramCredentialsRequest(users=list(users or []))
+        response = self._call("DescribeUserScramCredentials", request, describe=True)
+        return {
+            user: UserScramCredentialsDescription(
+                user, tuple(ScramCredentialInfo(m, i) for m, i in infos)
+            )
+            for user, infos in scram_admin.described(response).items()
+        }
 
     # --- leaders and reassignments --------------------------------------------------
 

@@ -286,9 +286,10 @@ def _configs(args: argparse.Namespace) -> int:
 def _add_configs(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     configs = commands.add_parser(
         "configs",
-        help="describe and alter topic and broker configs (as kafka-configs.sh)",
-        description="Describe and alter the dynamic configs of topics and brokers, as "
-        "kafka-configs.sh does.",
+        help="describe and alter topic and broker configs and users' SCRAM credentials (as "
+        "kafka-configs.sh)",
+        description="Describe and alter the dynamic configs of topics and brokers, and users' "
+        "SCRAM credentials, as kafka-configs.sh does.",
     )
     add_bootstrap_options(configs)
     actions = configs.add_mutually_exclusive_group(required=True)
@@ -304,7 +305,7 @@ def _add_configs(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     names = configs.add_mutually_exclusive_group()
     names.add_argument(
-        "--entity-name", metavar="NAME", help="the entity: a topic name or a broker id"
+        "--entity-name", metavar="NAME", help="the entity: a topic name, a broker id or a user"
     )
     names.add_argument(
         "--entity-default",

@@ -41,7 +41,9 @@ def _storage_random_uuid(args: argparse.Namespace) -> int:
 def _storage_format(args: argparse.Namespace) -> int:
     from broker.main import format_storage  # the server side, loaded only when asked for
 
-    return format_storage(args.config, args.cluster_id, args.override, args.ignore_formatted)
+    return format_storage(
+        args.config, args.cluster_id, args.override, args.ignore_formatted, args.add_scram
+    )
 
 
 def _server(args: argparse.Namespace) -> int:
@@ -71,6 +73,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     format_cmd.add_argument(
         "--override", action="append", default=[], metavar="KEY=VALUE", help="a config value"
+    )
+    format_cmd.add_argument(
+        "--add-scram",
+        "-S",
+        action="append",
+        default=[],
+        metavar="SCRAM_CREDENTIAL",
+        help="a SCRAM user the new cluster starts with (repeatable), e.g. "
+        "'SCRAM-SHA-512=[name=admin,password=admin-secret]'; also iterations=, salt= "
+        "(base64) and saltedpassword= (base64, with salt=)",
     )
     format_cmd.set_defaults(handler=_storage_format)
 

@@ -1,5 +1,6 @@
 """`strom configs`: kafka-configs.sh --describe and --alter for topics and brokers, over the
-controller API (DescribeConfigs, IncrementalAlterConfigs).
+controller API (DescribeConfigs, IncrementalAlterConfigs), and for users' SCRAM credentials
+(AlterUserScramCredentials, DescribeUserScramCredentials; strom/user_scram_command.py).
 
 The entity is `--entity-type topics|brokers` with `--entity-name N` or, for brokers,
 `--entity-default` (the cluster-wide default, resource name ""); Kafka's shortcuts `--topic
@@ -25,6 +26,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
+from strom import user_scram_command
 from strom.admin_errors import AdminError, from_error_pb
 from strom.admin_parsing import parse_add_config, parse_delete_config, parse_properties
 from strom.controller_client import ControllerClient
@@ -32,7 +34,7 @@ from strom.formatting import config_entry_line, configs_altered, configs_header
 from strom_api.v1 import common_pb2, controller_pb2
 from strom_api.v1 import metadata_pb2 as mpb
 
-ENTITY_TYPES = ("topics", "brokers")
+ENTITY_TYPES = ("topics", "brokers", "users")
 RESOURCE_TYPES = {"topics": mpb.TOPIC, "brokers": mpb.BROKER}
 
 Out = Callable[[str], None]
@@ -66,6 +68,8 @@ def usage_problem(args: argparse.Namespace) -> str | None:
     entity_type, name = entity(args)
     if entity_type is None:
         return "At least one entity type must be specified"
+    if entity_type == "users":
+        return user_scram_command.usage_problem(args)
     if entity_type == "brokers" and name:
         try:
             int(name)
@@ -202,4 +206,7 @@ def alter(client: ControllerClient, args: argparse.Namespace, out: Out) -> None:
 
 
 def run(client: ControllerClient, args: argparse.Namespace, out: Out) -> None:
+    if entity(args)[0] == "users":
+        user_scram_command.run(client, args, out)
+        return
     (describe if args.describe else alter)(client, args, out)

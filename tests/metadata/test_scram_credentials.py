@@ -38,19 +38,17 @@ def apply(image: MetadataImage, records) -> MetadataImage:
 
 def alter(image, deletions=(), upsertions=()):
     records, results = alter_user_scram_credentials(image, deletions, upsertions)
-    return apply(image, records), {u: e and e.error_name for u, e in results.items()}
+    return apply(image, records), sorted((u, e.error_name if e else "NONE") for u, e in results)
 
 
 def test_an_upsertion_stores_rfc5802_keys_never_the_password():
     image, results = alter(EMPTY_IMAGE, upsertions=[upsert("alice", password="alice-secret")])
-    assert results == {"alice": None}
+    assert results == [("alice", "NONE")]
     credential = image.scram_credential("alice", "SCRAM-SHA-512")
     salted = salted_password("SCRAM-SHA-512", b"alice-secret", SALT, 4096)
     assert credential is not None
     assert credential.salt == SALT and credential.iterations == 4096
-    assert credential.stored_key == stored_key(
-        "SCRAM-SHA-512", client_key("SCRAM-SHA-512", salted)
-    )
+    assert credential.stored_key == stored_key("SCRAM-SHA-512", client_key("SCRAM-SHA-512", salted))
     assert credential.server_key == server_key("SCRAM-SHA-512", salted)
     assert image.scram_credential("alice", "SCRAM-SHA-256") is None
     assert image.scram_credential("bob", "SCRAM-SHA-512") is None
@@ -75,31 +73,39 @@ def test_kafka_checks_each_user_and_lets_the_others_through():
         ScramUpsertion("nosalt", SHA256, 4096, b"", b"x"),
         ScramUpsertion("nokey", SHA256, 4096, SALT, b""),
         upsert("twice"),
-        upsert("twice", mechanism=SHA256),  # one user twice, even for two mechanisms
+        upsert("twice"),  # the same credential twice
+        upsert("both", mechanism=SHA256),  # one user, two mechanisms: two credentials
+        upsert("both", mechanism=SHA512),
         upsert("ghost"),  # already failed among the deletions: keeps that error
+        upsert("alice", iterations=5000),  # another pair than alice's failed deletion
     ]
     image, results = alter(image, deletions, upsertions)
-    assert results == {
-        "bob": None,
-        "ghost": "RESOURCE_NOT_FOUND",
-        "alice": "RESOURCE_NOT_FOUND",
-        "dup": "DUPLICATE_RESOURCE",
-        "carol": "UNSUPPORTED_SASL_MECHANISM",
-        "": "UNACCEPTABLE_CREDENTIAL",
-        "few": "UNACCEPTABLE_CREDENTIAL",
-        "many": "UNACCEPTABLE_CREDENTIAL",
-        "nosalt": "UNACCEPTABLE_CREDENTIAL",
-        "nokey": "UNACCEPTABLE_CREDENTIAL",
-        "twice": "DUPLICATE_RESOURCE",
-    }
-    assert sorted(image.scram.users()) == ["alice", "bob", "dup"]
+    assert results == [
+        ("", "UNACCEPTABLE_CREDENTIAL"),
+        ("alice", "NONE"),
+        ("alice", "RESOURCE_NOT_FOUND"),
+        ("bob", "NONE"),
+        ("both", "NONE"),
+        ("both", "NONE"),
+        ("carol", "UNSUPPORTED_SASL_MECHANISM"),
+        ("dup", "DUPLICATE_RESOURCE"),
+        ("few", "UNACCEPTABLE_CREDENTIAL"),
+        ("ghost", "RESOURCE_NOT_FOUND"),
+        ("many", "UNACCEPTABLE_CREDENTIAL"),
+        ("nokey", "UNACCEPTABLE_CREDENTIAL"),
+        ("nosalt", "UNACCEPTABLE_CREDENTIAL"),
+        ("twice", "DUPLICATE_RESOURCE"),
+    ]
+    assert sorted(image.scram.users()) == ["alice", "bob", "both", "dup"]
+    assert len(image.scram.users()["both"]) == 2
+    assert image.scram_credential("alice", "SCRAM-SHA-512").iterations == 5000
 
 
 def test_the_boundaries_of_iterations_are_accepted():
     _, results = alter(EMPTY_IMAGE, upsertions=[upsert("a", iterations=4096)])
-    assert results == {"a": None}
+    assert results == [("a", "NONE")]
     _, results = alter(EMPTY_IMAGE, upsertions=[upsert("b", iterations=16384)])
-    assert results == {"b": None}
+    assert results == [("b", "NONE")]
 
 
 def test_a_deletion_removes_one_mechanism_and_a_request_has_a_bound():
@@ -109,7 +115,7 @@ def test_a_deletion_removes_one_mechanism_and_a_request_has_a_bound():
         "alice": [ScramCredentialInfo(SHA256, 8192), ScramCredentialInfo(SHA512, 4096)]
     }
     image, results = alter(image, deletions=[ScramDeletion("alice", SHA512)])
-    assert results == {"alice": None}
+    assert results == [("alice", "NONE")]
     assert image.scram_credential("alice", "SCRAM-SHA-512") is None
     assert image.scram_credential("alice", "SCRAM-SHA-256") is not None
     image, _ = alter(image, deletions=[ScramDeletion("alice", SHA256)])

@@ -14,7 +14,7 @@ import signal
 import subprocess
 import sys
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import grpc
@@ -45,9 +45,11 @@ class NodeCluster:
         brokers: int = 0,
         hosts: dict[int, str] | None = None,
         launcher: dict[int, list[str]] | None = None,
+        format_args: Sequence[str] = (),
     ) -> None:
         """`hosts`: each node's address (default 127.0.0.1); `launcher`: a command prefix
-        per node (tests/chaos runs each node in its own network namespace this way)."""
+        per node (tests/chaos runs each node in its own network namespace this way);
+        `format_args`: more options of every node's `strom storage format`."""
         self.base = base
         self.ids = list(range(1, nodes + brokers + 1))
         self.host = {i: (hosts or {}).get(i, "127.0.0.1") for i in self.ids}
@@ -80,6 +82,7 @@ class NodeCluster:
                 self.config_path(i),
                 "--cluster-id",
                 self.cluster_id,
+                *format_args,
             )
 
     def config_path(self, node: int) -> str:

@@ -176,7 +176,18 @@ TOPIC = ["--entity-type", "topics", "--entity-name", "orders"]
             ["configs", *BOOT, "--describe", "--entity-type", "topics", "--topic", "t"],
             "--entity-{type,name,default} should not be used in conjunction with specific",
         ),
-        (["configs", *BOOT, "--describe", "--entity-type", "users"], "invalid choice: 'users'"),
+        (
+            ["configs", *BOOT, "--describe", "--entity-type", "clients"],
+            "invalid choice: 'clients'",
+        ),
+        (
+            ["configs", *BOOT, "--describe", "--entity-type", "users", "--entity-default"],
+            "--entity-default is not supported for users",
+        ),
+        (
+            ["configs", *BOOT, "--describe", "--entity-type", "users", "--all"],
+            "option --all can only be used with --describe of topics or brokers",
+        ),
         (
             ["leader-election", *BOOT, "--election-type", "preferred"],
             "One and only one of the following options is required: --topic, "
