@@ -111,6 +111,12 @@ def test_unknown_user_gets_a_stable_server_first_and_the_same_sentence(alice256)
     assert answers[0] == answers[1]
     salt, iterations = answers[0]
     assert iterations == "i=4096" and len(base64.b64decode(salt[2:])) == 32
+    # Without a secret given, still the same from one exchange to the next in a process.
+    firsts = {
+        server_for(SHA256, alice256).server_first(b"n,,n=mallory,r=abc").split(b",")[1]
+        for _ in range(2)
+    }
+    assert len(firsts) == 1
     other = server_for(SHA256, alice256, secret=b"another server")
     other_first = other.server_first(ScramClient(SHA256, "mallory", "x").first_message())
     assert other_first.decode().split(",")[1] != answers[0][0]
