@@ -25,7 +25,10 @@ Rules, Kafka's unless said otherwise:
   stable per server secret and name, the default iteration count) and fails at the final
   step with the same sentence as a wrong password.
 - Every message at most MAX_MESSAGE_BYTES, strict UTF-8; the client refuses iteration
-  counts outside Kafka's bounds (a malicious server could otherwise make it spin).
+  counts outside Kafka's bounds (a malicious server could otherwise make it spin). A stored
+  credential outside them (none is ever written) is treated as no credential.
+- A malformed message is told what is malformed (never echoed back): Kafka sends its
+  generic sentence there too, but nothing about credentials depends on the form.
 """
 
 from __future__ import annotations

@@ -130,6 +130,17 @@ def test_credential_of_another_mechanism_is_treated_as_unknown():
         server.server_final(client.final_message(server.server_first(client.first_message())))
 
 
+def test_a_stored_credential_outside_the_iteration_bounds_is_no_credential():
+    weak = new_credential(SHA256, "alice-secret", 4096)
+    store = {"alice": ScramCredential(SHA256, weak.salt, weak.stored_key, weak.server_key, 1)}
+    client = ScramClient(SHA256, "alice", "alice-secret")
+    server = server_for(SHA256, store)
+    server_first = server.server_first(client.first_message())
+    assert server_first.endswith(b",i=4096") and base64.b64encode(weak.salt) not in server_first
+    with pytest.raises(ScramError, match="invalid credentials"):
+        server.server_final(client.final_message(server_first))
+
+
 def test_tampered_nonce_is_refused(alice256):
     client = ScramClient(SHA256, "alice", "alice-secret")
     server = server_for(SHA256, alice256)
