@@ -7,6 +7,7 @@
     ssl.truststore.location=/etc/strom/tls/ca.pem       # CA certificates
     ssl.client.auth=required                            # mTLS
     listener.name.client.ssl.client.auth=none           # per-listener override
+    ssl.principal.mapping.rules=RULE:^CN=([^,]+).*$/$1/,DEFAULT   # certificate -> user
 
 - The map defaults to Kafka's PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,
   SASL_SSL:SASL_SSL. As in Kafka 4, when the map is not set, a controller listener name
@@ -24,6 +25,9 @@
   or not ask for one; "requested" therefore asks for none (clients with or without a
   certificate connect, as Kafka's "requested" lets them; no certificate principal is
   taken from them). Use "required" for mTLS.
+- `ssl.principal.mapping.rules` (broker/principal_mapping.py, Kafka's RULE syntax, default
+  DEFAULT) turns a client certificate's subject DN into the user of `User:<name>`; read
+  per listener like every ssl.* key, checked at startup.
 - `ssl.endpoint.identification.algorithm` (default https): the host a node dials (the
   advertised host or the voter's host) must be in the peer's certificate SANs; "" turns
   the check off.
@@ -34,6 +38,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from broker.principal_mapping import DEFAULT_MAPPER, PrincipalMapper, parse_rules
 from storage.errors import InvalidConfigError
 from strom_api.tls import KeystoreSource, ServerTls, TlsConfigError, TruststoreSource
 
@@ -57,6 +62,7 @@ SSL_KEYS = (
     "ssl.truststore.certificates",
     "ssl.client.auth",
     "ssl.endpoint.identification.algorithm",
+    "ssl.principal.mapping.rules",
 )
 LISTENER_PREFIX = "listener.name."
 
@@ -134,6 +140,12 @@ class ListenerTls:
     truststore: TruststoreSource
     client_auth: str  # required | requested | none
     check_hostname: bool
+    principal_mapper: PrincipalMapper = DEFAULT_MAPPER
+
+    def principal(self, auth_context: Mapping[str, Sequence[bytes]]) -> str:
+        """The principal of a connection to this listener (ssl_principal with its
+        ssl.principal.mapping.rules)."""
+        return ssl_principal(auth_context, self.principal_mapper)
 
     def load(self, on_reload_error: Callable[[str], None] | None = None) -> ServerTls:
         """Reads the PEM material (InvalidConfigError naming the listener if it cannot be
@@ -221,19 +233,26 @@ def listener_tls(props: Mapping[str, str], name: str) -> ListenerTls:
             f"invalid value '{algorithm}' for config 'ssl.endpoint.identification.algorithm': "
             "expected https or an empty value"
         )
-    return ListenerTls(name, keystore, truststore, client_auth, algorithm == "https")
+    rules_key, rules = get("ssl.principal.mapping.rules")
+    mapper = parse_rules(rules, rules_key)
+    return ListenerTls(name, keystore, truststore, client_auth, algorithm == "https", mapper)
 
 
 ANONYMOUS = "User:ANONYMOUS"
 
 
-def ssl_principal(auth_context: Mapping[str, Sequence[bytes]]) -> str:
+def ssl_principal(
+    auth_context: Mapping[str, Sequence[bytes]], mapper: PrincipalMapper = DEFAULT_MAPPER
+) -> str:
     """The principal of a request's connection, as Kafka's default SSL principal builder
-    names it: `User:` and the subject distinguished name of the client certificate that
-    the TLS handshake verified (`context.auth_context()` of a gRPC servicer), or
-    User:ANONYMOUS (plaintext, or TLS without a client certificate). The authorizer of
-    issue 18's next layer reads it; ssl.principal.mapping.rules will apply here."""
+    names it: `User:` and the name `mapper` (the listener's ssl.principal.mapping.rules)
+    gives the subject distinguished name of the client certificate that the TLS
+    handshake verified (`context.auth_context()` of a gRPC servicer; RFC 2253 form, as
+    Java's X500Principal.getName gives it), or User:ANONYMOUS (plaintext, or TLS without
+    a client certificate; no rule applies to it, as in Kafka). A DN no rule maps raises
+    principal_mapping.NoMatchingRule: the connection has no principal and is refused, as
+    Kafka fails its authentication. The authorizer of issue 18's next layer reads it."""
     subject = auth_context.get("x509_subject") or ()
     if not subject:
         return ANONYMOUS
-    return f"User:{subject[0].decode(errors='replace')}"
+    return f"User:{mapper.name(subject[0].decode(errors='replace'))}"

@@ -25,7 +25,10 @@ Rules, Kafka's unless said otherwise:
   stable per server secret and name, the default iteration count) and fails at the final
   step with the same sentence as a wrong password.
 - Every message at most MAX_MESSAGE_BYTES, strict UTF-8; the client refuses iteration
-  counts outside Kafka's bounds (a malicious server could otherwise make it spin).
+  counts outside Kafka's bounds (a malicious server could otherwise make it spin). A stored
+  credential outside them (none is ever written) is treated as no credential.
+- A malformed message is told what is malformed (never echoed back): Kafka sends its
+  generic sentence there too, but nothing about credentials depends on the form.
 """
 
 from __future__ import annotations
@@ -53,6 +56,10 @@ from strom_api.scram_credential import (
 MAX_MESSAGE_BYTES = 8192
 NONCE_BYTES = 24  # 32 characters of URL-safe base64: printable, never a comma
 TOKEN_AUTH = "tokenauth"
+# Keys unknown users' fake salts when the server is given no secret. One per process, not
+# per exchange: a fake salt that changed from one attempt to the next would give the
+# unknown user away (a real salt does not change).
+_PROCESS_SECRET = secrets.token_bytes(32)
 
 
 def invalid_credentials(mechanism: str) -> str:
@@ -230,8 +237,10 @@ class _ClientFinal:
 
 class ScramServer:
     """The broker's side of one SCRAM exchange. `lookup(name)` gives the user's stored
-    credential for this mechanism, or None; `secret` (random per server when not given)
-    keys the fake salts of unknown users."""
+    credential for this mechanism, or None; `secret` keys the fake salts of unknown
+    users: the same for every exchange a node runs (by default one random secret per
+    process; a secret shared by the cluster's brokers also hides unknown users from a
+    client comparing brokers)."""
 
     def __init__(
         self,
@@ -244,7 +253,7 @@ class ScramServer:
         self._hash = hash_name(mechanism)
         self._lookup = lookup
         self._server_nonce = _checked_nonce(nonce)
-        self._secret = secrets.token_bytes(32) if secret is None else secret
+        self._secret = _PROCESS_SECRET if secret is None else secret
         self._state = _State.CLIENT_FIRST
         self._username: str | None = None
         self._candidate = ""

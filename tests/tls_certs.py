@@ -8,6 +8,7 @@ client certificate of its own (one the nodes must refuse).
     certs.client_keystore    # client.pem: key + chain (mTLS client)
     certs.encrypted_node_keystore, ENCRYPTED_PASSWORD   # the node key, PKCS#8 encrypted
     certs.other_ca, certs.other_client_keystore         # signed by another CA
+    certs.service_client_keystore   # subject CN=Duke,OU=ServiceUsers,O=Org,C=US (mapping rules)
 
 EC P-256 keys: generated in milliseconds, unlike RSA.
 """
@@ -27,8 +28,11 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 ENCRYPTED_PASSWORD = "keypass-123"
 
 
-def _name(cn: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+def _name(subject: str) -> x509.Name:
+    """A common name, or a whole distinguished name in RFC 4514 form ("CN=a,O=b")."""
+    if "=" in subject:
+        return x509.Name.from_rfc4514_string(subject)
+    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)])
 
 
 def _key() -> ec.EllipticCurvePrivateKey:
@@ -81,6 +85,7 @@ def _key_pem(key: ec.EllipticCurvePrivateKey, password: str | None = None) -> by
     )
 
 
+SERVICE_CLIENT_DN = "CN=Duke,OU=ServiceUsers,O=Org,C=US"
 LOOPBACK = [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]
 
 
@@ -94,6 +99,7 @@ class Certs:
     other_ca: str
     other_client_keystore: str
     other_node_keystore: str  # signed by the other CA, SAN 127.0.0.1 (rotation tests)
+    service_client_keystore: str  # signed by the CA, a DN of several parts
 
     def read(self, path: str) -> bytes:
         with open(path, "rb") as f:
@@ -138,4 +144,7 @@ def make_certs(directory: str) -> Certs:
         other_ca=_write(directory, "other-ca.pem", _pem(other[0])),
         other_client_keystore=_write(directory, "other-client.pem", keystore("intruder", other)),
         other_node_keystore=_write(directory, "other-node.pem", keystore("other-node", other)),
+        service_client_keystore=_write(
+            directory, "service-client.pem", keystore(SERVICE_CLIENT_DN, ca)
+        ),
     )

@@ -4,12 +4,18 @@ PEM keystores with their password, per-listener overrides."""
 
 from __future__ import annotations
 
+import asyncio
+
+import grpc
+import grpc.aio
 import pytest
 
 from broker import server_config
-from broker.listener_security import ANONYMOUS, ssl_principal
+from broker.listener_security import ANONYMOUS, ListenerTls, ssl_principal
+from broker.principal_mapping import NoMatchingRule, parse_rules
 from storage.errors import InvalidConfigError
-from tests.tls_certs import ENCRYPTED_PASSWORD, make_certs
+from strom_api.tls import ClientTls, aio_channel, client_tls
+from tests.tls_certs import ENCRYPTED_PASSWORD, SERVICE_CLIENT_DN, make_certs
 
 BASE = {
     "process.roles": "broker,controller",
@@ -224,3 +230,104 @@ def test_ssl_principal_is_the_certificate_subject():
         "User:CN=strom-client,O=Acme"
     )
     assert ssl_principal({"transport_security_type": [b"insecure"]}) == ANONYMOUS
+
+
+def test_ssl_principal_applies_the_mapping_rules():
+    mapper = parse_rules("RULE:^CN=(.*?),OU=ServiceUsers.*$/$1/L")
+    context = {"x509_subject": [SERVICE_CLIENT_DN.encode()]}
+    assert ssl_principal(context, mapper) == "User:duke"
+    assert ssl_principal({}, mapper) == ANONYMOUS  # no certificate: no rule applies
+    with pytest.raises(NoMatchingRule):
+        ssl_principal({"x509_subject": [b"CN=strom-client"]}, mapper)
+
+
+SERVICE_RULES = "RULE:^CN=(.*?),OU=ServiceUsers.*$/$1/L,RULE:^CN=([^,]+)$/cert-$1/"
+
+
+def test_mapping_rules_are_read_per_listener(certs):
+    parsed = config(
+        **{
+            "listeners": "CLIENT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+            "listener.security.protocol.map": "CLIENT:SSL,CONTROLLER:SSL",
+            "ssl.keystore.location": certs.node_keystore,
+            "ssl.truststore.location": certs.ca,
+            "ssl.principal.mapping.rules": SERVICE_RULES,
+            "listener.name.controller.ssl.principal.mapping.rules": "DEFAULT",
+        }
+    )
+    assert parsed.unknown == ()
+    context = {"x509_subject": [SERVICE_CLIENT_DN.encode()]}
+    assert parsed.tls["CLIENT"].principal(context) == "User:duke"
+    assert parsed.tls["CONTROLLER"].principal(context) == f"User:{SERVICE_CLIENT_DN}"
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("ssl.principal.mapping.rules", "RULE:^CN=(.*?)$/$1/X"),
+        ("listener.name.plaintext.ssl.principal.mapping.rules", "DEFAUL"),
+        ("listener.name.plaintext.ssl.principal.mapping.rules", ""),
+    ],
+)
+def test_a_bad_mapping_rule_stops_the_node_naming_the_key(certs, key, value):
+    with pytest.raises(InvalidConfigError, match=f"config '{key}'") as raised:
+        config(**ssl(**{"ssl.keystore.location": certs.node_keystore, key: value}))
+    assert "\n" not in str(raised.value)
+
+
+def test_a_certificate_dn_maps_as_configured_over_real_tls(certs):
+    """mTLS on loopback with the listener built from server.properties: the servicer sees
+    the principal the listener's rules give the verified client certificate."""
+    parsed = config(
+        **{
+            "listeners": "CLIENT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+            "listener.security.protocol.map": "CLIENT:SSL,CONTROLLER:PLAINTEXT",
+            "listener.name.client.ssl.keystore.location": certs.node_keystore,
+            "listener.name.client.ssl.truststore.location": certs.ca,
+            "listener.name.client.ssl.client.auth": "required",
+            "listener.name.client.ssl.principal.mapping.rules": (
+                "RULE:^CN=(.*?),OU=ServiceUsers.*$/$1/U"
+            ),
+        }
+    )
+    listener = parsed.tls["CLIENT"]
+
+    answers = asyncio.run(_who_am_i(listener, certs))
+    assert answers == {
+        "service": "User:DUKE",
+        "other subject": "REFUSED No rules apply to CN=strom-client",
+    }
+
+
+async def _who_am_i(listener: ListenerTls, certs) -> dict[str, str]:
+    async def who(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        try:
+            return listener.principal(context.auth_context()).encode()
+        except NoMatchingRule as exc:
+            return f"REFUSED {str(exc).partition(',')[0]}".encode()
+
+    server = grpc.aio.server()
+    server.add_generic_rpc_handlers(
+        (
+            grpc.method_handlers_generic_handler(
+                "test.Who", {"Am": grpc.unary_unary_rpc_method_handler(who)}
+            ),
+        )
+    )
+    port = server.add_secure_port("127.0.0.1:0", listener.load().credentials())
+    await server.start()
+
+    async def ask(tls: ClientTls) -> str:
+        channel = aio_channel(f"127.0.0.1:{port}", tls)
+        try:
+            return (await channel.unary_unary("/test.Who/Am")(b"", timeout=5)).decode()
+        finally:
+            await channel.close()
+
+    try:
+        return {
+            "service": await ask(client_tls(certs.ca, certs.service_client_keystore)),
+            "other subject": await ask(client_tls(certs.ca, certs.client_keystore)),
+        }
+    finally:
+        await server.stop(0)

@@ -111,6 +111,12 @@ def test_unknown_user_gets_a_stable_server_first_and_the_same_sentence(alice256)
     assert answers[0] == answers[1]
     salt, iterations = answers[0]
     assert iterations == "i=4096" and len(base64.b64decode(salt[2:])) == 32
+    # Without a secret given, still the same from one exchange to the next in a process.
+    firsts = {
+        server_for(SHA256, alice256).server_first(b"n,,n=mallory,r=abc").split(b",")[1]
+        for _ in range(2)
+    }
+    assert len(firsts) == 1
     other = server_for(SHA256, alice256, secret=b"another server")
     other_first = other.server_first(ScramClient(SHA256, "mallory", "x").first_message())
     assert other_first.decode().split(",")[1] != answers[0][0]
@@ -122,6 +128,17 @@ def test_credential_of_another_mechanism_is_treated_as_unknown():
     server = server_for(SHA256, store)
     with pytest.raises(ScramError, match="invalid credentials"):
         server.server_final(client.final_message(server.server_first(client.first_message())))
+
+
+def test_a_stored_credential_outside_the_iteration_bounds_is_no_credential():
+    weak = new_credential(SHA256, "alice-secret", 4096)
+    store = {"alice": ScramCredential(SHA256, weak.salt, weak.stored_key, weak.server_key, 1)}
+    client = ScramClient(SHA256, "alice", "alice-secret")
+    server = server_for(SHA256, store)
+    server_first = server.server_first(client.first_message())
+    assert server_first.endswith(b",i=4096") and base64.b64encode(weak.salt) not in server_first
+    with pytest.raises(ScramError, match="invalid credentials"):
+        server.server_final(client.final_message(server_first))
 
 
 def test_tampered_nonce_is_refused(alice256):
