@@ -20,7 +20,8 @@ from typing import Any
 
 import grpc
 
-from broker.listener_security import ssl_principal
+from broker.listener_security import ListenerTls
+from broker.principal_mapping import NoMatchingRule
 from broker.request_session import Session, peer_host
 from broker.sasl_sessions import METADATA_KEY, InvalidSession, SessionSigner
 from strom_api.acls import ANONYMOUS
@@ -35,11 +36,24 @@ class AnonymousAdmission:
 
 
 class CertificateAdmission:
-    def __init__(self, listener: str) -> None:
+    """The certificate's DN through the listener's ssl.principal.mapping.rules; a DN no rule
+    maps is refused, as Kafka fails the authentication of that connection."""
+
+    def __init__(self, listener: str, tls: ListenerTls) -> None:
         self.listener = listener
+        self.tls = tls
 
     async def admit(self, method: str, context: Any) -> Session:
-        return Session(ssl_principal(context.auth_context()), peer_host(context), self.listener)
+        try:
+            principal = self.tls.principal(context.auth_context())
+        except NoMatchingRule as exc:
+            await context.abort(
+                grpc.StatusCode.UNAUTHENTICATED,
+                f"SSL_AUTHENTICATION_FAILED: the client certificate's name maps to no "
+                f"principal on listener {self.listener}: {exc}",
+            )
+            raise
+        return Session(principal, peer_host(context), self.listener)
 
 
 _HANDSHAKE_SERVICE = "/strom_api.v1.SecurityService/"

@@ -342,7 +342,7 @@ class Node:
         if protocol.startswith("SASL_"):
             return SaslAdmission(listener, protocol, self.sessions)
         if protocol == "SSL":
-            return CertificateAdmission(listener)
+            return CertificateAdmission(listener, self.config.tls[listener])
         return AnonymousAdmission(listener)
 
     def _add_sasl(self, listener: str, server: Any) -> None:
