@@ -267,7 +267,9 @@ class StandardAuthorizer:
         type (Kafka's Authorizer.authorizeByResourceType, KIP-679: an idempotent producer
         needs WRITE on some topic): an applying ALLOW of the operation (or ALL) that no
         applying DENY covers — a DENY on the same literal name, on a prefix of it, or on
-        the wildcard. Only the operation itself counts, without implications."""
+        the wildcard. Only the operation itself counts, without implications. It reads every
+        ACL, as Kafka's default implementation does: it runs once per InitProducerId, not
+        per record batch."""
         if self.authorize(principal, host, operation, resource_type, "hardcode"):
             return True  # super users, and allow.everyone.if.no.acl.found without ACLs
         principals = (principal, WILDCARD_PRINCIPAL)

@@ -371,8 +371,10 @@ class QuorumController:
             return results
 
     def describe_acls(self, acl_filter: AclBindingFilter) -> list[StandardAcl]:
-        """From this controller's own image, as DescribeConfigs; brokers forward to the
-        active controller, whose image holds every ACL committed so far."""
+        """From this controller's own image, as DescribeConfigs (Kafka answers from a
+        broker's authorizer cache). A client that just changed ACLs reads its change:
+        brokers forward to the active controller, and the tools' ControllerClient asks the
+        active controller first once it knows it."""
         return describe_acls(self.image, acl_filter)
 
     async def alter_user_scram_credentials(

@@ -18,9 +18,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from strom import scram_admin
+from strom.acl_binding import (
+    ACL,
+    ACLFilter,
+    ACLOperation,
+    ACLPermissionType,
+    ACLResourcePatternType,
+    ResourcePattern,
+    ResourcePatternFilter,
+    ResourceType,
+)
 from strom.admin_errors import AdminError
 from strom.controller_client import ControllerClient, parse_bootstrap
-from strom.errors import StromError, error_name
+from strom.errors import StromError, error_name, from_pb
 from strom.fetcher import TopicPartition
 from strom.group_admin import GroupAdmin, GroupDescription, GroupListing, PartitionLag
 from strom.security import client_security
@@ -30,9 +40,17 @@ from strom_api.v1 import controller_pb2
 from strom_api.v1 import metadata_pb2 as mpb
 
 __all__ = [
+    "ACL",
+    "ACLFilter",
+    "ACLOperation",
+    "ACLPermissionType",
+    "ACLResourcePatternType",
     "AdminClient",
     "ConfigResource",
     "NewTopic",
+    "ResourcePattern",
+    "ResourcePatternFilter",
+    "ResourceType",
     "ScramCredentialInfo",
     "TopicDescription",
     "UserScramCredentialDeletion",
@@ -348,6 +366,47 @@ class AdminClient:
             )
             for user, infos in scram_admin.described(response).items()
         }
+
+    # --- ACLs (kafka-python's names, types and return shapes) --------------------------
+
+    def create_acls(self, acls: Iterable[ACL]) -> dict[str, list[Any]]:
+        """Creates the ACLs; {"succeeded": [ACL, ...], "failed": [(ACL, StromError), ...]}
+        as kafka-python answers (an ACL that exists already succeeds)."""
+        wanted = list(acls)
+        for acl in wanted:
+            if not isinstance(acl, ACL):
+                raise StromError("INVALID_REQUEST", f"not an ACL: {acl!r}")
+        request = controller_pb2.CreateAclsRequest(creations=[a.binding_pb() for a in wanted])
+        response = self._call("CreateAcls", request)
+        out: dict[str, list[Any]] = {"succeeded": [], "failed": []}
+        for acl, result in zip(wanted, response.results, strict=True):
+            if result.HasField("error") and result.error.code != 0:
+                out["failed"].append((acl, from_pb(result.error)))
+            else:
+                out["succeeded"].append(acl)
+        return out
+
+    def describe_acls(self, acl_filter: ACLFilter) -> tuple[list[ACL], None]:
+        """The ACLs the filter matches, as kafka-python's (acls, error) pair: a failure
+        raises StromError (kafka-python raises too), so the error is always None."""
+        request = controller_pb2.DescribeAclsRequest(filter=acl_filter.to_pb())
+        response = self._call("DescribeAcls", request)
+        return [ACL.from_pb(b) for b in response.acls], None
+
+    def delete_acls(
+        self, acl_filters: Iterable[ACLFilter]
+    ) -> list[tuple[ACLFilter, list[tuple[ACL, None]], StromError | None]]:
+        """Deletes every ACL each filter matches; per filter, kafka-python's
+        (filter, [(deleted ACL, error), ...], error) with errors None on success."""
+        filters = list(acl_filters)
+        request = controller_pb2.DeleteAclsRequest(filters=[f.to_pb() for f in filters])
+        response = self._call("DeleteAcls", request)
+        out: list[tuple[ACLFilter, list[tuple[ACL, None]], StromError | None]] = []
+        for acl_filter, result in zip(filters, response.results, strict=True):
+            error = from_pb(result.error) if result.HasField("error") else None
+            deleted: list[tuple[ACL, None]] = [(ACL.from_pb(b), None) for b in result.deleted]
+            out.append((acl_filter, deleted, error))
+        return out
 
     # --- leaders and reassignments --------------------------------------------------
 

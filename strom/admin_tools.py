@@ -1,7 +1,7 @@
 """The admin commands of `strom`, after Kafka's tools: `topics` (kafka-topics.sh),
 `metadata-quorum` (kafka-metadata-quorum.sh), `cluster` (kafka-cluster.sh), `configs`
-(kafka-configs.sh), `leader-election` (kafka-leader-election.sh) and `reassign-partitions`
-(kafka-reassign-partitions.sh).
+(kafka-configs.sh), `leader-election` (kafka-leader-election.sh), `reassign-partitions`
+(kafka-reassign-partitions.sh) and `acls` (kafka-acls.sh).
 
 Each talks to the controllers named by --bootstrap-controller (Kafka 3.7+'s option), or to
 the brokers named by --bootstrap-server, which forward the admin API to the active
@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 
 from strom import (
+    acl_command,
     command_config,
     config_command,
     leader_election_command,
@@ -472,6 +473,76 @@ def _add_reassign_partitions(
     reassign.set_defaults(handler=_reassign_partitions, help_parser=reassign)
 
 
+# --- strom acls --------------------------------------------------------------------------------
+
+
+def _acls(args: argparse.Namespace) -> int:
+    problem = acl_command.usage_problem(args)
+    if problem is not None:
+        # kafka-acls.sh prints its sentence and exits 1 (CommandLineUtils.printUsageAndExit).
+        print(problem, file=sys.stderr)
+        return 1
+    return run_tool("ACL", args, acl_command.run)
+
+
+def _add_acls(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    acls = commands.add_parser(
+        "acls",
+        help="add, remove and list ACLs (as kafka-acls.sh)",
+        description="Adds, removes and lists ACLs in the cluster's metadata, as kafka-acls.sh "
+        "does.",
+    )
+    add_bootstrap_options(acls)
+    acls.add_argument("--add", action="store_true", help="add the ACLs")
+    acls.add_argument("--remove", action="store_true", help="remove the ACLs")
+    acls.add_argument("--list", action="store_true", help="list ACLs (of the resources given)")
+    resources = (
+        ("--topic", "TOPIC", "a topic (repeatable); with PREFIXED a prefix, * for every topic"),
+        ("--group", "GROUP", "a consumer group (repeatable); * for every group"),
+        ("--transactional-id", "ID", "a transactional id (repeatable); * for every one"),
+    )
+    for flag, metavar, text in resources:
+        acls.add_argument(flag, action="append", metavar=metavar, help=text)
+    acls.add_argument("--cluster", action="store_true", help="the cluster resource")
+    acls.add_argument(
+        "--resource-pattern-type",
+        metavar="TYPE",
+        help="LITERAL (default) or PREFIXED; to list or remove also ANY or MATCH",
+    )
+    for flag, text in (
+        ("--allow-principal", "a principal to allow, Type:name, e.g. User:alice (repeatable)"),
+        ("--deny-principal", "a principal to deny, Type:name (repeatable)"),
+        ("--allow-host", "a host the allowed principals may connect from (default *)"),
+        ("--deny-host", "a host the denied principals are denied from (default *)"),
+        ("--principal", "with --list: only this principal's ACLs (repeatable)"),
+    ):
+        acls.add_argument(flag, action="append", metavar="VALUE", help=text)
+    acls.add_argument(
+        "--operation",
+        action="append",
+        metavar="OP",
+        help="an operation (repeatable; default All): Read, Write, Create, Delete, Alter, "
+        "Describe, ClusterAction, DescribeConfigs, AlterConfigs, IdempotentWrite, All",
+    )
+    acls.add_argument(
+        "--producer",
+        action="store_true",
+        help="Write, Describe, Create on the topics (Write, Describe on transactional ids)",
+    )
+    acls.add_argument(
+        "--idempotent",
+        action="store_true",
+        help="with --producer: IdempotentWrite on the cluster",
+    )
+    acls.add_argument(
+        "--consumer",
+        action="store_true",
+        help="Read, Describe on the topics and Read on the groups (needs --group)",
+    )
+    acls.add_argument("--force", action="store_true", help="remove without asking")
+    acls.set_defaults(handler=_acls, help_parser=acls)
+
+
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     _add_topics(commands)
     _add_metadata_quorum(commands)
@@ -479,3 +550,4 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     _add_configs(commands)
     _add_leader_election(commands)
     _add_reassign_partitions(commands)
+    _add_acls(commands)

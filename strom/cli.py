@@ -3,8 +3,8 @@
 work are registered: anything else is an invalid choice for argparse (exit code 2).
 
 The admin commands (`topics`, `metadata-quorum`, `cluster`, `configs`, `leader-election`,
-`reassign-partitions`) live in strom/admin_tools.py; `server` and `storage format` hand over
-to the server side (broker.main), imported only when they run.
+`reassign-partitions`, `acls`) live in strom/admin_tools.py; `server` and `storage format`
+hand over to the server side (broker.main), imported only when they run.
 """
 
 from __future__ import annotations

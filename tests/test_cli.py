@@ -60,7 +60,6 @@ def test_no_arguments_prints_help_and_fails() -> None:
 @pytest.mark.parametrize(
     "args",
     [
-        ("acls",),
         ("delete-records",),
         ("log-dirs",),
         ("storage", "info"),

@@ -250,7 +250,8 @@ class ControllerServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def DescribeAcls(self, request, context):
-        """Answered from the answering controller's own image (brokers forward to the active one).
+        """Answered by any controller from its own image, as DescribeConfigs (brokers forward to
+        the active one).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -63,6 +63,9 @@ READ_ONLY = {
     "DescribeQuorum",
     "ListPartitionReassignments",
     "DescribeConfigs",
+    "DescribeAcls",
+    "CreateAcls",  # ACLs are not enforced yet, and no ACL changes a topic or its data
+    "DeleteAcls",
     "BrokerHeartbeat",
     "RegisterBroker",
     "AllocateProducerIds",
