@@ -21,6 +21,7 @@ from broker.replica_manager import (
     ReplicaManager,
     named_twice,
 )
+from broker.request_authorization import RequestAuthorizer
 from metadata.errors import ApiError
 from metadata.image import MetadataImage
 from metadata.topic_control import INTERNAL_TOPICS
@@ -100,7 +101,9 @@ class ClientServicer(GroupApi, client_pb2_grpc.ClientServiceServicer):
         groups: GroupCoordinator | None = None,
         create_offsets_topic: Callable[[], Awaitable[None]] | None = None,
         persist_offsets: Callable[[], Awaitable[None]] | None = None,
+        authz: RequestAuthorizer | None = None,
     ) -> None:
+        self.authz = authz or RequestAuthorizer()  # default: no authorizer, all allowed
         self.persist_offsets = persist_offsets or _nothing
         self.observe = observe
         if groups is not None:
@@ -129,9 +132,18 @@ class ClientServicer(GroupApi, client_pb2_grpc.ClientServiceServicer):
     @_timed
     async def Metadata(self, request: Any, context: Any) -> Any:  # noqa: N802
         image = self.replicas.image
-        names = list(request.topics) or sorted(image.topics.by_name)
+        if request.topics:  # named: each one the principal may not DESCRIBE is refused
+            names = list(request.topics)
+            refused = self.authz.topics("Metadata", names)
+        else:  # every topic: those it may not DESCRIBE are left out
+            names = self.authz.visible_topics(sorted(image.topics.by_name))
+            refused = {}
         # Internal topics are created by their owners (the group coordinator), never here.
-        missing = [n for n in names if n not in image.topics.by_name and n not in INTERNAL_TOPICS]
+        missing = [
+            n
+            for n in names
+            if n not in image.topics.by_name and n not in INTERNAL_TOPICS and n not in refused
+        ]
         created: set[str] = set()
         if (
             missing
@@ -139,13 +151,22 @@ class ClientServicer(GroupApi, client_pb2_grpc.ClientServiceServicer):
             and self.auto_create_topics
             and self.create_topics is not None
         ):
-            created = set(await self.create_topics(missing))
+            refused.update(self.authz.create_topics("Metadata", missing))
+            creatable = [n for n in missing if n not in refused]
+            if creatable:
+                created = set(await self.create_topics(creatable))
         response = client_pb2.MetadataResponse(
             cluster_id=self.cluster_id, controller_id=self.controller_id()
         )
         self._brokers(image, response)
         for name in names:
-            self._topic(image, name, name in created, response.topics.add())
+            out = response.topics.add()
+            error = refused.get(name)
+            if error is None:
+                self._topic(image, name, name in created, out)
+            else:
+                out.name = name
+                out.error.CopyFrom(error_pb(error))
         return response
 
     def _brokers(self, image: MetadataImage, response: Any) -> None:
@@ -198,11 +219,12 @@ class ClientServicer(GroupApi, client_pb2_grpc.ClientServiceServicer):
     async def Produce(self, request: Any, context: Any) -> Any:  # noqa: N802
         topics = named(request)
         twice = repeated_partitions(topics)
+        refused = self.authz.topics("Produce", (name for name, _ in topics))
         batches = [
             (name, partition.partition, partition.records)
             for name, topic in topics
             for partition in topic.partitions
-            if (name, partition.partition) not in twice
+            if (name, partition.partition) not in twice and name not in refused
         ]
         size = sum(len(records) for _, _, records in batches)
         memory = self.replicas.memory
@@ -218,6 +240,10 @@ class ClientServicer(GroupApi, client_pb2_grpc.ClientServiceServicer):
                 f"stayed full for the request's {request.timeout_ms} ms; nothing was written.",
             )
             results = {(t, p): ProduceResult(error=error) for t, p, _ in batches}
+        for name, topic in topics:
+            if name in refused:  # nothing of it written
+                for partition in topic.partitions:
+                    results[(name, partition.partition)] = ProduceResult(error=refused[name])
         for key in twice:
             results[key] = ProduceResult(error=duplicate_error(*key))
         response = client_pb2.ProduceResponse()
@@ -250,7 +276,7 @@ class ClientServicer(GroupApi, client_pb2_grpc.ClientServiceServicer):
 
     @_timed
     async def Fetch(self, request: Any, context: Any) -> Any:  # noqa: N802
-        response, held = await self._fetch(request)
+        response, held = await self._fetch(request, "Fetch")
         self.replicas.memory.release(held)  # handed to gRPC now
         return response
 
@@ -263,16 +289,17 @@ class ClientServicer(GroupApi, client_pb2_grpc.ClientServiceServicer):
                 self.replicas.memory.release(held)
                 held = 0
                 start = time.perf_counter()
-                response, held = await self._fetch(request)
+                response, held = await self._fetch(request, "FetchStream")
                 self.observe("FetchStream", time.perf_counter() - start)
                 yield response
         finally:
             self.replicas.memory.release(held)
 
-    async def _fetch(self, request: Any) -> tuple[Any, int]:
+    async def _fetch(self, request: Any, api: str) -> tuple[Any, int]:
         """The response, and how many bytes of records it holds in the memory pool."""
         topics = named(request)
         twice = repeated_partitions(topics)
+        refused = self.authz.topics(api, (name for name, _ in topics))
         items = [
             FetchItem(
                 name,
@@ -283,7 +310,7 @@ class ClientServicer(GroupApi, client_pb2_grpc.ClientServiceServicer):
             )
             for name, topic in topics
             for p in topic.partitions
-            if (name, p.partition) not in twice
+            if (name, p.partition) not in twice and name not in refused
         ]
         results = await self.replicas.fetch(
             items,
@@ -292,6 +319,10 @@ class ClientServicer(GroupApi, client_pb2_grpc.ClientServiceServicer):
             request.max_bytes or DEFAULT_FETCH_MAX_BYTES,
             any_replica=request.replica_id == DEBUGGING_CONSUMER_ID,
         )
+        for name, topic in topics:
+            if name in refused:
+                for p in topic.partitions:
+                    results[(name, p.partition)] = FetchResult(error=refused[name])
         for key in twice:
             results[key] = FetchResult(error=duplicate_error(*key))
         response = client_pb2.FetchResponse()
@@ -316,11 +347,15 @@ class ClientServicer(GroupApi, client_pb2_grpc.ClientServiceServicer):
     @_timed
     async def ListOffsets(self, request: Any, context: Any) -> Any:  # noqa: N802
         response = client_pb2.ListOffsetsResponse()
+        refused = self.authz.topics("ListOffsets", (t.name for t in request.topics))
         for topic in request.topics:
             out = response.topics.add(name=topic.name)
             for p in topic.partitions:
                 item = out.partitions.add(partition=p.partition, timestamp=-1, offset=-1)
                 item.leader_epoch = -1
+                if topic.name in refused:
+                    item.error.CopyFrom(error_pb(refused[topic.name]))
+                    continue
                 try:
                     self._list_offset(topic.name, p, item)
                 except ApiError as exc:
@@ -364,10 +399,14 @@ class ClientServicer(GroupApi, client_pb2_grpc.ClientServiceServicer):
     @_timed
     async def OffsetsForLeaderEpoch(self, request: Any, context: Any) -> Any:  # noqa: N802
         response = client_pb2.OffsetsForLeaderEpochResponse()
+        refused = self.authz.topics("OffsetsForLeaderEpoch", (t.name for t in request.topics))
         for topic in request.topics:
             out = response.topics.add(name=topic.name)
             for p in topic.partitions:
                 item = out.partitions.add(partition=p.partition, leader_epoch=-1, end_offset=-1)
+                if topic.name in refused:
+                    item.error.CopyFrom(error_pb(refused[topic.name]))
+                    continue
                 try:
                     partition = self.replicas.leader_partition(topic.name, p.partition)
                     epoch, end = partition.end_offset_for_epoch(
@@ -383,6 +422,11 @@ class ClientServicer(GroupApi, client_pb2_grpc.ClientServiceServicer):
 
     @_timed
     async def InitProducerId(self, request: Any, context: Any) -> Any:  # noqa: N802
+        refusal = self.authz.init_producer_id(request.transactional_id)
+        if refusal is not None:
+            return client_pb2.InitProducerIdResponse(
+                error=error_pb(refusal), producer_id=-1, producer_epoch=-1
+            )
         try:
             pid, epoch = await self.producer_ids.init_producer_id(
                 request.transactional_id, request.producer_id, request.producer_epoch
@@ -399,10 +443,14 @@ class ClientServicer(GroupApi, client_pb2_grpc.ClientServiceServicer):
     async def DeleteRecords(self, request: Any, context: Any) -> Any:  # noqa: N802
         response = client_pb2.DeleteRecordsResponse()
         moved = False
+        refused = self.authz.topics("DeleteRecords", (t.name for t in request.topics))
         for topic in request.topics:
             out = response.topics.add(name=topic.name)
             for p in topic.partitions:
                 item = out.partitions.add(partition=p.partition, low_watermark=-1)
+                if topic.name in refused:
+                    item.error.CopyFrom(error_pb(refused[topic.name]))
+                    continue
                 try:
                     partition = self.replicas.leader_partition(topic.name, p.partition)
                     item.low_watermark = partition.delete_records_before(p.offset)

@@ -15,6 +15,7 @@ from typing import Any
 from broker.api_errors import error_pb, make_error
 from broker.group_coordinator import OFFSETS_TOPIC, GroupCoordinator, MemberIdRequired
 from broker.replica_manager import ReplicaManager
+from broker.request_authorization import RequestAuthorizer
 from broker.request_session import peer_host
 from metadata.errors import ApiError
 from strom_api.v1 import client_pb2
@@ -25,6 +26,7 @@ class GroupApi:
     groups: GroupCoordinator
     listener_name: str
     create_offsets_topic: Callable[[], Awaitable[None]]
+    authz: RequestAuthorizer
 
     async def FindCoordinator(self, request: Any, context: Any) -> Any:  # noqa: N802
         response = client_pb2.FindCoordinatorResponse(node_id=-1, port=-1)
@@ -34,6 +36,10 @@ class GroupApi:
             response.error.CopyFrom(
                 make_error("INVALID_GROUP_ID", "The group id must not be empty.")
             )
+            return response
+        refusal = self.authz.group("FindCoordinator", request.key)
+        if refusal is not None:
+            response.error.CopyFrom(error_pb(refusal))
             return response
         if topic is None:
             await self.create_offsets_topic()
@@ -61,6 +67,11 @@ class GroupApi:
         return response
 
     async def JoinGroup(self, request: Any, context: Any) -> Any:  # noqa: N802
+        refusal = self.authz.group("JoinGroup", request.group_id)
+        if refusal is not None:
+            return client_pb2.JoinGroupResponse(
+                error=error_pb(refusal), member_id=request.member_id, generation_id=-1
+            )
         try:
             answer = await self.groups.join_group(request, peer_host(context))
         except MemberIdRequired as exc:
@@ -83,6 +94,9 @@ class GroupApi:
         return response
 
     async def SyncGroup(self, request: Any, context: Any) -> Any:  # noqa: N802
+        refusal = self.authz.group("SyncGroup", request.group_id)
+        if refusal is not None:
+            return client_pb2.SyncGroupResponse(error=error_pb(refusal))
         try:
             protocol_type, protocol, assignment = await self.groups.sync_group(request)
         except ApiError as exc:
@@ -92,6 +106,9 @@ class GroupApi:
         )
 
     async def Heartbeat(self, request: Any, context: Any) -> Any:  # noqa: N802
+        refusal = self.authz.group("Heartbeat", request.group_id)
+        if refusal is not None:
+            return client_pb2.HeartbeatResponse(error=error_pb(refusal))
         try:
             self.groups.heartbeat(request)
         except ApiError as exc:
@@ -100,6 +117,10 @@ class GroupApi:
 
     async def LeaveGroup(self, request: Any, context: Any) -> Any:  # noqa: N802
         response = client_pb2.LeaveGroupResponse()
+        refusal = self.authz.group("LeaveGroup", request.group_id)
+        if refusal is not None:
+            response.error.CopyFrom(error_pb(refusal))
+            return response
         try:
             results = self.groups.leave_group(request)
         except ApiError as exc:
@@ -114,16 +135,25 @@ class GroupApi:
     async def OffsetCommit(self, request: Any, context: Any) -> Any:  # noqa: N802
         response = client_pb2.OffsetCommitResponse()
         results: dict[tuple[str, int], ApiError | None] = {}
-        try:
-            results = await self.groups.commit_offsets(request)
-            error = None
-        except ApiError as exc:
-            error = error_pb(exc)
+        error = None
+        refused: dict[str, ApiError] = {}
+        group_refusal = self.authz.group("OffsetCommit", request.group_id)
+        if group_refusal is not None:
+            error = error_pb(group_refusal)
+        else:
+            # READ on the group, then on each topic: the others' offsets are committed.
+            refused = self.authz.topics("OffsetCommit", (t.name for t in request.topics))
+            allowed = _without_topics(request, refused)
+            try:
+                if allowed.topics or not request.topics:
+                    results = await self.groups.commit_offsets(allowed)
+            except ApiError as exc:
+                error = error_pb(exc)
         for topic in request.topics:
             out = response.topics.add(name=topic.name)
             for p in topic.partitions:
                 item = out.partitions.add(partition=p.partition)
-                refusal = results.get((topic.name, p.partition))
+                refusal = results.get((topic.name, p.partition)) or refused.get(topic.name)
                 if error is not None:
                     item.error.CopyFrom(error)
                 elif refusal is not None:
@@ -134,11 +164,21 @@ class GroupApi:
 
     async def OffsetFetch(self, request: Any, context: Any) -> Any:  # noqa: N802
         response = client_pb2.OffsetFetchResponse()
+        group_refusal = self.authz.group("OffsetFetch", request.group_id)
+        if group_refusal is not None:
+            response.error.CopyFrom(error_pb(group_refusal))
+            return response
         try:
             offsets = self.groups.fetch_offsets(request)
         except ApiError as exc:
             response.error.CopyFrom(error_pb(exc))
             return response
+        if request.topics:  # named: each one it may not DESCRIBE is refused
+            refused = self.authz.topics("OffsetFetch", (t.name for t in request.topics))
+        else:  # every partition: those of topics it may not DESCRIBE are left out
+            visible = set(self.authz.visible_topics({t for t, _ in offsets}))
+            offsets = {tp: v for tp, v in offsets.items() if tp[0] in visible}
+            refused = {}
         by_topic: dict[str, Any] = {}
         for (topic, partition), value in sorted(offsets.items()):
             out = by_topic.get(topic)
@@ -147,7 +187,9 @@ class GroupApi:
             item = out.partitions.add(
                 partition=partition, committed_offset=-1, committed_leader_epoch=-1
             )
-            if value is not None:
+            if topic in refused:
+                item.error.CopyFrom(error_pb(refused[topic]))
+            elif value is not None:
                 item.committed_offset = value.offset
                 item.committed_leader_epoch = value.leader_epoch
                 item.metadata = value.metadata
@@ -157,6 +199,10 @@ class GroupApi:
         response = client_pb2.DescribeGroupsResponse()
         for group_id in request.groups:
             out = response.groups.add(group_id=group_id)
+            refusal = self.authz.group("DescribeGroups", group_id)
+            if refusal is not None:
+                out.error.CopyFrom(error_pb(refusal))
+                continue
             try:
                 group = self.groups.describe(group_id)
             except ApiError as exc:
@@ -183,7 +229,11 @@ class GroupApi:
     async def ListGroups(self, request: Any, context: Any) -> Any:  # noqa: N802
         response = client_pb2.ListGroupsResponse()
         wanted = {s.lower() for s in request.states_filter}
-        for group in self.groups.list_groups():
+        groups = self.groups.list_groups()
+        visible = set(self.authz.visible_groups(g.group_id for g in groups))
+        for group in groups:
+            if group.group_id not in visible:
+                continue
             if wanted and group.state.value.lower() not in wanted:
                 continue
             response.groups.add(
@@ -197,8 +247,24 @@ class GroupApi:
         response = client_pb2.DeleteGroupsResponse()
         for group_id in request.groups:
             out = response.results.add(group_id=group_id)
+            refusal = self.authz.group("DeleteGroups", group_id)
+            if refusal is not None:
+                out.error.CopyFrom(error_pb(refusal))
+                continue
             try:
                 await self.groups.delete_group(group_id)
             except ApiError as exc:
                 out.error.CopyFrom(error_pb(exc))
         return response
+
+
+def _without_topics(request: Any, refused: dict[str, ApiError]) -> Any:
+    """The request without the topics named in `refused` (itself when there are none)."""
+    if not refused:
+        return request
+    copy = type(request)()
+    copy.CopyFrom(request)
+    kept = [t for t in request.topics if t.name not in refused]
+    del copy.topics[:]
+    copy.topics.extend(kept)
+    return copy

@@ -16,6 +16,8 @@ their difference, computed by Prometheus (deploy/prometheus/strom-rules.yml reco
 kafka_consumergroup_lag): the coordinator of a group rarely leads all its partitions, and a
 scrape asks no other node. Strom's own are in base units: strom_request_duration_seconds{api},
 strom_replica_lag_records, strom_purgatory_size, strom_raft_messages_refused_total;
+kafka_server_authorizer_denied_total{operation} counts the requests the authorizer denied
+(broker/request_authorization.py), by Kafka's operation name (a dozen values at most).
 kafka_network_socketserver_memorypool{available,used} for queued.max.request.bytes. The
 replication throttles report as Kafka's quota sensors: kafka_server_leaderreplication_byte_rate
 and kafka_server_followerreplication_byte_rate (bytes/s of throttled replicas moved, since the
@@ -94,6 +96,7 @@ class NodeCollector(Collector):
     async def _snapshot(self) -> list[Metric]:
         metrics: list[Metric] = []
         metrics += self._raft()
+        metrics += self._authorizer()
         if self.node.controller is not None:
             metrics += self._controller()
         if self.node.log_manager is not None:
@@ -128,6 +131,18 @@ class NodeCollector(Collector):
             for listener in self.node.config.sasl:
                 family.add_metric([listener], per_listener.get(listener, 0))
             yield family
+
+    def _authorizer(self) -> Iterator[Metric]:
+        if not self.node.authz.enabled:
+            return
+        denied = CounterMetricFamily(
+            "kafka_server_authorizer_denied",
+            "Requests (or the resources a request named) the authorizer denied, by operation.",
+            labels=["operation"],
+        )
+        for operation, count in sorted(self.node.authz.denied.items()):
+            denied.add_metric([operation], count)
+        yield denied
 
     # --- KRaft --------------------------------------------------------------------------
 

@@ -39,6 +39,7 @@ import grpc.aio
 from broker import bootstrap_checkpoint
 from broker.admission import AnonymousAdmission, CertificateAdmission, SaslAdmission
 from broker.client_service import ClientServicer, auto_create
+from broker.controller_authorization import authorizing
 from broker.controller_forwarder import forwarding_servicer
 from broker.controller_service import ControllerServicer
 from broker.group_coordinator import OFFSETS_TOPIC, GroupCoordinator
@@ -47,12 +48,14 @@ from broker.lifecycle_client import LifecycleClient
 from broker.log_maintenance import LogMaintenance
 from broker.metrics import NodeMetrics
 from broker.metrics_listener import MetricsListener
+from broker.node_authorizer import NodeAuthorizer
 from broker.partition import Partition
 from broker.producer_ids import ProducerIdManager
 from broker.replica_fetcher import FetcherManager
 from broker.replica_manager import ReplicaManager
 from broker.replica_service import ReplicaServicer
-from broker.request_session import Admission
+from broker.request_authorization import RequestAuthorizer
+from broker.request_session import Admission, enter, leave
 from broker.rpc_guard import guarded, quiet_grpc_server_log
 from broker.sasl_service import AuthenticationCounts, SaslServicer
 from broker.sasl_sessions import SessionSigner
@@ -136,6 +139,10 @@ class Node:
         # SASL listeners' session tokens (broker/sasl_sessions.py) and authentication counts.
         self.sessions = SessionSigner(lambda: int(time.time() * 1000))
         self.authentications = AuthenticationCounts()
+        # authorizer.class.name: one authorizer per image's ACLs, asked by every servicer
+        self.authorizer = NodeAuthorizer(config.authorizer)
+        self.authz = RequestAuthorizer(self.authorizer.current)
+        self.loader.publishers.append(lambda delta, image: self.authorizer.on_image(image))
 
     async def start(self) -> None:
         config = self.config
@@ -170,6 +177,7 @@ class Node:
             server_credentials=self._credentials(config.controller_listener),
             open_channel=self._dialer(config.controller_listener),
             tls=config.controller_listener in self.tls,
+            admit_stream=self._admit_raft_stream,
         )
         if config.is_controller:
             self.controller = QuorumController(
@@ -293,9 +301,13 @@ class Node:
             self.groups,
             self._create_offsets_topic,
             self._checkpoint_now,
+            self.authz,
         )
-        replica_servicer = ReplicaServicer(self.replicas, self._observe)
-        forwarder = forwarding_servicer(lifecycle.forward)
+        replica_servicer = ReplicaServicer(self.replicas, self._observe, self.authz)
+        # The broker checks its client before forwarding (the controller checks the broker).
+        forwarder = authorizing(
+            forwarding_servicer(lifecycle.forward), self.authz, on_controller=False
+        )
         # Every listener serves every broker API, as Kafka's do; each has its own server
         # because a Metadata answer carries the endpoints of the listener it came in on.
         for listener in config.broker_listeners:
@@ -462,12 +474,26 @@ class Node:
         assert self.controller is not None
         self.health.add_to(server)
         self._add_sasl(self.config.controller_listener, server)
+        servicer = ControllerServicer(
+            self.controller, self.cluster_id, self.config.properties, self.config.node_id
+        )
         controller_pb2_grpc.add_ControllerServiceServicer_to_server(  # type: ignore[no-untyped-call]
-            ControllerServicer(
-                self.controller, self.cluster_id, self.config.properties, self.config.node_id
-            ),
+            authorizing(servicer, self.authz, on_controller=True),
             guarded(server, self._admission(self.config.controller_listener)),
         )
+
+    async def _admit_raft_stream(self, context: Any) -> str | None:
+        """RaftService.Exchange is for the controllers and the nodes observing them: a
+        caller without CLUSTER_ACTION is refused (the sentence why), before any message."""
+        session = await self._admission(self.config.controller_listener).admit(
+            "/strom_api.v1.RaftService/Exchange", context
+        )
+        token = enter(session)
+        try:
+            error = self.authz.cluster("RaftExchange")
+        finally:
+            leave(token)
+        return None if error is None else f"{error.error_name}: {error.message}"
 
     async def stop(self) -> None:
         await self.health.stop()

@@ -7,8 +7,11 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+import grpc
+
 from broker.api_errors import error_pb
 from broker.replica_manager import ReplicaManager
+from broker.request_authorization import RequestAuthorizer
 from metadata.errors import ApiError
 from strom_api.v1 import replica_pb2, replica_pb2_grpc
 
@@ -20,13 +23,22 @@ class ReplicaServicer(replica_pb2_grpc.ReplicaServiceServicer):
         self,
         replicas: ReplicaManager,
         observe: Callable[[str, float], None] = lambda api, seconds: None,
+        authz: RequestAuthorizer | None = None,
     ) -> None:
         self.replicas = replicas
         self.observe = observe
+        self.authz = authz or RequestAuthorizer()
 
     async def Fetch(  # noqa: N802
         self, request_iterator: AsyncIterator[Any], context: Any
     ) -> AsyncIterator[Any]:
+        # Only brokers follow (CLUSTER_ACTION, as Kafka's follower fetch): a client's
+        # forged follower fetch would otherwise move the high watermark of acks=all writes.
+        refusal = self.authz.cluster("ReplicaFetch")
+        if refusal is not None:
+            await context.abort(
+                grpc.StatusCode.PERMISSION_DENIED, f"{refusal.error_name}: {refusal.message}"
+            )
         async for request in request_iterator:
             start = time.perf_counter()
             response = await self.fetch_once(request)

@@ -40,6 +40,11 @@ from broker.listeners import (
     parse_listeners,
 )
 from broker.unapplied_configs import NOT_APPLIED
+from metadata.authorizer import (
+    ALLOW_EVERYONE_IF_NO_ACL_FOUND_CONFIG,
+    SUPER_USERS_CONFIG,
+    AuthorizerSettings,
+)
 from metadata.config_control import DYNAMIC_BROKER_CONFIGS, STATIC_BROKER_CONFIGS
 from metadata.controller import ControllerConfig
 from raft.config import InvalidRaftConfigError, RaftConfig
@@ -76,6 +81,9 @@ _NODE_KEYS = {
     "metadata.log.dir",
     "broker.rack",
     "listener.security.protocol.map",
+    "authorizer.class.name",
+    SUPER_USERS_CONFIG,
+    ALLOW_EVERYONE_IF_NO_ACL_FOUND_CONFIG,
     *SSL_KEYS,  # broker/listener_security.py; each also as listener.name.<name>.<key>
 }
 
@@ -171,6 +179,27 @@ class GroupConfig:
     offset_metadata_max_bytes: int = 4096
 
 
+# authorizer.class.name: Kafka's class of the KRaft authorizer, and the short name Strom
+# also takes for it. Empty (the default) is no authorizer: every request is allowed, as
+# Kafka allows everything without one.
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+_AUTHORIZERS = (STANDARD_AUTHORIZER, "StandardAuthorizer")
+
+
+def _authorizer(props: Mapping[str, str]) -> AuthorizerSettings | None:
+    """The authorizer's settings (super.users, allow.everyone.if.no.acl.found) when
+    authorizer.class.name names the StandardAuthorizer, None when it is empty."""
+    name = props.get("authorizer.class.name", "").strip()
+    if not name:
+        return None
+    if name not in _AUTHORIZERS:
+        raise InvalidConfigError(
+            f"invalid value '{name}' for config 'authorizer.class.name': Strom's authorizer "
+            f"is {STANDARD_AUTHORIZER} (or StandardAuthorizer); leave it empty for none"
+        )
+    return AuthorizerSettings.from_properties(props)
+
+
 @dataclass(frozen=True)
 class ServerConfig:
     node_id: int
@@ -197,6 +226,8 @@ class ServerConfig:
     protocols: Mapping[str, str] = field(default_factory=dict)
     tls: Mapping[str, ListenerTls] = field(default_factory=dict)
     sasl: Mapping[str, ListenerSasl] = field(default_factory=dict)  # the SASL_* listeners
+    # authorizer.class.name set: the StandardAuthorizer's settings; None: no authorizer.
+    authorizer: AuthorizerSettings | None = None
 
     @property
     def is_controller(self) -> bool:
@@ -370,6 +401,7 @@ def from_properties(props: Mapping[str, str]) -> ServerConfig:
         for n, p in protocols.items()
         if p.startswith("SASL_")
     }
+    authorizer = _authorizer(props)
     log_dirs_text = props.get("log.dirs") or props.get("log.dir") or ""
     log_dirs = tuple(d.strip() for d in log_dirs_text.split(",") if d.strip())
     if not log_dirs:
@@ -460,4 +492,5 @@ def from_properties(props: Mapping[str, str]) -> ServerConfig:
         protocols=protocols,
         tls=tls,
         sasl=sasl,
+        authorizer=authorizer,
     )

@@ -47,7 +47,7 @@ from raft.refusal_log import RefusalLog
 from raft.roles import Role
 from raft.snapshot_files import FileSnapshotStore
 from raft.storage_log import METADATA_TOPIC_PARTITION, open_raft_log
-from raft.transport import GrpcTransport, RaftServer
+from raft.transport import AdmitStream, GrpcTransport, RaftServer
 from storage.errors import StorageError
 from storage.log_manager import LogManager
 
@@ -119,6 +119,7 @@ class RaftDriver:
         server_credentials: Any = None,
         open_channel: Callable[[str], Any] | None = None,
         tls: bool = False,
+        admit_stream: AdmitStream | None = None,
     ) -> None:
         """`voters` maps each voter id to its "host:port"; a node not among them is an
         observer. The metadata log lives in `<metadata_dir>/__cluster_metadata-0`.
@@ -127,7 +128,9 @@ class RaftDriver:
         other services on the same listener (the controller's API).
         `server_credentials` (grpc.ServerCredentials) make the listener TLS;
         `open_channel(address)` makes the channels to the voters (raft/transport.py),
-        TLS ones when `tls`."""
+        TLS ones when `tls`. `admit_stream` checks who opens a Raft stream to this node
+        (raft/transport.AdmitStream)."""
+        self.admit_stream = admit_stream
         self.server_credentials = server_credentials
         self.open_channel = open_channel
         self.tls = tls
@@ -189,6 +192,7 @@ class RaftDriver:
             self.refusals.refused,
             self.open_channel,
             self.tls,
+            self.admit_stream,
         )
         if self.listen_address is not None:
             self._server = RaftServer(self.transport, self.listen_address, self.server_credentials)

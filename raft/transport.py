@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import grpc
@@ -32,6 +32,11 @@ from strom_api.tls import handshake_failure
 from strom_api.v1 import raft_pb2, raft_pb2_grpc
 
 log = logging.getLogger("strom.raft.transport")
+
+# Who may open a stream to this node: the node's check of the caller (its listener's
+# authentication and authorizer, which raft/ knows nothing of), given the call's context;
+# None admits, a sentence refuses (PERMISSION_DENIED with it, before any message is read).
+AdmitStream = Callable[[Any], Awaitable[str | None]]
 
 QUEUE_LIMIT = 4096
 _BACKOFF_MS = (50, 100, 200, 500, 1000)
@@ -58,9 +63,12 @@ class GrpcTransport(raft_pb2_grpc.RaftServiceServicer):
         on_refused: Callable[[int, str], None] | None = None,
         open_channel: Callable[[str], Any] | None = None,
         tls: bool = False,
+        admit_stream: AdmitStream | None = None,
     ) -> None:
         """`open_channel(address)` makes the channel to a voter (TLS when the controller
-        listener is SSL, `tls`); plaintext by default."""
+        listener is SSL, `tls`); plaintext by default. `admit_stream`: see AdmitStream
+        (None: every caller is admitted)."""
+        self.admit_stream = admit_stream
         self.node_id = node_id
         self.tls = tls
         self._refusals: dict[int, str] = {}  # peer -> the TLS refusal last logged
@@ -182,6 +190,10 @@ class GrpcTransport(raft_pb2_grpc.RaftServiceServicer):
     # --- streams others opened to us (the servicer) --------------------------------------
 
     async def Exchange(self, request_iterator: Any, context: Any) -> None:  # noqa: N802
+        if self.admit_stream is not None:
+            refusal = await self.admit_stream(context)
+            if refusal is not None:
+                await context.abort(grpc.StatusCode.PERMISSION_DENIED, refusal)
         hello = await context.read()
         if hello is grpc.aio.EOF:
             return

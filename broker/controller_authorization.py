@@ -1,0 +1,170 @@
+"""The authorization of ControllerService calls, the same on both sides of forwarding: a
+broker checks its client's principal before it forwards an admin request, and a
+controller checks its own caller, so a client calling a controller's listener directly is
+checked too (issue 18). The operations are broker/request_authorization.py's.
+
+What a call may do:
+- refused whole (CLUSTER_AUTHORIZATION_FAILED, or TOPIC_AUTHORIZATION_FAILED for
+  CreatePartitions): answered with that ControllerError, nothing done;
+- refused in part (CreateTopics, DeleteTopics, DescribeTopics, IncrementalAlterConfigs,
+  DescribeConfigs): the refused topics or resources answered with their error, the rest
+  served;
+- a listing of every topic (DescribeTopics without names) answered without the topics the
+  principal may not DESCRIBE.
+
+On a controller, a caller with CLUSTER_ACTION on the cluster is a broker forwarding a
+request it has already authorized for its client (Kafka's Envelope, which needs
+CLUSTER_ACTION): its admin calls are served as asked. DescribeCluster needs nothing, as in
+Kafka. RPCs not named here (added by later work) are the caller's to check.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from broker.api_errors import error_pb
+from broker.request_authorization import CLUSTER_OPERATION, RequestAuthorizer
+from metadata.errors import ApiError
+from strom_api.acls import CLUSTER_NAME, AclOperation, ResourceType
+from strom_api.v1 import controller_pb2, controller_pb2_grpc
+from strom_api.v1 import metadata_pb2 as mpb
+
+Serve = Callable[[Any], Awaitable[Any]]
+
+
+def _whole(method: str, error: ApiError) -> Any:
+    response = getattr(controller_pb2, f"{method}Response")()
+    response.error.CopyFrom(
+        controller_pb2.ControllerError(error=error_pb(error), active_controller_id=-1)
+    )
+    return response
+
+
+def _without(request: Any, field: str, keep: Callable[[Any], bool]) -> Any:
+    """A copy of `request` whose repeated `field` holds only the items `keep` accepts."""
+    copy = type(request)()
+    copy.CopyFrom(request)
+    kept = [item for item in getattr(request, field) if keep(item)]
+    del getattr(copy, field)[:]
+    getattr(copy, field).extend(kept)
+    return copy
+
+
+def _config_refusal(
+    authz: RequestAuthorizer, method: str, operation: AclOperation, resource: Any
+) -> ApiError | None:
+    return authz.config_resource(method, operation, int(resource.type) == mpb.TOPIC, resource.name)
+
+
+async def authorized_call(
+    authz: RequestAuthorizer, method: str, request: Any, serve: Serve, *, on_controller: bool
+) -> Any:
+    """`serve(request)` for what the caller may do, the refusals added to its answer."""
+    if not authz.enabled or method == "DescribeCluster":
+        return await serve(request)
+    if on_controller and authz.allowed(
+        method, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME, log_denied=False
+    ):
+        return await serve(request)  # a broker forwarding what it authorized
+    if method in CLUSTER_OPERATION:
+        error = authz.cluster(method)
+        return _whole(method, error) if error is not None else await serve(request)
+    if method == "CreatePartitions":
+        error = authz.topic(method, request.name)
+        return _whole(method, error) if error is not None else await serve(request)
+    if method in ("CreateTopics", "DeleteTopics"):
+        field = "topics" if method == "CreateTopics" else "names"
+        names = [t.name for t in request.topics] if field == "topics" else list(request.names)
+        if method == "CreateTopics":
+            refused = authz.create_topics(method, names)
+        else:
+            refused = authz.topics(method, names)
+        if not refused:
+            return await serve(request)
+
+        def name_of(item: Any) -> str:
+            return item.name if field == "topics" else item  # type: ignore[no-any-return]
+
+        allowed = _without(request, field, lambda item: name_of(item) not in refused)
+        response = await serve(allowed) if getattr(allowed, field) else _empty(method)
+        for name, error in refused.items():
+            response.topics.add(name=name).error.CopyFrom(error_pb(error))
+        return response
+    if method == "DescribeTopics":
+        return await _describe_topics(authz, request, serve)
+    if method in ("IncrementalAlterConfigs", "DescribeConfigs"):
+        operation = (
+            AclOperation.ALTER_CONFIGS
+            if method == "IncrementalAlterConfigs"
+            else AclOperation.DESCRIBE_CONFIGS
+        )
+        field = "resources"
+        refusals: list[tuple[Any, ApiError]] = []
+        keep: list[bool] = []
+        for item in request.resources:
+            resource = item.resource if method == "IncrementalAlterConfigs" else item
+            error = _config_refusal(authz, method, operation, resource)
+            keep.append(error is None)
+            if error is not None:
+                refusals.append((resource, error))
+        if not refusals:
+            return await serve(request)
+        flags = iter(keep)
+        allowed = _without(request, field, lambda _: next(flags))
+        response = await serve(allowed) if allowed.resources else _empty(method)
+        for resource, error in refusals:
+            response.results.add(resource=resource).error.CopyFrom(error_pb(error))
+        return response
+    return await serve(request)
+
+
+def authorizing(servicer: Any, authz: RequestAuthorizer, *, on_controller: bool) -> Any:
+    """`servicer` (a ControllerService servicer) with every call authorized first."""
+    methods = {}
+    for name in dir(controller_pb2_grpc.ControllerServiceServicer):
+        if name.startswith("_"):
+            continue
+
+        def make(method: str) -> Callable[..., Awaitable[Any]]:
+            inner = getattr(servicer, method)
+
+            async def handler(self: Any, request: Any, context: Any) -> Any:
+                async def serve(allowed: Any) -> Any:
+                    return await inner(allowed, context)
+
+                return await authorized_call(
+                    authz, method, request, serve, on_controller=on_controller
+                )
+
+            handler.__name__ = method
+            return handler
+
+        methods[name] = make(name)
+    cls = type("Authorizing", (controller_pb2_grpc.ControllerServiceServicer,), methods)
+    return cls()
+
+
+def _empty(method: str) -> Any:
+    return getattr(controller_pb2, f"{method}Response")()
+
+
+async def _describe_topics(authz: RequestAuthorizer, request: Any, serve: Serve) -> Any:
+    if not request.names:  # every topic: those it may not DESCRIBE are left out
+        response = await serve(request)
+        visible = set(authz.visible_topics([t.name for t in response.topics]))
+        kept = [t for t in response.topics if t.name in visible]
+        del response.topics[:]
+        response.topics.extend(kept)
+        return response
+    refused = authz.topics("DescribeTopics", request.names)
+    if not refused:
+        return await serve(request)
+    allowed = _without(request, "names", lambda name: name not in refused)
+    if allowed.names:
+        response = await serve(allowed)
+    else:
+        response = controller_pb2.DescribeTopicsResponse()
+    for name, error in refused.items():
+        response.topics.add(name=name).error.CopyFrom(error_pb(error))
+    return response
