@@ -233,6 +233,10 @@ class RecordAccumulator:
             self._count -= len(expired)
         return expired
 
+    def take_all(self, busy: set[TopicPartition]) -> list[ProducerBatch]:
+        """Every batch waiting or open, except those of partitions in flight (`busy`)."""
+        return self.expire(float("inf"), 0.0, busy)
+
     def pending(self) -> int:
         with self._lock:
             return self._count

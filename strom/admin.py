@@ -30,7 +30,7 @@ from strom.acl_binding import (
 )
 from strom.admin_errors import AdminError
 from strom.controller_client import ControllerClient, parse_bootstrap
-from strom.errors import StromError, error_name, from_pb
+from strom.errors import StromError, error_for, error_name, from_pb
 from strom.fetcher import TopicPartition
 from strom.group_admin import GroupAdmin, GroupDescription, GroupListing, PartitionLag
 from strom.security import client_security
@@ -132,7 +132,7 @@ class UserScramCredentialsDescription:
 
 def _raise(error: Any) -> None:
     if error is not None and error.code != 0:
-        raise StromError(error_name(error.code), error.message, error.retriable)
+        raise error_for(error_name(error.code), error.message, error.retriable)
 
 
 class AdminClient:
@@ -190,7 +190,7 @@ class AdminClient:
                 return self._controllers.describe(method, request)
             return self._controllers.call(method, request)
         except AdminError as exc:
-            raise StromError(exc.name, exc.message) from None
+            raise error_for(exc.name, exc.message) from None
 
     # --- topics ---------------------------------------------------------------------
 

@@ -26,7 +26,14 @@ import grpc
 import grpc.aio
 
 from strom.connection_states import ConnectionStates, connection_warning
-from strom.errors import AuthenticationError, KafkaTimeoutError, StromError, error_name
+from strom.errors import (
+    AUTHORIZATION_ERRORS,
+    AuthenticationError,
+    KafkaTimeoutError,
+    StromError,
+    error_for,
+    error_name,
+)
 from strom.repeated_errors import RepeatedErrors
 from strom_api.tls import ChannelSecurity, aio_channel, handshake_failure, refused_authentication
 from strom_api.v1 import client_pb2, client_pb2_grpc
@@ -299,6 +306,9 @@ class Cluster:
             info = self.topics.get(name)
             if info is not None and _usable(info):
                 return info
+            if info is not None and info.error in AUTHORIZATION_ERRORS:
+                # Kafka's producer and consumer raise this at once: waiting changes nothing.
+                raise error_for(info.error, f"topic '{name}': {info.message}")
             if time.monotonic() >= deadline:
                 if info is None and self.unreachable:
                     # Kafka: "Topic X not present in metadata after N ms."; the network is

@@ -236,7 +236,9 @@ class ControllerClient:
                     timeout_s=min(self.timeout_s, LEADERLESS_DESCRIBE_WAIT_S),
                 )
             except AdminError as error:
-                if error.name != "NOT_CONTROLLER":
+                # Finding the active controller is only a preference: a principal without
+                # DESCRIBE on the cluster (DescribeQuorum) still describes what it may.
+                if error.name not in ("NOT_CONTROLLER", "CLUSTER_AUTHORIZATION_FAILED"):
                     raise
         deadline = self._clock() + self.rpc_timeout_s
         last: AdminError | None = None

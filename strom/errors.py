@@ -44,6 +44,48 @@ class AuthenticationError(StromError):
         super().__init__(*authentication_error_name(message))
 
 
+class AuthorizationError(StromError):
+    """The cluster's authorizer refused the request (authorizer.class.name, ACLs): not
+    retriable, as Kafka's clients raise its AuthorizationException subclasses at once."""
+
+    def __init__(self, name: str, message: str, retriable: bool = False) -> None:
+        super().__init__(name, message, retriable=False)
+
+
+# kafka-python's names for Kafka's authorization exceptions.
+class TopicAuthorizationFailedError(AuthorizationError):
+    pass
+
+
+class GroupAuthorizationFailedError(AuthorizationError):
+    pass
+
+
+class ClusterAuthorizationFailedError(AuthorizationError):
+    pass
+
+
+class TransactionalIdAuthorizationFailedError(AuthorizationError):
+    pass
+
+
+_BY_NAME: dict[str, type[StromError]] = {
+    "TOPIC_AUTHORIZATION_FAILED": TopicAuthorizationFailedError,
+    "GROUP_AUTHORIZATION_FAILED": GroupAuthorizationFailedError,
+    "CLUSTER_AUTHORIZATION_FAILED": ClusterAuthorizationFailedError,
+    "TRANSACTIONAL_ID_AUTHORIZATION_FAILED": TransactionalIdAuthorizationFailedError,
+}
+
+
+AUTHORIZATION_ERRORS = frozenset(_BY_NAME)
+
+
+def error_for(name: str, message: str, retriable: bool = False) -> StromError:
+    """The error a broker answered, as the class kafka-python raises for it (StromError
+    for the rest)."""
+    return _BY_NAME.get(name, StromError)(name, message, retriable)
+
+
 class ClosedError(StromError):
     def __init__(self, what: str) -> None:
         super().__init__("ILLEGAL_STATE", f"{what} is closed.")
@@ -57,4 +99,4 @@ def error_name(code: int) -> str:
 
 
 def from_pb(error: common_pb2.Error) -> StromError:
-    return StromError(error_name(error.code), error.message, error.retriable)
+    return error_for(error_name(error.code), error.message, error.retriable)

@@ -19,7 +19,7 @@ import grpc.aio
 from strom._loop_thread import shared_loop
 from strom.assignors import decode_assignment
 from strom.cluster import Cluster, parse_bootstrap
-from strom.errors import StromError, error_name, from_pb
+from strom.errors import AuthorizationError, StromError, error_name, from_pb
 from strom.fetcher import EARLIEST, LATEST, FetchConfig, Fetcher, TopicPartition
 from strom_api.tls import ChannelSecurity
 from strom_api.v1 import client_pb2
@@ -122,6 +122,9 @@ class GroupAdmin:
                         response.node_id, f"{response.host}:{response.port}"
                     )
                     return int(response.node_id)
+                refused = from_pb(response.error)
+                if isinstance(refused, AuthorizationError):
+                    raise refused  # not DESCRIBE on the group: no use asking again
                 last = f"{error_name(response.error.code)}: {response.error.message}"
                 break
             await asyncio.sleep(0.2)

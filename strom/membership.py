@@ -42,7 +42,7 @@ from strom.assignors import (
     encode_subscription,
 )
 from strom.cluster import Cluster
-from strom.errors import StromError, error_name, from_pb
+from strom.errors import AuthorizationError, StromError, error_name, from_pb
 from strom.fetcher import TopicPartition
 from strom_api.v1 import client_pb2
 
@@ -142,6 +142,9 @@ class GroupMembership:
                     )
                     self.coordinator = int(response.node_id)
                     return self.coordinator
+                refused = from_pb(response.error)
+                if isinstance(refused, AuthorizationError):
+                    raise refused  # not DESCRIBE on the group: no use asking again
                 last = f"{error_name(response.error.code)}: {response.error.message}"
                 break
             await asyncio.sleep(self.settings.retry_backoff_ms / 1000)

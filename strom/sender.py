@@ -44,7 +44,7 @@ import grpc.aio
 
 from strom.accumulator import ProducerBatch, RecordAccumulator, TopicPartition
 from strom.cluster import Cluster
-from strom.errors import KafkaTimeoutError, StromError, from_pb
+from strom.errors import AuthorizationError, KafkaTimeoutError, StromError, from_pb
 from strom.repeated_errors import RepeatedErrors
 from strom_api.records import encode_batch
 from strom_api.v1 import client_pb2
@@ -190,6 +190,12 @@ class Sender:
         if only is None and self.config.idempotent and (self.producer_id < 0 or self._bump_needed):
             try:
                 await self._init_producer_id()
+            except AuthorizationError as exc:
+                # Kafka's producer turns fatal here (ClusterAuthorizationException): no
+                # producer id will come, so every batch fails now, not at delivery.timeout.ms.
+                for batch in self.accumulator.take_all(set(self._in_flight)):
+                    self._fail(batch, exc)
+                return now + self.config.retry_backoff_ms / 1000
             except StromError as exc:
                 # Unreachable brokers were warned about by the cluster (once per address);
                 # any other cause once, however long it lasts.

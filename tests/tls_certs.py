@@ -5,7 +5,8 @@ client certificate of its own (one the nodes must refuse).
     certs = make_certs(tmp_dir)
     certs.ca                 # ca.pem: the CA certificate (a truststore)
     certs.node_keystore      # node.pem: key + chain, SAN 127.0.0.1 and localhost
-    certs.client_keystore    # client.pem: key + chain (mTLS client)
+    certs.client_keystore    # client.pem: key + chain (mTLS client), CN=strom-client
+    certs.alice_keystore     # alice.pem: another client of the same CA, CN=alice
     certs.encrypted_node_keystore, ENCRYPTED_PASSWORD   # the node key, PKCS#8 encrypted
     certs.other_ca, certs.other_client_keystore         # signed by another CA
     certs.service_client_keystore   # subject CN=Duke,OU=ServiceUsers,O=Org,C=US (mapping rules)
@@ -100,6 +101,7 @@ class Certs:
     other_client_keystore: str
     other_node_keystore: str  # signed by the other CA, SAN 127.0.0.1 (rotation tests)
     service_client_keystore: str  # signed by the CA, a DN of several parts
+    alice_keystore: str  # a second client of the cluster's CA (authorization tests)
 
     def read(self, path: str) -> bytes:
         with open(path, "rb") as f:
@@ -147,4 +149,5 @@ def make_certs(directory: str) -> Certs:
         service_client_keystore=_write(
             directory, "service-client.pem", keystore(SERVICE_CLIENT_DN, ca)
         ),
+        alice_keystore=_write(directory, "alice.pem", keystore("alice", ca)),
     )

@@ -14,9 +14,9 @@ import subprocess
 import sys
 import time
 
-import grpc
 import pytest
-from node_cluster import ROOT, NodeCluster, wait_until
+from node_cluster import ROOT, wait_until
+from tls_cluster import TlsCluster
 
 from strom.admin import AdminClient, NewTopic
 from strom.consumer import Consumer
@@ -24,38 +24,9 @@ from strom.errors import AuthenticationError, KafkaTimeoutError, StromError
 from strom.producer import Producer
 from strom_api.v1 import controller_pb2
 from tests.raft_integration.process_cluster import free_ports
-from tests.tls_certs import ENCRYPTED_PASSWORD, Certs, make_certs
+from tests.tls_certs import Certs, make_certs
 
 TOPIC = "secured"
-
-
-class TlsCluster(NodeCluster):
-    certs: Certs
-
-    def _write_config(self, node: int) -> None:
-        super()._write_config(node)
-        certs = self.certs
-        keystore = certs.encrypted_node_keystore if node == 1 else certs.node_keystore
-        lines = {
-            "listeners": f"SSL://127.0.0.1:{self.broker_port[node]},"
-            f"CONTROLLER://127.0.0.1:{self.controller_port[node]}",
-            "listener.security.protocol.map": "SSL:SSL,CONTROLLER:SSL",
-            "ssl.keystore.type": "PEM",
-            "ssl.keystore.location": keystore,
-            "ssl.truststore.location": certs.ca,
-            "ssl.client.auth": "required",
-        }
-        if node == 1:
-            lines["ssl.key.password"] = ENCRYPTED_PASSWORD
-        with open(self.config_path(node), "a") as f:  # later lines win
-            f.writelines(f"{k}={v}\n" for k, v in lines.items())
-
-    def channel(self, target: str) -> grpc.Channel:
-        certs = self.certs
-        pem = certs.read(certs.client_keystore)
-        split = pem.index(b"-----BEGIN CERTIFICATE-----")
-        credentials = grpc.ssl_channel_credentials(certs.read(certs.ca), pem[:split], pem[split:])
-        return grpc.secure_channel(target, credentials)
 
 
 @pytest.fixture(scope="module")
