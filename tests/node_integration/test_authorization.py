@@ -29,6 +29,7 @@ from strom.errors import (
     TopicAuthorizationFailedError,
 )
 from strom.producer import Producer
+from strom_api.acls import AclOperation, AclPermissionType, PatternType, ResourceType
 from strom_api.records import Record, encode_batch
 from strom_api.v1 import (
     client_pb2,
@@ -453,6 +454,87 @@ def test_denials_are_logged_and_counted(cluster, certs):
                 denied[operation] = denied.get(operation, 0) + value
     assert denied.get("WRITE", 0) >= 1
     assert denied.get("DESCRIBE", 0) >= 1
+
+
+def read_acl(resource_type: ResourceType, resource: str) -> Any:
+    return controller_pb2.AclBinding(
+        resource_type=resource_type,
+        resource_name=resource,
+        pattern_type=PatternType.LITERAL,
+        principal=ALICE,
+        host="*",
+        operation=AclOperation.READ,
+        permission_type=AclPermissionType.ALLOW,
+    )
+
+
+def test_an_acl_granting_read_lets_alice_consume_but_not_produce(cluster, certs):
+    topic, group = "alice-reads", "alice-readers"
+    with AdminClient(bootstrap(cluster), **ssl(certs)) as admin:  # type: ignore[arg-type]
+        admin.create_topics([NewTopic(topic, 1, 3)])
+    with Producer(bootstrap(cluster), acks="all", **ssl(certs)) as producer:  # type: ignore[arg-type]
+        producer.send(topic, b"for alice").get(timeout=30)
+    created = cluster.call(
+        "CreateAcls",
+        controller_pb2.CreateAclsRequest(
+            creations=[read_acl(ResourceType.TOPIC, topic), read_acl(ResourceType.GROUP, group)]
+        ),
+    )
+    assert [name(r.error) for r in created.results] == ["NONE", "NONE"]
+
+    def everywhere() -> bool:  # every broker's image has the ACLs
+        return all(
+            [
+                t.name
+                for t in client_stub(cluster, n, certs.alice_keystore)
+                .Metadata(client_pb2.MetadataRequest(), timeout=10)
+                .topics
+            ]
+            == [topic]
+            for n in cluster.ids
+        )
+
+    wait_until(everywhere, 20, "the ACLs on every broker")
+    consumer = Consumer(
+        topic,
+        bootstrap_servers=bootstrap(cluster),
+        group_id=group,
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=15_000,
+        **alice(certs),  # type: ignore[arg-type]
+    )
+    with consumer:
+        assert next(iter(consumer)).value == b"for alice"
+        consumer.commit()
+    # READ implies DESCRIBE, not WRITE: an idempotent producer is refused its producer id
+    # (no IDEMPOTENT_WRITE, no WRITE on any topic), a plain one its Produce; both fail the
+    # batch at once rather than retrying until delivery.timeout.ms.
+    for settings, refusal in [
+        ({"acks": "all"}, ClusterAuthorizationFailedError),
+        ({"acks": 1}, TopicAuthorizationFailedError),
+    ]:
+        started = time.monotonic()
+        with Producer(bootstrap(cluster), **settings, **alice(certs)) as producer:  # type: ignore[arg-type]
+            future = producer.send(topic, b"refused")
+            with pytest.raises(refusal):
+                future.get(timeout=60)
+        assert time.monotonic() - started < 10, f"{refusal.__name__}: not at once"
+    assert offsets_of(cluster, topic) == 1
+
+
+def offsets_of(cluster: TlsCluster, topic: str) -> int:
+    described = cluster.call("DescribeTopics", controller_pb2.DescribeTopicsRequest(names=[topic]))
+    leader = described.topics[0].partitions[0].leader
+    request = client_pb2.ListOffsetsRequest(
+        topics=[
+            client_pb2.ListOffsetsRequest.Topic(
+                name=topic,
+                partitions=[client_pb2.ListOffsetsRequest.Partition(partition=0, timestamp=-1)],
+            )
+        ]
+    )
+    answer = client_stub(cluster, leader).ListOffsets(request, timeout=10)
+    return int(answer.topics[0].partitions[0].offset)
 
 
 def test_allow_everyone_if_no_acl_found_lets_alice_act(tmp_path, certs):
