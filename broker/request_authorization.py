@@ -76,6 +76,13 @@ CLUSTER_OPERATION: dict[str, AclOperation] = {
     "ListPartitionReassignments": Op.DESCRIBE,
     "ElectLeaders": Op.ALTER,
     "AlterPartitionReassignments": Op.ALTER,
+    # ACLs and SCRAM credentials (Kafka's AclApis, ControllerApis): who may grant rights or
+    # set passwords is the cluster's ALTER, who may read them its DESCRIBE.
+    "CreateAcls": Op.ALTER,
+    "DeleteAcls": Op.ALTER,
+    "DescribeAcls": Op.DESCRIBE,
+    "AlterUserScramCredentials": Op.ALTER,
+    "DescribeUserScramCredentials": Op.DESCRIBE,
 }
 
 # Kafka's ResourceType.toString, as its authorizer log writes resources.

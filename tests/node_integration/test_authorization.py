@@ -334,6 +334,51 @@ def test_metadata_hides_the_topics_alice_may_not_describe(cluster, certs):
         assert "new-topic" not in admin.list_topics()
 
 
+def test_alice_cannot_grant_herself_rights_or_set_passwords(cluster, certs):
+    everything = controller_pb2.AclBinding(
+        resource_type=ResourceType.CLUSTER,
+        resource_name="kafka-cluster",
+        pattern_type=PatternType.LITERAL,
+        principal=ALICE,
+        host="*",
+        operation=AclOperation.ALL,
+        permission_type=AclPermissionType.ALLOW,
+    )
+    any_acl = controller_pb2.AclBindingFilter(
+        resource_type=ResourceType.ANY,
+        pattern_type=PatternType.ANY,
+        operation=AclOperation.ANY,
+        permission_type=AclPermissionType.ANY,
+    )
+    password = controller_pb2.AlterUserScramCredentialsRequest.Upsertion(
+        name="admin", mechanism=2, iterations=8192, salt=b"s" * 16, salted_password=b"p" * 64
+    )
+    calls = [
+        ("CreateAcls", controller_pb2.CreateAclsRequest(creations=[everything])),
+        ("DeleteAcls", controller_pb2.DeleteAclsRequest(filters=[any_acl])),
+        ("DescribeAcls", controller_pb2.DescribeAclsRequest(filter=any_acl)),
+        (
+            "AlterUserScramCredentials",
+            controller_pb2.AlterUserScramCredentialsRequest(upsertions=[password]),
+        ),
+        ("DescribeUserScramCredentials", controller_pb2.DescribeUserScramCredentialsRequest()),
+    ]
+    active = cluster.active_controller()
+    for port in (cluster.broker_port[1], cluster.controller_port[active]):
+        stub = controller_pb2_grpc.ControllerServiceStub(  # type: ignore[no-untyped-call]
+            cluster.channel(f"127.0.0.1:{port}", certs.alice_keystore)
+        )
+        for method, request in calls:
+            answer = getattr(stub, method)(request, timeout=10)
+            assert name(answer.error.error) == "CLUSTER_AUTHORIZATION_FAILED", method
+    acls = cluster.call("DescribeAcls", controller_pb2.DescribeAclsRequest(filter=any_acl))
+    assert all(a.principal != ALICE or a.operation != AclOperation.ALL for a in acls.acls)
+    users = cluster.call(
+        "DescribeUserScramCredentials", controller_pb2.DescribeUserScramCredentialsRequest()
+    )
+    assert [r.user for r in users.results] == []
+
+
 def refused(call: Any) -> grpc.RpcError:
     with pytest.raises(grpc.RpcError) as raised:
         call()
