@@ -52,12 +52,6 @@ def _without(request: Any, field: str, keep: Callable[[Any], bool]) -> Any:
     return copy
 
 
-def _config_refusal(
-    authz: RequestAuthorizer, method: str, operation: AclOperation, resource: Any
-) -> ApiError | None:
-    return authz.config_resource(method, operation, int(resource.type) == mpb.TOPIC, resource.name)
-
-
 async def authorized_call(
     authz: RequestAuthorizer, method: str, request: Any, serve: Serve, *, on_controller: bool
 ) -> Any:
@@ -70,54 +64,64 @@ async def authorized_call(
         return await serve(request)  # a broker forwarding what it authorized
     if method in CLUSTER_OPERATION:
         error = authz.cluster(method)
-        return _whole(method, error) if error is not None else await serve(request)
-    if method == "CreatePartitions":
+    elif method == "CreatePartitions":
         error = authz.topic(method, request.name)
-        return _whole(method, error) if error is not None else await serve(request)
-    if method in ("CreateTopics", "DeleteTopics"):
-        field = "topics" if method == "CreateTopics" else "names"
-        names = [t.name for t in request.topics] if field == "topics" else list(request.names)
-        if method == "CreateTopics":
-            refused = authz.create_topics(method, names)
-        else:
-            refused = authz.topics(method, names)
-        if not refused:
-            return await serve(request)
-
-        def name_of(item: Any) -> str:
-            return item.name if field == "topics" else item  # type: ignore[no-any-return]
-
-        allowed = _without(request, field, lambda item: name_of(item) not in refused)
-        response = await serve(allowed) if getattr(allowed, field) else _empty(method)
-        for name, error in refused.items():
-            response.topics.add(name=name).error.CopyFrom(error_pb(error))
-        return response
-    if method == "DescribeTopics":
+    elif method == "CreateTopics":
+        refused = authz.create_topics(method, [t.name for t in request.topics])
+        return await _in_part(method, request, "topics", refused, lambda t: t.name, serve)
+    elif method == "DeleteTopics":
+        refused = authz.topics(method, request.names)
+        return await _in_part(method, request, "names", refused, lambda name: name, serve)
+    elif method == "DescribeTopics":
         return await _describe_topics(authz, request, serve)
-    if method in ("IncrementalAlterConfigs", "DescribeConfigs"):
-        operation = (
-            AclOperation.ALTER_CONFIGS
-            if method == "IncrementalAlterConfigs"
-            else AclOperation.DESCRIBE_CONFIGS
+    elif method in ("IncrementalAlterConfigs", "DescribeConfigs"):
+        return await _configs(authz, method, request, serve)
+    else:
+        error = None
+    return _whole(method, error) if error is not None else await serve(request)
+
+
+async def _in_part(
+    method: str,
+    request: Any,
+    field: str,
+    refused: dict[str, ApiError],
+    name_of: Callable[[Any], str],
+    serve: Serve,
+) -> Any:
+    """The topics of `field` not refused served, the refused ones answered with their error."""
+    if not refused:
+        return await serve(request)
+    allowed = _without(request, field, lambda item: name_of(item) not in refused)
+    response = await serve(allowed) if getattr(allowed, field) else _empty(method)
+    for name, error in refused.items():
+        response.topics.add(name=name).error.CopyFrom(error_pb(error))
+    return response
+
+
+async def _configs(authz: RequestAuthorizer, method: str, request: Any, serve: Serve) -> Any:
+    """ALTER_CONFIGS / DESCRIBE_CONFIGS per resource: the topic's, or the cluster's for a
+    broker's configs."""
+    altering = method == "IncrementalAlterConfigs"
+    operation = AclOperation.ALTER_CONFIGS if altering else AclOperation.DESCRIBE_CONFIGS
+    refusals: list[tuple[Any, ApiError]] = []
+    keep: list[bool] = []
+    for item in request.resources:
+        resource = item.resource if altering else item
+        error = authz.config_resource(
+            method, operation, int(resource.type) == mpb.TOPIC, resource.name
         )
-        field = "resources"
-        refusals: list[tuple[Any, ApiError]] = []
-        keep: list[bool] = []
-        for item in request.resources:
-            resource = item.resource if method == "IncrementalAlterConfigs" else item
-            error = _config_refusal(authz, method, operation, resource)
-            keep.append(error is None)
-            if error is not None:
-                refusals.append((resource, error))
-        if not refusals:
-            return await serve(request)
-        flags = iter(keep)
-        allowed = _without(request, field, lambda _: next(flags))
-        response = await serve(allowed) if allowed.resources else _empty(method)
-        for resource, error in refusals:
-            response.results.add(resource=resource).error.CopyFrom(error_pb(error))
-        return response
-    return await serve(request)
+        keep.append(error is None)
+        if error is not None:
+            refusals.append((resource, error))
+    if not refusals:
+        return await serve(request)
+    flags = iter(keep)
+    allowed = _without(request, "resources", lambda _: next(flags))
+    response = await serve(allowed) if allowed.resources else _empty(method)
+    for resource, error in refusals:
+        response.results.add(resource=resource).error.CopyFrom(error_pb(error))
+    return response
 
 
 def authorizing(servicer: Any, authz: RequestAuthorizer, *, on_controller: bool) -> Any:
