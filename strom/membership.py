@@ -42,7 +42,7 @@ from strom.assignors import (
     encode_subscription,
 )
 from strom.cluster import Cluster
-from strom.errors import AuthorizationError, StromError, error_name, from_pb
+from strom.errors import AuthorizationError, StromError, error_for, error_name, from_pb
 from strom.fetcher import TopicPartition
 from strom_api.v1 import client_pb2
 
@@ -435,7 +435,7 @@ class GroupMembership:
             topic, partition = failed[0]
             error = partition.error
             if not error.retriable or time.monotonic() > deadline:
-                raise StromError(
+                raise error_for(
                     error_name(error.code),
                     f"Offset commit failed on partition {topic}-{partition.partition}: "
                     f"{error.message}",
@@ -460,6 +460,10 @@ class GroupMembership:
         out: dict[TopicPartition, int | None] = dict.fromkeys(tps)
         for topic in response.topics:
             for p in topic.partitions:
+                refused = from_pb(p.error) if p.error.code != 0 else None
+                if isinstance(refused, AuthorizationError):
+                    # Not "no offset": a consumer would reset its position on that.
+                    raise refused
                 tp = TopicPartition(topic.name, p.partition)
                 out[tp] = p.committed_offset if p.committed_offset >= 0 else None
         return out

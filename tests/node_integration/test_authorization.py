@@ -28,6 +28,7 @@ from strom.errors import (
     GroupAuthorizationFailedError,
     TopicAuthorizationFailedError,
 )
+from strom.fetcher import TopicPartition
 from strom.producer import Producer
 from strom_api.acls import AclOperation, AclPermissionType, PatternType, ResourceType
 from strom_api.records import Record, encode_batch
@@ -551,6 +552,13 @@ def test_an_acl_granting_read_lets_alice_consume_but_not_produce(cluster, certs)
     with consumer:
         assert next(iter(consumer)).value == b"for alice"
         consumer.commit()
+        # Her group's offsets for a topic she may not DESCRIBE: refused, not "none yet"
+        # (on which a consumer would reset its position).
+        orders = TopicPartition(TOPIC, 0)
+        with pytest.raises(TopicAuthorizationFailedError):
+            consumer.committed(orders)
+        with pytest.raises(TopicAuthorizationFailedError):
+            consumer.commit({orders: 0})
     # READ implies DESCRIBE, not WRITE: an idempotent producer is refused its producer id
     # (no IDEMPOTENT_WRITE, no WRITE on any topic), a plain one its Produce; both fail the
     # batch at once rather than retrying until delivery.timeout.ms.
