@@ -496,27 +496,60 @@ def _add_acls(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     acls.add_argument("--add", action="store_true", help="add the ACLs")
     acls.add_argument("--remove", action="store_true", help="remove the ACLs")
     acls.add_argument("--list", action="store_true", help="list ACLs (of the resources given)")
-    resources = (
-        ("--topic", "TOPIC", "a topic (repeatable); with PREFIXED a prefix, * for every topic"),
-        ("--group", "GROUP", "a consumer group (repeatable); * for every group"),
-        ("--transactional-id", "ID", "a transactional id (repeatable); * for every one"),
+    acls.add_argument(
+        "--topic",
+        action="append",
+        metavar="TOPIC",
+        help="a topic (repeatable); with PREFIXED a prefix, * for every topic",
     )
-    for flag, metavar, text in resources:
-        acls.add_argument(flag, action="append", metavar=metavar, help=text)
+    acls.add_argument(
+        "--group",
+        action="append",
+        metavar="GROUP",
+        help="a consumer group (repeatable); * for every group",
+    )
+    acls.add_argument(
+        "--transactional-id",
+        action="append",
+        metavar="ID",
+        help="a transactional id (repeatable); * for every one",
+    )
     acls.add_argument("--cluster", action="store_true", help="the cluster resource")
     acls.add_argument(
         "--resource-pattern-type",
         metavar="TYPE",
         help="LITERAL (default) or PREFIXED; to list or remove also ANY or MATCH",
     )
-    for flag, text in (
-        ("--allow-principal", "a principal to allow, Type:name, e.g. User:alice (repeatable)"),
-        ("--deny-principal", "a principal to deny, Type:name (repeatable)"),
-        ("--allow-host", "a host the allowed principals may connect from (default *)"),
-        ("--deny-host", "a host the denied principals are denied from (default *)"),
-        ("--principal", "with --list: only this principal's ACLs (repeatable)"),
-    ):
-        acls.add_argument(flag, action="append", metavar="VALUE", help=text)
+    acls.add_argument(
+        "--allow-principal",
+        action="append",
+        metavar="VALUE",
+        help="a principal to allow, Type:name, e.g. User:alice (repeatable)",
+    )
+    acls.add_argument(
+        "--deny-principal",
+        action="append",
+        metavar="VALUE",
+        help="a principal to deny, Type:name (repeatable)",
+    )
+    acls.add_argument(
+        "--allow-host",
+        action="append",
+        metavar="VALUE",
+        help="a host the allowed principals may connect from (default *)",
+    )
+    acls.add_argument(
+        "--deny-host",
+        action="append",
+        metavar="VALUE",
+        help="a host the denied principals are denied from (default *)",
+    )
+    acls.add_argument(
+        "--principal",
+        action="append",
+        metavar="VALUE",
+        help="with --list: only this principal's ACLs (repeatable)",
+    )
     acls.add_argument(
         "--operation",
         action="append",
