@@ -91,8 +91,9 @@ def answers(ask: Callable[[], set[tuple]]) -> set[tuple] | None:
 def on_every_node(cluster: NodeCluster, expected: set[tuple], **filter_fields: object) -> None:
     for node in NODES:
         wait_until(
-            lambda node=node: answers(lambda: node_acls(cluster, node, **filter_fields))
-            == expected,
+            lambda node=node: (
+                answers(lambda: node_acls(cluster, node, **filter_fields)) == expected
+            ),
             15,
             f"node {node}'s image to hold {expected}",
         )
@@ -287,7 +288,8 @@ def test_acls_survive_a_snapshot_and_a_restart(cluster: NodeCluster) -> None:
 
     def snapshot_has_it() -> bool:
         # Read the newest snapshot file directly (the node may delete older ones meanwhile).
-        pattern = os.path.join(cluster.data_dir(node), "**", "*.checkpoint")
+        # (Not bootstrap.checkpoint, which `storage format` writes beside the log.)
+        pattern = os.path.join(cluster.data_dir(node), "__cluster_metadata-0", "*.checkpoint")
         for path in sorted(glob.glob(pattern, recursive=True), key=os.path.basename)[-1:]:
             try:
                 with open(path, "rb") as f:
