@@ -18,9 +18,18 @@ import grpc
 import pytest
 from node_cluster import NodeCluster, wait_until
 
-from strom.admin import AdminClient, NewTopic
+from strom.admin import (
+    ACL,
+    ACLOperation,
+    ACLPermissionType,
+    ACLResourcePatternType,
+    AdminClient,
+    NewTopic,
+    ResourcePattern,
+    ResourceType,
+)
 from strom.consumer import Consumer
-from strom.errors import AuthenticationError
+from strom.errors import AuthenticationError, TopicAuthorizationFailedError
 from strom.producer import Producer
 from strom_api.sasl_client import METADATA_KEY, SaslLogin, sync_authenticate, sync_sasl_channel
 from strom_api.sasl_plain import plain_message
@@ -52,6 +61,9 @@ class SaslCluster(NodeCluster):
             "listener.name.client.plain.sasl.jaas.config": JAAS,
             "listener.name.controller.plain.sasl.jaas.config": JAAS,
             "connections.max.reauth.ms": str(REAUTH_MS),
+            # The SASL principals are what the authorizer judges (the nodes log in as broker).
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users": "User:broker;User:admin",
         }
         with open(self.config_path(node), "a") as f:  # later lines win
             f.writelines(f"{k}={v}\n" for k, v in lines.items())
@@ -90,9 +102,18 @@ def metadata(channel: grpc.Channel, token: str | None = None) -> client_pb2.Meta
     return stub.Metadata(client_pb2.MetadataRequest(), timeout=5, metadata=extra)
 
 
+def grant(admin: AdminClient, user: str, operation: ACLOperation, kind: ResourceType, name: str):
+    pattern = ResourcePattern(kind, name, ACLResourcePatternType.LITERAL)
+    admin.create_acls([ACL(f"User:{user}", "*", operation, ACLPermissionType.ALLOW, pattern)])
+
+
 def test_clients_and_nodes_authenticate_and_replicate_over_sasl(cluster):
     with AdminClient(bootstrap(cluster), **sasl("admin")) as admin:  # type: ignore[arg-type]
         admin.create_topics([NewTopic(TOPIC, 1, 3, topic_configs={"min.insync.replicas": "3"})])
+        admin.create_topics([NewTopic("sasl-private", 1, 3)])
+        grant(admin, "alice", ACLOperation.ALL, ResourceType.TOPIC, TOPIC)
+        grant(admin, "alice", ACLOperation.READ, ResourceType.GROUP, "alice-group")
+        grant(admin, "bob", ACLOperation.WRITE, ResourceType.TOPIC, TOPIC)
     values = [b"v%d" % i for i in range(20)]
     with Producer(bootstrap(cluster), acks="all", **sasl()) as producer:  # type: ignore[arg-type]
         futures = [producer.send(TOPIC, v) for v in values]
@@ -104,6 +125,7 @@ def test_clients_and_nodes_authenticate_and_replicate_over_sasl(cluster):
     consumer = Consumer(
         TOPIC,
         bootstrap_servers=bootstrap(cluster),
+        group_id="alice-group",
         auto_offset_reset="earliest",
         consumer_timeout_ms=10_000,
         **sasl(),  # type: ignore[arg-type]
@@ -111,6 +133,16 @@ def test_clients_and_nodes_authenticate_and_replicate_over_sasl(cluster):
     with consumer:
         seen = [r.value for _, r in zip(values, consumer, strict=False)]
     assert seen == values
+
+
+def test_the_authorizer_judges_the_sasl_principal(cluster):
+    """alice's ACLs name User:alice: she may write her topic, not another one."""
+    with pytest.raises(TopicAuthorizationFailedError):
+        with Producer(bootstrap(cluster), **sasl()) as producer:  # type: ignore[arg-type]
+            producer.send("sasl-private", b"not hers").get(timeout=20)
+    assert "Principal = User:alice is Denied operation = " in "".join(
+        cluster.log_text(n) for n in cluster.ids
+    )
 
 
 def add_scram_user(cluster: NodeCluster, name: str, password: str) -> None:
