@@ -118,17 +118,19 @@ class NodeCollector(Collector):
         for name, text, per_listener in (
             (
                 "kafka_server_socket_server_metrics_successful_authentication",
-                "SASL authentications that succeeded, per listener.",
+                "SASL authentications that succeeded, per listener (0 on non-SASL ones).",
                 counts.succeeded,
             ),
             (
                 "kafka_server_socket_server_metrics_failed_authentication",
-                "SASL authentications that failed, per listener.",
+                "SASL authentications that failed, per listener (0 on non-SASL ones).",
                 counts.failed,
             ),
         ):
             family = CounterMetricFamily(name, text, labels=["listener"])
-            for listener in self.node.config.sasl:
+            # Every listener, 0 where nothing authenticates (PLAINTEXT, SSL), as Kafka's
+            # socket-server-metrics has one series per listener.
+            for listener in self.node.config.protocols:
                 family.add_metric([listener], per_listener.get(listener, 0))
             yield family
 

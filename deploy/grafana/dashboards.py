@@ -148,6 +148,23 @@ def cluster_overview() -> dict[str, Any]:
                 ),
             ),
             timeseries(
+                "Failed authentications and authorizer denials",
+                q(
+                    "sum by (instance, listener) "
+                    "(rate(kafka_server_socket_server_metrics_failed_authentication_total"
+                    f"{RATE}))",
+                    "{{instance}} {{listener}} failed authentications",
+                ),
+                q(
+                    f"sum by (instance, operation) (rate(kafka_server_authorizer_denied_total{RATE}))",
+                    "{{instance}} denied {{operation}}",
+                ),
+                unit="ops",
+                description="Wrong passwords, unknown users, refused certificates (SASL "
+                "listeners) and requests the authorizer denied (authorizer.class.name set). "
+                "A spike is a misconfigured client or someone probing.",
+            ),
+            timeseries(
                 "Process CPU",
                 q(f'rate(process_cpu_seconds_total{{job=~".*strom.*"}}{RATE})', "{{instance}}"),
                 unit="percentunit",

@@ -52,6 +52,8 @@ def test_the_alerts_the_issue_asks_for_exist():
         "StromRaftEpochChurn",
         "StromScrapeDown",
         "StromConsumerGroupLagTooLarge",
+        "StromAuthenticationFailures",
+        "StromAuthorizerDenials",
     }
     # Kafka Exporter's lag, from the offsets the nodes report.
     assert set(recording_rules()) == {"kafka_consumergroup_lag"}
