@@ -72,3 +72,27 @@ def test_kafka_security_options_are_read_not_warned(caplog, tmp_path):
     ]
     with pytest.raises(StromError, match="PEM stores only"):
         parse_options({**secured, "kafka.ssl.keystore.type": "JKS"})
+
+
+def test_kafka_sasl_options_log_in_as_sparks_kafka_source_does(caplog):
+    from pyspark_strom.options import client_tls_of
+    from strom_api.tls import SaslSecurity
+
+    jaas = (
+        "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        'username="spark" password="spark-secret";'
+    )
+    opts = parse_options(
+        {
+            **BASE,
+            "kafka.security.protocol": "SASL_PLAINTEXT",
+            "kafka.sasl.mechanism": "SCRAM-SHA-512",
+            "kafka.sasl.jaas.config": jaas,
+        }
+    )
+    security = client_tls_of(opts.security)
+    assert isinstance(security, SaslSecurity) and security.tls is None
+    assert (security.login.mechanism, security.login.username) == ("SCRAM-SHA-512", "spark")
+    assert security.login.password == "spark-secret"
+    assert "spark-secret" not in repr(opts.security.__class__) + repr(security)
+    assert warnings(caplog) == []  # every kafka.sasl.* option given is read
