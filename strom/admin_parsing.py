@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from strom.admin_errors import AdminError
 
@@ -407,3 +407,15 @@ def parse_broker_list(text: str) -> list[int]:
             "INVALID_REQUEST", f"Broker list contains duplicate entries: {_java_set(duplicates)}"
         )
     return brokers
+
+
+def alter_option_given(args: Any) -> str | None:
+    """kafka-configs.sh's refusal of a change option given with --describe, or None."""
+    for option, given in (
+        ("add-config", args.add_config is not None),
+        ("add-config-file", args.add_config_file is not None),
+        ("delete-config", bool(args.delete_config)),
+    ):
+        if given:
+            return f"option --{option} can only be used with --alter"
+    return None

@@ -28,7 +28,12 @@ from typing import Any
 
 from strom import user_scram_command
 from strom.admin_errors import AdminError, from_error_pb
-from strom.admin_parsing import parse_add_config, parse_delete_config, parse_properties
+from strom.admin_parsing import (
+    alter_option_given,
+    parse_add_config,
+    parse_delete_config,
+    parse_properties,
+)
 from strom.controller_client import ControllerClient
 from strom.formatting import config_entry_line, configs_altered, configs_header
 from strom_api.v1 import common_pb2, controller_pb2
@@ -78,13 +83,9 @@ def usage_problem(args: argparse.Namespace) -> str | None:
                 f"The entity name for brokers must be a valid integer broker id, but it is: {name}"
             )
     if args.describe:
-        for option, given in (
-            ("add-config", args.add_config is not None),
-            ("add-config-file", args.add_config_file is not None),
-            ("delete-config", bool(args.delete_config)),
-        ):
-            if given:
-                return f"option --{option} can only be used with --alter"
+        problem = alter_option_given(args)
+        if problem is not None:
+            return problem
         if entity_type == "topics" and name == "":
             return "--entity-default must not be specified with --describe of topics"
         return None

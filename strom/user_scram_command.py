@@ -24,7 +24,12 @@ from collections.abc import Callable
 
 from strom import scram_admin
 from strom.admin_errors import AdminError
-from strom.admin_parsing import parse_add_config, parse_delete_config, parse_properties
+from strom.admin_parsing import (
+    alter_option_given,
+    parse_add_config,
+    parse_delete_config,
+    parse_properties,
+)
 from strom.controller_client import ControllerClient
 from strom.formatting import configs_altered
 from strom_api.scram_credential import DEFAULT_ITERATIONS, MECHANISMS
@@ -43,13 +48,9 @@ def usage_problem(args: argparse.Namespace) -> str | None:
     if args.all:
         return "option --all can only be used with --describe of topics or brokers"
     if args.describe:
-        for option, given in (
-            ("add-config", args.add_config is not None),
-            ("add-config-file", args.add_config_file is not None),
-            ("delete-config", bool(args.delete_config)),
-        ):
-            if given:
-                return f"option --{option} can only be used with --alter"
+        problem = alter_option_given(args)
+        if problem is not None:
+            return problem
         return None
     if not args.entity_name:
         return "An entity name must be specified with --alter of users"
