@@ -156,7 +156,8 @@ def cluster_overview() -> dict[str, Any]:
                     "{{instance}} {{listener}} failed authentications",
                 ),
                 q(
-                    f"sum by (instance, operation) (rate(kafka_server_authorizer_denied_total{RATE}))",
+                    "sum by (instance, operation) "
+                    f"(rate(kafka_server_authorizer_denied_total{RATE}))",
                     "{{instance}} denied {{operation}}",
                 ),
                 unit="ops",
