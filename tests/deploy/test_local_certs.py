@@ -9,9 +9,12 @@ import os
 import stat
 import subprocess
 import sys
+from concurrent import futures
 
+import grpc
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from tests.deploy.deploy_files import DEPLOY
 from tests.tls_certs import local_certs
@@ -69,3 +72,40 @@ def test_the_command_line_adds_sans(tmp_path):
         "*.strom.strom.svc.cluster.local",
         "10.0.0.7",
     ]
+
+
+def test_the_kubernetes_secret_names_every_pod_through_its_wildcard(tmp_path):
+    # deploy/README.md makes the secured overlay's strom-tls Secret with these SANs: a gRPC
+    # client dialling a pod by its headless-Service name accepts the wildcard; another
+    # Service's name is refused.
+    made = local_certs.ensure_node_certs(
+        str(tmp_path), ["strom-node"], [*local_certs.LOOPBACK, "*.strom.strom.svc.cluster.local"]
+    )
+    pem = open(made.keystores["strom-node"], "rb").read()
+    split = pem.index(b"-----BEGIN CERTIFICATE-----")
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    health_pb2_grpc.add_HealthServicer_to_server(health.HealthServicer(), server)
+    port = server.add_secure_port(
+        "127.0.0.1:0", grpc.ssl_server_credentials([(pem[:split], pem[split:])])
+    )
+    server.start()
+    ca = open(made.ca, "rb").read()
+
+    def check(name: str) -> bool:
+        options = [("grpc.ssl_target_name_override", name)]
+        credentials = grpc.ssl_channel_credentials(ca)
+        with grpc.secure_channel(f"127.0.0.1:{port}", credentials, options) as channel:
+            try:
+                health_pb2_grpc.HealthStub(channel).Check(
+                    health_pb2.HealthCheckRequest(), timeout=5
+                )
+            except grpc.RpcError:
+                return False
+        return True
+
+    try:
+        assert check("strom-1.strom.strom.svc.cluster.local")
+        assert check("127.0.0.1")
+        assert not check("strom-1.other.strom.svc.cluster.local")
+    finally:
+        server.stop(None)
