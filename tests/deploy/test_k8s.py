@@ -48,9 +48,6 @@ DOCKERFILE = (DEPLOY / "docker" / "Dockerfile").read_text()
 IMAGE_VENV = re.search(r"python -m venv (\S+)", DOCKERFILE).group(1)
 IMAGE_ENTRYPOINT = re.search(r"^COPY deploy/docker/entrypoint.py (\S+)$", DOCKERFILE, re.M).group(1)
 IMAGE_PROBE = re.search(r"^COPY deploy/docker/probe.py (\S+)$", DOCKERFILE, re.M).group(1)
-# The authorizer's keys (issue 18), in the secured overlay's config before the node reads
-# them: until the authorizer is on main they are reported unknown, nothing else may be.
-AUTHORIZER_KEYS = {"authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found"}
 
 
 def kubernetes_validate(path: Any) -> subprocess.CompletedProcess[str]:
@@ -189,8 +186,7 @@ def test_voters_ports_and_probes_agree_with_the_pods_config(
     assert len(set(ids)) == len(ids), ids
     for pod in all_pods:
         config = pod.config
-        unknown = set(config.unknown) - (AUTHORIZER_KEYS if overlay == "secured" else set())
-        assert not unknown, f"{pod.name}: unknown keys {config.unknown}"
+        assert config.unknown == (), f"{pod.name}: unknown keys {config.unknown}"
         # Every pod has the same voters: exactly the controller pods, at their names and
         # controller ports, through a headless Service that publishes not-ready pods.
         assert dict(config.voters) == {

@@ -2,16 +2,19 @@
 cluster with SASL_SSL clients, mTLS between nodes and an admin user made at format time.
 Run as the Makefile runs it; the printed admin client config works with the `strom` tools
 (create a topic, produce, consume); a client without TLS, one with TLS but no SASL, and one
-with a wrong password are refused; the password is kept in 0600 files only; a second
+with a wrong password are refused; the authorizer is on (a user without ACLs sees no
+topic and may not write); the password is kept in 0600 files only; a second
 preparation reuses the CA, the certificates and the password; strom-probe (the secured
 Kubernetes overlay's exec probe) answers over TLS where a plaintext probe cannot."""
 
 from __future__ import annotations
 
 import os
+import re
 import stat
 import subprocess
 import sys
+import time
 
 from node_cluster import FAST, ROOT
 from test_local_cluster import LOCAL, MakeRun, free_range
@@ -69,6 +72,30 @@ def test_make_run_secure_serves_the_admin_config_and_refuses_the_rest(tmp_path):
         assert consumed.stdout.split() == ["one", "two", "three"], consumed.stderr
         listed = strom("topics", *connect, "--command-config", config, "--list")
         assert "orders" in listed.stdout.split(), listed.stderr
+
+        # The authorizer is on: a user the admin adds, without ACLs, authenticates but sees
+        # no topic and may not write (allow.everyone.if.no.acl.found=false).
+        added = strom("configs", *connect, "--command-config", config, "--entity-type", "users",
+                      "--entity-name", "alice", "--alter",
+                      "--add-config", "SCRAM-SHA-512=[password=alice-secret]")  # fmt: skip
+        assert added.returncode == 0, added.stderr
+        alice = tmp_path / "alice.properties"
+        alice.write_text(
+            re.sub(r'username="admin" password="[^"]*"',
+                   'username="alice" password="alice-secret"', open(config).read())
+        )  # fmt: skip
+        # Until every broker has replayed her credential, a login may still fail.
+        deadline = time.monotonic() + 20
+        while (
+            seen := strom("topics", *connect, "--command-config", str(alice), "--list")
+        ).returncode:
+            assert time.monotonic() < deadline, seen.stderr
+            time.sleep(0.5)
+        assert "orders" not in seen.stdout.split()
+        refused = strom("console-producer", *connect, "--command-config", str(alice),
+                        "--topic", "orders", stdin="never\n")  # fmt: skip
+        assert refused.returncode == 1
+        assert "TOPIC_AUTHORIZATION_FAILED" in refused.stderr, refused.stderr
 
         # No TLS: the TLS listener closes the connection (the tool's last error says
         # "the listener probably expects SSL", unless a loaded machine timed it out first).
