@@ -9,11 +9,13 @@ from __future__ import annotations
 import importlib.util
 import re
 import subprocess
+import sys
 from typing import Any
 
 import pytest
 import yaml
 
+from broker import bootstrap_checkpoint
 from broker.health import READY_SERVICE
 from broker.node import CONTROLLED_SHUTDOWN_TIMEOUT_S
 from broker.server_config import ServerConfig, load
@@ -150,6 +152,7 @@ class Pod:
             f"{mounts['config']}/server.properties",
         ]
         self.data_mount = mounts["data"]
+        self.config_text = config_text
         self.settings = entrypoint.plan(env, config_text, None)
         path = tmp_path / f"{self.name}.properties"
         path.write_text(config_text)
@@ -332,3 +335,25 @@ def test_secured_overlay_listeners_certificates_admin_and_authorizer(tmp_path):
         assert "*." + pod.fqdn.split(".", 1)[1] in names
         assert f"strom-bootstrap.{pod.namespace}.svc.cluster.local" in names
         assert "127.0.0.1" in node_cert["ipAddresses"]
+
+
+def test_a_secured_pod_formats_its_volume_with_the_admin_from_the_secret(tmp_path):
+    # strom-entrypoint as the first pod runs it, with the overlay's config (its log.dirs
+    # moved here) and the Secret's password file: the volume is formatted and the admin's
+    # credential waits in the bootstrap checkpoint for the first active controller.
+    [pod, *_] = pods(render("secured"), tmp_path)
+    data = tmp_path / "data"
+    config = tmp_path / "secured.properties"
+    config.write_text(pod.config_text.replace("/var/lib/strom/data", str(data)))
+    secret = tmp_path / "password"
+    secret.write_text("from-the-secret\n")
+    env = {**pod.env, "ADMIN_PASSWORD_FILE": str(secret), "PATH": "/usr/bin:/bin"}
+    result = subprocess.run(
+        [sys.executable, str(DEPLOY / "docker" / "entrypoint.py"), "--config", str(config),
+         "--print-env"],
+        capture_output=True, text=True, env=env, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "STROM_LISTENERS=CLIENT://0.0.0.0:9092,REPLICATION://0.0.0.0:9094," in result.stdout
+    [record] = bootstrap_checkpoint.read(str(data))
+    assert record.name == "admin"
