@@ -5,7 +5,7 @@ PY = $(VENV)/bin/python
 STAMP = $(VENV)/.installed
 PROTOS = $(wildcard proto/strom_api/v1/*.proto)
 
-.PHONY: venv proto lint test bench run monitor clean sim chaos fuzz
+.PHONY: venv proto lint test bench run run-secure monitor clean sim chaos fuzz
 
 venv: $(STAMP)
 
@@ -68,6 +68,13 @@ fuzz: venv
 
 run: venv
 	$(PY) deploy/local/cluster.py
+
+# `make run-secure`: the same cluster secured (deploy/local/secure.py): SASL_SSL clients
+# (SCRAM-SHA-512), mTLS between nodes, the authorizer on; a CA, node certificates and an
+# admin user made on first use in .local-cluster-secure; it prints the admin's client
+# properties file for the tools' --command-config.
+run-secure: venv
+	$(PY) deploy/local/cluster.py --secure
 
 # `make monitor` (beside `make run`): Debian's Prometheus (apt-get install prometheus; not its
 # service) scraping the local cluster with deploy/prometheus/prometheus.yml and the alert

@@ -16,28 +16,29 @@ EC P-256 keys: generated in milliseconds, unlike RSA.
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
+import importlib.util
 import os
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+# The generator of `make run-secure` (deploy/local/certs.py), loaded from its file: deploy/
+# is not a package.
+_spec = importlib.util.spec_from_file_location(
+    "strom_local_certs", Path(__file__).resolve().parents[1] / "deploy" / "local" / "certs.py"
+)
+assert _spec is not None and _spec.loader is not None
+local_certs = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = local_certs  # its dataclasses look their module up there
+_spec.loader.exec_module(local_certs)
 
 ENCRYPTED_PASSWORD = "keypass-123"
-
-
-def _name(subject: str) -> x509.Name:
-    """A common name, or a whole distinguished name in RFC 4514 form ("CN=a,O=b")."""
-    if "=" in subject:
-        return x509.Name.from_rfc4514_string(subject)
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)])
-
-
-def _key() -> ec.EllipticCurvePrivateKey:
-    return ec.generate_private_key(ec.SECP256R1())
+_key = local_certs.new_key
+_pem = local_certs.cert_pem
+_key_pem = local_certs.key_pem
 
 
 def _cert(
@@ -46,48 +47,12 @@ def _cert(
     issuer: tuple[x509.Certificate, ec.EllipticCurvePrivateKey] | None,
     sans: list[x509.GeneralName] = (),  # type: ignore[assignment]
 ) -> x509.Certificate:
-    now = datetime.datetime.now(datetime.UTC)
-    builder = (
-        x509.CertificateBuilder()
-        .subject_name(_name(subject))
-        .issuer_name(issuer[0].subject if issuer else _name(subject))
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=2))
-    )
-    if issuer is None:
-        builder = builder.add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
-    else:
-        builder = builder.add_extension(x509.BasicConstraints(ca=False, path_length=None), True)
-        builder = builder.add_extension(
-            x509.ExtendedKeyUsage(
-                [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
-            ),
-            False,
-        )
-        if sans:
-            builder = builder.add_extension(x509.SubjectAlternativeName(list(sans)), False)
-    return builder.sign(issuer[1] if issuer else key, hashes.SHA256())
-
-
-def _pem(cert: x509.Certificate) -> bytes:
-    return cert.public_bytes(serialization.Encoding.PEM)
-
-
-def _key_pem(key: ec.EllipticCurvePrivateKey, password: str | None = None) -> bytes:
-    encryption: serialization.KeySerializationEncryption = (
-        serialization.BestAvailableEncryption(password.encode())
-        if password
-        else serialization.NoEncryption()
-    )
-    return key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption
-    )
+    """Test certificates live two days."""
+    return local_certs.certificate(subject, key, issuer, sans, days=2)
 
 
 SERVICE_CLIENT_DN = "CN=Duke,OU=ServiceUsers,O=Org,C=US"
-LOOPBACK = [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]
+LOOPBACK = [local_certs.alt_name(h) for h in local_certs.LOOPBACK]
 
 
 @dataclass(frozen=True)

@@ -15,11 +15,20 @@ server_config.py reads them), computed here from the pod's environment:
 - controller.quorum.voters: one voter per controller pod, generated from CONTROLLER_REPLICAS
   pods of the StatefulSet CONTROLLER_STATEFULSET behind the headless Service
   CONTROLLER_SERVICE, ids CONTROLLER_NODE_ID_OFFSET + ordinal, port CONTROLLER_PORT.
-- listeners: every interface (0.0.0.0) on BROKER_PORT for a broker and CONTROLLER_PORT for
-  a controller, so binding never waits for the pod's DNS record; advertised.listeners (a
-  broker's): the pod's stable DNS name (POD_NAME.NODE_SERVICE.POD_NAMESPACE.svc.
+- listeners: every interface (0.0.0.0), so binding never waits for the pod's DNS record:
+  a broker's listeners are BROKER_LISTENERS (NAME:PORT,..., e.g. CLIENT:9092,REPLICATION:9094
+  in the secured overlay), PLAINTEXT on BROKER_PORT without it; a controller's is the first
+  of controller.listener.names on CONTROLLER_PORT. advertised.listeners (a broker's): each
+  broker listener at the pod's stable DNS name (POD_NAME.NODE_SERVICE.POD_NAMESPACE.svc.
   CLUSTER_DOMAIN), which the broker registers and Metadata answers carry, as Kafka's pods
   bind 0.0.0.0 and advertise their name. Voters are named the same way.
+- the first SCRAM user, when ADMIN_PASSWORD_FILE names a file (a mounted Secret): user
+  ADMIN_USER (default admin) with that file's password (its first line) for SCRAM-SHA-512,
+  given to the format of a new data directory as `strom storage format --add-scram` gives
+  it (salted here; the password never appears in a command line). Like kafka-storage.sh's,
+  it only seeds a new cluster: the first active controller of an empty metadata log writes
+  it; later changes of the Secret change nothing (`strom configs --entity-type users`
+  alters a password).
 - broker.rack: the zone label (topology.kubernetes.io/zone) of the Kubernetes node the pod
   runs on (NODE_NAME), read from the API server with the pod's service account. Without
   access the broker runs without a rack and says so.
@@ -33,17 +42,21 @@ run). Errors are one line on stderr and exit code 1.
 from __future__ import annotations
 
 import argparse
+import base64
+import contextlib
+import io
 import json
 import os
 import shutil
 import ssl
-import subprocess
 import sys
 import urllib.request
 from collections.abc import Mapping
 
 from broker import server_config
+from broker.main import format_storage
 from storage import meta_properties
+from strom_api.scram_credential import DEFAULT_ITERATIONS, salted_password
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
 SERVICE_ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -100,19 +113,34 @@ def pod_host(env: Mapping[str, str]) -> str:
     return f"{pod}.{service}.{_get(env, 'POD_NAMESPACE')}.svc.{domain}"
 
 
-def listeners(env: Mapping[str, str], roles: set[str]) -> str:
+def broker_listeners(env: Mapping[str, str]) -> list[tuple[str, int]]:
+    """(name, port) of each broker listener: BROKER_LISTENERS, else PLAINTEXT:BROKER_PORT."""
+    text = env.get("BROKER_LISTENERS", "").strip()
+    if not text:
+        return [("PLAINTEXT", _int(env, "BROKER_PORT"))]
+    found = []
+    for item in text.split(","):
+        name, _, port = item.strip().partition(":")
+        if not name or not port.isdigit():
+            raise EntrypointError(f"BROKER_LISTENERS={text!r}: expected NAME:PORT,...")
+        found.append((name, int(port)))
+    return found
+
+
+def listeners(env: Mapping[str, str], roles: set[str], controller_listener: str) -> str:
     """What the node binds: every interface."""
     found = []
     if "broker" in roles:
-        found.append(f"PLAINTEXT://0.0.0.0:{_int(env, 'BROKER_PORT')}")
+        found += [f"{name}://0.0.0.0:{port}" for name, port in broker_listeners(env)]
     if "controller" in roles:
-        found.append(f"CONTROLLER://0.0.0.0:{_int(env, 'CONTROLLER_PORT')}")
+        found.append(f"{controller_listener}://0.0.0.0:{_int(env, 'CONTROLLER_PORT')}")
     return ",".join(found)
 
 
 def advertised_listeners(env: Mapping[str, str]) -> str:
     """What a broker registers: its pod's stable name (0.0.0.0 cannot be advertised)."""
-    return f"PLAINTEXT://{pod_host(env)}:{_int(env, 'BROKER_PORT')}"
+    host = pod_host(env)
+    return ",".join(f"{name}://{host}:{port}" for name, port in broker_listeners(env))
 
 
 def plan(env: Mapping[str, str], config_text: str, kept_node_id: int | None) -> dict[str, str]:
@@ -127,10 +155,11 @@ def plan(env: Mapping[str, str], config_text: str, kept_node_id: int | None) -> 
     node_id = kept_node_id
     if node_id is None:
         node_id = _int(env, "NODE_ID_OFFSET") + ordinal(_get(env, "POD_NAME"))
+    controller_names = props.get("controller.listener.names", "") or "CONTROLLER"
     settings = {
         "STROM_NODE_ID": str(node_id),
         "STROM_CONTROLLER_QUORUM_VOTERS": voters(env),
-        "STROM_LISTENERS": listeners(env, roles),
+        "STROM_LISTENERS": listeners(env, roles, controller_names.split(",")[0].strip()),
     }
     if "broker" in roles:
         settings["STROM_ADVERTISED_LISTENERS"] = advertised_listeners(env)
@@ -175,6 +204,45 @@ def zone(env: Mapping[str, str]) -> str | None:
     return value or None
 
 
+ADMIN_MECHANISM = "SCRAM-SHA-512"
+
+
+def admin_scram(env: Mapping[str, str]) -> list[str]:
+    """The --add-scram of the admin user (ADMIN_PASSWORD_FILE), salted; [] without one."""
+    path = env.get("ADMIN_PASSWORD_FILE", "").strip()
+    if not path:
+        return []
+    try:
+        with open(path, encoding="utf-8") as f:
+            password = f.readline().rstrip("\r\n")
+    except OSError as exc:
+        raise EntrypointError(f"cannot read ADMIN_PASSWORD_FILE {path}: {exc.strerror}") from None
+    if not password:
+        raise EntrypointError(f"ADMIN_PASSWORD_FILE {path} is empty")
+    user = env.get("ADMIN_USER", "").strip() or "admin"
+    if any(c in user for c in ',="[]'):
+        raise EntrypointError(f'ADMIN_USER={user!r}: a SCRAM user name without , = " [ ]')
+    salt = os.urandom(32)
+    salted = salted_password(ADMIN_MECHANISM, password.encode(), salt, DEFAULT_ITERATIONS)
+    salt_text, salted_text = base64.b64encode(salt).decode(), base64.b64encode(salted).decode()
+    return [
+        f"{ADMIN_MECHANISM}=[name={user},iterations={DEFAULT_ITERATIONS},"
+        f'salt="{salt_text}",saltedpassword="{salted_text}"]'
+    ]
+
+
+def format_data(config: str, env: Mapping[str, str]) -> None:
+    """`strom storage format --ignore-formatted` with the pod's settings, in this process so
+    that the admin's credential never shows in a command line."""
+    cluster_id, add_scram = _get(env, "CLUSTER_ID"), admin_scram(env)
+    os.environ.update(env)  # what format_storage reads the STROM_<KEY> settings from
+    errors = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(errors):
+        code = format_storage(config, cluster_id, [], True, add_scram)
+    if code != 0:
+        raise EntrypointError(f"strom storage format failed: {errors.getvalue().strip()}")
+
+
 def _strom() -> str:
     """The `strom` command beside this Python (the image's venv), else on PATH."""
     beside = os.path.join(os.path.dirname(sys.executable), "strom")
@@ -198,23 +266,7 @@ def main(argv: list[str] | None = None) -> int:
         if rack is not None:
             settings["STROM_BROKER_RACK"] = rack
         env.update(settings)
-        formatted = subprocess.run(
-            [
-                _strom(),
-                "storage",
-                "format",
-                "--config",
-                args.config,
-                "--ignore-formatted",
-                "--cluster-id",
-                _get(env, "CLUSTER_ID"),
-            ],
-            env=env,
-            capture_output=True,
-            text=True,
-        )
-        if formatted.returncode != 0:
-            raise EntrypointError(f"strom storage format failed: {formatted.stderr.strip()}")
+        format_data(args.config, env)
     except EntrypointError as error:
         print(f"strom-entrypoint: {error}", file=sys.stderr)
         return 1

@@ -1,6 +1,6 @@
 """`make run`: a local cluster of three combined nodes (broker + controller) on loopback.
 
-    python deploy/local/cluster.py [--dir .local-cluster] [--base-port 9092]
+    python deploy/local/cluster.py [--secure] [--dir .local-cluster] [--base-port 9092]
         [--metrics-port 9404] [--restart-backoff-ms 2000] [--override key=value ...]
 
 Node i listens for clients on PLAINTEXT 127.0.0.1:(base + 2(i-1)) and for controllers on
@@ -10,6 +10,13 @@ each node's server.properties, and its data directories are formatted (`strom st
 format`); later runs reuse them, so data survives restarts. Logs go to <dir>/node<i>/
 server.log. Topics get replication factor 3 and min.insync.replicas 2 by default (auto-created
 ones too), so one node may be down without refusing acks=all writes.
+
+`make run-secure` is the same with --secure (data in .local-cluster-secure by default):
+node i's client listener CLIENT is SASL_SSL (SCRAM-SHA-512) on base + 3(i-1), CONTROLLER
+(SSL, mTLS) on the next port, and REPLICATION (SSL, mTLS; inter.broker.listener.name) on
+the one after; the authorizer is on; a CA, node certificates and an admin user are made on
+first use (deploy/local/secure.py), and the "up" lines also name the admin's client
+properties file (`admin client config: <path>`) for the tools' --command-config.
 
 - It refuses, with one line, to start over a running cluster (deploy/local/guard.py).
 - It prints the bootstrap servers only once the cluster can take a replication-factor-3
@@ -25,6 +32,8 @@ ones too), so one node may be down without refusing acks=all writes.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import os
 import signal
 import subprocess
@@ -32,10 +41,13 @@ import sys
 import time
 from typing import Any
 
+import secure
 from guard import CannotStart, live_nodes, lock_directory, ports_in_use
 from supervisor import NodeSpec, RestartPolicy, Supervisor, is_ready
 
+from broker.main import format_storage
 from strom.admin import AdminClient
+from strom.command_config import client_settings
 from strom.errors import StromError
 
 NODES = (1, 2, 3)
@@ -48,11 +60,33 @@ def strom(*args: str) -> str:
     ).stdout.strip()
 
 
-def broker_port(base_port: int, node: int) -> int:
-    return base_port + 2 * (node - 1)
+def broker_port(base_port: int, node: int, secure: bool = False) -> int:
+    """The client listener's port; the controller listener's is the next one, and with
+    --secure the REPLICATION listener's the one after."""
+    return base_port + (3 if secure else 2) * (node - 1)
 
 
-def prepare(directory: str, base_port: int, metrics_port: int, overrides: list[str]) -> str:
+def node_ports(base_port: int, node: int, secure: bool) -> list[int]:
+    first = broker_port(base_port, node, secure)
+    return list(range(first, first + (3 if secure else 2)))
+
+
+def format_node(config: str, cluster_id: str, add_scram: list[str]) -> None:
+    """`strom storage format --ignore-formatted`, in this process so that the admin's
+    password (--add-scram) never shows in a process list."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        code = format_storage(config, cluster_id, [], True, add_scram)
+    if code != 0:  # format_storage said why on stderr
+        raise SystemExit(f"strom storage format --config {config} failed")
+
+
+def prepare(
+    directory: str,
+    base_port: int,
+    metrics_port: int,
+    overrides: list[str],
+    secured: secure.Secured | None = None,
+) -> str:
     os.makedirs(directory, exist_ok=True)
     id_file = os.path.join(directory, "cluster.id")
     if not os.path.exists(id_file):
@@ -60,20 +94,29 @@ def prepare(directory: str, base_port: int, metrics_port: int, overrides: list[s
             f.write(strom("storage", "random-uuid") + "\n")
     with open(id_file) as f:
         cluster_id = f.read().strip()
-    voters = ",".join(f"{i}@127.0.0.1:{broker_port(base_port, i) + 1}" for i in NODES)
+    is_secure = secured is not None
+    voters = ",".join(f"{i}@127.0.0.1:{broker_port(base_port, i, is_secure) + 1}" for i in NODES)
     for i in NODES:
         node_dir = os.path.join(directory, f"node{i}")
         os.makedirs(node_dir, exist_ok=True)
         config = os.path.join(node_dir, "server.properties")
-        port = broker_port(base_port, i)
+        port = broker_port(base_port, i, is_secure)
+        if secured is None:
+            listeners = [
+                f"listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{port + 1}",
+                "controller.listener.names=CONTROLLER",
+            ]
+        else:
+            listeners = secure.server_properties(secured, i, (port, port + 2, port + 1), NODES)
         with open(config, "w") as f:
             f.write(
                 "# The local cluster of `make run` (deploy/local/cluster.py rewrites this).\n"
                 "process.roles=broker,controller\n"
                 f"node.id={i}\n"
                 f"controller.quorum.voters={voters}\n"
-                f"listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{port + 1}\n"
-                "controller.listener.names=CONTROLLER\n"
+            )
+            f.writelines(f"{line}\n" for line in listeners)
+            f.write(
                 f"log.dirs={os.path.abspath(os.path.join(node_dir, 'data'))}\n"
                 "prometheus.metrics.host=127.0.0.1\n"
                 f"prometheus.metrics.port={metrics_port + i - 1}\n"
@@ -83,15 +126,7 @@ def prepare(directory: str, base_port: int, metrics_port: int, overrides: list[s
                 "min.insync.replicas=2\n"
             )
             f.writelines(f"{item}\n" for item in overrides)
-        strom(
-            "storage",
-            "format",
-            "--config",
-            config,
-            "--cluster-id",
-            cluster_id,
-            "--ignore-formatted",
-        )
+        format_node(config, cluster_id, [] if secured is None else [secure.add_scram(secured)])
     return cluster_id
 
 
@@ -116,7 +151,7 @@ def wait_ready(
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline and not stopping() and not supervisor.given_up():
         supervisor.poll()
-        if all(is_ready(s.broker_address) for s in specs):
+        if all(is_ready(s.broker_address, ca=s.ca) for s in specs):
             cluster = cluster_ready(admin)
             if cluster is not None:
                 return cluster
@@ -130,7 +165,12 @@ def say(message: str) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dir", default=".local-cluster")
+    parser.add_argument(
+        "--secure",
+        action="store_true",
+        help="SASL_SSL clients, mTLS between nodes, the authorizer on (make run-secure)",
+    )
+    parser.add_argument("--dir", help=".local-cluster, with --secure .local-cluster-secure")
     parser.add_argument("--base-port", type=int, default=9092)
     parser.add_argument(
         "--metrics-port", type=int, default=9404, help="node i serves /metrics on this + i - 1"
@@ -147,23 +187,21 @@ def main() -> int:
         help="a line added to every node's server.properties (repeatable)",
     )
     args = parser.parse_args()
+    args.dir = args.dir or (".local-cluster-secure" if args.secure else ".local-cluster")
+    command = "make run-secure" if args.secure else "make run"
     os.makedirs(args.dir, exist_ok=True)
     try:
         lock = lock_directory(args.dir)  # held until this process ends
         addresses = [
             ("127.0.0.1", port)
             for i in NODES
-            for port in (
-                broker_port(args.base_port, i),
-                broker_port(args.base_port, i) + 1,
-                args.metrics_port + i - 1,
-            )
+            for port in (*node_ports(args.base_port, i, args.secure), args.metrics_port + i - 1)
         ]
         taken = ports_in_use(addresses)
         orphans = live_nodes(args.dir)
         if taken and orphans:
             raise CannotStart(
-                f"{', '.join(taken)} already in use: nodes of an earlier `make run` on "
+                f"{', '.join(taken)} already in use: nodes of an earlier `{command}` on "
                 f"{args.dir} still run (pids {' '.join(map(str, orphans))}; kill them first)"
             )
         if taken:
@@ -172,15 +210,17 @@ def main() -> int:
                 "(another --base-port / --metrics-port runs a second one)"
             )
     except CannotStart as error:
-        print(f"make run: cannot start: {error}", file=sys.stderr)
+        print(f"{command}: cannot start: {error}", file=sys.stderr)
         return 1
-    cluster_id = prepare(args.dir, args.base_port, args.metrics_port, args.override)
+    secured = secure.prepare(args.dir, NODES) if args.secure else None
+    cluster_id = prepare(args.dir, args.base_port, args.metrics_port, args.override, secured)
     specs = [
         NodeSpec(
             i,
             os.path.join(args.dir, f"node{i}", "server.properties"),
             os.path.join(args.dir, f"node{i}", "server.log"),
-            f"127.0.0.1:{broker_port(args.base_port, i)}",
+            f"127.0.0.1:{broker_port(args.base_port, i, args.secure)}",
+            None if secured is None else secured.ca,
         )
         for i in NODES
     ]
@@ -195,7 +235,8 @@ def main() -> int:
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     brokers = ",".join(s.broker_address for s in specs)
-    admin = AdminClient(brokers, request_timeout_ms=2000)
+    client_config = None if secured is None else secured.client_config
+    admin = AdminClient(brokers, request_timeout_ms=2000, **client_settings(client_config))
     try:
         supervisor.start_all()
         cluster = wait_ready(supervisor, admin, specs, args.ready_timeout_s, lambda: signals > 0)
@@ -210,9 +251,22 @@ def main() -> int:
         )
         say(f"the cluster did not come up ({why}); see {args.dir}/node*/server.log")
     elif cluster is not None:
-        controllers = ",".join(f"127.0.0.1:{broker_port(args.base_port, i) + 1}" for i in NODES)
-        print(f"Strom cluster {cluster_id} is up: 3 combined nodes, data in {args.dir}/")
+        controllers = ",".join(
+            f"127.0.0.1:{broker_port(args.base_port, i, args.secure) + 1}" for i in NODES
+        )
+        kind = "3 combined nodes" + (", secured" if secured else "")
+        print(f"Strom cluster {cluster_id} is up: {kind}, data in {args.dir}/")
         print(f"  bootstrap servers (brokers): {brokers}")
+        if secured is not None:
+            print(
+                "  clients: SASL_SSL with SCRAM-SHA-512 (user admin, a super user); nodes: "
+                f"mTLS; the authorizer is on. CA: {secured.ca}"
+            )
+            print(f"  admin client config: {secured.client_config}")
+            print(
+                f"  try: strom topics --bootstrap-server {brokers} --command-config "
+                f"{secured.client_config} --list"
+            )
         print(f"  controllers: {controllers}; active controller: node {cluster['controller_id']}")
         targets = ",".join(f"127.0.0.1:{args.metrics_port + i - 1}" for i in NODES)
         print(f"  Prometheus scrape targets (/metrics): {targets}")

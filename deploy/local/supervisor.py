@@ -59,6 +59,7 @@ class NodeSpec:
     config: str  # its server.properties
     log: str  # stdout and stderr go here
     broker_address: str  # host:port where grpc.health.v1 answers
+    ca: str | None = None  # a TLS listener's: the CA certificate to check it with
 
 
 def pid_file(spec: NodeSpec) -> str:
@@ -77,10 +78,18 @@ class _Node:
     exit_codes: list[int] = field(default_factory=list)
 
 
-def is_ready(address: str, timeout_s: float = 1.0) -> bool:
+def _channel(address: str, ca: str | None) -> grpc.Channel:
+    if ca is None:
+        return grpc.insecure_channel(address)
+    with open(ca, "rb") as f:
+        return grpc.secure_channel(address, grpc.ssl_channel_credentials(f.read()))
+
+
+def is_ready(address: str, timeout_s: float = 1.0, ca: str | None = None) -> bool:
     """Whether the node at `address` answers strom.ready SERVING: registered under this
-    process, caught up and unfenced (broker/health.py)."""
-    with grpc.insecure_channel(address) as channel:
+    process, caught up and unfenced (broker/health.py). On a TLS listener (`ca` given) over
+    TLS only: health needs no SASL login and no client certificate on a SASL_SSL one."""
+    with _channel(address, ca) as channel:
         stub = health_pb2_grpc.HealthStub(channel)
         request = health_pb2.HealthCheckRequest(service=READY_SERVICE)
         try:
@@ -136,7 +145,9 @@ class Supervisor:
                 assert node.proc is not None
                 node.awaiting_ready = True
                 self.say(f"node {node_id} restarted (pid {node.proc.pid})")
-            elif node.awaiting_ready and is_ready(node.spec.broker_address, timeout_s=0.2):
+            elif node.awaiting_ready and is_ready(
+                node.spec.broker_address, timeout_s=0.2, ca=node.spec.ca
+            ):
                 node.awaiting_ready = False
                 self.say(f"node {node_id} is back: registered, caught up and unfenced")
 

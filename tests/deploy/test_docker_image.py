@@ -138,3 +138,15 @@ def test_the_wheel_installs_into_a_clean_venv_and_runs(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "STROM_NODE_ID=101" in result.stdout.splitlines()
     assert (outside / "data" / "meta.properties").exists()
+    # strom-probe (the secured overlay's exec probe) with only the wheel: it runs, and
+    # says in one line that nothing answers on a port where no node listens.
+    result = subprocess.run(
+        [str(prefix / "bin" / "python"), str(DEPLOY / "docker" / "probe.py"), "--port", "9"],
+        capture_output=True,
+        text=True,
+        cwd=outside,
+        env=clean_env(),
+        timeout=60,
+    )
+    assert result.returncode == 1, result.stderr
+    assert result.stdout.startswith("strom-probe: 127.0.0.1:9 health '': UNAVAILABLE")

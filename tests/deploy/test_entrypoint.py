@@ -10,6 +10,8 @@ import sys
 
 import pytest
 
+from broker import bootstrap_checkpoint
+from strom_api.scram_credential import MECHANISM_CODES, client_key, salted_password, stored_key
 from tests.deploy.deploy_files import DEPLOY
 
 ENTRYPOINT = DEPLOY / "docker" / "entrypoint.py"
@@ -112,3 +114,45 @@ def test_without_access_to_the_api_server_the_rack_is_left_out(pod, capfd):
     config, env = pod
     result = run(config, {**env, **unreachable})
     assert "STROM_BROKER_RACK" not in printed(result)
+
+
+def test_broker_listeners_are_bound_and_advertised_by_name(pod):
+    # The secured overlay's CLIENT and REPLICATION listeners; the controller listener takes
+    # its name from controller.listener.names.
+    config, env = pod
+    protocols = (
+        "listener.security.protocol.map=CLIENT:PLAINTEXT,REPLICATION:PLAINTEXT,KRAFT:PLAINTEXT"
+    )
+    config.write_text(config.read_text().replace("=CONTROLLER", "=KRAFT") + protocols + "\n")
+    settings = printed(run(config, {**env, "BROKER_LISTENERS": "CLIENT:9092,REPLICATION:9094"}))
+    host = "strom-2.strom.kafka.svc.cluster.local"
+    assert settings["STROM_LISTENERS"] == (
+        "CLIENT://0.0.0.0:9092,REPLICATION://0.0.0.0:9094,KRAFT://0.0.0.0:9093"
+    )
+    assert settings["STROM_ADVERTISED_LISTENERS"] == (
+        f"CLIENT://{host}:9092,REPLICATION://{host}:9094"
+    )
+    bad = run(config, {**env, "BROKER_LISTENERS": "CLIENT=9092"})
+    assert bad.returncode == 1
+    assert "BROKER_LISTENERS='CLIENT=9092': expected NAME:PORT,..." in bad.stderr
+
+
+def test_the_admin_user_from_the_secret_is_bootstrapped_salted(pod, tmp_path):
+    config, env = pod
+    secret = tmp_path / "password"
+    password = 'p,a]s"s=w[o rd'  # what --add-scram's own syntax could not carry
+    secret.write_text(password + "\n")
+    found = run(config, {**env, "ADMIN_PASSWORD_FILE": str(secret), "ADMIN_USER": "root"})
+    assert found.returncode == 0, found.stderr
+    [record] = bootstrap_checkpoint.read(str(tmp_path / "data"))
+    assert (record.name, record.mechanism) == ("root", MECHANISM_CODES["SCRAM-SHA-512"])
+    salted = salted_password("SCRAM-SHA-512", password.encode(), record.salt, record.iterations)
+    assert record.stored_key == stored_key("SCRAM-SHA-512", client_key("SCRAM-SHA-512", salted))
+    data = (tmp_path / "data" / bootstrap_checkpoint.FILE_NAME).read_bytes()
+    assert password.encode() not in data and b"saltedpassword" not in data
+    # A missing or empty Secret file: one line, no node started.
+    for path in (str(tmp_path / "missing"), str(tmp_path / "empty")):
+        (tmp_path / "empty").write_text("")
+        refused = run(config, {**env, "ADMIN_PASSWORD_FILE": path})
+        assert refused.returncode == 1 and "Traceback" not in refused.stderr
+        assert "ADMIN_PASSWORD_FILE" in refused.stderr

@@ -9,18 +9,20 @@ from __future__ import annotations
 import importlib.util
 import re
 import subprocess
+import sys
 from typing import Any
 
 import pytest
 import yaml
 
+from broker import bootstrap_checkpoint
 from broker.health import READY_SERVICE
 from broker.node import CONTROLLED_SHUTDOWN_TIMEOUT_S
 from broker.server_config import ServerConfig, load
 from tests.deploy.deploy_files import DEPLOY, RULES, tool
 
 K8S = DEPLOY / "k8s"
-OVERLAYS = ["combined", "split"]
+OVERLAYS = ["combined", "split", "secured"]
 CUSTOM_RESOURCES = {"PodMonitor", "PrometheusRule"}  # Prometheus Operator: no 1.32 schema
 
 
@@ -47,6 +49,7 @@ entrypoint = load_module("strom_entrypoint", DEPLOY / "docker" / "entrypoint.py"
 DOCKERFILE = (DEPLOY / "docker" / "Dockerfile").read_text()
 IMAGE_VENV = re.search(r"python -m venv (\S+)", DOCKERFILE).group(1)
 IMAGE_ENTRYPOINT = re.search(r"^COPY deploy/docker/entrypoint.py (\S+)$", DOCKERFILE, re.M).group(1)
+IMAGE_PROBE = re.search(r"^COPY deploy/docker/probe.py (\S+)$", DOCKERFILE, re.M).group(1)
 
 
 def kubernetes_validate(path: Any) -> subprocess.CompletedProcess[str]:
@@ -149,6 +152,7 @@ class Pod:
             f"{mounts['config']}/server.properties",
         ]
         self.data_mount = mounts["data"]
+        self.config_text = config_text
         self.settings = entrypoint.plan(env, config_text, None)
         path = tmp_path / f"{self.name}.properties"
         path.write_text(config_text)
@@ -169,7 +173,7 @@ def pods(docs: list[dict[str, Any]], tmp_path: Any) -> list[Pod]:
 
 
 @pytest.mark.parametrize(
-    ("overlay", "controllers", "brokers"), [("combined", 3, 3), ("split", 3, 3)]
+    ("overlay", "controllers", "brokers"), [("combined", 3, 3), ("split", 3, 3), ("secured", 3, 3)]
 )
 def test_voters_ports_and_probes_agree_with_the_pods_config(
     overlay, controllers, brokers, tmp_path
@@ -198,8 +202,10 @@ def test_voters_ports_and_probes_agree_with_the_pods_config(
             assert listener.port in pod.ports.values()
         if config.is_broker:
             assert config.broker_listeners[0].port == pod.ports["client"]
-            [advertised] = config.advertised_listeners
-            assert (advertised.host, advertised.port) == (pod.fqdn, pod.ports["client"])
+            # Every broker listener advertised at the pod's own name.
+            assert [(a.name, a.host, a.port) for a in config.advertised_listeners] == [
+                (x.name, pod.fqdn, x.port) for x in config.broker_listeners
+            ]
         if config.is_controller:
             assert config.listeners["CONTROLLER"].port == pod.ports["controller"]
         service = services[pod.sts["spec"]["serviceName"]]
@@ -215,7 +221,10 @@ def test_voters_ports_and_probes_agree_with_the_pods_config(
             ("livenessProbe", ""),
             ("readinessProbe", READY_SERVICE),
         ]:
-            assert pod.container[probe]["grpc"] == {"port": probe_port, "service": service_name}
+            if overlay == "secured":
+                assert_tls_probe(pod, pod.container[probe], probe_port, service_name)
+            else:
+                assert pod.container[probe]["grpc"] == {"port": probe_port, "service": service_name}
         assert config.metrics_port == pod.ports["metrics"]
         assert config.log_dirs[0].startswith(pod.data_mount + "/")
         # SIGTERM comes after preStop; the controlled shutdown must fit in the grace period.
@@ -247,3 +256,104 @@ def test_voters_ports_and_probes_agree_with_the_pods_config(
     [monitor] = by_kind(docs, "PodMonitor").values()
     assert all(selects(monitor["spec"]["selector"]["matchLabels"], p.labels) for p in all_pods)
     assert monitor["spec"]["podMetricsEndpoints"][0]["port"] == "metrics"
+
+
+# --- the secured overlay ------------------------------------------------------------------
+
+
+def mounted_secret(pod: Pod, path: str) -> tuple[str, str]:
+    """(Secret name, key) of the file at `path` in the pod: a mounted Secret volume."""
+    for mount in pod.container["volumeMounts"]:
+        directory = mount["mountPath"].rstrip("/") + "/"
+        if path.startswith(directory):
+            assert "subPath" not in mount  # a subPath mount never sees a renewed Secret
+            [volume] = [v for v in pod.spec["volumes"] if v["name"] == mount["name"]]
+            key = path[len(directory) :]
+            items = {i["path"]: i["key"] for i in volume["secret"].get("items", [])}
+            return volume["secret"]["secretName"], items.get(key, key)
+    raise AssertionError(f"{pod.name}: nothing mounted at {path}")
+
+
+def assert_tls_probe(pod: Pod, probe: dict[str, Any], port: int, service: str) -> None:
+    """An exec probe: strom-probe, where the Dockerfile puts it, asking `service` over TLS
+    on `port`, trusting the truststore the node's client listener uses."""
+    assert "grpc" not in probe
+    command = probe["exec"]["command"]
+    assert command[:2] == [f"{IMAGE_VENV}/bin/python", IMAGE_PROBE]
+    options = dict(zip(command[2::2], command[3::2], strict=True))
+    assert options.get("--service", "") == service
+    assert int(options["--port"]) == port
+    listener = pod.config.broker_listeners[0].name
+    assert options["--cafile"] == pod.config.tls[listener].truststore.path
+    # The probe answers within the kubelet's timeout.
+    assert float(options["--timeout-s"]) + 5 <= probe["timeoutSeconds"]
+
+
+def test_secured_overlay_listeners_certificates_admin_and_authorizer(tmp_path):
+    docs = render("secured")
+    assert "Certificate" not in {d["kind"] for d in docs}  # cert-manager stays optional
+    cert_manager = (K8S / "overlays" / "secured" / "cert-manager.yaml").read_text()
+    certificates = by_kind(list(yaml.safe_load_all(cert_manager)), "Certificate")
+    node_cert = certificates["strom-tls"]["spec"]
+    for pod in pods(docs, tmp_path):
+        config = pod.config
+        assert dict(config.protocols) == {
+            "CLIENT": "SASL_SSL",
+            "REPLICATION": "SSL",
+            "CONTROLLER": "SSL",
+        }
+        assert config.replica.inter_broker_listener == "REPLICATION"
+        assert config.sasl["CLIENT"].mechanisms == ("SCRAM-SHA-512",)
+        # mTLS between nodes, TLS without client certificates for SASL clients.
+        assert {n: t.client_auth for n, t in config.tls.items()} == {
+            "CLIENT": "none",
+            "REPLICATION": "required",
+            "CONTROLLER": "required",
+        }
+        for tls in config.tls.values():
+            assert tls.check_hostname  # the nodes check each other's names
+            # Kubernetes Secret strom-tls, in the keys cert-manager.yaml's Certificate
+            # writes (CombinedPEM: key + chain in one file, as ssl.keystore.location reads).
+            assert mounted_secret(pod, tls.keystore.path) == ("strom-tls", "tls-combined.pem")
+            assert mounted_secret(pod, tls.truststore.path) == ("strom-tls", "ca.crt")
+        assert node_cert["secretName"] == "strom-tls"
+        assert {"type": "CombinedPEM"} in node_cert["additionalOutputFormats"]
+        # The admin's password from Secret strom-admin, bootstrapped at format time.
+        admin_file = pod.env["ADMIN_PASSWORD_FILE"]
+        assert mounted_secret(pod, admin_file) == ("strom-admin", "password")
+        # Super users: the admin, and the nodes by their certificate's subject.
+        props = config.properties
+        assert props["authorizer.class.name"] == (
+            "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+        )
+        super_users = props["super.users"].split(";")
+        assert f"User:{pod.env.get('ADMIN_USER', 'admin')}" in super_users
+        assert f"User:CN={node_cert['commonName']}" in super_users
+        assert props["allow.everyone.if.no.acl.found"] == "false"
+        # The certificate names every pod, the bootstrap Service, and 127.0.0.1 (the probe).
+        names = node_cert["dnsNames"]
+        assert "*." + pod.fqdn.split(".", 1)[1] in names
+        assert f"strom-bootstrap.{pod.namespace}.svc.cluster.local" in names
+        assert "127.0.0.1" in node_cert["ipAddresses"]
+
+
+def test_a_secured_pod_formats_its_volume_with_the_admin_from_the_secret(tmp_path):
+    # strom-entrypoint as the first pod runs it, with the overlay's config (its log.dirs
+    # moved here) and the Secret's password file: the volume is formatted and the admin's
+    # credential waits in the bootstrap checkpoint for the first active controller.
+    [pod, *_] = pods(render("secured"), tmp_path)
+    data = tmp_path / "data"
+    config = tmp_path / "secured.properties"
+    config.write_text(pod.config_text.replace("/var/lib/strom/data", str(data)))
+    secret = tmp_path / "password"
+    secret.write_text("from-the-secret\n")
+    env = {**pod.env, "ADMIN_PASSWORD_FILE": str(secret), "PATH": "/usr/bin:/bin"}
+    result = subprocess.run(
+        [sys.executable, str(DEPLOY / "docker" / "entrypoint.py"), "--config", str(config),
+         "--print-env"],
+        capture_output=True, text=True, env=env, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "STROM_LISTENERS=CLIENT://0.0.0.0:9092,REPLICATION://0.0.0.0:9094," in result.stdout
+    [record] = bootstrap_checkpoint.read(str(data))
+    assert record.name == "admin"
