@@ -269,6 +269,22 @@ SEEDS: dict[str, Seed] = {
             }
         ]
     },
+    # Never a user the cluster's own checks might log in as (a secured cluster's).
+    "DescribeUserScramCredentials": lambda rng, ctx: {
+        "users": rng.choice(([], [f"fuzz-scram-{rng.randint(0, 9)}"]))
+    },
+    "AlterUserScramCredentials": lambda rng, ctx: {
+        "upsertions": [
+            {
+                "name": f"fuzz-scram-{rng.randint(0, 9)}",
+                "mechanism": rng.choice((1, 2)),  # SCRAM-SHA-256, SCRAM-SHA-512
+                "iterations": rng.choice((4096, 8192)),
+                "salt": rng.randbytes(16),
+                "salted_password": rng.randbytes(rng.choice((32, 64))),
+            }
+        ],
+        "deletions": [{"name": f"fuzz-scram-{rng.randint(0, 9)}", "mechanism": 1}],
+    },
     "Exchange": _raft,
     "Check": lambda rng, ctx: {"service": rng.choice(("", "strom"))},
     "Watch": lambda rng, ctx: {"service": ""},

@@ -68,6 +68,8 @@ READ_ONLY = {
     "AllocateProducerIds",
     "Check",
     "Watch",
+    "DescribeUserScramCredentials",
+    "AlterUserScramCredentials",  # SCRAM credentials are no topic state
 }
 
 # Group RPCs create __consumer_offsets on first use (after a fuzzed DeleteTopics removed it,
