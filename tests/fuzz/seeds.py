@@ -12,6 +12,7 @@ import random
 from collections.abc import Callable
 from typing import Any
 
+from tests.fuzz import sasl
 from tests.fuzz.batches import valid_batch
 from tests.fuzz.services import Rpc
 from tests.fuzz.values import Context
@@ -269,7 +270,8 @@ SEEDS: dict[str, Seed] = {
             }
         ]
     },
-    # Never a user the cluster's own checks might log in as (a secured cluster's).
+    # Never the secured cluster's own users (tests/fuzz/secured.py): a credential the fuzzer
+    # replaced would lock its own checks out.
     "DescribeUserScramCredentials": lambda rng, ctx: {
         "users": rng.choice(([], [f"fuzz-scram-{rng.randint(0, 9)}"]))
     },
@@ -287,6 +289,12 @@ SEEDS: dict[str, Seed] = {
     },
     "Exchange": _raft,
     "Check": lambda rng, ctx: {"service": rng.choice(("", "strom"))},
+    # A SCRAM client-first (tests/fuzz/sasl.py makes whole exchanges; this is what the
+    # generic mutations start from).
+    "SaslAuthenticate": lambda rng, ctx: {
+        "mechanism": rng.choice(("SCRAM-SHA-512", "PLAIN")),
+        "auth_bytes": sasl.client_first(rng),
+    },
     "Watch": lambda rng, ctx: {"service": ""},
     "List": lambda rng, ctx: {},
 }
