@@ -57,14 +57,16 @@ chaos: venv
 	$(PY) -m tests.chaos --seeds $(CHAOS_SEEDS) --start $(START) --duration $(DURATION) \
 		--topology $(TOPOLOGY) --nemesis $(NEMESIS)
 
-# The seeded fuzzer (tests/fuzz): `make fuzz CASES=20000 SEED=3 [SERVICE=Produce,RaftService]`
-# sends CASES random and mutated requests to every RPC of a 3-node cluster and prints each
-# finding with the seed and case that shows it (`python -m tests.fuzz --seed S --case N`
-# replays one). `make test` runs one fixed seed (tests/fuzz/test_fuzz.py).
+# The seeded fuzzer (tests/fuzz): `make fuzz CASES=20000 SEED=3 [SERVICE=Produce,RaftService]
+# [SECURED=1]` sends CASES random and mutated requests to every RPC of a 3-node cluster
+# (SECURED=1: a SASL_SSL one, as a SCRAM user and without a session, SaslAuthenticate too) and
+# prints each finding with the seed and case that shows it (`python -m tests.fuzz --seed S
+# --case N [--secured]` replays one). `make test` runs one fixed seed of each
+# (tests/fuzz/test_fuzz.py, tests/fuzz/test_fuzz_secured.py).
 CASES ?= 5000
 fuzz: venv
 	$(PY) -m tests.fuzz --seed $(if $(SEED),$(SEED),0) --cases $(CASES) \
-		$(if $(SERVICE),--service $(SERVICE))
+		$(if $(SERVICE),--service $(SERVICE)) $(if $(SECURED),--secured)
 
 run: venv
 	$(PY) deploy/local/cluster.py

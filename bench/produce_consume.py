@@ -80,6 +80,7 @@ sys.path.insert(0, ROOT)
 
 from strom_api.record_batch import CRC_START  # noqa: E402
 from strom_api.records import Record, encode_batch  # noqa: E402
+from strom_api.tls import ChannelSecurity, aio_channel, sync_channel  # noqa: E402
 from strom_api.v1 import client_pb2, client_pb2_grpc, controller_pb2  # noqa: E402
 from tests.node_integration.node_cluster import FAST, NodeCluster, wait_until  # noqa: E402
 
@@ -478,12 +479,26 @@ async def paced(rate: float, seconds: float, send: Callable[[int], Awaitable[Non
 
 
 class Strom:
-    def __init__(self, base: str) -> None:
-        self.cluster = NodeCluster(base, 3)
+    """The cluster under test and how the benchmark's client dials it: a plaintext
+    NodeCluster by default; bench/security.py passes a secured one (its own NodeCluster
+    subclass, not started) and the client's security (strom_api.tls: TLS, SASL or both)."""
+
+    def __init__(
+        self,
+        base: str,
+        cluster: NodeCluster | None = None,
+        security: ChannelSecurity = None,
+    ) -> None:
+        self.cluster = NodeCluster(base, 3) if cluster is None else cluster
+        self.security = security
         self.cluster.start_all()
         self.cluster.wait_for_brokers(timeout_s=60)
         self.address = {i: f"127.0.0.1:{self.cluster.broker_port[i]}" for i in self.cluster.ids}
         self.channels: dict[int, Any] = {}
+
+    def aio_channel(self, address: str) -> Any:
+        """A channel of the benchmark's client to a broker listener."""
+        return aio_channel(address, self.security, OPTIONS)
 
     def pids(self) -> dict[str, int]:
         return {f"node{n}": p.pid for n, p in sorted(self.cluster.procs.items())}
@@ -534,7 +549,7 @@ class Strom:
         every partition's leader and each leader is live."""
         answers = []
         for node in self.cluster.procs:
-            channel = grpc.insecure_channel(self.address[node])
+            channel = sync_channel(self.address[node], self.security)
             try:
                 stub = client_pb2_grpc.ClientServiceStub(channel)  # type: ignore[no-untyped-call]
                 answers.append(stub.Metadata(client_pb2.MetadataRequest(topics=topics), timeout=5))
@@ -587,6 +602,7 @@ class Run:
     consume_cpu: dict[str, float] = field(default_factory=dict)
     replicated_seconds: float = 0.0  # acks=1: until every high watermark reached the end
     cpu_seconds: float = 0.0  # the wall time `cpu` covers
+    latencies: list[float] = field(default_factory=list)  # s, each timed produce's round trip
 
     @property
     def mib_s(self) -> float:
@@ -612,9 +628,7 @@ async def produce_run(
     run: Run,
 ) -> None:
     """IN_FLIGHT produce requests in flight per partition, `volume` bytes in all."""
-    channels = {
-        p: grpc.aio.insecure_channel(strom.address[b], options=OPTIONS) for p, b in leaders.items()
-    }
+    channels = {p: strom.aio_channel(strom.address[b]) for p, b in leaders.items()}
     try:
         calls = {
             p: (
@@ -629,19 +643,22 @@ async def produce_run(
         per_lane = max(volume // len(batch) // (len(calls) * IN_FLIGHT), 1)
         ends = dict.fromkeys(calls, 0)
 
-        async def lane(p: int, n: int) -> None:
+        async def lane(p: int, n: int, timed: bool) -> None:
             call, request = calls[p]
             for _ in range(n):
+                sent = time.perf_counter()
                 error, base = produce_answer(await call(request, timeout=60))
+                if timed:
+                    run.latencies.append(time.perf_counter() - sent)
                 if error is not None:
                     run.errors.append(error)
                     raise RuntimeError(error)
                 ends[p] = max(ends[p], base + run.records_per_batch)
 
-        await asyncio.gather(*(lane(p, 1) for p in calls for _ in range(IN_FLIGHT)))
+        await asyncio.gather(*(lane(p, 1, False) for p in calls for _ in range(IN_FLIGHT)))
         meter = CpuMeter(strom.pids())
         start = time.perf_counter()
-        await asyncio.gather(*(lane(p, per_lane) for p in calls for _ in range(IN_FLIGHT)))
+        await asyncio.gather(*(lane(p, per_lane, True) for p in calls for _ in range(IN_FLIGHT)))
         run.seconds = time.perf_counter() - start
         run.bytes = per_lane * len(calls) * IN_FLIGHT * len(batch)
         while acks != -1:  # until the followers have it all (the high watermarks)
@@ -679,9 +696,7 @@ async def high_watermark(channel: Any, topic: str, partition: int) -> int:
 
 async def consume_run(strom: Strom, topic: str, leaders: dict[int, int], run: Run) -> None:
     """Reads every partition from 0 to its end: one FetchStream per leader."""
-    channels = {
-        p: grpc.aio.insecure_channel(strom.address[b], options=OPTIONS) for p, b in leaders.items()
-    }
+    channels = {p: strom.aio_channel(strom.address[b]) for p, b in leaders.items()}
     try:
         ends = {p: await high_watermark(c, topic, p) for p, c in channels.items()}
         total = 0
@@ -811,9 +826,7 @@ async def end_to_end(
     batch = make_batch(E2E_BATCH, MARKER)
     value_at = batch.index(MARKER)
     result = Latency(rate)
-    channels = {
-        p: grpc.aio.insecure_channel(strom.address[b], options=OPTIONS) for p, b in leaders.items()
-    }
+    channels = {p: strom.aio_channel(strom.address[b]) for p, b in leaders.items()}
     loop = asyncio.get_running_loop()
     try:
         templates = {}
@@ -900,7 +913,7 @@ async def failover(
     victim_partition = next(p for p, b in sorted(leaders.items()) if b != controller)
     victim = leaders[victim_partition]
     batch = make_batch(E2E_BATCH)
-    channels = {b: grpc.aio.insecure_channel(a, options=OPTIONS) for b, a in strom.address.items()}
+    channels = {b: strom.aio_channel(a) for b, a in strom.address.items()}
     calls = {
         b: c.unary_unary("/strom_api.v1.ClientService/Produce", response_deserializer=lambda x: x)
         for b, c in channels.items()

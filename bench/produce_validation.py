@@ -33,7 +33,6 @@ import statistics
 import sys
 import tempfile
 import time
-from typing import Any
 
 import uvloop
 
@@ -176,11 +175,7 @@ class HeaderOnlyStrom(pc.Strom):
 
     def __init__(self, base: str) -> None:
         me = [sys.executable, os.path.abspath(__file__), "--header-only-node"]
-        self.cluster = NodeCluster(base, 3, launcher={i: me for i in (1, 2, 3)})
-        self.cluster.start_all()
-        self.cluster.wait_for_brokers(timeout_s=60)
-        self.address = {i: f"127.0.0.1:{self.cluster.broker_port[i]}" for i in self.cluster.ids}
-        self.channels: dict[int, Any] = {}
+        super().__init__(base, NodeCluster(base, 3, launcher={i: me for i in (1, 2, 3)}))
 
 
 def header_only_node(argv: list[str]) -> int:

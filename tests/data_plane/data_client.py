@@ -11,6 +11,7 @@ from typing import Any
 import grpc
 
 from strom_api.records import Record, decode_batches, encode_batch
+from strom_api.tls import ChannelSecurity, sync_channel
 from strom_api.v1 import client_pb2, client_pb2_grpc, common_pb2
 
 OPTIONS = [("grpc.max_receive_message_length", 128 * 1024 * 1024)]
@@ -21,13 +22,14 @@ def error_name(error: Any) -> str:
 
 
 class DataClient:
-    def __init__(self, addresses: dict[int, str]) -> None:
+    def __init__(self, addresses: dict[int, str], security: ChannelSecurity = None) -> None:
         self.addresses = addresses  # broker id -> host:port
+        self.security = security  # how to dial a TLS or SASL listener (strom_api.tls)
         self._stubs: dict[int, Any] = {}
 
     def stub(self, broker: int) -> Any:
         if broker not in self._stubs:
-            channel = grpc.insecure_channel(self.addresses[broker], options=OPTIONS)
+            channel = sync_channel(self.addresses[broker], self.security, OPTIONS)
             self._stubs[broker] = client_pb2_grpc.ClientServiceStub(channel)  # type: ignore[no-untyped-call]
         return self._stubs[broker]
 

@@ -1,6 +1,6 @@
 """python -m tests.fuzz [--seed S] [--cases N] [--first N] [--case N] [--service X,...]
-[--no-isolate] [--keep DIR]. Prints each finding as it comes and a summary; exit status 1
-when there is any finding."""
+[--secured] [--no-isolate] [--keep DIR]. Prints each finding as it comes and a summary;
+exit status 1 when there is any finding."""
 
 from __future__ import annotations
 
@@ -26,6 +26,12 @@ def main() -> int:
     )
     parser.add_argument("--budget", type=float, help="stop starting cases after this many s")
     parser.add_argument("--keep", help="run in this directory and leave the node logs there")
+    parser.add_argument(
+        "--secured",
+        action="store_true",
+        help="against a SASL_SSL cluster (tests/fuzz/secured.py), as the SCRAM user and "
+        "without a session, and fuzz SecurityService.SaslAuthenticate too",
+    )
     args = parser.parse_args()
     first, cases = (args.case, 1) if args.case is not None else (args.first, args.cases)
 
@@ -40,6 +46,7 @@ def main() -> int:
             args.max_recoveries,
             args.budget,
             verbose=args.case is not None,
+            secured=args.secured,
         )
         print(format_result(result))
         return 1 if result.findings else 0

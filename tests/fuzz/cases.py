@@ -10,11 +10,22 @@ Kinds of case:
   batch     (Produce) a well-formed request whose records are poisoned RecordBatch v2 bytes
             with a valid CRC (see batches.py)
   raw       bytes that are not a protobuf of the type at all
+  sasl      (SecurityService.SaslAuthenticate, secured clusters) a whole SASL exchange as a
+            client without credentials sends it (see sasl.py)
 A streaming RPC gets one to four messages per call.
+
+On a secured cluster (tests/fuzz/secured.py) each case also names who calls:
+  user       the ordinary SCRAM-SHA-512 user `fuzz`, authenticated (as on a plaintext node)
+  anonymous  TLS, no SASL session
+  replayed   TLS, a genuine session token minted for another connection
+  forged     TLS, a session token tampered with (or garbage, or oversized)
+Every call but health and the handshake itself must be refused UNAUTHENTICATED unless it
+is the user's.
 """
 
 from __future__ import annotations
 
+import base64
 import random
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +34,7 @@ from google.protobuf.message import DecodeError
 
 from tests.fuzz.batches import records_value
 from tests.fuzz.messages import mutate, mutate_bytes, new_budget, random_message
+from tests.fuzz.sasl import sasl_stream
 from tests.fuzz.seeds import well_formed
 from tests.fuzz.services import Rpc
 from tests.fuzz.values import Context
@@ -44,11 +56,18 @@ class Case:
     node: int
     kind: str
     requests: list[bytes]
+    identity: str = ""  # "" on a plaintext cluster; else see IDENTITIES
+    metadata: tuple[tuple[str, str], ...] = ()  # the call's own (a session token)
 
     @property
     def label(self) -> str:
-        where = f"{self.rpc.name} on node {self.node}, {self.kind}"
+        who = f", {self.identity}" if self.identity else ""
+        where = f"{self.rpc.name} on node {self.node}, {self.kind}{who}"
         return f"seed {self.seed} case {self.number} ({where})"
+
+
+USER, ANONYMOUS, REPLAYED, FORGED = "user", "anonymous", "replayed", "forged"
+IDENTITIES = {USER: 0.45, ANONYMOUS: 0.35, REPLAYED: 0.1, FORGED: 0.1}
 
 
 def rng_for(seed: int, number: int) -> random.Random:
@@ -80,7 +99,50 @@ def build(seed: int, number: int, rpcs: list[Rpc], ctx: Context) -> Case:
                 rpc.request_class()(src=rng.choice(ctx.non_members)), ctx, rng
             ).SerializeToString(),
         )
-    return Case(seed, number, rpc, node, kind, requests)
+    case = Case(seed, number, rpc, node, kind, requests)
+    if ctx.tokens:  # a secured cluster: drawn last, so plaintext cases stay as they were
+        _secure(rng, case, ctx)
+    return case
+
+
+def _secure(rng: random.Random, case: Case, ctx: Context) -> None:
+    case.identity = rng.choices(list(IDENTITIES), weights=list(IDENTITIES.values()))[0]
+    if case.rpc.service == "SecurityService":
+        if rng.random() < 0.7:
+            case.kind, case.requests = "sasl", sasl_stream(rng)
+        case.identity = ANONYMOUS  # the handshake is what a caller without a session makes
+    token = ctx.tokens[(case.node, case.rpc.listener)]
+    if case.identity == REPLAYED:
+        case.metadata = ((SESSION_KEY, token),)
+    elif case.identity == FORGED:
+        case.metadata = ((SESSION_KEY, forged_token(rng, token)),)
+
+
+SESSION_KEY = "strom-sasl-session"  # broker/sasl_sessions.METADATA_KEY
+
+
+def forged_token(rng: random.Random, genuine: str) -> str:
+    """A token the node never minted: the genuine one with a character changed, its payload
+    swapped for another principal's, cut, or garbage of any length; never the genuine one."""
+    forged = _forge(rng, genuine)
+    return forged if forged != genuine else genuine + "A"
+
+
+def _forge(rng: random.Random, genuine: str) -> str:
+    body, _, mac = genuine.partition(".")
+    roll = rng.random()
+    if roll < 0.3:
+        i = rng.randrange(len(genuine))
+        return genuine[:i] + rng.choice("AQgw_-.=") + genuine[i + 1 :]
+    if roll < 0.5:
+        payload = b'[1,"User:admin","ipv4:127.0.0.1:1",0]'
+        return base64.urlsafe_b64encode(payload).rstrip(b"=").decode() + "." + mac
+    if roll < 0.6:
+        return genuine[: rng.randrange(len(genuine))]
+    if roll < 0.7:
+        return "x" * rng.choice((4097, 6000))  # past MAX_TOKEN_CHARS, under gRPC's 8 KiB
+    alphabet = "abcXYZ019._-=+/"
+    return "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 200)))
 
 
 def _request(rng: random.Random, kind: str, rpc: Rpc, ctx: Context) -> bytes:

@@ -1,6 +1,7 @@
-"""The fuzzed cluster: three combined nodes (tests/node_integration's NodeCluster) with two
-topics holding a few records, two consumer groups' coordinator topic created, and one
-channel per node and listener."""
+"""The fuzzed cluster: three combined nodes (tests/node_integration's NodeCluster, or the
+SASL_SSL one of tests/fuzz/secured.py) with two topics holding a few records, two consumer
+groups' coordinator topic created, and one channel per node and listener for the checks
+(on a secured cluster: the admin's) and per node, listener and identity for the cases."""
 
 from __future__ import annotations
 
@@ -9,9 +10,13 @@ from dataclasses import dataclass, field
 
 import grpc
 
+from strom_api.sasl_client import sync_authenticate
+from strom_api.tls import ChannelSecurity, sync_channel
 from strom_api.v1 import client_pb2, controller_pb2
 from tests.client.cluster_helpers import GROUP_SETTINGS, create_topic
 from tests.data_plane.data_client import DataClient, batch
+from tests.fuzz.cases import ANONYMOUS, FORGED, REPLAYED, USER
+from tests.fuzz.secured import FUZZ_USER, SecuredCluster
 from tests.fuzz.services import BROKER, CONTROLLER
 from tests.fuzz.values import Context
 from tests.node_integration.node_cluster import NodeCluster
@@ -31,14 +36,20 @@ CHANNEL_OPTIONS = [
 @dataclass
 class FuzzCluster:
     base: str
+    secured: bool = False
     cluster: NodeCluster = field(init=False)
     ctx: Context = field(init=False)
-    channels: dict[tuple[int, str], grpc.Channel] = field(default_factory=dict)
+    channels: dict[tuple[int, str], grpc.Channel] = field(default_factory=dict)  # the checks'
+    # (node, listener, identity) -> the channel a case of that identity is sent on
+    case_channels: dict[tuple[int, str, str], grpc.Channel] = field(default_factory=dict)
     log_start: dict[int, int] = field(default_factory=dict)  # log size once set up
 
     def start(self) -> None:
         os.makedirs(self.base, exist_ok=True)
-        self.cluster = NodeCluster(self.base, 3, extra=SETTINGS)
+        if self.secured:
+            self.cluster = SecuredCluster(self.base, extra=SETTINGS)
+        else:
+            self.cluster = NodeCluster(self.base, 3, extra=SETTINGS)
         self.cluster.start_all()
         try:
             self._set_up()
@@ -55,7 +66,7 @@ class FuzzCluster:
             "DescribeTopics", controller_pb2.DescribeTopicsRequest(names=list(TOPICS))
         )
         topic_ids = {t.name: t.topic_id for t in described.topics}
-        data = DataClient({i: f"127.0.0.1:{c.broker_port[i]}" for i in c.ids})
+        data = DataClient({i: f"127.0.0.1:{c.broker_port[i]}" for i in c.ids}, self.admin)
         for name, partitions in TOPICS.items():
             for p in range(partitions):
                 leader = data.leader(name, p)
@@ -70,14 +81,27 @@ class FuzzCluster:
                     20,
                     f"a first produce to {name}-{p}",
                 )
+        tokens = {}
         for node in c.ids:
             for listener, port in (
                 (BROKER, c.broker_port[node]),
                 (CONTROLLER, c.controller_port[node]),
             ):
-                self.channels[(node, listener)] = grpc.insecure_channel(
-                    f"127.0.0.1:{port}", options=CHANNEL_OPTIONS
-                )
+                target = f"127.0.0.1:{port}"
+                self.channels[(node, listener)] = sync_channel(target, self.admin, CHANNEL_OPTIONS)
+                if not isinstance(c, SecuredCluster):
+                    self.case_channels[(node, listener, "")] = self.channels[(node, listener)]
+                    continue
+                for identity, security in (
+                    (USER, c.user()),
+                    (ANONYMOUS, c.tls),
+                    (REPLAYED, c.tls),
+                    (FORGED, c.tls),
+                ):
+                    self.case_channels[(node, listener, identity)] = sync_channel(
+                        target, security, CHANNEL_OPTIONS
+                    )
+                tokens[(node, listener)] = self._token(target, c)
         # __consumer_offsets exists before the first case, so that its creation (by the first
         # FindCoordinator) is not mistaken for a change made by a later request.
         stub = data.stub(c.ids[0])
@@ -93,8 +117,35 @@ class FuzzCluster:
                 30,
                 "the group coordinator",
             )
-        self.ctx = Context(dict(TOPICS), topic_ids, list(GROUPS), list(c.ids))
+        self.ctx = Context(dict(TOPICS), topic_ids, list(GROUPS), list(c.ids), tokens=tokens)
         self.log_start = {n: os.path.getsize(self.log_path(n)) for n in c.ids}
+
+    @property
+    def admin(self) -> ChannelSecurity:
+        """How the checks dial (None: plaintext)."""
+        return self.cluster.admin() if isinstance(self.cluster, SecuredCluster) else None
+
+    def client_settings(self) -> dict[str, object]:
+        """strom.Producer / Consumer settings of the round trip: the fuzz user's."""
+        if isinstance(self.cluster, SecuredCluster):
+            return self.cluster.client_settings()
+        return {}
+
+    def health_channel(self, target: str) -> grpc.Channel:
+        """Health is served without a session: TLS alone on a secured cluster."""
+        tls = self.cluster.tls if isinstance(self.cluster, SecuredCluster) else None
+        return sync_channel(target, tls)
+
+    @staticmethod
+    def _token(target: str, cluster: SecuredCluster) -> str:
+        """A genuine session token of the fuzz user, minted for a connection of its own
+        (closed at once): what a token seen in transit or in a log would be."""
+        with sync_channel(target, cluster.tls) as channel:
+            answer = sync_authenticate(channel, FUZZ_USER)
+        return str(answer.session_token.decode())
+
+    def case_channel(self, node: int, listener: str, identity: str) -> grpc.Channel:
+        return self.case_channels[(node, listener, identity)]
 
     def log_path(self, node: int) -> str:
         return os.path.join(self.base, f"node{node}", "server.log")
@@ -108,7 +159,8 @@ class FuzzCluster:
         return {n: ch for (n, name), ch in self.channels.items() if name == listener}
 
     def stop(self) -> None:
-        for channel in self.channels.values():
+        for channel in {*self.channels.values(), *self.case_channels.values()}:
             channel.close()
         self.channels.clear()
+        self.case_channels.clear()
         self.cluster.stop_all()

@@ -12,7 +12,14 @@ refused request that changed them is a finding. A Produce answered NONE is read 
 the offset it was given; a batch a consumer cannot decode is a finding. At the end: every
 stored batch of the fuzzed topics, log growth, distinct tracebacks, and a produce/consume
 round trip with the client library.
+
+On a secured cluster (`secured=True`, tests/fuzz/secured.py) each case also names its
+caller (cases.py): a call without a valid session of its own (anonymous, a replayed or a
+forged token) must be refused UNAUTHENTICATED with SASL_AUTHENTICATION_FAILED, before it
+could change anything, unless it is health or the handshake; and no SaslAuthenticate
+exchange of the fuzzer, which knows no password, may yield a session.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -24,14 +31,18 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import grpc
+
+from strom_api.v1 import security_pb2
 from tests.fuzz import checks
-from tests.fuzz.cases import Case, build
+from tests.fuzz.cases import USER, Case, build
 from tests.fuzz.cluster import TOPICS, FuzzCluster
 from tests.fuzz.services import (
     BROKER,
     CONTROLLER,
     MAY_CREATE_OFFSETS_TOPIC,
     NEVER_HEARD,
+    SERVED_UNAUTHENTICATED,
     Outcome,
     catalogue,
     select,
@@ -56,6 +67,9 @@ CRASH, HANG, QUORUM, SLOW, STATE, LOG_GROWTH, TRACEBACK, POISON, ROUND_TRIP = (
     "poison batch",
     "round trip",
 )
+# Secured clusters only: a call without a valid session served (or refused otherwise than
+# UNAUTHENTICATED), and a session handed out for credentials the fuzzer does not have.
+UNAUTHENTICATED_SERVED, SESSION_GRANTED = "served without a session", "session granted"
 
 
 @dataclass
@@ -90,12 +104,19 @@ class FuzzResult:
 
 class Runner:
     def __init__(
-        self, base: str, seed: int, service: str | None, echo: bool, verbose: bool = False
+        self,
+        base: str,
+        seed: int,
+        service: str | None,
+        echo: bool,
+        verbose: bool = False,
+        secured: bool = False,
     ) -> None:
         self.verbose = verbose
         self.base = base
         self.seed = seed
-        self.rpcs = select(catalogue(), service)
+        self.secured = secured
+        self.rpcs = select(catalogue(secured), service)
         self.echo = echo
         self.result = FuzzResult(seed)
         self.fc: FuzzCluster | None = None
@@ -119,7 +140,9 @@ class Runner:
         if self.fc is not None:
             self._retire(self.fc)
         self.result.clusters += 1
-        self.fc = FuzzCluster(os.path.join(self.base, f"cluster{self.result.clusters}"))
+        self.fc = FuzzCluster(
+            os.path.join(self.base, f"cluster{self.result.clusters}"), self.secured
+        )
         with self._timed("starting clusters"):
             self.fc.start()
         self._say(f"cluster {self.result.clusters} up")
@@ -138,10 +161,10 @@ class Runner:
 
     def play(self, case: Case) -> Outcome:
         assert self.fc is not None
-        channel = self.fc.channels[(case.node, case.rpc.listener)]
+        channel = self.fc.case_channel(case.node, case.rpc.listener, case.identity)
         deadline = WATCH_DEADLINE_S if case.rpc.method == "Watch" else CALL_DEADLINE_S
         with self._timed("calls"):
-            return call_rpc(channel, case.rpc, case.requests, deadline)
+            return call_rpc(channel, case.rpc, case.requests, deadline, case.metadata)
 
     def play_checked(self, case: Case, before: dict | None) -> dict | None:
         """Plays a case; for one that may change a topic, compares snapshots around it.
@@ -157,7 +180,10 @@ class Runner:
             self._say(f"{case.label}: {status} in {outcome.seconds:.2f} s {outcome.details!r}")
             for data in outcome.responses[:4]:
                 self._say(describe(case.rpc.response_class(), data))
-        self.result.answers[f"{case.rpc.name} {status}"] += 1
+        who = f" {case.identity}" if case.identity else ""
+        self.result.answers[f"{case.rpc.name}{who} {status}"] += 1
+        if case.identity:
+            self._check_authentication(case, outcome)
         if case.rpc.method == "Produce" and outcome.code.name == "OK" and outcome.responses:
             assert self.fc is not None
             with self._timed("reading back produced batches"):
@@ -190,6 +216,34 @@ class Runner:
                 detail=f"answered {status} ({outcome.details[:120]!r}) yet " + "; ".join(diffs[:5]),
             )
         return after
+
+    def _check_authentication(self, case: Case, outcome: Outcome) -> None:
+        """A secured cluster's rules (see the module's docstring)."""
+        if case.rpc.service == "SecurityService":
+            for data in outcome.responses:
+                granted = security_pb2.SaslAuthenticateResponse.FromString(data).session_token
+                if granted:
+                    self._finding(
+                        SESSION_GRANTED,
+                        case.rpc.name,
+                        case.label,
+                        f"a session ({len(granted)}-byte token) for an exchange without a "
+                        "known password",
+                    )
+            return
+        if case.identity == USER or case.rpc.service in SERVED_UNAUTHENTICATED:
+            return
+        refused = outcome.code == grpc.StatusCode.UNAUTHENTICATED and outcome.details.startswith(
+            "SASL_AUTHENTICATION_FAILED"
+        )
+        if not refused:
+            self._finding(
+                UNAUTHENTICATED_SERVED,
+                case.rpc.name,
+                case.label,
+                f"answered {outcome.code.name} {outcome.details[:160]!r} with "
+                f"{len(outcome.responses)} response(s)",
+            )
 
     def _finding(self, checks_kind: str, where: str, case: str, detail: str) -> None:
         finding = Finding(checks_kind, where, case, detail)
@@ -331,7 +385,7 @@ class Runner:
         """Nodes down or not answering health in time, and a quorum without a leader."""
         assert self.fc is not None
         with self._timed("health"):
-            problems = checks.health_problems(self.fc.cluster)
+            problems = checks.health_problems(self.fc.cluster, self.fc.health_channel)
             if not problems:
                 quorum = checks.quorum_problem(self.fc.listener_channels(CONTROLLER))
                 problems += [quorum] if quorum else []
@@ -369,7 +423,7 @@ class Runner:
                 "; ".join(problems),
             )
             fc = self.fresh_cluster()  # the other end checks still mean something
-        for bad in checks.unreadable_batches(fc.cluster, list(TOPICS)):
+        for bad in checks.unreadable_batches(fc.cluster, list(TOPICS), fc.admin):
             self._finding(POISON, "Produce", f"seed {self.seed}", bad)
         try:
             round_trip(fc)
@@ -422,7 +476,8 @@ def round_trip(fc: FuzzCluster, records: int = 20) -> None:
     topic = f"fuzz-round-trip-{int(time.time() * 1000)}"
     create_topic(fc.cluster, topic, 2)
     values = [b"round-trip-%d" % i for i in range(records)]
-    with Producer(bootstrap(fc.cluster), acks="all") as producer:
+    settings: Any = fc.client_settings()
+    with Producer(bootstrap(fc.cluster), acks="all", **settings) as producer:
         futures = [producer.send(topic, v) for v in values]
         producer.flush()
         for f in futures:
@@ -432,6 +487,7 @@ def round_trip(fc: FuzzCluster, records: int = 20) -> None:
         bootstrap_servers=bootstrap(fc.cluster),
         auto_offset_reset="earliest",
         consumer_timeout_ms=3000,
+        **settings,
     ) as consumer:
         got = sorted(r.value for r in consumer)
     if got != sorted(values):
@@ -449,9 +505,11 @@ def run(
     budget_s: float | None = None,
     echo: bool = True,
     verbose: bool = False,
+    secured: bool = False,
 ) -> FuzzResult:
-    """`budget_s`: stop starting cases after this long (the end checks still run)."""
-    return Runner(base, seed, service, echo, verbose).run(
+    """`budget_s`: stop starting cases after this long (the end checks still run);
+    `secured`: against tests/fuzz/secured.py's SASL_SSL cluster."""
+    return Runner(base, seed, service, echo, verbose, secured).run(
         first, cases, isolate, max_recoveries, budget_s
     )
 

@@ -12,6 +12,7 @@ import random
 from collections.abc import Callable
 from typing import Any
 
+from tests.fuzz import sasl
 from tests.fuzz.batches import valid_batch
 from tests.fuzz.services import Rpc
 from tests.fuzz.values import Context
@@ -269,8 +270,31 @@ SEEDS: dict[str, Seed] = {
             }
         ]
     },
+    # Never the secured cluster's own users (tests/fuzz/secured.py): a credential the fuzzer
+    # replaced would lock its own checks out.
+    "DescribeUserScramCredentials": lambda rng, ctx: {
+        "users": rng.choice(([], [f"fuzz-scram-{rng.randint(0, 9)}"]))
+    },
+    "AlterUserScramCredentials": lambda rng, ctx: {
+        "upsertions": [
+            {
+                "name": f"fuzz-scram-{rng.randint(0, 9)}",
+                "mechanism": rng.choice((1, 2)),  # SCRAM-SHA-256, SCRAM-SHA-512
+                "iterations": rng.choice((4096, 8192)),
+                "salt": rng.randbytes(16),
+                "salted_password": rng.randbytes(rng.choice((32, 64))),
+            }
+        ],
+        "deletions": [{"name": f"fuzz-scram-{rng.randint(0, 9)}", "mechanism": 1}],
+    },
     "Exchange": _raft,
     "Check": lambda rng, ctx: {"service": rng.choice(("", "strom"))},
+    # A SCRAM client-first (tests/fuzz/sasl.py makes whole exchanges; this is what the
+    # generic mutations start from).
+    "SaslAuthenticate": lambda rng, ctx: {
+        "mechanism": rng.choice(("SCRAM-SHA-512", "PLAIN")),
+        "auth_bytes": sasl.client_first(rng),
+    },
     "Watch": lambda rng, ctx: {"service": ""},
     "List": lambda rng, ctx: {},
 }

@@ -19,9 +19,10 @@ from google.protobuf import message_factory
 from google.protobuf.descriptor import Descriptor, MethodDescriptor, ServiceDescriptor
 from grpc_health.v1 import health_pb2  # type: ignore[import-untyped]
 
-from strom_api.v1 import client_pb2, controller_pb2, raft_pb2, replica_pb2
+from strom_api.v1 import client_pb2, controller_pb2, raft_pb2, replica_pb2, security_pb2
 
 BROKER, CONTROLLER = "broker", "controller"
+SECURITY_SERVICE = security_pb2.DESCRIPTOR.services_by_name["SecurityService"]
 
 # Which listener serves which service.
 LISTENERS: dict[str, tuple[ServiceDescriptor, ...]] = {
@@ -71,7 +72,14 @@ READ_ONLY = {
     "AllocateProducerIds",
     "Check",
     "Watch",
+    "SaslAuthenticate",  # a session is no state: nothing of the cluster changes
+    "DescribeUserScramCredentials",
+    "AlterUserScramCredentials",  # SCRAM credentials are no topic state
 }
+
+# Served without a SASL session on a SASL listener (broker/admission.py): the handshake
+# itself and health. Every other call without one must be refused UNAUTHENTICATED.
+SERVED_UNAUTHENTICATED = {"SecurityService", "Health"}
 
 # Group RPCs create __consumer_offsets on first use (after a fuzzed DeleteTopics removed it,
 # say): after one, the next state check starts from a new snapshot.
@@ -132,12 +140,14 @@ def _rpc(listener: str, service: ServiceDescriptor, method: MethodDescriptor) ->
     )
 
 
-def catalogue() -> list[Rpc]:
-    """Every (listener, service, method), in a fixed order (cases index into it)."""
+def catalogue(secured: bool = False) -> list[Rpc]:
+    """Every (listener, service, method), in a fixed order (cases index into it); on a
+    secured cluster (tests/fuzz/secured.py) each listener also serves SecurityService."""
+    extra = (SECURITY_SERVICE,) if secured else ()
     return [
         _rpc(listener, service, method)
         for listener, services in LISTENERS.items()
-        for service in services
+        for service in (*services, *extra)
         for method in service.methods
     ]
 
@@ -172,31 +182,39 @@ def _identity(b: bytes) -> bytes:
     return b
 
 
-def call(channel: grpc.Channel, rpc: Rpc, requests: list[bytes], timeout_s: float) -> Outcome:
+def call(
+    channel: grpc.Channel,
+    rpc: Rpc,
+    requests: list[bytes],
+    timeout_s: float,
+    metadata: tuple[tuple[str, str], ...] = (),
+) -> Outcome:
     """One call of `rpc` with already-serialized request messages (a unary RPC takes the
-    first); the client half-closes a stream after its last message."""
+    first; a stream may have none); the client half-closes a stream after its last
+    message. `metadata`: the call's own (a SASL session token, forged or replayed)."""
     import time
 
     started = time.monotonic()
     responses: list[bytes] = []
+    extra = metadata or None
     try:
         if rpc.client_streaming:
             method: Any = channel.stream_stream(
                 rpc.path, request_serializer=_identity, response_deserializer=_identity
             )
-            stream: Iterator[bytes] = method(iter(requests), timeout=timeout_s)
+            stream: Iterator[bytes] = method(iter(requests), timeout=timeout_s, metadata=extra)
             responses.extend(stream)
         elif rpc.server_streaming:
             method = channel.unary_stream(
                 rpc.path, request_serializer=_identity, response_deserializer=_identity
             )
-            stream = method(requests[0], timeout=timeout_s)
+            stream = method(requests[0], timeout=timeout_s, metadata=extra)
             responses.extend(stream)
         else:
             method = channel.unary_unary(
                 rpc.path, request_serializer=_identity, response_deserializer=_identity
             )
-            responses.append(method(requests[0], timeout=timeout_s))
+            responses.append(method(requests[0], timeout=timeout_s, metadata=extra))
         code, details = grpc.StatusCode.OK, ""
     except grpc.RpcError as e:
         code, details = e.code(), e.details() or ""  # type: ignore[attr-defined]

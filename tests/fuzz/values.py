@@ -58,6 +58,10 @@ class Context:
     members: list[int]  # broker ids (and Raft voters): never used as a sender id
     non_members: tuple[int, ...] = (0, -1, 4, 99, 1000, 2**31 - 1, -(2**31))
     names: list[str] = field(default_factory=list)
+    # A secured cluster (tests/fuzz/secured.py): a genuine SASL session token per (node,
+    # listener), minted for a connection the fuzzer's calls never use (replayed, it must
+    # be refused; tampered, too). Empty on a plaintext cluster.
+    tokens: dict[tuple[int, str], str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.names = [*self.topics, "__consumer_offsets", *self.groups]
