@@ -148,13 +148,6 @@ def test_every_call_without_a_valid_session_is_refused_unauthenticated(result):
     assert not found, "\n".join(map(str, found))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="RaftService.Exchange is registered without the listener's admission "
-    "(raft/transport.RaftServer): a caller without a session opens a Raft stream and is "
-    "answered (an observer's Fetch reads the metadata log, SCRAM credentials included). The "
-    "authz branch's admit_stream hook admits it; drop this mark on merge.",
-)
 def test_a_raft_stream_without_a_valid_session_is_refused_unauthenticated(result):
     assert not findings(result, fuzz.UNAUTHENTICATED_SERVED, rpc="RaftService")
 
