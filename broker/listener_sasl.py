@@ -223,12 +223,15 @@ def _oauthbearer(props: Mapping[str, str], listener: str) -> OAuthBearerValidato
             f"{handler_key} is {handler}: Strom checks OAUTHBEARER tokens with "
             f"{VALIDATOR_CLASSES[0]} only"
         )
-    found = _jaas(props, listener, "OAUTHBEARER")
-    if found is not None and _entry(*found).module != OAUTHBEARER_LOGIN_MODULE:
-        raise InvalidConfigError(
-            f"{found[0]} names {_entry(*found).module}: OAUTHBEARER takes "
-            f"{OAUTHBEARER_LOGIN_MODULE}"
-        )
+    # The listener's own OAUTHBEARER JAAS entry, which Kafka requires, names the login
+    # module only (the global sasl.jaas.config serves the other mechanisms).
+    jaas_key = f"{LISTENER_PREFIX}{listener.lower()}.oauthbearer.sasl.jaas.config"
+    if props.get(jaas_key, "").strip():
+        module = _entry(jaas_key, props[jaas_key]).module
+        if module != OAUTHBEARER_LOGIN_MODULE:
+            raise InvalidConfigError(
+                f"{jaas_key} names {module}: OAUTHBEARER takes {OAUTHBEARER_LOGIN_MODULE}"
+            )
     url_key, url = _oauthbearer_value(props, listener, "sasl.oauthbearer.jwks.endpoint.url")
     if not url:
         raise InvalidConfigError(

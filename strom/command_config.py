@@ -136,6 +136,15 @@ def _sasl_settings(props: dict[str, str], where: str) -> dict[str, Any]:
     """sasl.mechanism and the login (sasl.jaas.config's ScramLoginModule / PlainLoginModule
     username and password, or sasl.username / sasl.password) as kafka-python's names."""
     settings: dict[str, Any] = {}
+    if props.get("sasl.mechanism", "").strip().upper() == "OAUTHBEARER":
+        # Kafka's clients fetch the token with sasl.oauthbearer.token.endpoint.url (OAuth
+        # client credentials); Strom's properties readers do not fetch tokens yet.
+        raise StromError(
+            "INVALID_CONFIG",
+            f"sasl.mechanism=OAUTHBEARER in {where}: properties cannot supply an OAuth token "
+            "(sasl.oauthbearer.token.endpoint.url is not supported); use SCRAM-SHA-512, "
+            "SCRAM-SHA-256 or PLAIN here, or the Python clients' sasl_oauth_token_provider",
+        )
     if props.get("sasl.mechanism"):
         settings["sasl_mechanism"] = props["sasl.mechanism"]
     if props.get("sasl.jaas.config"):

@@ -276,6 +276,14 @@ def test_listener_keys_win_over_global_ones(keys, tmp_path):
             "OAuthBearerValidatorCallbackHandler only",
         ),
         ({"sasl.oauthbearer.clock.skew.seconds": "-1"}, "expected an int >= 0"),
+        (
+            {
+                "listener.name.client.oauthbearer.sasl.jaas.config": (
+                    "org.apache.kafka.common.security.plain.PlainLoginModule required ;"
+                )
+            },
+            "OAUTHBEARER takes org.apache.kafka.common.security.oauthbearer",
+        ),
     ],
 )
 def test_bad_oauthbearer_settings_are_refused_at_startup(keys, tmp_path, extra, says):
