@@ -3,8 +3,12 @@ as an identity provider makes them)."""
 
 from __future__ import annotations
 
+import base64
+import http.server
 import json
+import threading
 import time
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -50,3 +54,48 @@ class Keys:
         payload = {k: v for k, v in payload.items() if v is not None}
         signer = key if key is not None else (self.ec if algorithm.startswith("ES") else self.rsa)
         return jwt.encode(payload, signer, algorithm=algorithm, headers={"kid": kid})
+
+
+class TokenEndpoint:
+    """An OAuth token endpoint on loopback (RFC 6749 §4.4, client credentials): a POST with
+    HTTP Basic client_id:secret answers {"access_token": <a JWT for sub=client_id>}."""
+
+    def __init__(self, keys: Keys, clients: dict[str, str]) -> None:
+        self.keys, self.clients = keys, clients
+        self.requests: list[dict[str, str]] = []
+        endpoint = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                form = dict(urllib.parse.parse_qsl(body.decode()))
+                endpoint.requests.append(form)
+                scheme, _, encoded = self.headers.get("Authorization", "").partition(" ")
+                user, _, secret = base64.b64decode(encoded or "").decode().partition(":")
+                user, secret = urllib.parse.unquote(user), urllib.parse.unquote(secret)
+                if scheme != "Basic" or endpoint.clients.get(user) != secret:
+                    self.send_response(401, "Unauthorized")
+                    self.end_headers()
+                    return
+                answer = {"access_token": endpoint.keys.token(user), "token_type": "Bearer"}
+                data = json.dumps(answer).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/oauth2/token"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> TokenEndpoint:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()

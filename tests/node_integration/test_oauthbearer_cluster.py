@@ -3,10 +3,13 @@ OAUTHBEARER checks JWTs against a JWKS file (sasl.oauthbearer.jwks.endpoint.url)
 authorizer on and ACLs for the token's subject. A Producer given kafka-python's
 sasl_oauth_token_provider produces as User:<sub>; when its token expires, its session ends
 with it and the client asks the provider for a fresh one; a bad token is refused at once
-with its cause."""
+with its cause. The tools log in with Kafka's client-credentials properties against a
+token endpoint on loopback."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 
 import grpc
@@ -26,7 +29,7 @@ from strom.admin import (
 from strom.errors import AuthenticationError, TopicAuthorizationFailedError
 from strom.producer import Producer
 from strom_api.sasl_client import SaslLogin, sync_authenticate, sync_sasl_channel
-from tests.broker.oauth_tokens import AUDIENCE, ISSUER, Keys
+from tests.broker.oauth_tokens import AUDIENCE, ISSUER, Keys, TokenEndpoint
 
 TOPIC = "oauth-orders"
 TOKEN_LIFETIME_S = 4
@@ -162,3 +165,27 @@ def test_a_bad_token_is_refused_at_once_with_its_cause(cluster, provider, says):
     log = cluster.log_text(1)
     assert "Failed authentication with /127.0.0.1 (listener CLIENT, mechanism OAUTHBEARER)" in log
     assert all(token.split(".")[1] not in log for token in provider.tokens)
+
+
+def test_the_tools_log_in_with_a_token_from_the_token_endpoint(cluster, tmp_path):
+    """Kafka's client-credentials login in --command-config: the tool asks the identity
+    provider for a token (sub = its client id) and lists what User:alice may see."""
+    with TokenEndpoint(KEYS, {"alice": "alice-client-secret"}) as endpoint:
+        properties = tmp_path / "client.properties"
+        properties.write_text(
+            "security.protocol=SASL_PLAINTEXT\n"
+            "sasl.mechanism=OAUTHBEARER\n"
+            f"sasl.oauthbearer.token.endpoint.url={endpoint.url}\n"
+            "sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+            ' required clientId="alice" clientSecret="alice-client-secret";\n'
+        )
+        listed = subprocess.run(
+            [sys.executable, "-m", "strom.cli", "topics", "--bootstrap-server"]
+            + [bootstrap(cluster), "--list", "--command-config", str(properties)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.split() == [TOPIC]
+    assert endpoint.requests == [{"grant_type": "client_credentials"}]

@@ -1,18 +1,24 @@
 """The client side of OAUTHBEARER without a node: kafka-python's sasl_oauth_token_provider
 checked where the clients take it, the provider asked at each authentication, its failure
-a SASL_AUTHENTICATION_FAILED, and properties files (the tools' --command-config, Spark's
-kafka.*) told plainly that they cannot supply a token."""
+a SASL_AUTHENTICATION_FAILED; and the tokens of properties files (the tools'
+--command-config, Spark's kafka.*): a token file, or Kafka's client-credentials login
+against a real token endpoint on loopback."""
 
 from __future__ import annotations
 
+import pickle
+
 import grpc
+import jwt
 import pytest
 
-from strom.command_config import settings_from_properties
+from strom.command_config import LOGIN_HANDLERS, settings_from_properties
 from strom.errors import StromError
+from strom.oauth_login import TokenUnavailable
 from strom.security import client_security
 from strom_api.sasl_client import SaslLogin, _Exchange
 from strom_api.tls import SaslSecurity
+from tests.broker.oauth_tokens import Keys, TokenEndpoint
 
 
 class Provider:
@@ -85,11 +91,99 @@ def test_bad_oauthbearer_settings_are_invalid_config(settings, says):
     assert says in refused.value.message
 
 
-def test_properties_cannot_supply_a_token_and_say_what_can():
-    props = {"security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER"}
+# --- tokens for properties files (strom/oauth_login.py) --------------------------------------
+
+MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+
+
+def oauth_props(url: str, jaas: str | None = None, **more: str) -> dict[str, str]:
+    props = {
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "OAUTHBEARER",
+        "sasl.oauthbearer.token.endpoint.url": url,
+        **more,
+    }
+    if jaas is not None:
+        props["sasl.jaas.config"] = jaas
+    return props
+
+
+def provider_of(props: dict[str, str]) -> object:
+    settings = settings_from_properties(props, "client.properties")
+    assert settings["sasl_mechanism"] == "OAUTHBEARER"
+    assert client_security(**settings) is not None  # the clients take it
+    return settings["sasl_oauth_token_provider"]
+
+
+def test_a_token_file_is_read_at_every_authentication(tmp_path):
+    path = tmp_path / "token"
+    path.write_text("first.token.jwt\n")
+    provider = provider_of(oauth_props(f"file:{path}"))
+    assert provider.token() == "first.token.jwt"  # type: ignore[attr-defined]
+    path.write_text("second.token.jwt")  # rotated
+    assert provider.token() == "second.token.jwt"  # type: ignore[attr-defined]
+    path.unlink()
+    with pytest.raises(TokenUnavailable, match="cannot read the token file"):
+        provider.token()  # type: ignore[attr-defined]
+
+
+def test_client_credentials_from_the_token_endpoint():
+    keys = Keys()
+    with TokenEndpoint(keys, {"strom tools": "s3cret:!"}) as endpoint:
+        jaas = f'{MODULE} required clientId="strom tools" clientSecret="s3cret:!" scope="strom";'
+        provider = provider_of(
+            oauth_props(
+                endpoint.url,
+                jaas,
+                **{"sasl.login.callback.handler.class": LOGIN_HANDLERS[0]},
+            )
+        )
+        token = provider.token()  # type: ignore[attr-defined]
+        assert jwt.decode(token, options={"verify_signature": False})["sub"] == "strom tools"
+        assert endpoint.requests == [{"grant_type": "client_credentials", "scope": "strom"}]
+        assert "s3cret" not in repr(provider)
+        assert pickle.loads(pickle.dumps(provider)) == provider  # Spark ships it to executors
+        wrong = f'{MODULE} required clientId="strom tools" clientSecret="nope";'
+        with pytest.raises(TokenUnavailable, match="answered HTTP 401 Unauthorized"):
+            provider_of(oauth_props(endpoint.url, wrong)).token()  # type: ignore[attr-defined]
+    with pytest.raises(TokenUnavailable, match="cannot reach the token endpoint"):
+        provider.token()  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("props", "says"),
+    [
+        (oauth_props(""), "needs sasl.oauthbearer.token.endpoint.url"),
+        (oauth_props("ftp://x/token"), "needs sasl.oauthbearer.token.endpoint.url"),
+        (oauth_props("https://issuer.example/token"), "needs sasl.jaas.config="),
+        (
+            oauth_props("https://issuer.example/token", f'{MODULE} required clientId="a";'),
+            "needs sasl.jaas.config=",
+        ),
+        (
+            oauth_props("file:/t", **{"sasl.login.callback.handler.class": "x.Y"}),
+            "sasl.login.callback.handler.class is x.Y",
+        ),
+    ],
+)
+def test_bad_oauthbearer_properties_are_one_sentence(props, says):
     with pytest.raises(StromError) as refused:
-        settings_from_properties(props, "--command-config client.properties")
+        settings_from_properties(props, "client.properties")
     assert refused.value.name == "INVALID_CONFIG"
-    message = refused.value.message
-    assert message.startswith("sasl.mechanism=OAUTHBEARER in --command-config client.properties")
-    assert "sasl_oauth_token_provider" in message and "SCRAM-SHA-512" in message
+    assert says in refused.value.message and "(client.properties)" in refused.value.message
+
+
+def test_spark_options_take_the_same_token_settings(tmp_path):
+    from pyspark_strom.options import client_tls_of, security_settings
+
+    (tmp_path / "token").write_text("a.b.c")
+    security = security_settings(
+        {
+            "kafka.security.protocol": "SASL_PLAINTEXT",
+            "kafka.sasl.mechanism": "OAUTHBEARER",
+            "kafka.sasl.oauthbearer.token.endpoint.url": f"file:{tmp_path / 'token'}",
+        }
+    )
+    shipped = pickle.loads(pickle.dumps(security))  # as Spark sends it to an executor
+    login = client_tls_of(shipped).login  # type: ignore[union-attr]
+    assert login.mechanism == "OAUTHBEARER" and login.token_provider.token() == "a.b.c"
