@@ -42,7 +42,7 @@ log = logging.getLogger("strom.tools")
 HELP = (
     "a file of Kafka client properties (security.protocol, ssl.truststore.location, "
     "ssl.keystore.location, ssl.key.password, ssl.endpoint.identification.algorithm, "
-    "sasl.mechanism, sasl.jaas.config)"
+    "sasl.mechanism, sasl.jaas.config, sasl.oauthbearer.token.endpoint.url)"
 )
 KNOWN = (
     "security.protocol",
