@@ -5,9 +5,12 @@
 Every step is bounded before work is done: the mechanism must be one the listener enables
 (UNSUPPORTED_SASL_MECHANISM, listing them), each message at most
 sasl.server.max.receive.size bytes (Kafka's limit on a SASL frame), each step answered
-within AUTH_STEP_TIMEOUT_S, and the exchange is two messages at most. A failure is counted
-and logged at INFO, once per cause and interval, with the client's host and the mechanism
-(Kafka's "Failed authentication with /10.0.0.7 (...)"), never with a password.
+within AUTH_STEP_TIMEOUT_S, and the exchange is two messages at most (OAUTHBEARER: one,
+the client's RFC 7628 initial response; its session ends no later than the token's `exp`,
+so the client re-authenticates with a fresh token, as KIP-368 has Kafka's clients do).
+A failure is counted and logged at INFO, once per cause and interval, with the client's
+host and the mechanism (Kafka's "Failed authentication with /10.0.0.7 (...)"), never with
+a password or a token.
 """
 
 from __future__ import annotations
@@ -19,9 +22,11 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from broker.listener_sasl import ListenerSasl
+from broker.oauthbearer_validator import OAuthBearerRefused
 from broker.request_session import peer_host
 from broker.sasl_sessions import SessionSigner
 from raft.rate_limited_log import RateLimitedLog
+from strom_api.oauthbearer import OAuthBearerError, parse_initial_response
 from strom_api.sasl_plain import PlainError, PlainServer
 from strom_api.scram import ScramError, ScramServer
 from strom_api.scram_credential import ScramCredential
@@ -90,8 +95,12 @@ class SaslServicer(security_pb2_grpc.SecurityServiceServicer):
                     enabled_mechanisms=list(self.settings.mechanisms),
                 )
                 return
+            lifetime_ms = self.settings.reauth_ms
+            last = b""
             if mechanism == "PLAIN":
                 user = PlainServer(self._plain_check).authenticate(self._bytes(first))
+            elif mechanism == "OAUTHBEARER":
+                user, lifetime_ms = self._oauthbearer(self._bytes(first))
             else:
                 server = ScramServer(mechanism, lambda name: self.credentials(name, mechanism))
                 yield security_pb2.SaslAuthenticateResponse(
@@ -106,15 +115,32 @@ class SaslServicer(security_pb2_grpc.SecurityServiceServicer):
         except _Refused as exc:
             yield self._failed(context, mechanism, exc.code, exc.message)
             return
-        token, expiry = self.signer.mint(
-            f"User:{user}", str(context.peer()), self.settings.reauth_ms
-        )
+        token, expiry = self.signer.mint(f"User:{user}", str(context.peer()), lifetime_ms)
         self.counts.count(self.settings.name, True)
         yield security_pb2.SaslAuthenticateResponse(
-            auth_bytes=b"" if mechanism == "PLAIN" else last,
+            auth_bytes=last,
             session_token=token.encode(),
-            session_lifetime_ms=self.settings.reauth_ms if expiry else 0,
+            session_lifetime_ms=lifetime_ms if expiry else 0,
         )
+
+    def _oauthbearer(self, data: bytes) -> tuple[str, int]:
+        """(the token's principal name, the session's lifetime in ms): the token's
+        remaining life, or connections.max.reauth.ms if that is shorter."""
+        validator = self.settings.oauthbearer
+        assert validator is not None  # listener_sasl builds it when OAUTHBEARER is enabled
+        try:
+            response = parse_initial_response(data)
+            token = validator.validate(response.token)
+        except (OAuthBearerError, OAuthBearerRefused) as exc:
+            raise _Refused("SASL_AUTHENTICATION_FAILED", str(exc)) from None
+        if response.authorization_id and response.authorization_id != token.principal:
+            raise _Refused(
+                "SASL_AUTHENTICATION_FAILED",
+                "the client asked for an authorization id other than the token's principal",
+            )
+        remaining_ms = max(1, int((token.expires_at_s - validator.clock()) * 1000))
+        reauth_ms = self.settings.reauth_ms
+        return token.principal, min(reauth_ms, remaining_ms) if reauth_ms else remaining_ms
 
     def _plain_check(self, user: str, password: str) -> bool:
         expected = self.settings.plain_users.get(user)

@@ -149,6 +149,7 @@ class AdminClient:
         sasl_mechanism: str = "PLAIN",
         sasl_plain_username: str | None = None,
         sasl_plain_password: str | None = None,
+        sasl_oauth_token_provider: Any = None,
     ) -> None:
         """The ssl_* settings and security_protocol are kafka-python's (strom/security.py)."""
         tls = client_security(
@@ -161,6 +162,7 @@ class AdminClient:
             sasl_mechanism,
             sasl_plain_username,
             sasl_plain_password,
+            sasl_oauth_token_provider,
         )
         text = (
             bootstrap_servers if isinstance(bootstrap_servers, str) else ",".join(bootstrap_servers)

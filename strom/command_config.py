@@ -13,6 +13,10 @@ kafka-topics.sh and the others take them, read into the clients' kafka-python se
         username="alice" password="alice-secret";
     sasl.username=alice                                # instead of sasl.jaas.config
     sasl.password=alice-secret
+    sasl.mechanism=OAUTHBEARER                         # a token from a file or an issuer:
+    sasl.oauthbearer.token.endpoint.url=file:/var/run/secrets/tokens/strom
+    sasl.login.callback.handler.class=...OAuthBearerLoginCallbackHandler   # optional
+    (strom/oauth_login.py: the https: client-credentials form and its sasl.jaas.config)
 
 Stores are PEM (ssl.keystore.type / ssl.truststore.type PEM, the default here); a key this
 reader does not know is warned about, as Kafka's tools warn "supplied but isn't a known
@@ -24,9 +28,11 @@ from __future__ import annotations
 import argparse
 import logging
 import re
+import urllib.parse
 from typing import Any
 
 from strom.errors import StromError
+from strom.oauth_login import ClientCredentialsTokenProvider, FileTokenProvider
 from strom.security import client_security
 from strom_api.jaas import login_credentials, parse_jaas_config
 from strom_api.tls import ChannelSecurity, TlsConfigError, client_tls
@@ -36,7 +42,7 @@ log = logging.getLogger("strom.tools")
 HELP = (
     "a file of Kafka client properties (security.protocol, ssl.truststore.location, "
     "ssl.keystore.location, ssl.key.password, ssl.endpoint.identification.algorithm, "
-    "sasl.mechanism, sasl.jaas.config)"
+    "sasl.mechanism, sasl.jaas.config, sasl.oauthbearer.token.endpoint.url)"
 )
 KNOWN = (
     "security.protocol",
@@ -50,7 +56,14 @@ KNOWN = (
     "sasl.jaas.config",
     "sasl.username",
     "sasl.password",
+    "sasl.oauthbearer.token.endpoint.url",
+    "sasl.login.callback.handler.class",
 )
+LOGIN_HANDLERS = (
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
+    "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerLoginCallbackHandler",
+)
+OAUTHBEARER_LOGIN_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 
 
 def add_option(parser: argparse.ArgumentParser) -> None:
@@ -136,6 +149,9 @@ def _sasl_settings(props: dict[str, str], where: str) -> dict[str, Any]:
     """sasl.mechanism and the login (sasl.jaas.config's ScramLoginModule / PlainLoginModule
     username and password, or sasl.username / sasl.password) as kafka-python's names."""
     settings: dict[str, Any] = {}
+    if props.get("sasl.mechanism", "").strip().upper() == "OAUTHBEARER":
+        provider = _token_provider(props, where)
+        return {"sasl_mechanism": "OAUTHBEARER", "sasl_oauth_token_provider": provider}
     if props.get("sasl.mechanism"):
         settings["sasl_mechanism"] = props["sasl.mechanism"]
     if props.get("sasl.jaas.config"):
@@ -149,6 +165,44 @@ def _sasl_settings(props: dict[str, str], where: str) -> dict[str, Any]:
     if "sasl.password" in props:
         settings["sasl_plain_password"] = props["sasl.password"]
     return settings
+
+
+def _token_provider(props: dict[str, str], where: str) -> Any:
+    """Kafka's OAuthBearerLoginCallbackHandler settings as a token provider
+    (strom/oauth_login.py)."""
+
+    def invalid(message: str) -> StromError:
+        return StromError("INVALID_CONFIG", f"{message} ({where})")
+
+    handler = props.get("sasl.login.callback.handler.class", "").strip()
+    if handler and handler not in LOGIN_HANDLERS:
+        raise invalid(
+            f"sasl.login.callback.handler.class is {handler}: OAUTHBEARER logs in with "
+            f"{LOGIN_HANDLERS[0]} only"
+        )
+    url = props.get("sasl.oauthbearer.token.endpoint.url", "").strip()
+    scheme = urllib.parse.urlparse(url).scheme
+    if scheme == "file":
+        return FileTokenProvider(urllib.parse.unquote(urllib.parse.urlparse(url).path))
+    if scheme not in ("http", "https"):
+        raise invalid(
+            "sasl.mechanism=OAUTHBEARER needs sasl.oauthbearer.token.endpoint.url: "
+            "file:/path/to/token, or the identity provider's https: token endpoint"
+        )
+    needs = invalid(
+        f"a token endpoint needs sasl.jaas.config={OAUTHBEARER_LOGIN_MODULE} required "
+        'clientId="..." clientSecret="...";'
+    )
+    if not props.get("sasl.jaas.config", "").strip():
+        raise needs
+    try:
+        entry = parse_jaas_config(props["sasl.jaas.config"])
+    except ValueError as exc:
+        raise invalid(f"sasl.jaas.config: {exc}") from None
+    client_id, secret = entry.options.get("clientId"), entry.options.get("clientSecret")
+    if entry.module != OAUTHBEARER_LOGIN_MODULE or not client_id or secret is None:
+        raise needs
+    return ClientCredentialsTokenProvider(url, client_id, secret, entry.options.get("scope", ""))
 
 
 def _check_pem(settings: dict[str, Any], where: str) -> None:

@@ -89,6 +89,7 @@ class Consumer:
         sasl_mechanism: str = "PLAIN",
         sasl_plain_username: str | None = None,
         sasl_plain_password: str | None = None,
+        sasl_oauth_token_provider: Any = None,
         isolation_level: str = "read_uncommitted",
         exclude_internal_topics: bool = True,
         consumer_timeout_ms: float = float("inf"),
@@ -178,6 +179,7 @@ class Consumer:
             sasl_mechanism,
             sasl_plain_username,
             sasl_plain_password,
+            sasl_oauth_token_provider,
         )
 
         async def build() -> tuple[Cluster, Fetcher]:

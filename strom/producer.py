@@ -93,6 +93,7 @@ class Producer:
         sasl_mechanism: str = "PLAIN",
         sasl_plain_username: str | None = None,
         sasl_plain_password: str | None = None,
+        sasl_oauth_token_provider: Any = None,
         partitioner: Partitioner | None = None,
         key_serializer: Callable[[Any], bytes | None] | None = None,
         value_serializer: Callable[[Any], bytes | None] | None = None,
@@ -161,6 +162,7 @@ class Producer:
             sasl_mechanism,
             sasl_plain_username,
             sasl_plain_password,
+            sasl_oauth_token_provider,
         )
 
         async def build() -> tuple[Cluster, Sender]:

@@ -34,7 +34,8 @@ _ESCAPES = {"a": "\x07", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", 
 class JaasEntry:
     module: str
     flag: str  # lower case: required | requisite | sufficient | optional
-    options: dict[str, str] = field(default_factory=dict)
+    # Not in the repr: options hold passwords and client secrets.
+    options: dict[str, str] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from typing import Any
 import grpc
 import grpc.aio
 
+from strom_api.oauthbearer import OAuthBearerError, client_initial_response
 from strom_api.sasl_plain import plain_message
 from strom_api.scram import ScramClient, ScramError
 from strom_api.scram_credential import MECHANISMS
@@ -34,15 +35,19 @@ from strom_api.scram_credential import MECHANISMS
 METADATA_KEY = "strom-sasl-session"
 REAUTHENTICATE_TRAILER = "strom-sasl-reauthenticate"
 _AUTH_METHOD = "/strom_api.v1.SecurityService/SaslAuthenticate"
-MECHANISM_NAMES = (*MECHANISMS, "PLAIN")
+OAUTHBEARER = "OAUTHBEARER"
+MECHANISM_NAMES = (*MECHANISMS, "PLAIN", OAUTHBEARER)
 AUTH_TIMEOUT_S = 10.0
 
 
 @dataclass(frozen=True)
 class SaslLogin:
-    mechanism: str  # SCRAM-SHA-256, SCRAM-SHA-512 or PLAIN
-    username: str
-    password: str
+    mechanism: str  # SCRAM-SHA-256, SCRAM-SHA-512, PLAIN or OAUTHBEARER
+    username: str = ""
+    password: str = ""
+    # OAUTHBEARER: kafka-python's token provider, whose token() returns the JWT; asked at
+    # every (re-)authentication, so that it can hand out a fresh one.
+    token_provider: Any = None
 
     def __repr__(self) -> str:  # never the password in a log or a traceback
         return f"SaslLogin({self.mechanism}, {self.username!r})"
@@ -54,12 +59,16 @@ class _Exchange:
     def __init__(self, login: SaslLogin) -> None:
         self.login = login
         self.scram = (
-            None
-            if login.mechanism == "PLAIN"
-            else ScramClient(login.mechanism, login.username, login.password)
+            ScramClient(login.mechanism, login.username, login.password)
+            if login.mechanism in MECHANISMS
+            else None
         )
 
     def first(self) -> bytes:
+        """The first message. OAUTHBEARER asks the token provider, which may block (an
+        HTTP call to the identity provider): the asyncio channel calls this in a thread."""
+        if self.login.mechanism == OAUTHBEARER:
+            return _initial_response(self.login.token_provider)
         if self.scram is None:
             return plain_message(self.login.username, self.login.password)
         return self.scram.first_message()
@@ -72,6 +81,24 @@ class _Exchange:
             return self.scram.final_message(server)
         self.scram.verify_server_final(server)
         return None
+
+
+def _initial_response(provider: Any) -> bytes:
+    try:
+        token = provider.token()
+    except Exception as exc:  # the provider's own failure, whatever it is, ends the login
+        raise _failure(
+            f"SASL_AUTHENTICATION_FAILED: the OAUTHBEARER token provider failed: {exc}"
+        ) from None
+    if not isinstance(token, str):
+        raise _failure(
+            "SASL_AUTHENTICATION_FAILED: the OAUTHBEARER token provider's token() returned "
+            f"{type(token).__name__}, not the JWT as a str"
+        )
+    try:
+        return client_initial_response(token)
+    except OAuthBearerError as exc:
+        raise _failure(f"SASL_AUTHENTICATION_FAILED: {exc}") from None
 
 
 def _failure(details: str) -> grpc.aio.AioRpcError:
@@ -188,7 +215,8 @@ class AioSasl:
             call.cancel()
 
     async def _exchange(self, call: Any, exchange: _Exchange) -> None:
-        await call.write(_request(self.session.login.mechanism, exchange.first()))
+        first = await _first_message(exchange)
+        await call.write(_request(self.session.login.mechanism, first))
         step = 0
         while True:
             response = await call.read()
@@ -209,6 +237,18 @@ class AioSasl:
                 raise _failure("ILLEGAL_SASL_STATE: the node sent no session")
             await call.write(_request("", reply))
             step += 1
+
+
+async def _first_message(exchange: _Exchange) -> bytes:
+    if exchange.login.mechanism != OAUTHBEARER:
+        return exchange.first()
+    try:  # the provider may block: in a thread, and bounded
+        return await asyncio.wait_for(asyncio.to_thread(exchange.first), AUTH_TIMEOUT_S)
+    except TimeoutError:
+        raise _failure(
+            "SASL_AUTHENTICATION_FAILED: the OAUTHBEARER token provider gave no token within "
+            f"{AUTH_TIMEOUT_S:.0f} s"
+        ) from None
 
 
 def _parse_response(data: bytes) -> Any:
