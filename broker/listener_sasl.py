@@ -29,9 +29,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from strom_api.jaas import login_credentials, parse_jaas_config, plain_users
-
 from storage.errors import InvalidConfigError
+from strom_api.jaas import login_credentials, parse_jaas_config, plain_users
 from strom_api.sasl_client import SaslLogin
 
 LISTENER_PREFIX = "listener.name."
