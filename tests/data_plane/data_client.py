@@ -5,7 +5,7 @@ exercise the broker through its wire contract alone.)"""
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import grpc
@@ -21,13 +21,20 @@ def error_name(error: Any) -> str:
 
 
 class DataClient:
-    def __init__(self, addresses: dict[int, str]) -> None:
+    def __init__(
+        self,
+        addresses: dict[int, str],
+        channel: Callable[[str, Sequence[tuple[str, Any]]], grpc.Channel] | None = None,
+    ) -> None:
+        """`channel(target, options)` dials a broker (default: plaintext); a secured
+        cluster's tests pass one that logs in (tests/chaos/secured.py)."""
         self.addresses = addresses  # broker id -> host:port
+        self._channel = channel or grpc.insecure_channel
         self._stubs: dict[int, Any] = {}
 
     def stub(self, broker: int) -> Any:
         if broker not in self._stubs:
-            channel = grpc.insecure_channel(self.addresses[broker], options=OPTIONS)
+            channel = self._channel(self.addresses[broker], OPTIONS)
             self._stubs[broker] = client_pb2_grpc.ClientServiceStub(channel)  # type: ignore[no-untyped-call]
         return self._stubs[broker]
 
