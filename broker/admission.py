@@ -12,17 +12,27 @@ call is established on it, by the listener's security protocol.
 - SSL: the client certificate the TLS handshake verified names the principal
   (broker/listener_security.ssl_principal: `User:<subject DN>` or what
   ssl.principal.mapping.rules make of it); without one (ssl.client.auth=none) ANONYMOUS.
+
+A broker listener admits no call at all before the broker has caught up with the metadata
+log (CaughtUpAdmission): Kafka's broker enables request processing only once its initial
+catch-up is acknowledged and its first metadata image published. Until then a restarted
+broker's image lacks what the cluster did while it was down (topics, ACLs, SCRAM users), and
+its answers would say so: a topic "unknown" (with the authorizer on, a producer allowed to
+write it was refused TOPIC_AUTHORIZATION_FAILED for not being allowed to CREATE it), a new
+user's login refused. The call is refused UNAVAILABLE, which clients treat as a broker they
+cannot reach yet (they ask another and retry); the health service is not gated.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import grpc
 
 from broker.listener_security import ListenerTls
 from broker.principal_mapping import NoMatchingRule
-from broker.request_session import Session, peer_host
+from broker.request_session import Admission, Session, peer_host
 from broker.sasl_sessions import METADATA_KEY, InvalidSession, SessionSigner
 from strom_api.acls import ANONYMOUS
 
@@ -89,3 +99,20 @@ class SaslAdmission:
             )
             raise  # abort raises; this keeps the type checker informed
         return Session(session.principal, host, self.listener)
+
+
+class CaughtUpAdmission:
+    """`inner`'s admission, once `caught_up()`; before, every call refused UNAVAILABLE."""
+
+    def __init__(self, inner: Admission, caught_up: Callable[[], bool]) -> None:
+        self.inner = inner
+        self.caught_up = caught_up
+
+    async def admit(self, method: str, context: Any) -> Session:
+        if not self.caught_up():
+            await context.abort(
+                grpc.StatusCode.UNAVAILABLE,
+                "the broker is starting: it serves requests once it has caught up with the "
+                "metadata log",
+            )
+        return await self.inner.admit(method, context)

@@ -5,9 +5,13 @@ The active controller is found through the voters' CONTROLLER listeners: a stand
 NOT_CONTROLLER with the active one's id, and any failure moves on to the next voter. A
 heartbeat carries the offset the broker's metadata image stands at, so the controller
 unfences it once it has caught up (heartbeats come every FENCED_HEARTBEAT_S while it is
-fenced); STALE_BROKER_EPOCH (its registration was replaced) registers again. Each process
-registers under a new incarnation id (KIP-631), so a restarted broker replaces its old
-registration at once (metadata/broker_lifecycle.register_broker). Controlled shutdown
+fenced) and the broker says it is ready: until the node sets `ready_to_unfence` (its first
+image after the catch-up applied, its listeners serving) the heartbeats ask to stay fenced
+(want_fence), as Kafka's BrokerLifecycleManager does until setReadyToUnfence, so clients
+are never sent to a broker that does not serve yet. STALE_BROKER_EPOCH (its registration
+was replaced) registers again. Each process registers under a new incarnation id
+(KIP-631), so a restarted broker replaces its old registration at once
+(metadata/broker_lifecycle.register_broker). Controlled shutdown
 heartbeats with want_shut_down until the controller says every leadership has moved (or
 the time runs out). Every heartbeat names the replicas of the broker's failed log
 directories, for the controller to move away (KIP-858).
@@ -64,6 +68,7 @@ class LifecycleClient:
         self.broker_epoch = -1
         self.fenced = True
         self.caught_up = False
+        self.ready_to_unfence = False  # set by the node once it serves (above)
         self.last_error = ""
         self._logged_error = ""
         self._channels: dict[int, grpc.aio.Channel] = {}
@@ -168,6 +173,7 @@ class LifecycleClient:
             broker_id=self.broker_id,
             broker_epoch=self.broker_epoch,
             current_metadata_offset=self.metadata_offset(),
+            want_fence=not self.ready_to_unfence,
             want_shut_down=want_shut_down,
             offline_replicas=[
                 controller_pb2.BrokerHeartbeatRequest.OfflineReplicas(

@@ -21,6 +21,10 @@
 - PEM only (`ssl.keystore.type` / `ssl.truststore.type` PEM, the default here; JKS and
   PKCS12 are refused with one line: convert them with openssl). With PEM, Kafka takes no
   store passwords (`ssl.keystore.password`, `ssl.truststore.password`): refused as Kafka does.
+- On a SASL_SSL listener only the listener's own `listener.name.<name>.ssl.client.auth`
+  asks for client certificates, never the broker-wide `ssl.client.auth` (Kafka's KIP-684):
+  an operator sets `ssl.client.auth=required` for mTLS between the nodes while clients log
+  in to a SASL_SSL listener with a password and no certificate.
 - `ssl.client.auth=requested`: gRPC's Python server can only require a client certificate
   or not ask for one; "requested" therefore asks for none (clients with or without a
   certificate connect, as Kafka's "requested" lets them; no certificate principal is
@@ -176,7 +180,7 @@ def _no_store_password(given: str, value: str | None) -> None:
         )
 
 
-def listener_tls(props: Mapping[str, str], name: str) -> ListenerTls:
+def listener_tls(props: Mapping[str, str], name: str, protocol: str) -> ListenerTls:
     def get(key: str) -> tuple[str, str | None]:
         return _setting(props, name, key)
 
@@ -221,6 +225,8 @@ def listener_tls(props: Mapping[str, str], name: str) -> ListenerTls:
         else TruststoreSource(inline=inline_trust.encode() if inline_trust else None)
     )
     auth_key, auth = get("ssl.client.auth")
+    if protocol == "SASL_SSL" and auth_key == "ssl.client.auth":
+        auth = None  # KIP-684: the broker-wide setting is not this listener's (above)
     client_auth = (auth or "none").lower()
     if client_auth not in CLIENT_AUTH:
         raise InvalidConfigError(

@@ -37,7 +37,12 @@ import grpc
 import grpc.aio
 
 from broker import bootstrap_checkpoint
-from broker.admission import AnonymousAdmission, CertificateAdmission, SaslAdmission
+from broker.admission import (
+    AnonymousAdmission,
+    CaughtUpAdmission,
+    CertificateAdmission,
+    SaslAdmission,
+)
 from broker.client_service import ClientServicer, auto_create
 from broker.controller_authorization import authorizing
 from broker.controller_forwarder import forwarding_servicer
@@ -130,6 +135,9 @@ class Node:
         self._local_changes_task: asyncio.Task[None] | None = None
         self._disk_lock = asyncio.Lock()  # one thread at a time touches the LogManager
         self._applying = False  # caught up with the metadata log: deltas are being applied
+        # The first image after the catch-up applied: the broker listeners admit calls
+        # (broker/admission.CaughtUpAdmission).
+        self._serving = False
         self._background: list[asyncio.Task[None]] = []
         self.metrics: NodeMetrics | None = None
         self.metrics_listener: MetricsListener | None = None
@@ -313,7 +321,8 @@ class Node:
         for listener in config.broker_listeners:
             server = self._broker_server()
             # every caller admitted, every request checked, before a servicer sees it
-            guarded_server = guarded(server, self._admission(listener.name))
+            admission = CaughtUpAdmission(self._admission(listener.name), self._is_serving)
+            guarded_server = guarded(server, admission)
             client_pb2_grpc.add_ClientServiceServicer_to_server(  # type: ignore[no-untyped-call]
                 client_servicer.for_listener(listener.name), guarded_server
             )
@@ -323,7 +332,7 @@ class Node:
             controller_pb2_grpc.add_ControllerServiceServicer_to_server(  # type: ignore[no-untyped-call]
                 forwarder, guarded_server
             )
-            self._add_sasl(listener.name, server)
+            self._add_sasl(listener.name, server, admission)
             self.health.add_to(server)
             self.broker_servers.append(server)
             self.broker_ports[listener.name] = bind(
@@ -357,14 +366,25 @@ class Node:
             return CertificateAdmission(listener, self.config.tls[listener])
         return AnonymousAdmission(listener)
 
-    def _add_sasl(self, listener: str, server: Any) -> None:
-        """SecurityService on a SASL listener: the handshake its clients start with."""
+    def _is_serving(self) -> bool:
+        return self._serving
+
+    def _start_serving(self) -> None:
+        """The broker listeners admit calls; then the broker asks to be unfenced (Kafka's
+        BrokerServer enables request processing, then setReadyToUnfence)."""
+        self._serving = True
+        if self.lifecycle is not None:
+            self.lifecycle.ready_to_unfence = True
+
+    def _add_sasl(self, listener: str, server: Any, admission: Admission | None = None) -> None:
+        """SecurityService on a SASL listener: the handshake its clients start with
+        (admitted by `admission`, default the listener's own)."""
         settings = self.config.sasl.get(listener)
         if settings is None:
             return
         security_pb2_grpc.add_SecurityServiceServicer_to_server(  # type: ignore[no-untyped-call]
             SaslServicer(settings, self.sessions, self._scram_credential, self.authentications),
-            guarded(server, self._admission(listener)),
+            guarded(server, admission or self._admission(listener)),
         )
 
     def _scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
@@ -573,6 +593,8 @@ class Node:
         until the broker has caught up with the metadata log (the controller says so in
         its heartbeat answers, as Kafka's broker waits for its initial catch-up): a
         restarted broker replaying old records must not lead on an ISR that has moved on.
+        The broker listeners admit calls once the first image after the catch-up is applied
+        (broker/admission.CaughtUpAdmission), as Kafka's broker enables request processing.
         Deltas that queued up meanwhile are applied together: every deletion they carry,
         then the roles of the newest image."""
         replicas = self.replicas
@@ -581,6 +603,8 @@ class Node:
         while not lifecycle.caught_up:
             await asyncio.sleep(0.05)
         self._applying = True
+        if self._local_changes.empty():  # else once the queued image is applied
+            self._start_serving()
         while True:
             items = [await self._local_changes.get()]
             while not self._local_changes.empty():
@@ -595,6 +619,7 @@ class Node:
             except Exception:
                 log.exception("could not apply a metadata change to the local replicas")
             finally:
+                self._start_serving()
                 for _ in items:
                     self._local_changes.task_done()
 

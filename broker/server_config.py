@@ -394,7 +394,7 @@ def from_properties(props: Mapping[str, str]) -> ServerConfig:
         advertised, inter_broker = (), ""
     used = dict.fromkeys([*listeners, *([controller_listener] if controller_listener else [])])
     protocols = listener_protocols(props, used, controller_names)
-    tls = {n: listener_tls(props, n) for n, p in protocols.items() if p in TLS_PROTOCOLS}
+    tls = {n: listener_tls(props, n, p) for n, p in protocols.items() if p in TLS_PROTOCOLS}
     dialled = {inter_broker: "inter.broker", controller_listener: "controller"}
     sasl = {
         n: listener_sasl(props, n, dialled.get(n))

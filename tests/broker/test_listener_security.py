@@ -131,6 +131,27 @@ def test_ssl_listener_settings_with_per_listener_overrides(certs):
     assert parsed.tls["CONTROLLER"].load().require_client_auth
 
 
+def test_a_sasl_ssl_listener_asks_for_certificates_only_by_its_own_client_auth(certs):
+    """Kafka's KIP-684: the broker-wide ssl.client.auth=required (mTLS between the nodes)
+    does not make SASL_SSL clients show a certificate; only the listener's own key does."""
+    secured = {
+        "listeners": "CLIENT://127.0.0.1:9092,REPLICATION://127.0.0.1:9094,"
+        "CONTROLLER://127.0.0.1:9093",
+        "listener.security.protocol.map": "CLIENT:SASL_SSL,REPLICATION:SSL,CONTROLLER:SSL",
+        "inter.broker.listener.name": "REPLICATION",
+        "ssl.keystore.location": certs.node_keystore,
+        "ssl.truststore.location": certs.ca,
+        "ssl.client.auth": "required",
+    }
+    parsed = config(**secured)
+    assert parsed.tls["CLIENT"].client_auth == "none"
+    assert not parsed.tls["CLIENT"].load().require_client_auth
+    assert parsed.tls["REPLICATION"].client_auth == "required"
+    assert parsed.tls["CONTROLLER"].client_auth == "required"
+    own = config(**secured, **{"listener.name.client.ssl.client.auth": "required"})
+    assert own.tls["CLIENT"].load().require_client_auth
+
+
 def ssl(**props: str) -> dict[str, str]:
     return {"listener.security.protocol.map": "PLAINTEXT:SSL,CONTROLLER:SSL", **props}
 

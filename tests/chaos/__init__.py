@@ -9,6 +9,7 @@ netns.py      each node in its own network namespace; partitions drop packets (i
 node_faults.py  an LD_PRELOAD shim for slow fsyncs and wall-clock jumps; unflushed data cut
 checker.py    lost / duplicated / inconsistent / reordered / vanished / commits backwards /
               two active controllers, and unavailability per fault
+secured.py    a secured cluster (SASL_SSL clients, mTLS between nodes, the authorizer on)
 run.py        one run: cluster, workload, faults, healing, liveness, final read, report
 test_chaos.py the short runs in `make test`
 """

@@ -1,5 +1,6 @@
 """Long chaos runs: python -m tests.chaos [--seeds N] [--start S] [--duration SECONDS]
-[--nemesis KIND,...] [--each] [--topology combined|split|both] [--seed N (one run)].
+[--nemesis KIND,...] [--each] [--topology combined|split|both] [--seed N (one run)]
+[--secured (SASL_SSL clients, mTLS between nodes, the authorizer on: tests/chaos/secured.py)].
 Prints each run's seed, schedule and report, then a table per nemesis set; exit status 1
 when any run found a violation."""
 
@@ -26,6 +27,9 @@ def main() -> int:
     parser.add_argument(
         "--each", action="store_true", help="run every nemesis on its own (a row each)"
     )
+    parser.add_argument(
+        "--secured", action="store_true", help="a secured cluster (tests/chaos/secured.py)"
+    )
     args = parser.parse_args()
     kinds = tuple(k.strip() for k in args.nemesis.split(",") if k.strip())
     unknown = set(kinds) - set(KINDS)
@@ -39,7 +43,9 @@ def main() -> int:
         for topology in topologies:
             for nemeses in sets:
                 with tempfile.TemporaryDirectory(prefix="strom-chaos-") as base:
-                    results.append(run_once(base, seed, nemeses, args.duration, topology))
+                    results.append(
+                        run_once(base, seed, nemeses, args.duration, topology, secured=args.secured)
+                    )
                 print(flush=True)
     print(table(results))
     return 1 if any(r.report.violations for r in results) else 0
@@ -56,10 +62,11 @@ def table(results: list[RunResult]) -> str:
         "commits_backwards",
         "two_controllers",
         "replicas_behind",
+        "refused",
     )
     rows = [
         "nemesis                runs   min  acked     lost dup reord incons vanish backw 2ctl "
-        "behind  unavailable s (median/max)"
+        "behind refused  unavailable s (median/max)"
     ]
     groups: dict[str, list[RunResult]] = defaultdict(list)
     for r in results:
@@ -77,7 +84,7 @@ def table(results: list[RunResult]) -> str:
             f"{label[:22]:<22} {len(runs):>4} {sum(r.seconds for r in runs) / 60:>5.1f} "
             f"{sum(r.report.acknowledged for r in runs):>6} {counts[0]:>8} {counts[1]:>3} "
             f"{counts[2]:>5} {counts[3]:>6} {counts[4]:>6} {counts[5]:>5} {counts[6]:>4} "
-            f"{counts[7]:>6}  {unavailable}"
+            f"{counts[7]:>6} {counts[8]:>7}  {unavailable}"
         )
     return "\n".join(rows)
 

@@ -25,6 +25,8 @@ class Report:
     commits_backwards: list[str] = field(default_factory=list)
     two_controllers: list[str] = field(default_factory=list)  # two active in one epoch
     replicas_behind: list[str] = field(default_factory=list)  # not caught up after healing
+    # A login or a granted request refused (secured runs: the users hold what they need).
+    refused: list[str] = field(default_factory=list)
     unavailable: dict[str, list[float]] = field(default_factory=dict)  # per fault kind, s
     failed_sends: int = 0
     topics_created: int = 0
@@ -43,6 +45,7 @@ class Report:
                 self.commits_backwards,
                 self.two_controllers,
                 self.replicas_behind,
+                self.refused,
             )
         )
 
@@ -56,7 +59,8 @@ class Report:
             f"{len(self.inconsistent)}, reordered {len(self.reordered)}, vanished reads "
             f"{len(self.vanished)}, committed offsets backwards {len(self.commits_backwards)}, "
             f"two active controllers {len(self.two_controllers)}, replicas behind after "
-            f"healing {len(self.replicas_behind)}",
+            f"healing {len(self.replicas_behind)}, refused logins or requests "
+            f"{len(self.refused)}",
         ]
         for kind, gaps in sorted(self.unavailable.items()):
             lines.append(
@@ -72,6 +76,7 @@ class Report:
             "commits_backwards",
             "two_controllers",
             "replicas_behind",
+            "refused",
         ):
             items = getattr(self, name)
             if items:
@@ -92,6 +97,7 @@ def check(
         failed_sends=rec.failed_sends,
         topics_created=rec.topics_created,
         reassignments=rec.reassignments,
+        refused=list(rec.refused),
     )
     _check_churn(report, rec, churn or {})
     at_offset: dict[tuple[int, int], bytes] = {}

@@ -1,5 +1,7 @@
 """One chaos run: a cluster, the workload, a seeded fault schedule, healing, a liveness check,
-the final read, and the checker's report. Every run prints its seed and fault schedule."""
+the final read, and the checker's report. Every run prints its seed and fault schedule.
+`secured=True` runs it all against a secured cluster (secured.py): SASL_SSL clients, mTLS
+between nodes, the authorizer on."""
 
 from __future__ import annotations
 
@@ -7,13 +9,16 @@ import random
 import threading
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from strom.producer import Producer
 from tests.chaos import netns
 from tests.chaos.checker import Report, check
 from tests.chaos.nemesis import NETWORK_KINDS, Nemesis, schedule
 from tests.chaos.node_faults import NodeFaults, missing_tools
+from tests.chaos.secured import ADMIN, SecuredCluster
 from tests.chaos.workload import (
+    GROUP_PREFIX,
     AdminChurn,
     ControllerWatch,
     GroupReaders,
@@ -37,6 +42,7 @@ class RunResult:
     seed: int
     topology: str
     kinds: tuple[str, ...]
+    secured: bool
     report: Report
     schedule: list[str]
     recovered_s: float  # from healing until a produce to every partition was acknowledged
@@ -50,11 +56,14 @@ def run_once(
     duration_s: float = 30.0,
     topology: str = "combined",
     echo: bool = True,
+    secured: bool = False,
 ) -> RunResult:
     started = time.monotonic()
     brokers = 3 if topology == "split" else 0
     network = None
     if any(kind in NETWORK_KINDS for kind in kinds):
+        if secured:  # the certificates name 127.0.0.1, not the namespaces' addresses
+            raise RuntimeError("network partitions are not run against a secured cluster")
         why = netns.available()
         if why is not None:
             raise RuntimeError(f"network partitions need a private network: {why}")
@@ -68,7 +77,7 @@ def run_once(
             shimmed = ("slow-disk", "disk-error", "clock-jump")
             raise RuntimeError(f"{'/'.join(k for k in kinds if k in shimmed)} needs {missing}")
         node_faults = NodeFaults(base, ids, slow_disk, clock, disk_errors)
-        cluster = NodeCluster(
+        cluster = (SecuredCluster if secured else NodeCluster)(
             base,
             3,
             extra=GROUP_SETTINGS,
@@ -92,13 +101,22 @@ def run_once(
         ]
         addresses = {b: f"{cluster.host[b]}:{cluster.broker_port[b]}" for b in brokers_ids}
         bootstrap = ",".join(addresses.values())
-        client = DataClient(addresses)
+        # The workload's users: none on a plaintext cluster; on a secured one the producers
+        # and readers log in as a user holding only its ACLs, the admin churn as the admin.
+        security: dict[str, Any] = {}
+        admin: dict[str, Any] = {}
+        if isinstance(cluster, SecuredCluster):
+            cluster.grant_workload(addresses, TOPIC, GROUP_PREFIX)
+            security, admin = cluster.client_settings(), cluster.client_settings(ADMIN)
+            client = DataClient(addresses, cluster.broker_security())
+        else:
+            client = DataClient(addresses)
         rec = Recorder()
-        producers = Producers(bootstrap, TOPIC, count=2, rate=150, rec=rec)
-        readers = GroupReaders(bootstrap, TOPIC, count=2, rec=rec)
+        producers = Producers(bootstrap, TOPIC, count=2, rate=150, rec=rec, security=security)
+        readers = GroupReaders(bootstrap, TOPIC, count=2, rec=rec, security=security)
         metrics = {n: f"{cluster.host[n]}:{cluster.metrics_port[n]}" for n in cluster.ids}
         watch = ControllerWatch(metrics, lambda: list(cluster.procs), rec)
-        churn = AdminChurn(bootstrap, TOPIC, PARTITIONS, rec)
+        churn = AdminChurn(bootstrap, TOPIC, PARTITIONS, rec, security=admin)
         session_s = int(FAST["broker.session.timeout.ms"]) / 1000
         steps = schedule(seed, kinds, duration_s, session_s)
         nemesis = Nemesis(
@@ -123,20 +141,22 @@ def run_once(
         nemesis.heal()
         healed = time.monotonic()
         cluster.wait_for_brokers(timeout_s=60)
-        recovered = _produce_everywhere(bootstrap) - healed
+        recovered = _produce_everywhere(bootstrap, security) - healed
         producers.close()
         churn.close()
         time.sleep(1.0)  # the readers catch up on the last records
         readers.close()
         watch.close()
-        final = read_everything(bootstrap, TOPIC, PARTITIONS)
+        final = read_everything(bootstrap, TOPIC, PARTITIONS, security)
         replicas = read_replicas(client, TOPIC, PARTITIONS)
-        report = check(rec, final, nemesis.faults, replicas, read_topics(bootstrap, churn.created))
+        churned = read_topics(bootstrap, churn.created, admin)
+        report = check(rec, final, nemesis.faults, replicas, churned)
         described = [f.describe(t0) for f in nemesis.faults]
         result = RunResult(
             seed,
             topology,
             kinds,
+            secured,
             report,
             described,
             recovered,
@@ -176,7 +196,7 @@ def _fully_replicated_check(client: DataClient):  # type: ignore[no-untyped-def]
     return fully_replicated
 
 
-def _produce_everywhere(bootstrap: str) -> float:
+def _produce_everywhere(bootstrap: str, security: dict[str, Any]) -> float:
     """Liveness: an acks=all record acknowledged on every partition; when that happened."""
     deadline = time.monotonic() + LIVENESS_BOUND_S
     with Producer(
@@ -184,6 +204,7 @@ def _produce_everywhere(bootstrap: str) -> float:
         acks="all",
         request_timeout_ms=5000,
         delivery_timeout_ms=int(LIVENESS_BOUND_S * 1000),
+        **security,
     ) as p:
         futures = [p.send(TOPIC, b"liveness:%d" % i, partition=i) for i in range(PARTITIONS)]
         for future in futures:
@@ -192,11 +213,12 @@ def _produce_everywhere(bootstrap: str) -> float:
 
 
 def format_result(result: RunResult) -> str:
+    secured, flag = (" secured", " --secured") if result.secured else ("", "")
     head = (
         f"chaos run seed={result.seed} topology={result.topology} "
-        f"nemeses={','.join(result.kinds)} ({result.seconds:.0f} s); replay: python -m "
-        f"tests.chaos --seed {result.seed} --topology {result.topology} --nemesis "
-        f"{','.join(result.kinds)}"
+        f"nemeses={','.join(result.kinds)}{secured} ({result.seconds:.0f} s); replay: python "
+        f"-m tests.chaos --seed {result.seed} --topology {result.topology} --nemesis "
+        f"{','.join(result.kinds)}{flag}"
     )
     return "\n".join(
         [

@@ -2,7 +2,7 @@
 processes; every run must end with nothing lost, duplicated, reordered or inconsistent, no
 committed offset going backwards, never two active controllers in one epoch, and the
 healed cluster serving produce and consume within the liveness bound. `make chaos` runs
-longer ones (python -m tests.chaos)."""
+longer ones (python -m tests.chaos). One run is against a secured cluster (secured.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from tests.chaos import netns
 from tests.chaos.nemesis import NETWORK_KINDS, PROCESS_KINDS
 from tests.chaos.node_faults import missing_tools
-from tests.chaos.run import format_result, run_once
+from tests.chaos.run import RunResult, format_result, run_once
 
 pytestmark = pytest.mark.chaos
 
@@ -53,6 +53,20 @@ def test_faults_lose_nothing_acknowledged(tmp_path, seed, topology, kinds, secon
             pytest.fail(why)  # CI installs what they need (.ci/run): a missing step
         pytest.skip(why)
     result = run_once(str(tmp_path), seed, kinds, seconds, topology, echo=False)
+    assert_clean(result)
+
+
+def test_a_secured_cluster_loses_nothing_and_refuses_no_granted_request(tmp_path):
+    """SASL_SSL clients with SCRAM users (the workload's holding only its ACLs), mTLS between
+    the nodes, the authorizer on: through kills, pauses and restarts nothing acknowledged is
+    lost, and no login or granted request is refused (the checker counts refusals as
+    violations). The nodes end every session after secured.REAUTH_MS (3 s) of a workload
+    of about 30 s, so each client logs in again many times, across the restarts too."""
+    result = run_once(str(tmp_path), 1, PROCESS_KINDS, 25.0, "combined", echo=False, secured=True)
+    assert_clean(result)
+
+
+def assert_clean(result: RunResult) -> None:
     report = result.report
     text = format_result(result)
     assert report.violations == 0, text

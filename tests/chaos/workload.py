@@ -10,6 +10,11 @@
   partitions reassigned to another replica order with a preferred leader election, so
   leadership moves under load.
 - The final read: a fresh consumer reading every partition from its log start to its end.
+
+Every client takes `security`, kafka-python's security settings (none: PLAINTEXT). On a
+secured cluster (secured.py) every refusal the workload meets, of its login or by the
+authorizer, is recorded: its users hold what they need, so a refusal is a fault that broke
+a session or the authorizer (the checker counts it).
 """
 
 from __future__ import annotations
@@ -21,11 +26,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from strom.consumer import Consumer, TopicPartition
-from strom.errors import StromError
+from strom.errors import AuthenticationError, AuthorizationError, StromError
 from strom.producer import Producer
 from tests.client.cluster_helpers import FAST
 
-GROUP = "chaos-readers"
+GROUP_PREFIX = "chaos-"  # every group the workload uses (its user reads them by prefix)
+GROUP = GROUP_PREFIX + "readers"
 
 
 @dataclass
@@ -53,12 +59,29 @@ class Recorder:
     churn_acks: list[tuple[str, Ack]] = field(default_factory=list)
     topics_created: int = 0
     reassignments: int = 0
+    # Authentication and authorization refusals, every one (the others are capped above).
+    refused: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
+def _note_refusal(rec: Recorder, error: BaseException, where: str) -> None:
+    """Called with rec.lock held."""
+    if isinstance(error, AuthenticationError | AuthorizationError):
+        rec.refused.append(f"{where}: {error}")
+
+
 class Producers:
-    def __init__(self, bootstrap: str, topic: str, count: int, rate: float, rec: Recorder):
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        count: int,
+        rate: float,
+        rec: Recorder,
+        security: dict[str, Any] | None = None,
+    ):
         self.bootstrap, self.topic, self.rate, self.rec = bootstrap, topic, rate, rec
+        self.security = security or {}
         self.stop = threading.Event()
         self.threads = [
             threading.Thread(target=self._run, args=(i,), daemon=True) for i in range(count)
@@ -78,6 +101,7 @@ class Producers:
             request_timeout_ms=5000,
             delivery_timeout_ms=60_000,
             retry_backoff_ms=100,
+            **self.security,
         )
         interval = 1 / self.rate
         seq = 0
@@ -89,7 +113,7 @@ class Producers:
                 try:
                     future = producer.send(self.topic, value, key=b"%d" % (seq % 24))
                 except StromError as exc:
-                    self._failed(f"send: {exc}")
+                    self._failed(f"send: {exc}", exc)
                     continue
                 future.add_done_callback(self._on_done(value, sent))
                 seq += 1
@@ -105,14 +129,14 @@ class Producers:
             try:
                 producer.flush(timeout=70)
             except StromError as exc:
-                self._failed(f"flush: {exc}")
+                self._failed(f"flush: {exc}", exc)
             producer.close()
 
     def _on_done(self, value: bytes, sent: float) -> Any:
         def done(future: Any) -> None:
             error = future.exception()
             if error is not None:
-                self._failed(str(error))
+                self._failed(str(error), error)
                 return
             md = future.result()
             with self.rec.lock:
@@ -120,8 +144,9 @@ class Producers:
 
         return done
 
-    def _failed(self, why: str) -> None:
+    def _failed(self, why: str, error: BaseException) -> None:
         with self.rec.lock:
+            _note_refusal(self.rec, error, "producer")
             self.rec.failed_sends += 1
             if len(self.rec.errors) < 20:
                 self.rec.errors.append(why)
@@ -133,8 +158,16 @@ class Producers:
 
 
 class GroupReaders:
-    def __init__(self, bootstrap: str, topic: str, count: int, rec: Recorder):
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        count: int,
+        rec: Recorder,
+        security: dict[str, Any] | None = None,
+    ):
         self.bootstrap, self.topic, self.rec = bootstrap, topic, rec
+        self.security = security or {}
         self.stop = threading.Event()
         self.threads = [
             threading.Thread(target=self._run, args=(f"reader-{i}",), daemon=True)
@@ -157,6 +190,7 @@ class GroupReaders:
                         enable_auto_commit=False,
                         request_timeout_ms=5000,
                         **FAST,
+                        **self.security,
                     )
                 batches = consumer.poll(timeout_ms=200)
                 now = time.monotonic()
@@ -178,6 +212,7 @@ class GroupReaders:
                 # Rebalances and faults: the next poll rejoins; what was read but not
                 # committed is read again (at-least-once), which the checker allows.
                 with self.rec.lock:
+                    _note_refusal(self.rec, exc, name)
                     if len(self.rec.errors) < 20:
                         self.rec.errors.append(f"{name}: {exc}")
                 time.sleep(0.1)
@@ -198,8 +233,16 @@ class AdminChurn:
     then the main topic's next partition moved to a rotated replica order and its preferred
     leader elected. Failures while faults are on are expected and only counted."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int, rec: Recorder) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        partitions: int,
+        rec: Recorder,
+        security: dict[str, Any] | None = None,
+    ) -> None:
         self.bootstrap, self.topic, self.partitions, self.rec = bootstrap, topic, partitions, rec
+        self.security = security or {}
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.created: list[str] = []
@@ -210,8 +253,10 @@ class AdminChurn:
     def _run(self) -> None:
         from strom.admin import AdminClient, NewTopic
 
-        admin = AdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=5000)
-        producer = Producer(self.bootstrap, acks="all", request_timeout_ms=5000)
+        admin = AdminClient(
+            bootstrap_servers=self.bootstrap, request_timeout_ms=5000, **self.security
+        )
+        producer = Producer(self.bootstrap, acks="all", request_timeout_ms=5000, **self.security)
         n = 0
         try:
             while not self.stop.wait(2.0):
@@ -228,7 +273,7 @@ class AdminChurn:
                         future = producer.send(name, value, partition=i % 3)
                         future.add_done_callback(self._on_done(name, value, time.monotonic()))
                 except StromError as exc:
-                    self._note(f"create {name}: {exc}")
+                    self._note(f"create {name}: {exc}", exc)
                 n += 1
                 partition = n % self.partitions
                 try:
@@ -242,19 +287,20 @@ class AdminChurn:
                     with self.rec.lock:
                         self.rec.reassignments += 1
                 except (StromError, StopIteration) as exc:
-                    self._note(f"reassign {self.topic}-{partition}: {exc}")
+                    self._note(f"reassign {self.topic}-{partition}: {exc}", exc)
         finally:
             try:
                 producer.flush(timeout=60)
             except StromError as exc:
-                self._note(f"churn flush: {exc}")
+                self._note(f"churn flush: {exc}", exc)
             producer.close()
             admin.close()
 
     def _on_done(self, topic: str, value: bytes, sent: float) -> Any:
         def done(future: Any) -> None:
-            if future.exception() is not None:
-                self._note(f"churn send: {future.exception()}")
+            error = future.exception()
+            if error is not None:
+                self._note(f"churn send: {error}", error)
                 return
             md = future.result()
             with self.rec.lock:
@@ -264,8 +310,9 @@ class AdminChurn:
 
         return done
 
-    def _note(self, why: str) -> None:
+    def _note(self, why: str, error: BaseException) -> None:
         with self.rec.lock:
+            _note_refusal(self.rec, error, "admin churn")
             if len(self.rec.errors) < 40:
                 self.rec.errors.append(why)
 
@@ -317,17 +364,20 @@ def _controller_sample(address: str) -> tuple[float, float] | None:
     return active, epoch
 
 
-def read_everything(bootstrap: str, topic: str, partitions: int) -> list[tuple[int, int, bytes]]:
+def read_everything(
+    bootstrap: str, topic: str, partitions: int, security: dict[str, Any] | None = None
+) -> list[tuple[int, int, bytes]]:
     """Every record of the topic, read by a new consumer group from the beginning to the
     end offsets seen when it joined."""
     tps = [TopicPartition(topic, p) for p in range(partitions)]
     out: list[tuple[int, int, bytes]] = []
     with Consumer(
         bootstrap_servers=bootstrap,
-        group_id="chaos-final-read",
+        group_id=GROUP_PREFIX + "final-read",
         enable_auto_commit=False,
         request_timeout_ms=10_000,
         **FAST,
+        **(security or {}),
     ) as consumer:
         ends = consumer.end_offsets(tps)
         consumer.subscribe([topic])
@@ -343,11 +393,15 @@ def read_everything(bootstrap: str, topic: str, partitions: int) -> list[tuple[i
     return out
 
 
-def read_topics(bootstrap: str, topics: list[str]) -> dict[str, list[tuple[int, int, bytes]]]:
+def read_topics(
+    bootstrap: str, topics: list[str], security: dict[str, Any] | None = None
+) -> dict[str, list[tuple[int, int, bytes]]]:
     """Every record of each topic (its partitions assigned, from the beginning to the end
     offsets seen first)."""
     out: dict[str, list[tuple[int, int, bytes]]] = {}
-    with Consumer(bootstrap_servers=bootstrap, request_timeout_ms=10_000) as consumer:
+    with Consumer(
+        bootstrap_servers=bootstrap, request_timeout_ms=10_000, **(security or {})
+    ) as consumer:
         for topic in topics:
             tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))]
             consumer.assign(tps)
