@@ -40,6 +40,7 @@ from broker.partition import Partition
 from broker.replication_settings import ReplicationSettings
 from broker.server_config import ReplicaConfig
 from metadata.errors import ApiError
+from strom_api.sasl_client import stream_failed, stream_metadata
 from strom_api.v1 import common_pb2, replica_pb2, replica_pb2_grpc
 
 log = logging.getLogger("strom.fetcher")
@@ -119,7 +120,7 @@ class ReplicaFetcher:
             try:
                 self._channel = self.open_channel(self.address, options=CHANNEL_OPTIONS)
                 stub = replica_pb2_grpc.ReplicaServiceStub(self._channel)  # type: ignore[no-untyped-call]
-                call = stub.Fetch()
+                call = stub.Fetch(metadata=await stream_metadata(self._channel))
                 while True:
                     plan = await self._ready_partitions()
                     request = self._request(plan)
@@ -135,6 +136,7 @@ class ReplicaFetcher:
                     call.cancel()
                 raise
             except grpc.aio.AioRpcError as exc:
+                stream_failed(self._channel, exc)
                 self.last_error = f"{exc.code().name}: {exc.details()}"
                 log.info(
                     "replica fetcher to broker %d (%s): %s",

@@ -28,6 +28,7 @@ from raft.limits import MAX_NODE_ID
 from raft.messages import Message
 from raft.wire import from_proto, to_proto
 from raft.wire_checks import MalformedRaftMessageError
+from strom_api.sasl_client import stream_failed, stream_metadata
 from strom_api.tls import handshake_failure
 from strom_api.v1 import raft_pb2, raft_pb2_grpc
 
@@ -134,18 +135,20 @@ class GrpcTransport(raft_pb2_grpc.RaftServiceServicer):
         attempt = 0
         route = self._outbound[peer]
         while True:
+            channel = None
             try:
                 async with self.open_channel(address) as channel:
                     stub = raft_pb2_grpc.RaftServiceStub(channel)  # type: ignore[no-untyped-call]
-                    call = stub.Exchange()
+                    call = stub.Exchange(metadata=await stream_metadata(channel))
                     await call.write(raft_pb2.RaftMessage(src=self.node_id, dst=peer))
                     attempt = 0
                     self._refusals.pop(peer, None)
                     await self._pump(peer, route, call.read, call.write)
             except grpc.aio.AioRpcError as exc:
+                stream_failed(channel, exc)
                 self._refused_handshake(peer, address, exc)
-            except (grpc.aio.UsageError, ConnectionError, asyncio.InvalidStateError):
-                pass  # InvalidStateError: a SASL channel's stream that ended before a write
+            except (grpc.aio.UsageError, ConnectionError):
+                pass
             # What queued for a peer while it was unreachable is stale by the time it is back
             # (old votes, old fetches); Raft resends what still matters.
             _drain(route.queue)

@@ -167,6 +167,12 @@ class Cluster:
             stub = self._stubs[address] = client_pb2_grpc.ClientServiceStub(channel)  # type: ignore[no-untyped-call]
         return stub
 
+    def channel(self, broker_id: int) -> grpc.aio.Channel:
+        """The channel of `broker_id`'s stub (opened by `stub`)."""
+        address = self.brokers[broker_id]
+        self.stub_for(address)
+        return self._channels[address]
+
     def stub(self, broker_id: int) -> Any:
         address = self.brokers.get(broker_id)
         if address is None:

@@ -28,6 +28,7 @@ from strom.cluster import Cluster
 from strom.errors import StromError, error_name, from_pb
 from strom_api.record_batch import LOG_OVERHEAD, parse_header
 from strom_api.records import decode_batch
+from strom_api.sasl_client import stream_failed, stream_metadata
 from strom_api.v1 import client_pb2
 
 log = logging.getLogger("strom.consumer")
@@ -276,9 +277,11 @@ class Fetcher:
     async def _fetch_from(self, leader: int) -> None:
         backoff = self.config.retry_backoff_ms / 1000
         call = None
+        channel = None
         try:
             stub = self.cluster.stub(leader)
-            call = stub.FetchStream()
+            channel = self.cluster.channel(leader)
+            call = stub.FetchStream(metadata=await stream_metadata(channel))
             while not self.closed:
                 tps = [
                     tp
@@ -304,15 +307,9 @@ class Fetcher:
                 if self._apply(response, offsets, generations):
                     self._kick()
                     return
-        # InvalidStateError: a stream that ended before a write, as a SASL channel's
-        # intercepted calls report it (strom_api/sasl_client.py).
-        except (
-            grpc.aio.AioRpcError,
-            ConnectionError,
-            TimeoutError,
-            StromError,
-            asyncio.InvalidStateError,
-        ) as exc:
+        except (grpc.aio.AioRpcError, ConnectionError, TimeoutError, StromError) as exc:
+            if channel is not None:
+                stream_failed(channel, exc)
             log.debug("fetching from broker %d: %s", leader, exc)
             self.cluster.mark_stale()
             await asyncio.sleep(backoff)

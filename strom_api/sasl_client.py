@@ -6,8 +6,10 @@ connector) and for nodes dialling each other's SASL listeners.
 A channel's session belongs to its connection (the node binds the token to it): when gRPC
 reconnects, or the node restarted, or the session expired (connections.max.reauth.ms), the
 node refuses the token with the trailer `strom-sasl-reauthenticate`; the channel then
-authenticates again and retries a unary call once. Streams are not retried here: the call
-fails and the caller's own retry opens it again, with a new session. A failed
+authenticates again and retries a unary call once. Streams open with the session as
+explicit metadata (`stream_metadata`; gRPC's stream interceptors leave tasks pending when a
+stream is cancelled), and a stream refused for a stale session drops it
+(`stream_failed`), so the caller's own retry opens the next one with a new session. A failed
 authentication (wrong password, unknown user, a mechanism the listener does not enable) is
 an RPC error UNAUTHENTICATED whose details start with Kafka's SASL_AUTHENTICATION_FAILED
 or UNSUPPORTED_SASL_MECHANISM, not retried by the clients.
@@ -16,7 +18,6 @@ or UNSUPPORTED_SASL_MECHANISM, not retried by the clients.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import queue
 import threading
 import time
@@ -184,7 +185,10 @@ class AioSasl:
         self._lock: asyncio.Lock | None = None
 
     def interceptors(self) -> list[grpc.aio.ClientInterceptor]:
-        return [_AioUnary(self), _AioUnaryStream(self), _AioStreamStream(self)]
+        # Unary calls only: gRPC's interceptors turn a stream's writes into an internal
+        # generator and task that a cancelled stream leaves pending ("Task was destroyed
+        # but it is pending"), so streams take the session as metadata (stream_metadata).
+        return [_AioUnary(self)]
 
     async def token(self) -> str:
         if self.session.usable():
@@ -275,65 +279,34 @@ class _AioUnary(grpc.aio.UnaryUnaryClientInterceptor):
         raise AssertionError("unreachable")
 
 
-def _forget_if_refused(sasl: AioSasl, token: str) -> Any:
-    """A done-callback: a stream the node refused for its session drops the token, so the
-    caller's retry authenticates again."""
-
-    async def check(call: Any) -> None:
-        with contextlib.suppress(Exception):  # a cancelled call has no trailers to read
-            if _must_reauthenticate(await call.trailing_metadata()):
-                sasl.session.forget(token)
-
-    def done(call: Any) -> None:
-        if call.cancelled():
-            return
-        task = asyncio.ensure_future(check(call))
-        _pending.add(task)
-        task.add_done_callback(_pending.discard)
-
-    return done
+SASL_ATTRIBUTE = "strom_sasl"  # the AioSasl an asyncio channel authenticates with
 
 
-_pending: set[asyncio.Future[None]] = set()
-
-
-async def _stream_details(sasl: AioSasl, details: Any) -> tuple[Any, str]:
-    """A stream's call details with the session token, or as they are when no session
-    could be had (the node is down, the credentials are refused): the stream then fails
-    as an ordinary call does (UNAVAILABLE, or the node's UNAUTHENTICATED), which the
-    callers' retry loops know, rather than with the broken call object gRPC makes of an
-    interceptor that raises."""
+async def stream_metadata(channel: Any) -> tuple[tuple[str, str], ...]:
+    """The metadata a stream opened on `channel` carries: its session token on a SASL
+    channel, nothing otherwise. When no session can be had (the node is down, the
+    credentials are refused) the stream opens without one and fails as any call to that
+    node does (UNAVAILABLE, or the node's UNAUTHENTICATED), which the callers' retry loops
+    know."""
+    sasl: AioSasl | None = getattr(channel, SASL_ATTRIBUTE, None)
+    if sasl is None:
+        return ()
     try:
-        token = await sasl.token()
+        return ((METADATA_KEY, await sasl.token()),)
     except grpc.aio.AioRpcError:
-        return details, ""
-    return _with_token(details, token), token
+        return ()
 
 
-class _AioUnaryStream(grpc.aio.UnaryStreamClientInterceptor):
-    def __init__(self, sasl: AioSasl) -> None:
-        self.sasl = sasl
-
-    async def intercept_unary_stream(self, continuation: Any, details: Any, request: Any) -> Any:
-        details, token = await _stream_details(self.sasl, details)
-        call = await continuation(details, request)
-        call.add_done_callback(_forget_if_refused(self.sasl, token))
-        return call
-
-
-class _AioStreamStream(grpc.aio.StreamStreamClientInterceptor):
-    def __init__(self, sasl: AioSasl) -> None:
-        self.sasl = sasl
-
-    async def intercept_stream_stream(
-        self, continuation: Any, details: Any, request_iterator: Any
-    ) -> Any:
-        if details.method in (_AUTH_METHOD, _AUTH_METHOD.encode()):
-            return await continuation(details, request_iterator)
-        details, token = await _stream_details(self.sasl, details)
-        call = await continuation(details, request_iterator)
-        call.add_done_callback(_forget_if_refused(self.sasl, token))
-        return call
+def stream_failed(channel: Any, error: BaseException) -> None:
+    """After a stream on `channel` failed: a session the node called stale is dropped, so
+    the caller's next stream authenticates again."""
+    sasl: AioSasl | None = getattr(channel, SASL_ATTRIBUTE, None)
+    if (
+        sasl is not None
+        and isinstance(error, grpc.aio.AioRpcError)
+        and _must_reauthenticate(error.trailing_metadata())
+    ):
+        sasl.session.token = ""
 
 
 # --- blocking channels -------------------------------------------------------------------------

@@ -35,7 +35,7 @@ from typing import Any
 import grpc
 import grpc.aio
 
-from strom_api.sasl_client import AioSasl, SaslLogin, sync_sasl_channel
+from strom_api.sasl_client import SASL_ATTRIBUTE, AioSasl, SaslLogin, sync_sasl_channel
 
 _BLOCK = re.compile(rb"-----BEGIN ([A-Z0-9 ]+)-----(.*?)-----END \1-----", re.DOTALL)
 
@@ -333,6 +333,7 @@ def aio_channel(
         )
     if auth is not None:
         auth.channel = channel
+        setattr(channel, SASL_ATTRIBUTE, auth)  # for its streams (stream_metadata)
     return channel
 
 
