@@ -419,3 +419,16 @@ def alter_option_given(args: Any) -> str | None:
         if given:
             return f"option --{option} can only be used with --alter"
     return None
+
+
+def alter_options_problem(args: Any) -> str | None:
+    """kafka-configs.sh's refusal of an --alter with both or neither of the ways to give
+    configs, or None."""
+    if args.add_config is not None and args.add_config_file is not None:
+        return "Only one of --add-config or --add-config-file must be specified"
+    if args.add_config is None and args.add_config_file is None and not args.delete_config:
+        return (
+            "At least one of --add-config, --add-config-file, or --delete-config must be "
+            "specified with --alter"
+        )
+    return None

@@ -30,6 +30,7 @@ from strom import user_scram_command
 from strom.admin_errors import AdminError, from_error_pb
 from strom.admin_parsing import (
     alter_option_given,
+    alter_options_problem,
     parse_add_config,
     parse_delete_config,
     parse_properties,
@@ -95,14 +96,7 @@ def usage_problem(args: argparse.Namespace) -> str | None:
         return "An entity name must be specified with --alter of topics"
     if entity_type == "brokers" and name is None:
         return "An entity-name or default entity must be specified with --alter of brokers"
-    if args.add_config is not None and args.add_config_file is not None:
-        return "Only one of --add-config or --add-config-file must be specified"
-    if args.add_config is None and args.add_config_file is None and not args.delete_config:
-        return (
-            "At least one of --add-config, --add-config-file, or --delete-config must be "
-            "specified with --alter"
-        )
-    return None
+    return alter_options_problem(args)
 
 
 def _resource(entity_type: str, name: str) -> controller_pb2.ConfigResource:

@@ -26,6 +26,7 @@ from strom import scram_admin
 from strom.admin_errors import AdminError
 from strom.admin_parsing import (
     alter_option_given,
+    alter_options_problem,
     parse_add_config,
     parse_delete_config,
     parse_properties,
@@ -54,14 +55,7 @@ def usage_problem(args: argparse.Namespace) -> str | None:
         return None
     if not args.entity_name:
         return "An entity name must be specified with --alter of users"
-    if args.add_config is not None and args.add_config_file is not None:
-        return "Only one of --add-config or --add-config-file must be specified"
-    if args.add_config is None and args.add_config_file is None and not args.delete_config:
-        return (
-            "At least one of --add-config, --add-config-file, or --delete-config must be "
-            "specified with --alter"
-        )
-    return None
+    return alter_options_problem(args)
 
 
 def _unexpected(what: str, names: list[str]) -> AdminError:
