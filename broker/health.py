@@ -18,8 +18,9 @@ Two services, as the probes need them (deploy/k8s):
   it goes on serving its partitions (as Kafka's brokers do) until a controller fences it.
   During shutdown it turns NOT_SERVING before the controlled shutdown starts.
 
-The status is recomputed every `interval_s` by a task on the node's event loop, which reads
-the node's state where it lives, and pushed into grpc_health's servicer (which also answers
+The status is recomputed every `interval_s` by a task on the node's event loop, which asks
+the node for its status snapshot (broker/node_status.NodeStatus; this module never imports
+the node), decides, and pushes the answer into grpc_health's servicer (which also answers
 Watch streams).
 """
 
@@ -35,7 +36,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc  # type: ignore[import-un
 from grpc_health.v1.health import aio  # type: ignore[import-untyped]
 
 if TYPE_CHECKING:
-    from broker.node import Node
+    from broker.node_status import NodeStatus
 
 log = logging.getLogger("strom.health")
 
@@ -44,19 +45,19 @@ SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 
 
-def node_ready(node: Node) -> bool:
-    """The readiness rule of the module docstring, read from a running node."""
-    driver = getattr(node, "driver", None)  # set by Node.start()
-    core = driver.core if driver is not None else None
-    if node.config.is_controller and (core is None or core.leader_id < 0):
-        return False
-    lifecycle = node.lifecycle
-    if node.config.is_broker:
-        manager = node.log_manager
-        if manager is None or manager.offline_dir_count():
-            return False
-        return lifecycle is not None and lifecycle.caught_up and not lifecycle.fenced
-    return True
+def not_ready_reason(status: NodeStatus) -> str | None:
+    """The readiness rule of the module docstring: why the node is not ready, None if it is.
+    The first failing fact in the order a starting node passes them."""
+    if status.controller_role and not status.raft_leader_known:
+        return "the controller knows no Raft leader of the current epoch"
+    if status.broker_role:
+        if not status.log_dirs_online:
+            return "a log directory is offline (or the log directories are not loaded yet)"
+        if not status.caught_up:
+            return "the broker has not caught up with the metadata log"
+        if not status.unfenced:
+            return "the broker is fenced by the controller"
+    return None
 
 
 class _HealthServicer(aio.HealthServicer):  # type: ignore[misc]
@@ -74,9 +75,9 @@ class _HealthServicer(aio.HealthServicer):  # type: ignore[misc]
 class NodeHealth:
     """The health servicer of one node, shared by its listeners."""
 
-    def __init__(self, is_ready: Callable[[], bool], interval_s: float = 0.5) -> None:
+    def __init__(self, status: Callable[[], NodeStatus], interval_s: float = 0.5) -> None:
         self.servicer = _HealthServicer()
-        self.is_ready = is_ready
+        self.status = status  # the node's snapshot, recomputed on each call
         self.interval_s = interval_s
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
@@ -92,7 +93,7 @@ class NodeHealth:
     async def _run(self) -> None:
         while not self._stopping:
             try:
-                ready = self.is_ready()
+                ready = not_ready_reason(self.status()) is None
             except Exception:  # a bug here must not leave a stale SERVING behind
                 log.exception("could not compute readiness")
                 ready = False

@@ -26,7 +26,8 @@ Python's process and GC collectors replace the JVM ones.
 
 Gauges are computed at scrape time from the node's state: the HTTP server runs in a
 thread, so it asks the event loop for a snapshot instead of reading structures the loop
-is changing.
+is changing. The collector sees the node only through broker/node_status.MetricsSources
+(this module never imports the node, which imports it).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ from prometheus_client.registry import Collector
 from raft.roles import Role
 
 if TYPE_CHECKING:
-    from broker.node import Node
+    from broker.node_status import MetricsSources
 
 # Kafka's KafkaRaftMetrics current-state values.
 _RAFT_STATE = {
@@ -66,7 +67,7 @@ REQUEST_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0
 class NodeMetrics:
     """The node's registry: request latency histograms plus the scrape-time collector."""
 
-    def __init__(self, node: Node) -> None:
+    def __init__(self, node: MetricsSources) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         self.request_duration = Histogram(
             "strom_request_duration_seconds",
@@ -84,7 +85,7 @@ class NodeMetrics:
 
 
 class NodeCollector(Collector):
-    def __init__(self, node: Node, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, node: MetricsSources, loop: asyncio.AbstractEventLoop) -> None:
         self.node = node
         self.loop = loop
         self._rates: dict[str, tuple[float, int]] = {}

@@ -48,12 +48,13 @@ from broker.controller_authorization import authorizing
 from broker.controller_forwarder import forwarding_servicer
 from broker.controller_service import ControllerServicer
 from broker.group_coordinator import OFFSETS_TOPIC, GroupCoordinator
-from broker.health import NodeHealth, node_ready
+from broker.health import NodeHealth
 from broker.lifecycle_client import LifecycleClient
 from broker.log_maintenance import LogMaintenance
 from broker.metrics import NodeMetrics
 from broker.metrics_listener import MetricsListener
 from broker.node_authorizer import NodeAuthorizer
+from broker.node_status import NodeStatus
 from broker.partition import Partition
 from broker.producer_ids import ProducerIdManager
 from broker.replica_fetcher import FetcherManager
@@ -142,7 +143,7 @@ class Node:
         self.metrics: NodeMetrics | None = None
         self.metrics_listener: MetricsListener | None = None
         self.metrics_port = 0
-        self.health = NodeHealth(lambda: node_ready(self))  # on every listener
+        self.health = NodeHealth(self.status)  # on every listener
         self.tls: dict[str, ServerTls] = {}  # SSL listener name -> its keys and truststore
         # SASL listeners' session tokens (broker/sasl_sessions.py) and authentication counts.
         self.sessions = SessionSigner(lambda: int(time.time() * 1000))
@@ -151,6 +152,20 @@ class Node:
         self.authorizer = NodeAuthorizer(config.authorizer)
         self.authz = RequestAuthorizer(self.authorizer.current)
         self.loader.publishers.append(lambda delta, image: self.authorizer.on_image(image))
+
+    def status(self) -> NodeStatus:
+        """The readiness facts as they stand now, for the health service (broker/health.py)."""
+        driver = getattr(self, "driver", None)  # set by start()
+        core = driver.core if driver is not None else None
+        manager, lifecycle = self.log_manager, self.lifecycle
+        return NodeStatus(
+            controller_role=self.config.is_controller,
+            broker_role=self.config.is_broker,
+            raft_leader_known=core is not None and core.leader_id >= 0,
+            log_dirs_online=manager is not None and not manager.offline_dir_count(),
+            caught_up=lifecycle is not None and lifecycle.caught_up,
+            unfenced=lifecycle is not None and not lifecycle.fenced,
+        )
 
     async def start(self) -> None:
         config = self.config

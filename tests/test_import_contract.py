@@ -30,8 +30,10 @@ def test_contracts_are_kept() -> None:
 
 
 def test_contracts_can_break(tmp_path: Path) -> None:
-    # A copy of the tree with two violations: storage importing a higher layer, and the
-    # storage core importing asyncio (a standard-library module, so an "external" one).
+    # A copy of the tree with three violations: storage importing a higher layer, the
+    # storage core importing asyncio (a standard-library module, so an "external" one), and
+    # health reaching into the node again (as it did, for typing only, before
+    # broker/node_status.py).
     shutil.copy(ROOT / "pyproject.toml", tmp_path)
     for package in PACKAGES:
         shutil.copytree(
@@ -39,11 +41,16 @@ def test_contracts_can_break(tmp_path: Path) -> None:
         )
     (tmp_path / "storage" / "_bad.py").write_text("import broker\n")
     (tmp_path / "storage" / "_bad_async.py").write_text("import asyncio\n")
+    health = tmp_path / "broker" / "health.py"
+    health.write_text(
+        health.read_text() + "\nif TYPE_CHECKING:\n    from broker.node import Node\n"
+    )
 
     result = lint_imports(tmp_path)
     output = result.stdout + result.stderr
     assert result.returncode != 0, output
-    # The copy, not the installed tree, was analysed, and both contracts caught their module.
+    # The copy, not the installed tree, was analysed, and each contract caught its module.
     assert "storage._bad -> broker" in output, output
     assert "storage._bad_async -> asyncio" in output, output
-    assert "2 broken" in output, output
+    assert "broker.health -> broker.node" in output, output
+    assert "3 broken" in output, output
