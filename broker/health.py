@@ -21,7 +21,7 @@ Two services, as the probes need them (deploy/k8s):
 The status is recomputed every `interval_s` by a task on the node's event loop, which asks
 the node for its status snapshot (broker/node_status.NodeStatus; this module never imports
 the node), decides, and pushes the answer into grpc_health's servicer (which also answers
-Watch streams).
+Watch streams). Each change of the answer is logged with the reason the node is not ready.
 """
 
 from __future__ import annotations
@@ -91,13 +91,20 @@ class NodeHealth:
         self._task = asyncio.create_task(self._run())
 
     async def _run(self) -> None:
+        previous: str | None = ""  # neither ready (None) nor a reason: the first answer logs
         while not self._stopping:
             try:
-                ready = not_ready_reason(self.status()) is None
+                reason = not_ready_reason(self.status())
             except Exception:  # a bug here must not leave a stale SERVING behind
                 log.exception("could not compute readiness")
-                ready = False
-            await self.servicer.set(READY_SERVICE, SERVING if ready else NOT_SERVING)
+                reason = "its readiness could not be computed"
+            if reason != previous:
+                if reason is None:
+                    log.info("%s: SERVING", READY_SERVICE)
+                else:
+                    log.info("%s: NOT_SERVING, %s", READY_SERVICE, reason)
+                previous = reason
+            await self.servicer.set(READY_SERVICE, SERVING if reason is None else NOT_SERVING)
             await asyncio.sleep(self.interval_s)
 
     async def fail(self) -> None:

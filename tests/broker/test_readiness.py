@@ -4,11 +4,16 @@ its reason; facts of a role the node does not have are ignored."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import logging
 
+import grpc
+import grpc.aio
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from broker.health import not_ready_reason
+from broker.health import READY_SERVICE, NodeHealth, not_ready_reason
 from broker.node_status import NodeStatus
 
 ALL_TRUE = dict(raft_leader_known=True, log_dirs_online=True, caught_up=True, unfenced=True)
@@ -61,3 +66,45 @@ def test_a_starting_combined_node_names_the_first_fact_it_lacks() -> None:
     loaded = dataclasses.replace(leader, log_dirs_online=True)
     assert not_ready_reason(loaded) == NOT_CAUGHT_UP
     assert not_ready_reason(dataclasses.replace(loaded, caught_up=True)) == FENCED
+
+
+def test_the_health_service_answers_and_logs_each_change(caplog: pytest.LogCaptureFixture) -> None:
+    # Real gRPC: a probe's Check follows the snapshot; each change is logged once, with its
+    # reason, however many times the same answer is recomputed.
+    async def run() -> None:
+        current = [dataclasses.replace(BROKER, caught_up=False)]
+        health = NodeHealth(lambda: current[0], interval_s=0.01)
+        server = grpc.aio.server()
+        health.add_to(server)
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        try:
+            await health.start()
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                stub = health_pb2_grpc.HealthStub(channel)
+
+                async def settled(want: int) -> None:
+                    for _ in range(200):
+                        request = health_pb2.HealthCheckRequest(service=READY_SERVICE)
+                        if (await stub.Check(request, timeout=2)).status == want:
+                            return
+                        await asyncio.sleep(0.01)
+                    raise AssertionError(f"readiness never became {want}")
+
+                await settled(health_pb2.HealthCheckResponse.NOT_SERVING)
+                await asyncio.sleep(0.05)  # several recomputations of the same answer
+                current[0] = BROKER
+                await settled(health_pb2.HealthCheckResponse.SERVING)
+                current[0] = dataclasses.replace(BROKER, unfenced=False)
+                await settled(health_pb2.HealthCheckResponse.NOT_SERVING)
+        finally:
+            await health.stop()
+            await server.stop(0)
+
+    with caplog.at_level(logging.INFO, logger="strom.health"):
+        asyncio.run(run())
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{READY_SERVICE}: NOT_SERVING, {NOT_CAUGHT_UP}",
+        f"{READY_SERVICE}: SERVING",
+        f"{READY_SERVICE}: NOT_SERVING, {FENCED}",
+    ]
