@@ -9,15 +9,14 @@ imports the node (broker/node.py imports both; docs/architecture.md §2):
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from broker.group_coordinator import GroupCoordinator
     from broker.replica_manager import ReplicaManager
-    from broker.request_authorization import RequestAuthorizer
     from broker.sasl_service import AuthenticationCounts
-    from broker.server_config import ServerConfig
     from metadata.controller import QuorumController
     from raft.core import RaftCore
     from raft.driver import DriverStats
@@ -41,6 +40,29 @@ class NodeStatus:
     unfenced: bool
 
 
+class NodeIdentity(Protocol):
+    """What the metrics read of the node's configuration (a ServerConfig)."""
+
+    @property
+    def node_id(self) -> int: ...
+
+    @property
+    def voters(self) -> Mapping[int, str]: ...  # a node not among them is a Raft observer
+
+    @property
+    def protocols(self) -> Mapping[str, str]: ...  # one authentication series per listener
+
+
+class AuthorizerDenials(Protocol):
+    """The authorizer's denial counts by Kafka's operation name (a RequestAuthorizer)."""
+
+    @property
+    def enabled(self) -> bool: ...
+
+    @property
+    def denied(self) -> Mapping[str, int]: ...
+
+
 class RaftView(Protocol):
     """The metadata log's Raft driver, as the metrics read it."""
 
@@ -55,7 +77,7 @@ class MetricsSources(Protocol):
     not started it yet)."""
 
     @property
-    def config(self) -> ServerConfig: ...
+    def config(self) -> NodeIdentity: ...
 
     @property
     def driver(self) -> RaftView: ...
@@ -76,4 +98,4 @@ class MetricsSources(Protocol):
     def authentications(self) -> AuthenticationCounts: ...
 
     @property
-    def authz(self) -> RequestAuthorizer: ...
+    def authz(self) -> AuthorizerDenials: ...
