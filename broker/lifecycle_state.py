@@ -172,8 +172,10 @@ class BrokerLifecycle:
             return
         self.fenced = is_fenced
         self.caught_up = is_caught_up
-        if is_caught_up or not is_fenced:
-            self._move_to(BrokerState.RECOVERY if is_fenced else BrokerState.RUNNING)
+        if not is_fenced:
+            self._move_to(BrokerState.RUNNING)
+        elif is_caught_up or self.state is BrokerState.RUNNING:  # fenced again: RECOVERY
+            self._move_to(BrokerState.RECOVERY)
         # Fenced, it heartbeats fast: it is unfenced as soon as it has caught up and is ready.
         self._send_at = now + (FENCED_HEARTBEAT_S if is_fenced else self.interval)
 

@@ -63,6 +63,8 @@ ANSWERS = [
     ([(True, False)], [BrokerState.RUNNING], INTERVAL),
     # fenced again by the controller (session expired, failed log dir)
     ([(True, False), (True, True)], [BrokerState.RUNNING, BrokerState.RECOVERY], 0.05),
+    # a fenced broker is never RUNNING, whatever the answer says of its catch-up
+    ([(True, False), (False, True)], [BrokerState.RUNNING, BrokerState.RECOVERY], 0.05),
 ]
 
 
