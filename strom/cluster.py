@@ -316,12 +316,17 @@ class Cluster:
                 # Kafka's producer and consumer raise this at once: waiting changes nothing.
                 raise error_for(info.error, f"topic '{name}': {info.message}")
             if time.monotonic() >= deadline:
-                if info is None and self.unreachable:
+                if info is None and (self.unreachable or not self.cluster_id):
                     # Kafka: "Topic X not present in metadata after N ms."; the network is
-                    # the cause, not the topic.
+                    # the cause, not the topic: no broker was reachable, or none answered
+                    # yet (a first request still under way when max.block.ms ran out).
+                    cause = self.unreachable or (
+                        f"no broker answered a metadata request yet ({', '.join(self.bootstrap)})"
+                        + (f"; last error: {self.last_error}" if self.last_error else "")
+                    )
                     raise KafkaTimeoutError(
                         f"Topic {name} not present in metadata after {timeout_s * 1000:.0f} "
-                        f"ms: {self.unreachable}"
+                        f"ms: {cause}"
                     )
                 why = info.message if info is not None else "no metadata"
                 raise StromError(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import threading
 
 import pytest
 
@@ -88,3 +89,38 @@ def test_reconnect_backoff_spaces_the_attempts(backoff_ms, most):
     assert 1 <= attempts <= most
     if backoff_ms < 1000:
         assert attempts >= 4
+
+
+def test_no_answer_within_max_block_ms_is_a_timeout_not_an_unknown_topic():
+    """A broker that takes the metadata request and does not answer before max.block.ms
+    runs out (a first request still under way, as on a loaded machine): Kafka's "Topic X
+    not present in metadata after N ms", not UNKNOWN_TOPIC_OR_PARTITION."""
+    from concurrent import futures
+
+    import grpc
+
+    answered = threading.Event()
+
+    def slow_metadata(request: bytes, context: object) -> bytes:
+        answered.wait(5)  # holds the request past the producer's max.block.ms
+        return b""
+
+    handler = grpc.method_handlers_generic_handler(
+        "strom_api.v1.ClientService",
+        {"Metadata": grpc.unary_unary_rpc_method_handler(slow_metadata)},
+    )
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4), handlers=[handler])
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    address = f"127.0.0.1:{port}"
+    producer = Producer(address, max_block_ms=500)
+    try:
+        with pytest.raises(KafkaTimeoutError) as raised:
+            producer.send("events", b"value")
+    finally:
+        answered.set()
+        producer.close(0)
+        server.stop(0)
+    text = str(raised.value)
+    assert "Topic events not present in metadata after 500 ms" in text, text
+    assert "no broker answered a metadata request yet" in text and address in text
