@@ -54,7 +54,13 @@ def test_three_combined_nodes(tmp_path):
             ),
         )
         assert not response.topics[0].HasField("error"), response
-        parts = partitions(cluster, "orders")
+        # Any controller describes from its own image: a standby may not have replayed the
+        # new topic yet.
+        parts = wait_until(
+            lambda: len(found := partitions(cluster, "orders")) == 6 and found,
+            10,
+            "the six partitions described",
+        )
         for pid, p in parts.items():
             for replica in p.replicas:
                 path = os.path.join(cluster.data_dir(replica), f"orders-{pid}")
