@@ -40,7 +40,7 @@ from broker.oauthbearer_validator import (
     OAuthBearerValidator,
 )
 from storage.errors import InvalidConfigError
-from strom_api.jaas import login_credentials, parse_jaas_config, plain_users
+from strom_api.jaas import JaasEntry, login_credentials, parse_jaas_config, plain_users
 from strom_api.sasl_client import SaslLogin
 
 LISTENER_PREFIX = "listener.name."
@@ -131,7 +131,7 @@ def _jaas(props: Mapping[str, str], listener: str, mechanism: str) -> tuple[str,
     return None
 
 
-def _entry(key: str, text: str):  # type: ignore[no-untyped-def]
+def _entry(key: str, text: str) -> JaasEntry:
     try:
         return parse_jaas_config(text)
     except ValueError as exc:

@@ -16,7 +16,6 @@ a password or a token.
 from __future__ import annotations
 
 import asyncio
-import hmac
 import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -27,7 +26,7 @@ from broker.request_session import peer_host
 from broker.sasl_sessions import SessionSigner
 from raft.rate_limited_log import RateLimitedLog
 from strom_api.oauthbearer import OAuthBearerError, parse_initial_response
-from strom_api.sasl_plain import PlainError, PlainServer
+from strom_api.sasl_plain import PlainError, PlainServer, users_check
 from strom_api.scram import ScramError, ScramServer
 from strom_api.scram_credential import ScramCredential
 from strom_api.v1 import common_pb2, security_pb2, security_pb2_grpc
@@ -76,6 +75,8 @@ class SaslServicer(security_pb2_grpc.SecurityServiceServicer):
         self.signer = signer
         self.credentials = credentials
         self.counts = counts
+        # PLAIN's users from the JAAS config, compared in constant time (unknown names too).
+        self._plain_check = users_check(settings.plain_users)
 
     async def SaslAuthenticate(
         self, requests: AsyncIterator[Any], context: Any
@@ -141,12 +142,6 @@ class SaslServicer(security_pb2_grpc.SecurityServiceServicer):
         remaining_ms = max(1, int((token.expires_at_s - validator.clock()) * 1000))
         reauth_ms = self.settings.reauth_ms
         return token.principal, min(reauth_ms, remaining_ms) if reauth_ms else remaining_ms
-
-    def _plain_check(self, user: str, password: str) -> bool:
-        expected = self.settings.plain_users.get(user)
-        if expected is None:
-            return False
-        return hmac.compare_digest(expected.encode(), password.encode())
 
     async def _next(self, requests: AsyncIterator[Any]) -> Any:
         try:

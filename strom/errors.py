@@ -49,24 +49,25 @@ class AuthorizationError(StromError):
     retriable, as Kafka's clients raise its AuthorizationException subclasses at once."""
 
     def __init__(self, name: str, message: str, retriable: bool = False) -> None:
+        # error_for passes the broker's flag; a refusal is final whatever it says.
         super().__init__(name, message, retriable=False)
 
 
 # kafka-python's names for Kafka's authorization exceptions.
 class TopicAuthorizationFailedError(AuthorizationError):
-    pass
+    """The principal may not do that to a topic."""
 
 
 class GroupAuthorizationFailedError(AuthorizationError):
-    pass
+    """The principal may not do that to a group."""
 
 
 class ClusterAuthorizationFailedError(AuthorizationError):
-    pass
+    """The principal may not do that to the cluster."""
 
 
 class TransactionalIdAuthorizationFailedError(AuthorizationError):
-    pass
+    """The principal may not do that to a transactional id."""
 
 
 _BY_NAME: dict[str, type[StromError]] = {

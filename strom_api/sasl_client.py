@@ -32,6 +32,7 @@ from strom_api.oauthbearer import OAuthBearerError, client_initial_response
 from strom_api.sasl_plain import plain_message
 from strom_api.scram import ScramClient, ScramError
 from strom_api.scram_credential import MECHANISMS
+from strom_api.v1 import common_pb2, security_pb2
 
 METADATA_KEY = "strom-sasl-session"
 REAUTHENTICATE_TRAILER = "strom-sasl-reauthenticate"
@@ -114,8 +115,6 @@ def _failure(details: str) -> grpc.aio.AioRpcError:
 def _error_of(response: Any) -> grpc.aio.AioRpcError | None:
     if not response.HasField("error") or response.error.code == 0:
         return None
-    from strom_api.v1 import common_pb2
-
     name = common_pb2.ErrorCode.Name(response.error.code)
     message = response.error.message
     if response.enabled_mechanisms:
@@ -136,8 +135,6 @@ def _step(exchange: _Exchange, step: int, response: Any) -> tuple[bytes | None, 
 
 
 def _request(mechanism: str, data: bytes) -> Any:
-    from strom_api.v1 import security_pb2
-
     return security_pb2.SaslAuthenticateRequest(mechanism=mechanism, auth_bytes=data)
 
 
@@ -256,8 +253,6 @@ async def _first_message(exchange: _Exchange) -> bytes:
 
 
 def _parse_response(data: bytes) -> Any:
-    from strom_api.v1 import security_pb2
-
     return security_pb2.SaslAuthenticateResponse.FromString(data)
 
 
