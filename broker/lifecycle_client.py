@@ -71,6 +71,7 @@ class LifecycleClient:
         self._stubs: dict[int, Any] = {}
         self._active = min(self.voters)
         self._task: asyncio.Task[None] | None = None
+        self._background_stopped = False
         # (topic id, partition) of replicas in failed log directories (set by the node).
         self.offline_replicas: Callable[[], Iterable[tuple[bytes, int]]] = tuple
 
@@ -98,33 +99,42 @@ class LifecycleClient:
             self.core.set_ready_to_unfence()
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._pump())
+        self._task = asyncio.create_task(self._pump(background=True))
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await self._stop_background_pump()
         for channel in self._channels.values():
             await channel.close()
+
+    async def _stop_background_pump(self) -> None:
+        """Ends the pump start() began and waits until it has ended, so that no two pumps ever
+        drive the core. The flag matters as much as the cancel: a gRPC call whose answer
+        arrives as the task is cancelled returns that answer instead of raising
+        CancelledError (grpc.aio's call swallows the cancel), and the pump would go on."""
+        self._background_stopped = True
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     async def controlled_shutdown(self, timeout_s: float, no_controller_s: float = 5.0) -> bool:
         """Heartbeats with want_shut_down until the controller lets the broker go; returns
         whether it did in time (the rules: BrokerLifecycle.begin_controlled_shutdown)."""
-        if self._task is not None:
-            self._task.cancel()
+        await self._stop_background_pump()
         loop = asyncio.get_running_loop()
         self.core.begin_controlled_shutdown(loop.time(), timeout_s, no_controller_s)
-        await self._pump()
+        await self._pump(background=False)
         return self.core.released
 
     # --- the pump --------------------------------------------------------------------------
 
-    async def _pump(self) -> None:
+    async def _pump(self, background: bool) -> None:
         """Does what the core says until it is done: send, or sleep until it wants to look
-        again. One request at a time, so the core always has a wake-up time after one."""
+        again. One request at a time, so the core always has a wake-up time after one. The
+        background pump also ends when told to (_stop_background_pump)."""
         loop = asyncio.get_running_loop()
-        while True:
+        while not (background and self._background_stopped):
             step = self.core.poll(loop.time())
             if step.done:
                 return

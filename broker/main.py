@@ -83,6 +83,12 @@ async def _serve(config: server_config.ServerConfig) -> int:
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     log.info("stopping (controlled shutdown)")
-    await node.stop()
+    try:
+        await node.stop()
+    except Exception:
+        # Said at once: the loop's own teardown may still wait on worker threads, and an
+        # operator must not watch a silent process that was asked to stop.
+        log.exception("the controlled shutdown failed; stopping anyway")
+        return 1
     log.info("stopped")
     return 0
