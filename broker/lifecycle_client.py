@@ -1,20 +1,15 @@
-"""A broker's side of its membership: register with the active controller, heartbeat, and
-shut down under control (Kafka's BrokerLifecycleManager).
+"""A broker's side of its membership (Kafka's BrokerLifecycleManager), the pump: the
+decisions (when to register and heartbeat, what a heartbeat asks, what an answer does, when
+a controlled shutdown is over) are broker/lifecycle_state.BrokerLifecycle's; this module
+sends its requests to the active controller over gRPC and feeds the answers back.
 
 The active controller is found through the voters' CONTROLLER listeners: a standby answers
 NOT_CONTROLLER with the active one's id, and any failure moves on to the next voter. A
 heartbeat carries the offset the broker's metadata image stands at, so the controller
-unfences it once it has caught up (heartbeats come every FENCED_HEARTBEAT_S while it is
-fenced) and the broker says it is ready: until the node sets `ready_to_unfence` (its first
-image after the catch-up applied, its listeners serving) the heartbeats ask to stay fenced
-(want_fence), as Kafka's BrokerLifecycleManager does until setReadyToUnfence, so clients
-are never sent to a broker that does not serve yet. STALE_BROKER_EPOCH (its registration
-was replaced) registers again. Each process registers under a new incarnation id
-(KIP-631), so a restarted broker replaces its old registration at once
-(metadata/broker_lifecycle.register_broker). Controlled shutdown
-heartbeats with want_shut_down until the controller says every leadership has moved (or
-the time runs out). Every heartbeat names the replicas of the broker's failed log
-directories, for the controller to move away (KIP-858).
+unfences it once it has caught up, and names the replicas of the broker's failed log
+directories, for the controller to move away (KIP-858). Each process registers under a new
+incarnation id (KIP-631), so a restarted broker replaces its old registration at once
+(metadata/broker_lifecycle.register_broker).
 """
 
 from __future__ import annotations
@@ -29,14 +24,18 @@ from typing import Any
 import grpc
 import grpc.aio
 
+from broker.lifecycle_state import (
+    REGISTRATION_ERRORS,
+    BrokerHeartbeat,
+    BrokerLifecycle,
+    RegisterBroker,
+    Request,
+)
 from metadata.image import Endpoint
 from strom_api.tls import handshake_failure
 from strom_api.v1 import common_pb2, controller_pb2, controller_pb2_grpc
 
 log = logging.getLogger("strom.lifecycle")
-
-REGISTRATION_BACKOFF_S = 0.2
-FENCED_HEARTBEAT_S = 0.05  # while fenced (Kafka: 10 ms until the initial catch-up)
 
 
 class LifecycleClient:
@@ -65,74 +64,109 @@ class LifecycleClient:
         self.metadata_offset = metadata_offset
         self.interval = heartbeat_interval_ms / 1000
         self.incarnation_id = uuid.uuid4().bytes
-        self.broker_epoch = -1
-        self.fenced = True
-        self.caught_up = False
-        self.ready_to_unfence = False  # set by the node once it serves (above)
+        self.core = BrokerLifecycle(broker_id, self.interval)
         self.last_error = ""
         self._logged_error = ""
         self._channels: dict[int, grpc.aio.Channel] = {}
         self._stubs: dict[int, Any] = {}
         self._active = min(self.voters)
         self._task: asyncio.Task[None] | None = None
-        self._shutting_down = False
+        self._background_stopped = False
         # (topic id, partition) of replicas in failed log directories (set by the node).
         self.offline_replicas: Callable[[], Iterable[tuple[bytes, int]]] = tuple
 
+    # What the node reads of the core: its registration, and what the controller last said.
+    @property
+    def broker_epoch(self) -> int:
+        return self.core.broker_epoch
+
+    @property
+    def fenced(self) -> bool:
+        return self.core.fenced
+
+    @property
+    def caught_up(self) -> bool:
+        return self.core.caught_up
+
+    @property
+    def ready_to_unfence(self) -> bool:
+        return self.core.ready_to_unfence
+
+    @ready_to_unfence.setter
+    def ready_to_unfence(self, ready: bool) -> None:
+        """Set by the node once it serves (broker/lifecycle_state.py)."""
+        if ready:
+            self.core.set_ready_to_unfence()
+
     def start(self) -> None:
-        self._task = asyncio.create_task(self._run())
+        self._task = asyncio.create_task(self._pump(background=True))
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await self._stop_background_pump()
         for channel in self._channels.values():
             await channel.close()
 
+    async def _stop_background_pump(self) -> None:
+        """Ends the pump start() began and waits until it has ended, so that no two pumps ever
+        drive the core. The flag matters as much as the cancel: a gRPC call whose answer
+        arrives as the task is cancelled returns that answer instead of raising
+        CancelledError (grpc.aio's call swallows the cancel), and the pump would go on."""
+        self._background_stopped = True
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
     async def controlled_shutdown(self, timeout_s: float, no_controller_s: float = 5.0) -> bool:
         """Heartbeats with want_shut_down until the controller lets the broker go; returns
-        whether it did in time. With no controller answering for `no_controller_s` (the
-        whole cluster is stopping and the quorum is gone) it gives up sooner: nobody is
-        left to move leaderships to."""
-        self._shutting_down = True
-        if self._task is not None:
-            self._task.cancel()
-        if self.broker_epoch < 0:
-            return True
+        whether it did in time (the rules: BrokerLifecycle.begin_controlled_shutdown)."""
+        await self._stop_background_pump()
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
-        last_answer = loop.time()
-        while loop.time() < deadline and loop.time() - last_answer < no_controller_s:
-            response = await self._call("BrokerHeartbeat", self._heartbeat(want_shut_down=True))
-            if response is not None:
-                last_answer = loop.time()
-                if response.should_shut_down:
-                    return True
-            await asyncio.sleep(min(self.interval, 0.2))
-        return False
+        self.core.begin_controlled_shutdown(loop.time(), timeout_s, no_controller_s)
+        await self._pump(background=False)
+        return self.core.released
 
-    # --- the loop --------------------------------------------------------------------------
+    # --- the pump --------------------------------------------------------------------------
 
-    async def _run(self) -> None:
-        while not self._shutting_down:
-            if self.broker_epoch < 0:
-                delay = 0.0 if await self._register() else REGISTRATION_BACKOFF_S
+    async def _pump(self, background: bool) -> None:
+        """Does what the core says until it is done: send, or sleep until it wants to look
+        again. One request at a time, so the core always has a wake-up time after one. The
+        background pump also ends when told to (_stop_background_pump)."""
+        loop = asyncio.get_running_loop()
+        while not (background and self._background_stopped):
+            step = self.core.poll(loop.time())
+            if step.done:
+                return
+            if step.send is not None:
+                await self._send(step.send)
             else:
-                response = await self._call("BrokerHeartbeat", self._heartbeat())
-                delay = self.interval
-                if response is not None:
-                    self.fenced = response.is_fenced
-                    self.caught_up = response.is_caught_up
-                    # Kafka's broker heartbeats every 10 ms until its initial catch-up is
-                    # done: a (re)started broker is unfenced as soon as it has replayed its
-                    # registration, not a few heartbeat intervals later.
-                    if self.fenced:
-                        delay = FENCED_HEARTBEAT_S
-            await asyncio.sleep(delay)
+                assert step.wake_at is not None, "nothing in flight and nothing to wait for"
+                await asyncio.sleep(max(step.wake_at - loop.time(), 0.0))
 
-    async def _register(self) -> bool:
-        """One registration attempt; whether it registered."""
+    async def _send(self, request: Request) -> None:
+        loop = asyncio.get_running_loop()
+        if isinstance(request, RegisterBroker):
+            response = await self._register()
+            if response is None:
+                self.core.failed(request.request_id, loop.time())
+            else:
+                self.core.registered(request.request_id, response.broker_epoch, loop.time())
+            return
+        response = await self._call("BrokerHeartbeat", self._heartbeat(request))
+        if response is None:
+            self.core.failed(request.request_id, loop.time())
+        else:
+            self.core.heartbeat_answered(
+                request.request_id,
+                response.is_caught_up,
+                response.is_fenced,
+                response.should_shut_down,
+                loop.time(),
+            )
+
+    async def _register(self) -> Any | None:
+        """One registration attempt: the controller's answer, or None."""
         request = controller_pb2.RegisterBrokerRequest(
             broker_id=self.broker_id,
             cluster_id=self.cluster_id,
@@ -154,27 +188,26 @@ class LifecycleClient:
                     self.broker_id,
                     self.last_error,
                 )
-            return False
+            return None
         self._logged_error = ""
-        self.broker_epoch = response.broker_epoch
         log.info(
             "Broker %d registered with the controller (incarnation %s, broker epoch %d)",
             self.broker_id,
             uuid.UUID(bytes=self.incarnation_id),
-            self.broker_epoch,
+            response.broker_epoch,
         )
-        return True
+        return response
 
-    def _heartbeat(self, want_shut_down: bool = False) -> Any:
+    def _heartbeat(self, request: BrokerHeartbeat) -> Any:
         offline: dict[bytes, list[int]] = {}
         for topic_id, partition in self.offline_replicas():
             offline.setdefault(topic_id, []).append(partition)
         return controller_pb2.BrokerHeartbeatRequest(
             broker_id=self.broker_id,
-            broker_epoch=self.broker_epoch,
+            broker_epoch=request.broker_epoch,
             current_metadata_offset=self.metadata_offset(),
-            want_fence=not self.ready_to_unfence,
-            want_shut_down=want_shut_down,
+            want_fence=request.want_fence,
+            want_shut_down=request.want_shut_down,
             offline_replicas=[
                 controller_pb2.BrokerHeartbeatRequest.OfflineReplicas(
                     topic_id=topic_id, partitions=sorted(partitions)
@@ -236,11 +269,9 @@ class LifecycleClient:
             error = response.error
             name = common_pb2.ErrorCode.Name(error.error.code)
             self.last_error = f"{name}: {error.error.message}"
-            if name == "STALE_BROKER_EPOCH" or name == "BROKER_ID_NOT_REGISTERED":
-                # Only an answer about the current registration means it was replaced; a
-                # request stamped with an older epoch (or none yet) says nothing new.
-                if getattr(request, "broker_epoch", None) == self.broker_epoch >= 0:
-                    self.broker_epoch = -1
+            if name in REGISTRATION_ERRORS:
+                # Whether it means the registration was replaced is the core's rule.
+                self.core.refused(name, getattr(request, "broker_epoch", None))
             elif error.active_controller_id in self.voters:
                 self._active = error.active_controller_id
             else:

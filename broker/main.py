@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -83,6 +84,15 @@ async def _serve(config: server_config.ServerConfig) -> int:
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     log.info("stopping (controlled shutdown)")
-    await node.stop()
+    try:
+        await node.stop()
+    except Exception:
+        # Said at once, and the process ends here: the loop's own teardown would cancel the
+        # parts stop() never reached and wait for them, which may be forever, while the
+        # operator watches a silent process that was asked to stop. What was written is in
+        # the kernel's page cache already; the next start recovers past the last flush.
+        log.exception("the controlled shutdown failed; stopping anyway")
+        logging.shutdown()
+        os._exit(1)
     log.info("stopped")
     return 0

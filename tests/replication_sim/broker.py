@@ -13,11 +13,11 @@ step by step as the real code does it:
   partition's registration changed, Partition.apply_registration, and a re-plan of the
   fetcher when the role or the leader changed (ReplicaManager.attach / _apply); clients'
   metadata and the ISR eligibility check read the applied image, heartbeats the loaded one;
-- lifecycle (broker/lifecycle_client.py): register (again after a restart: a new incarnation,
-  refused while the old session lives), heartbeat with the loaded metadata offset,
-  controlled shutdown through want_shut_down heartbeats; STALE_BROKER_EPOCH /
-  BROKER_ID_NOT_REGISTERED to any call (heartbeat, AlterPartition) drops the registration
-  only when the request carried the current, non-negative broker epoch (LifecycleClient._call);
+- lifecycle: the product's BrokerLifecycle (broker/lifecycle_state.py: when to register and
+  heartbeat, want_fence until the broker applies metadata, what an answer does, whether a
+  STALE_BROKER_EPOCH / BROKER_ID_NOT_REGISTERED to any call drops the registration, when a
+  controlled shutdown is over), pumped here as LifecycleClient._pump pumps it; registering
+  again after a restart is a new incarnation, refused while the old session lives;
 - replica fetcher (broker/replica_fetcher.py): one stream per leader with one fetch in
   flight, the request built from the log end and the last epoch, the answer applied only if
   the partition still follows the same leader epoch from the same log end; diverging epoch ->
@@ -42,12 +42,14 @@ step by step as the real code does it:
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from broker.isr_proposals import ISR_RETRY_BACKOFF_S, IsrProposals, Outcome
+from broker.lifecycle_state import BrokerLifecycle, BrokerState, RegisterBroker
 from broker.partition import LeaderAppend, Partition
 from broker.partition_leader import IsrChange
 from broker.replica_manager import _replication_error
@@ -77,14 +79,10 @@ STREAM_TIMEOUT_EXTRA_MS = 30_000
 CONTROLLED_SHUTDOWN_TIMEOUT_MS = 30_000  # broker/node.py CONTROLLED_SHUTDOWN_TIMEOUT_S
 NO_CONTROLLER_MS = 5_000  # LifecycleClient.controlled_shutdown's no_controller_s
 CONTROLLER_VOTERS = 1  # call_controller tries len(voters) + 1 times
-REGISTER_RETRY_MS = 200
-FENCED_HEARTBEAT_MS = 50  # LifecycleClient: heartbeats while fenced
 CONNECT_FAIL_MS = 20  # a connection refused by a dead process comes back about this fast
 REPLICA_FETCH_RESPONSE_MAX_BYTES = 10 * 1024 * 1024
 CAUGHT_UP_POLL_MS = 50  # Node._apply_local_changes: asyncio.sleep(0.05) until caught up
 ISR_RETRY_BACKOFF_MS = round(ISR_RETRY_BACKOFF_S * 1000)
-# LifecycleClient._call: errors that say the broker's registration was replaced
-REGISTRATION_ERRORS = frozenset({"STALE_BROKER_EPOCH", "BROKER_ID_NOT_REGISTERED"})
 
 
 @dataclass
@@ -221,12 +219,12 @@ class SimBroker:
         self.md_stalled_until = 0
         self.md_queued = 0  # deltas loaded but not applied yet (before caught up)
         self.applying = False  # Node._applying: caught up, deltas reach the replicas
-        self.broker_epoch = -1
-        self.registered_once = False
+        # The product's lifecycle decisions, and the pump's run (a controlled shutdown
+        # starts a new one, as LifecycleClient cancels its task: the old one's timers and
+        # answers are dropped)
+        self.lifecycle = BrokerLifecycle(self.id, self.world.plan.heartbeat_interval_ms / 1000)
+        self.pump_run = 0
         self.previous_broker_epoch = -1
-        self.fenced = True
-        self.caught_up = False  # LifecycleClient.caught_up
-        self.shutting_down = False
         self.fetchers: dict[int, Fetcher] = {}
         self.followed: int | None = None
         self.parked: list[ParkedFetch] = []
@@ -260,6 +258,21 @@ class SimBroker:
         return self.world.now_ms
 
     @property
+    def broker_epoch(self) -> int:
+        return self.lifecycle.broker_epoch
+
+    @property
+    def caught_up(self) -> bool:
+        return self.lifecycle.caught_up
+
+    @property
+    def shutting_down(self) -> bool:
+        return self.lifecycle.state in (
+            BrokerState.PENDING_CONTROLLED_SHUTDOWN,
+            BrokerState.SHUTTING_DOWN,
+        )
+
+    @property
     def wall(self) -> int:
         return self.world.wall_ms
 
@@ -288,10 +301,19 @@ class SimBroker:
         # What LogManager.previous_broker_epoch gives the broker to register with.
         self.previous_broker_epoch = ckpt.clean_epoch if ckpt.clean else -1
         ckpt.clean = False
-        self.broker_epoch = broker_epoch
-        self.registered_once = broker_epoch >= 0
-        # The cluster as it stands at t=0 (World.start): registered and caught up already.
-        self.caught_up = self.applying = broker_epoch >= 0
+        if broker_epoch >= 0:
+            # The cluster as it stands at t=0 (World.start): registered, caught up and
+            # serving already (the product's core, fed its registration and a first
+            # answer), heartbeating at the fenced pace until the controller's first answer.
+            core, now_s = self.lifecycle, self.now / 1000
+            core.set_ready_to_unfence()
+            step = core.poll(now_s)
+            assert step.send is not None
+            core.registered(step.send.request_id, broker_epoch, now_s)
+            step = core.poll(now_s)
+            assert step.send is not None
+            core.heartbeat_answered(step.send.request_id, True, True, False, now_s)
+            self.applying = True
         # The local metadata log survives: the first image applied is no older than the
         # last one applied before (the Raft observer commits its whole local log at once).
         self.md_pos = -1
@@ -307,7 +329,7 @@ class SimBroker:
         )
         self.world.checker.on_log_opened(self)
         plan = self.world.plan
-        self.later(0, self._lifecycle)
+        self.later(0, self._lifecycle, self.pump_run)
         self.later(max(plan.replica_lag_time_max_ms // 2, 50), self._isr_expiration)
         self.later(plan.hw_checkpoint_ms, self._checkpoint_loop)
         if not self.applying:
@@ -354,35 +376,15 @@ class SimBroker:
 
     def begin_controlled_shutdown(self) -> None:
         """broker/node.py stop(): controlled shutdown first, then a clean stop."""
-        self.shutting_down = True
         self.trace("controlled shutdown begins")
-        if self.broker_epoch < 0:
+        self.lifecycle.begin_controlled_shutdown(
+            self.now / 1000, CONTROLLED_SHUTDOWN_TIMEOUT_MS / 1000, NO_CONTROLLER_MS / 1000
+        )
+        if self.lifecycle.state is BrokerState.SHUTTING_DOWN:  # not registered: nothing to wait
             self.clean_stop()
             return
-        deadline = self.now + CONTROLLED_SHUTDOWN_TIMEOUT_MS
-        self._shutdown_step(deadline, self.now)
-
-    def _shutdown_step(self, deadline: int, last_answer: int) -> None:
-        if self.now >= deadline or self.now - last_answer >= NO_CONTROLLER_MS:
-            self.trace("controlled shutdown gave up")
-            self.world.on_stopped(self, self.clean_stop)
-            return
-
-        def done(answer: Any) -> None:
-            answered = last_answer
-            if isinstance(answer, HeartbeatResponse):
-                answered = self.now
-                if answer.should_shut_down:
-                    self.trace("controlled shutdown done: leads nothing")
-                    self.world.on_stopped(self, self.clean_stop)
-                    return
-            pause = min(self.world.plan.heartbeat_interval_ms, 200)
-            self.later(pause, self._shutdown_step, deadline, answered)
-
-        request = HeartbeatRequest(
-            self.id, self.broker_epoch, self.loaded.offset, want_shutdown=True
-        )
-        self._call(self.world.controller.handle_heartbeat, (request,), done, request.broker_epoch)
+        self.pump_run += 1
+        self._lifecycle(self.pump_run)
 
     # --- calls to the controller (LifecycleClient._call) ------------------------------------
 
@@ -415,32 +417,50 @@ class SimBroker:
         if call is None:
             return
         done, request_epoch = call
-        if (
-            isinstance(answer, ApiError)
-            and answer.error_name in REGISTRATION_ERRORS
-            and request_epoch is not None
-            and request_epoch == self.broker_epoch >= 0
-        ):
-            # Only an answer about the current registration says it was replaced.
-            self.trace(f"{answer.error_name} for broker epoch {request_epoch}: register again")
-            self.broker_epoch = -1
+        if isinstance(answer, ApiError):
+            # The product's rule: only an answer about the current registration says it
+            # was replaced.
+            before = self.broker_epoch
+            self.lifecycle.refused(answer.error_name, request_epoch)
+            if self.broker_epoch != before:
+                self.trace(f"{answer.error_name} for broker epoch {request_epoch}: register again")
         done(answer)
 
-    def _lifecycle(self) -> None:
-        """One turn of LifecycleClient._run: register, else heartbeat; then sleep the
-        heartbeat interval while registered (50 ms while fenced), 0.2 s while not."""
-        if self.shutting_down:
+    def _lifecycle(self, run: int) -> None:
+        """One step of LifecycleClient._pump: what the product's BrokerLifecycle says to
+        send, or when to look again; its answer fed back, and the next step at once."""
+        if run != self.pump_run:
+            return  # a run a controlled shutdown replaced
+        core, now_s = self.lifecycle, self.now / 1000
+        step = core.poll(now_s)
+        if step.done:
+            self.trace(
+                "controlled shutdown done: leads nothing"
+                if core.released
+                else "controlled shutdown gave up"
+            )
+            self.world.on_stopped(self, self.clean_stop)
             return
-        if self.broker_epoch < 0:
+        if step.send is None:
+            assert step.wake_at is not None
+            # Whole milliseconds, never before the core's time (it would only wait again).
+            wake = max(math.ceil(step.wake_at * 1000) - self.now, 1)
+            self.later(wake, self._lifecycle, run)
+            return
+        request = step.send
+        if isinstance(request, RegisterBroker):
 
             def registered(answer: Any) -> None:
+                if run != self.pump_run:
+                    return
                 if isinstance(answer, int):
-                    if self.registered_once:
+                    if core.registrations:
                         self.stats.reregistrations += 1  # the same process, again
-                    self.registered_once = True
-                    self.broker_epoch = answer
+                    core.registered(request.request_id, answer, self.now / 1000)
                     self.trace(f"registered, broker epoch {answer}")
-                self.later(self._lifecycle_pause(), self._lifecycle)
+                else:
+                    core.failed(request.request_id, self.now / 1000)
+                self._lifecycle(run)
 
             me = incarnation_id(self.id, self.incarnation)
             self._call(
@@ -451,20 +471,32 @@ class SimBroker:
             return
 
         def beat(answer: Any) -> None:
+            if run != self.pump_run:
+                return
             if isinstance(answer, HeartbeatResponse):
-                self.fenced = answer.is_fenced
-                if answer.is_caught_up and not self.caught_up:
+                if answer.is_caught_up and not core.caught_up:
                     self.trace(f"caught up (metadata offset {self.loaded.offset})")
-                self.caught_up = answer.is_caught_up
-            self.later(self._lifecycle_pause(), self._lifecycle)
+                core.heartbeat_answered(
+                    request.request_id,
+                    answer.is_caught_up,
+                    answer.is_fenced,
+                    answer.should_shut_down,
+                    self.now / 1000,
+                )
+            else:
+                core.failed(request.request_id, self.now / 1000)
+            self._lifecycle(run)
 
-        request = HeartbeatRequest(self.id, self.broker_epoch, self.loaded.offset)
-        self._call(self.world.controller.handle_heartbeat, (request,), beat, request.broker_epoch)
-
-    def _lifecycle_pause(self) -> int:
-        if self.broker_epoch >= 0:
-            return FENCED_HEARTBEAT_MS if self.fenced else self.world.plan.heartbeat_interval_ms
-        return REGISTER_RETRY_MS
+        heartbeat = HeartbeatRequest(
+            self.id,
+            request.broker_epoch,
+            self.loaded.offset,
+            want_fence=request.want_fence,
+            want_shutdown=request.want_shut_down,
+        )
+        self._call(
+            self.world.controller.handle_heartbeat, (heartbeat,), beat, heartbeat.broker_epoch
+        )
 
     def _checkpoint_loop(self) -> None:
         self._write_checkpoint()
@@ -530,6 +562,9 @@ class SimBroker:
             self.later(CAUGHT_UP_POLL_MS, self._await_caught_up)
             return
         self.applying = True
+        # Node._start_serving: heartbeats stop asking to stay fenced (the product sets it once
+        # the image queued meanwhile is applied, which here is just below, at once)
+        self.lifecycle.set_ready_to_unfence()
         if self.md_queued:
             self.trace(
                 f"caught up: applies {self.md_queued} queued deltas as metadata offset "
