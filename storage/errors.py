@@ -27,6 +27,14 @@ class OffsetOutOfRangeError(StorageError):
     error_name = "OFFSET_OUT_OF_RANGE"
 
 
+class OffsetInvariantError(StorageError):
+    """The log's offsets broke log start <= high watermark <= log end (or the recovery
+    point passed the log end): a bug, refused where it happens rather than clamped into
+    place (Kafka's IllegalStateException, answered as UNKNOWN_SERVER_ERROR)."""
+
+    error_name = "UNKNOWN_SERVER_ERROR"
+
+
 class RecordTooLargeError(StorageError):
     """A batch larger than `max.message.bytes` (or than a segment can ever hold)."""
 

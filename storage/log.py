@@ -36,6 +36,7 @@ from storage.errors import (
     CorruptRecordError,
     InvalidRecordError,
     KafkaStorageError,
+    OffsetInvariantError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
 )
@@ -180,6 +181,7 @@ class Log:
         elif clean_shutdown:
             log.recovery_point = log.log_end_offset
         log.load_info = load_info
+        log.check_offsets("opening the log")
         return log
 
     # --- disk errors -----------------------------------------------------------------------
@@ -244,9 +246,24 @@ class Log:
         return sum(s.size for s in self._segments)
 
     def update_high_watermark(self, offset: int) -> int:
-        """Sets the high watermark, clamped to [log start, LEO]; returns the value set."""
+        """Sets the high watermark, bounded by [log start, LEO]; returns the value set. The
+        bound is Kafka's (UnifiedLog.updateHighWatermark): a follower is handed its leader's
+        high watermark, which may be past its own log end."""
         self.high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
         return self.high_watermark
+
+    def check_offsets(self, operation: str) -> None:
+        """Every change of the log ends with log start <= high watermark <= log end and the
+        recovery point at most the log end; anything else is a bug, raised at once with the
+        numbers (three comparisons: cheap enough for every append)."""
+        start, hw, leo = self.log_start_offset, self.high_watermark, self.log_end_offset
+        if start <= hw <= leo and self.recovery_point <= leo:
+            return
+        raise OffsetInvariantError(
+            f"{operation} left {self.directory} with log start {start}, high watermark {hw}, "
+            f"recovery point {self.recovery_point} and log end {leo}: offsets must keep "
+            f"log start <= high watermark <= log end and recovery point <= log end"
+        )
 
     # --- appending -----------------------------------------------------------------------
 
@@ -534,6 +551,7 @@ class Log:
         self.recovery_point = min(self.recovery_point, leo)
         self.high_watermark = min(self.high_watermark, leo)
         self.log_start_offset = min(self.log_start_offset, leo)
+        self.check_offsets("truncation")
 
     @_disk_operation
     def delete_records_before(self, offset: int) -> int:
@@ -548,6 +566,7 @@ class Log:
             self.log_start_offset = offset
             self.leader_epochs.truncate_from_start(offset)
             self.delete_old_segments()
+        self.check_offsets("deleting records")
         return self.log_start_offset
 
     @_disk_operation
@@ -577,6 +596,7 @@ class Log:
             self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
             self.leader_epochs.truncate_from_start(self.log_start_offset)
             self.recovery_point = max(self.recovery_point, self.log_start_offset)
+            self.check_offsets("deleting old segments")
         return doomed
 
     @_disk_operation
