@@ -29,6 +29,7 @@ from raft.messages import SnapshotId
 from raft.snapshot_files import CorruptSnapshotError, decode_snapshot, encode_snapshot
 from storage.errors import StorageError
 from storage.file_io import atomic_write
+from strom_api.error_codes import ErrorCode
 
 FILE_NAME = "bootstrap.checkpoint"
 _ID = SnapshotId(0, 0)  # a bootstrap file stands before the log's first entry
@@ -37,7 +38,7 @@ _ID = SnapshotId(0, 0)  # a bootstrap file stands before the log's first entry
 class BootstrapError(StorageError):
     """A bootstrap checkpoint that cannot be read (Kafka: CORRUPT_MESSAGE)."""
 
-    error_name = "CORRUPT_MESSAGE"
+    error_name = ErrorCode.CORRUPT_MESSAGE
 
 
 def path(metadata_log_dir: str) -> str:
