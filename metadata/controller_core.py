@@ -112,7 +112,7 @@ class ControllerCore:
         # committed image past them no longer says that our records are there.
         if self.epoch is not None and (not leader or epoch != self.epoch):
             update.failed = self.renounce()
-        while self._pending and self._pending[0].last < committed.offset:
+        while self._pending and self.is_complete(self._pending[0]):
             update.completed.append(self._pending.popleft())
         if (
             self.epoch is None
@@ -145,6 +145,7 @@ class ControllerCore:
         return pending
 
     def is_complete(self, pending: PendingWrite[T]) -> bool:
+        """Its last record (or, writing nothing, the last before it) is committed."""
         return pending.last < self.committed.offset
 
     def appended(self, pending: PendingWrite[T], last_offset: int) -> None:
