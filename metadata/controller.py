@@ -30,7 +30,7 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -155,6 +155,7 @@ class QuorumController:
         self.core = ControllerCore()
         # The caller of each pending write waits on its future; the core decides when.
         self._waiting: dict[PendingWrite[object], asyncio.Future[None]] = {}
+        self._appends: set[asyncio.Task[None]] = set()  # kept referenced until they end
         self._task: asyncio.Task[None] | None = None
         self.unclean_elections = 0  # leaders this controller chose from outside the ISR
         self.bootstrap_records = list(bootstrap_records)
@@ -241,32 +242,48 @@ class QuorumController:
         record and no write is pending (the first write carries them)."""
         return self.bootstrap_records if self.loader.log_empty and not self.core.pending else []
 
-    async def _write(self, records: Sequence[Message], response: T) -> T:
-        """Appends one operation's records (the bootstrap records first, when due) as one
-        batch, computed by the caller against `self.core.image` with no await in between;
-        returns `response` once they, and every write before them, are committed."""
+    def _submit(self, records: Sequence[Message], response: T) -> Awaitable[T]:
+        """Writes one operation's records (the bootstrap records first, when due) to the core
+        and hands them to Raft as one batch, before the caller computes anything else (the
+        records were computed against `self.core.image` with no await since). Resolves to
+        `response` once they, and every write before them, are committed."""
         core = self.core
         batch = [*self._bootstrap_due(), *records]
         pending = core.write(batch, response)
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         if core.is_complete(pending):
-            return response
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiting[pending] = future  # type: ignore[index]
-        if batch:
-            try:
-                # Runs at once up to its first wait: the records join the driver's queue
-                # before any later operation computes, so they land in operation order.
-                last = await self.driver.append([encode(r) for r in batch])
-                core.appended(pending, last)
-            except NotLeaderError as exc:
-                self._sync()
-                self._fail(core.renounce(), exc.leader.leader_id)
-            except ControllerCoreError as exc:
-                log.error("Controller writes out of step with the log, renouncing: %s", exc)
-                self._fail(core.renounce(), -1)
-                raise ApiError("UNKNOWN_SERVER_ERROR", str(exc)) from None
-        await future
+            done.set_result(None)
+        else:
+            self._waiting[pending] = done  # type: ignore[index]
+            if batch:
+                # Tasks start in the order they are made, so the batches reach the
+                # driver's queue in the order the core gave them offsets.
+                task = asyncio.ensure_future(self._append(pending, [encode(r) for r in batch]))
+                self._appends.add(task)
+                task.add_done_callback(self._appends.discard)
+        return self._answer(done, response)
+
+    async def _write(self, records: Sequence[Message], response: T) -> T:
+        return await self._submit(records, response)
+
+    @staticmethod
+    async def _answer(done: asyncio.Future[None], response: T) -> T:
+        await done
         return response
+
+    async def _append(self, pending: PendingWrite[T], data: list[bytes]) -> None:
+        """The append of one write; its caller waits for the core to see it committed."""
+        try:
+            last = await self.driver.append(data)
+            self.core.appended(pending, last)
+        except NotLeaderError as exc:
+            self._sync()
+            if self.core.epoch == pending.epoch:  # the driver refused, yet Raft still leads
+                self._fail(self.core.renounce(), exc.leader.leader_id)
+        except ControllerCoreError as exc:
+            log.error("Controller writes out of step with the metadata log: %s", exc)
+            if self.core.epoch == pending.epoch:
+                self._fail(self.core.renounce(), -1)
 
     # --- operations ------------------------------------------------------------------------
 
@@ -415,10 +432,9 @@ class QuorumController:
             return []
         expired = self.tracker.expired(self.core.image, _now_ms())
         # Each fencing its own write, computed on the one before it, all in flight at once.
-        writes = [
-            self._write(fence_broker(self.core.image, broker_id, self.local), None)
-            for broker_id in expired
-        ]
+        writes = []
+        for broker_id in expired:
+            writes.append(self._submit(fence_broker(self.core.image, broker_id, self.local), None))
         await asyncio.gather(*writes)
         return expired
 
