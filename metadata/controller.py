@@ -157,6 +157,7 @@ class QuorumController:
         self._waiting: dict[PendingWrite[object], asyncio.Future[None]] = {}
         self._appends: set[asyncio.Task[None]] = set()  # kept referenced until they end
         self._task: asyncio.Task[None] | None = None
+        self._stopped = False
         self.unclean_elections = 0  # leaders this controller chose from outside the ISR
         self.bootstrap_records = list(bootstrap_records)
         loader.publishers.append(lambda _delta, _image: self._sync())
@@ -168,10 +169,14 @@ class QuorumController:
         self._task = asyncio.create_task(self._periodic())
 
     async def stop(self) -> None:
+        """No more operations; those still pending fail with NOT_CONTROLLER now (their
+        records may still commit), not when the Raft driver stops after the servers."""
+        self._stopped = True
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        self._fail(self.core.renounce(), -1)
 
     @property
     def image(self) -> MetadataImage:
@@ -180,6 +185,8 @@ class QuorumController:
 
     def is_active(self) -> bool:
         """Leader, and the image holds its epoch's first entry (all before it, too)."""
+        if self._stopped:
+            return False
         self._sync()
         return self.core.active
 
@@ -197,7 +204,7 @@ class QuorumController:
         """Tells the core the Raft state and the committed image (after every commit and
         leader change, and before every operation), and settles what it decided."""
         raft = self.driver.core
-        if raft is None:
+        if raft is None or self._stopped:
             return
         update = self.core.update(raft.role is Role.LEADER, raft.epoch, self.loader.image)
         if update.activated:

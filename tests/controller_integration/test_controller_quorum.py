@@ -335,3 +335,43 @@ def test_operations_pipeline_against_the_pending_image_and_commit_in_order(tmp_p
             await node.stop(graceful=False)
 
     asyncio.run(scenario())
+
+
+def test_stopping_the_controller_fails_its_pending_operations(tmp_path):
+    """A node shutting down stops its controller before its servers and Raft: a request
+    still waiting for its commit is answered NOT_CONTROLLER at once (the client retries on
+    the next controller), and the stopped controller takes no new one."""
+
+    async def scenario() -> None:
+        (port,) = free_ports(1)
+        node = Node(1, {1: f"127.0.0.1:{port}"}, str(tmp_path / "c1"))
+        await node.start()
+        try:
+            leader = await wait_for(lambda: active([node]), 10, "an active controller")
+            controller = leader.controller
+            driver = leader.driver
+            real_append = driver.append
+
+            async def stuck_append(records):  # type: ignore[no-untyped-def]
+                await asyncio.sleep(30)  # a disk that hangs
+                return await real_append(records)
+
+            driver.append = stuck_append  # type: ignore[method-assign]
+            create = asyncio.create_task(
+                controller.register_broker(
+                    BrokerRegistrationRequest(1, bytes([1]) * 16, [Endpoint("PLAINTEXT", "h", 1)])
+                )
+            )
+            await asyncio.sleep(0.05)
+            assert not create.done() and controller.core.pending == 1
+            await controller.stop()
+            with pytest.raises(ApiError) as refused:
+                await asyncio.wait_for(create, 1)
+            assert refused.value.error_name == "NOT_CONTROLLER"
+            assert not controller.is_active()
+            with pytest.raises(ApiError):
+                await controller.create_topics([NewTopic("u", 1, 1)])
+        finally:
+            await node.driver.stop(graceful=False)
+
+    asyncio.run(scenario())
