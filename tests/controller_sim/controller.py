@@ -113,6 +113,7 @@ class ControllerNode:
     tracker: HeartbeatTracker
     # The checker's view of each pending write (the core's own record of it is the key).
     operations: dict[PendingWrite[object], Operation] = field(default_factory=dict)
+    told: tuple[bool, int, MetadataImage] | None = None  # what the core was last told
 
 
 @dataclass
@@ -231,7 +232,11 @@ class SimController:
                     HeartbeatTracker(self.config.session_timeout_ms),
                 )
                 self.controllers[node_id] = ctl
-            update = ctl.core.update(node.core.role is Role.LEADER, node.core.epoch, sm.image)
+            leader, epoch, image = node.core.role is Role.LEADER, node.core.epoch, sm.image
+            if ctl.told is not None and ctl.told[:2] == (leader, epoch) and ctl.told[2] is image:
+                continue  # nothing new since the last step (the node's pump waits for news)
+            ctl.told = (leader, epoch, image)
+            update = ctl.core.update(leader, epoch, image)
             for pending in update.completed:
                 op = ctl.operations.pop(pending)
                 self.world.checker.operation_completed(op)
