@@ -15,26 +15,42 @@ empty cluster as the reference in the same run:
 3. memory: an in-process MetadataImage built by replaying the same records, measured with
    tracemalloc, per partition.
 Goals (issue 4): failover <= 2 s at 10k partitions; propagation <= 1 s after commit.
+4. operations/s (issue 19; `--ops` runs only this): record-producing controller operations
+   (CreateTopics of a 1-partition topic, AlterPartition ISR shrink and expand, a broker
+   registration) from 1 and from 64 concurrent callers against a real QuorumController over
+   a one-voter RaftDriver in this process (real log and fsync, Kafka's 25 ms append linger);
+   reference: the same driver committing one-record appends from 64 callers, the ceiling a
+   controller over it can reach.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import signal
 import sys
 import tempfile
 import time
 import tracemalloc
+from typing import Any
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+from metadata.alter_partition import IsrProposal  # noqa: E402
+from metadata.broker_lifecycle import BrokerRegistrationRequest, HeartbeatRequest  # noqa: E402
+from metadata.controller import ControllerConfig, QuorumController  # noqa: E402
 from metadata.delta import MetadataDelta  # noqa: E402
-from metadata.image import EMPTY_IMAGE  # noqa: E402
+from metadata.image import EMPTY_IMAGE, Endpoint  # noqa: E402
+from metadata.loader import MetadataLoader  # noqa: E402
 from metadata.topic_control import NewTopic, create_topics  # noqa: E402
+from raft.config import RaftConfig  # noqa: E402
+from raft.driver import RaftDriver  # noqa: E402
+from raft.roles import Role  # noqa: E402
 from strom_api.v1 import controller_pb2  # noqa: E402
 from strom_api.v1 import metadata_pb2 as mpb  # noqa: E402
 from tests.node_integration.node_cluster import NodeCluster, wait_until  # noqa: E402
+from tests.raft_integration.process_cluster import free_ports, wait_for  # noqa: E402
 
 SETTINGS = {  # Kafka's defaults but a short linger, so a test-sized op is not 25 ms of wait
     "controller.quorum.election.timeout.ms": "1000",
@@ -125,10 +141,148 @@ def image_bytes_per_partition(topics: int, partitions: int) -> float:
     return grown / (topics * partitions)
 
 
+# --- record-producing operations per second (issue 19) ---------------------------------------
+
+OPS_CALLERS = 64
+ISR_BROKERS = (1, 2, 3)
+
+
+def _raft_config() -> RaftConfig:
+    return RaftConfig()  # Kafka's defaults: controller.quorum.append.linger.ms 25
+
+
+async def _one_voter(data: str, listener: Any) -> RaftDriver:
+    (port,) = free_ports(1)
+    address = f"127.0.0.1:{port}"
+    driver = RaftDriver(1, {1: address}, address, data, listener, _raft_config())
+    await driver.start()
+    await wait_for(
+        lambda: driver.core is not None and driver.core.role is Role.LEADER, 10, "a leader"
+    )
+    return driver
+
+
+async def _caller_loop(
+    controller: QuorumController, caller: int, epochs: dict[int, int], deadline: float
+) -> int:
+    """CreateTopics of a 1-partition RF-3 topic, its ISR shrunk and expanded again by its
+    leader, and a registration of the caller's own broker: four record-producing operations
+    a round, until the deadline. Returns how many completed."""
+    done = 0
+    round_ = 0
+    broker_id = 100 + caller
+    previous = -1
+    while time.perf_counter() < deadline:
+        round_ += 1
+        name = f"c{caller}-{round_}"
+        [result] = await controller.create_topics([NewTopic(name, 1, 3)])
+        assert result.error is None, result.error
+        p = controller.loader.image.topics.partition(name, 0)
+        for isr in ((p.leader,), p.replicas):
+            proposal = IsrProposal(result.topic_id, 0, p.leader_epoch, p.partition_epoch, isr)
+            [answer] = await controller.alter_partition(p.leader, epochs[p.leader], [proposal])
+            assert answer.error is None and answer.registration is not None, answer.error
+            p = answer.registration
+        # A clean restart of the caller's own broker (its marker holds the last epoch).
+        incarnation = broker_id.to_bytes(8, "big") + round_.to_bytes(8, "big")
+        endpoints = [Endpoint("PLAINTEXT", "h", 1)]
+        request = BrokerRegistrationRequest(broker_id, incarnation, endpoints, None, previous)
+        previous = await controller.register_broker(request)
+        done += 4
+    return done
+
+
+async def controller_ops_per_second(callers: int, seconds: float) -> float:
+    """A real QuorumController over a one-voter RaftDriver (real log, real fsync), its
+    periodic task not started (no broker is fenced for missing heartbeats meanwhile)."""
+    with tempfile.TemporaryDirectory(prefix="strom-bench-ops-") as data:
+        loader = MetadataLoader()
+        driver = await _one_voter(data, loader)
+        controller = QuorumController(driver, loader, ControllerConfig())
+        try:
+            await wait_for(controller.is_active, 10, "an active controller")
+            epochs = {}
+            for b in ISR_BROKERS:
+                epochs[b] = await controller.register_broker(
+                    BrokerRegistrationRequest(b, bytes([b]) * 16, [Endpoint("PLAINTEXT", "h", b)])
+                )
+                await controller.broker_heartbeat(
+                    HeartbeatRequest(b, epochs[b], loader.image.offset)
+                )
+            start = time.perf_counter()
+            deadline = start + seconds
+            counts = await asyncio.gather(
+                *(_caller_loop(controller, c, epochs, deadline) for c in range(callers))
+            )
+            return sum(counts) / (time.perf_counter() - start)
+        finally:
+            await driver.stop()
+
+
+class _NoListener:
+    def handle_commit(self, entries: Any) -> None:
+        pass
+
+    def handle_load_snapshot(self, snapshot_id: Any, records: Any) -> None:
+        pass
+
+    def handle_leader_change(self, leader: Any) -> None:
+        pass
+
+
+async def raft_appends_per_second(callers: int, seconds: float) -> float:
+    """The reference: the same driver taking one 100-byte record per append from the same
+    number of callers, each waiting for its commit: the most a controller over it can do."""
+    with tempfile.TemporaryDirectory(prefix="strom-bench-ops-") as data:
+        driver = await _one_voter(data, _NoListener())
+        try:
+            start = time.perf_counter()
+            deadline = start + seconds
+
+            async def appender() -> int:
+                n = 0
+                while time.perf_counter() < deadline:
+                    await driver.append([b"x" * 100])
+                    n += 1
+                return n
+
+            counts = await asyncio.gather(*(appender() for _ in range(callers)))
+            return sum(counts) / (time.perf_counter() - start)
+        finally:
+            await driver.stop()
+
+
+def operations(quick: bool) -> None:
+    seconds = 2.0 if quick else 5.0
+    reference = asyncio.run(raft_appends_per_second(OPS_CALLERS, seconds))
+    rows = [
+        (f"{n} caller{'s' if n > 1 else ''}", asyncio.run(controller_ops_per_second(n, seconds)))
+        for n in (1, OPS_CALLERS)
+    ]
+    print(
+        f"controller operations/s: one voter in-process, real fsync, linger "
+        f"{_raft_config().append_linger_ms} ms; {seconds:.0f} s each; CreateTopics (1 partition, "
+        "RF 3), AlterPartition shrink and expand, RegisterBroker"
+    )
+    print(f"{'measurement':52} {'ops/s':>10} {'reference':>10} {'ratio':>7}")
+    for label, value in rows:
+        print(
+            f"{'controller, ' + label:52} {value:10.0f} {reference:10.0f} {value / reference:7.3f}"
+        )
+    print(
+        f"reference: RaftDriver.append of one record, {OPS_CALLERS} callers, each awaiting"
+        " its commit"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="1,000 partitions instead")
+    parser.add_argument("--ops", action="store_true", help="only the operations/s measurement")
     args = parser.parse_args()
+    operations(args.quick)
+    if args.ops:
+        return 0
     topics, partitions = (10, 100) if args.quick else (100, 100)
     total = topics * partitions
     base = tempfile.mkdtemp(prefix="strom-bench-controller-")

@@ -15,7 +15,9 @@ or fenced leader cannot undo a newer change:
 The ELR follows the ISR (partition_change.next_elr, KIP-966): a member dropped while the
 ISR is below min.insync.replicas joins it; the ELR empties once the ISR is back at it.
 An accepted proposal becomes a PartitionChangeRecord; the answer is the registration it
-leads to (the partition epoch one higher).
+leads to (the partition epoch one higher). The controller runs
+alter_partition_completing_reassignments: an ISR that grew may finish a reassignment, and the
+records finishing it go in the same batch as the ISR change, so the two commit together.
 """
 
 from __future__ import annotations
@@ -27,9 +29,11 @@ from google.protobuf.message import Message
 
 from metadata.broker_lifecycle import may_lead, min_insync_replicas
 from metadata.config_control import NO_LOCAL_CONFIG, LocalConfig
+from metadata.delta import MetadataDelta
 from metadata.errors import ApiError
 from metadata.image import MetadataImage, PartitionRegistration
 from metadata.partition_change import next_elr
+from metadata.reassignment import complete_reassignments
 from strom_api.v1 import metadata_pb2 as pb
 
 
@@ -75,6 +79,24 @@ def alter_partition(
             continue
         records.append(record)
         results.append(IsrResult(proposal.topic_id, proposal.partition_id, None, after))
+    return records, results
+
+
+def alter_partition_completing_reassignments(
+    image: MetadataImage,
+    broker_id: int,
+    broker_epoch: int,
+    proposals: Sequence[IsrProposal],
+    local: LocalConfig = NO_LOCAL_CONFIG,
+) -> tuple[list[Message], list[IsrResult]]:
+    """AlterPartition as the controller runs it: the ISR changes, then, when an ISR grew on a
+    partition being reassigned (its new replicas caught up), the records finishing every
+    reassignment that now can, computed on the image after the ISR changes, all one batch
+    (as Kafka's PartitionChangeBuilder finishes a reassignment in the ISR change itself)."""
+    records, results = alter_partition(image, broker_id, broker_epoch, proposals, local)
+    if any(r.registration is not None and r.registration.adding_replicas for r in results):
+        after = MetadataDelta(image).replay_all(records).apply(image.offset, image.epoch)
+        records += complete_reassignments(after, local)
     return records, results
 
 

@@ -100,8 +100,7 @@ def move_away_from(
     records: list[Message] = []
     for name in sorted(image.topics.by_name):
         topic = image.topics.by_name[name]
-        unclean = unclean_election_enabled(image, name, local)
-        min_isr = min_insync_replicas(image, name, local)
+        configs: tuple[bool, int] | None = None  # resolved for the topics it is in only
         for partition_id in sorted(topic.partitions):
             if only is not None and (topic.topic_id, partition_id) not in only:
                 continue
@@ -109,6 +108,12 @@ def move_away_from(
             in_elr = lost_data and broker_id in current.elr
             if broker_id not in current.isr and current.leader != broker_id and not in_elr:
                 continue
+            if configs is None:
+                configs = (
+                    unclean_election_enabled(image, name, local),
+                    min_insync_replicas(image, name, local),
+                )
+            unclean, min_isr = configs
             target_isr = isr_without(current.isr, broker_id)
             others = {*current.isr, *current.elr} - {broker_id}
             drop = lost_data and bool(others)

@@ -1,16 +1,20 @@
-"""The active controller: operations on the metadata log, run one at a time on the node's
-event loop (after Kafka's QuorumController).
+"""The active controller: operations on the metadata log, pipelined on the node's event loop
+(after Kafka's QuorumController).
 
 Every controller node runs one, over its Raft driver and its MetadataLoader; only the one
 on the Raft leader is active, and an operation reaching another is refused with
-NOT_CONTROLLER naming the leader. An operation reads the current image, computes records
-(the pure functions of metadata/), appends them through Raft and returns once they are
-committed, and so replayed into the image by the loader: the next operation sees its
-effect. A controller becomes active once its image holds the first entry of its own epoch
-(everything the previous leaders committed is in it); it then re-seeds the heartbeat
-tracker, so brokers that died meanwhile are still fenced a session later, and runs the
-periodic session check. Standby controllers replay the same log and take over without a
-reload.
+NOT_CONTROLLER naming the leader. The rules live in metadata/controller_core.py (sans-I/O,
+the same class the controller simulator runs); this module is its asyncio pump. An
+operation computes records (the pure functions of metadata/) against the committed image
+with every pending write applied, appends them through Raft as one batch without waiting
+for earlier writes to commit, and returns once its records are committed (and so replayed
+into the image by the loader); the core learns of commits and leader changes from the
+loader's notifications. On loss of leadership every pending operation fails with
+NOT_CONTROLLER. A controller becomes active once its image holds the first entry of its
+own epoch (everything the previous leaders committed is in it); it then re-seeds the
+heartbeat tracker, so brokers that died meanwhile are still fenced a session later, and
+runs the periodic session check. Standby controllers replay the same log and take over
+without a reload.
 
 The first active controller of an empty metadata log appends its bootstrap records (the
 --add-scram users of `strom storage format`, broker/bootstrap_checkpoint.py) in the same batch as
@@ -26,8 +30,9 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from google.protobuf.message import Message
 
@@ -42,7 +47,7 @@ from metadata.alter_partition import (
     IsrProposal,
     IsrResult,
     allocate_producer_ids,
-    alter_partition,
+    alter_partition_completing_reassignments,
 )
 from metadata.authorizer import StandardAcl
 from metadata.broker_lifecycle import (
@@ -56,6 +61,7 @@ from metadata.broker_lifecycle import (
     restarted_uncleanly,
 )
 from metadata.config_control import ConfigOp, LocalConfig, incremental_alter_configs
+from metadata.controller_core import ControllerCore, ControllerCoreError, PendingWrite
 from metadata.errors import ApiError
 from metadata.image import ConfigResource, MetadataImage
 from metadata.leader_election import elect_leaders, rebalance_leaders
@@ -64,7 +70,6 @@ from metadata.partition_change import Election
 from metadata.reassignment import (
     OngoingReassignment,
     alter_partition_reassignments,
-    complete_reassignments,
     list_partition_reassignments,
 )
 from metadata.records import encode
@@ -86,10 +91,12 @@ from metadata.topic_control import (
 )
 from raft.core import NotLeaderError
 from raft.driver import RaftDriver
+from raft.messages import LeaderAndEpoch
 from raft.roles import Role
 from strom_api.v1 import metadata_pb2 as pb
 
 log = logging.getLogger("strom.controller")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -145,11 +152,16 @@ class QuorumController:
         self.local = LocalConfig(node_id, dict(static_config or {}))
         self.rng = rng or random.Random()
         self.tracker = HeartbeatTracker(self.config.session_timeout_ms)
-        self._lock = asyncio.Lock()  # one operation at a time
-        self._active_epoch = -1  # the Raft epoch we last became active in
+        self.core = ControllerCore()
+        # The caller of each pending write waits on its future; the core decides when.
+        self._waiting: dict[PendingWrite[object], asyncio.Future[None]] = {}
+        self._appends: set[asyncio.Task[None]] = set()  # kept referenced until they end
         self._task: asyncio.Task[None] | None = None
+        self._stopped = False
         self.unclean_elections = 0  # leaders this controller chose from outside the ISR
         self.bootstrap_records = list(bootstrap_records)
+        loader.publishers.append(lambda _delta, _image: self._sync())
+        loader.leader_listeners.append(self._on_leader_change)
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -157,27 +169,26 @@ class QuorumController:
         self._task = asyncio.create_task(self._periodic())
 
     async def stop(self) -> None:
+        """No more operations; those still pending fail with NOT_CONTROLLER now (their
+        records may still commit), not when the Raft driver stops after the servers."""
+        self._stopped = True
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        self._fail(self.core.renounce(), -1)
 
     @property
     def image(self) -> MetadataImage:
+        """The committed image (what reads answer from)."""
         return self.loader.image
 
     def is_active(self) -> bool:
         """Leader, and the image holds its epoch's first entry (all before it, too)."""
-        core = self.driver.core
-        if core is None or core.role is not Role.LEADER:
+        if self._stopped:
             return False
-        if self.loader.image.epoch != core.epoch:
-            return False
-        if self._active_epoch != core.epoch:
-            # Newly active: heartbeats seen by an earlier controller are unknown here.
-            self._active_epoch = core.epoch
-            self.tracker.reseed(self.loader.image, _now_ms())
-        return True
+        self._sync()
+        return self.core.active
 
     def _require_active(self) -> None:
         if not self.is_active():
@@ -187,159 +198,195 @@ class QuorumController:
                 f"This node is not the active controller; the Raft leader is {leader}.",
             )
 
+    # --- the pump ----------------------------------------------------------------------------
+
+    def _sync(self) -> None:
+        """Tells the core the Raft state and the committed image (after every commit and
+        leader change, and before every operation), and settles what it decided."""
+        raft = self.driver.core
+        if raft is None or self._stopped:
+            return
+        update = self.core.update(raft.role is Role.LEADER, raft.epoch, self.loader.image)
+        if update.activated:
+            # Newly active: heartbeats seen by an earlier controller are unknown here.
+            self.tracker.reseed(self.loader.image, _now_ms())
+        for pending in update.completed:
+            self.unclean_elections += sum(
+                1
+                for r in pending.records
+                if isinstance(r, pb.PartitionChangeRecord)
+                and r.HasField("leader_recovery_state")
+                and r.leader_recovery_state == pb.RECOVERING
+            )
+            self._settle(pending, None)
+        if update.failed:
+            self._fail(update.failed, raft.leader_id)
+
+    def _on_leader_change(self, leader: LeaderAndEpoch) -> None:
+        self._sync()
+
+    def _settle(self, pending: PendingWrite[object], error: ApiError | None) -> None:
+        future = self._waiting.pop(pending, None)
+        if future is None or future.done():
+            return
+        if error is None:
+            future.set_result(None)
+        else:
+            future.set_exception(error)
+
+    def _fail(self, failed: Sequence[PendingWrite[object]], leader: int) -> None:
+        for pending in failed:
+            self._settle(
+                pending,
+                ApiError(
+                    "NOT_CONTROLLER",
+                    f"Leadership moved (the Raft leader is {leader}) before the change committed.",
+                ),
+            )
+
     def _bootstrap_due(self) -> list[Message]:
         """The bootstrap records, while the log (as far as committed) holds no metadata
-        record; called with the lock held by the active controller, whose image holds
-        everything earlier leaders committed."""
-        return self.bootstrap_records if self.loader.log_empty else []
+        record and no write is pending (the first write carries them)."""
+        return self.bootstrap_records if self.loader.log_empty and not self.core.pending else []
 
-    async def _commit(self, records: Sequence[Message]) -> int:
-        """Appends and waits for commit (and so for the loader's replay); returns the
-        offset of the first record. The bootstrap records, when due, go first in the same
-        batch."""
+    def _submit(self, records: Sequence[Message], response: T) -> Awaitable[T]:
+        """Writes one operation's records (the bootstrap records first, when due) to the core
+        and hands them to Raft as one batch, before the caller computes anything else (the
+        records were computed against `self.core.image` with no await since). Resolves to
+        `response` once they, and every write before them, are committed."""
+        core = self.core
         batch = [*self._bootstrap_due(), *records]
-        if not batch:
-            return self.loader.image.offset
+        pending = core.write(batch, response)
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if core.is_complete(pending):
+            done.set_result(None)
+        else:
+            self._waiting[pending] = done  # type: ignore[index]
+            if batch:
+                # Tasks start in the order they are made, so the batches reach the
+                # driver's queue in the order the core gave them offsets.
+                task = asyncio.ensure_future(self._append(pending, [encode(r) for r in batch]))
+                self._appends.add(task)
+                task.add_done_callback(self._appends.discard)
+        return self._answer(done, response)
+
+    async def _write(self, records: Sequence[Message], response: T) -> T:
+        return await self._submit(records, response)
+
+    @staticmethod
+    async def _answer(done: asyncio.Future[None], response: T) -> T:
+        await done
+        return response
+
+    async def _append(self, pending: PendingWrite[T], data: list[bytes]) -> None:
+        """The append of one write; its caller waits for the core to see it committed."""
         try:
-            last = await self.driver.append([encode(r) for r in batch])
+            last = await self.driver.append(data)
+            self.core.appended(pending, last)
         except NotLeaderError as exc:
-            raise ApiError(
-                "NOT_CONTROLLER",
-                f"Leadership moved to {exc.leader.leader_id} before the change committed.",
-            ) from None
-        self.unclean_elections += sum(
-            1
-            for r in records
-            if isinstance(r, pb.PartitionChangeRecord)
-            and r.HasField("leader_recovery_state")
-            and r.leader_recovery_state == pb.RECOVERING
-        )
-        return last - len(records) + 1
+            self._sync()
+            if self.core.epoch == pending.epoch:  # the driver refused, yet Raft still leads
+                self._fail(self.core.renounce(), exc.leader.leader_id)
+        except ControllerCoreError as exc:
+            log.error("Controller writes out of step with the metadata log: %s", exc)
+            if self.core.epoch == pending.epoch:
+                self._fail(self.core.renounce(), -1)
 
     # --- operations ------------------------------------------------------------------------
 
     async def create_topics(self, topics: Sequence[NewTopic]) -> list[CreateTopicResult]:
-        async with self._lock:
-            self._require_active()
-            defaults = TopicDefaults(
-                self.config.num_partitions, self.config.default_replication_factor
-            )
-            records, results = create_topics(
-                self.image,
-                topics,
-                defaults=defaults,
-                limits=self.config.partition_limits,
-                start=self.rng.randrange(1 << 16),
-            )
-            await self._commit(records)
-            return results
+        self._require_active()
+        defaults = TopicDefaults(self.config.num_partitions, self.config.default_replication_factor)
+        records, results = create_topics(
+            self.core.image,
+            topics,
+            defaults=defaults,
+            limits=self.config.partition_limits,
+            start=self.rng.randrange(1 << 16),
+        )
+        return await self._write(records, results)
 
     async def delete_topics(self, names: Sequence[str]) -> dict[str, ApiError | None]:
-        async with self._lock:
-            self._require_active()
-            records, results = delete_topics(self.image, names)
-            await self._commit(records)
-            return results
+        self._require_active()
+        records, results = delete_topics(self.core.image, names)
+        return await self._write(records, results)
 
     async def create_partitions(
         self, name: str, count: int, assignments: Sequence[Sequence[int]] | None = None
     ) -> None:
-        async with self._lock:
-            self._require_active()
-            records = create_partitions(
-                self.image,
-                name,
-                count,
-                assignments,
-                limits=self.config.partition_limits,
-                start=self.rng.randrange(1 << 16),
-            )
-            await self._commit(records)
+        self._require_active()
+        records = create_partitions(
+            self.core.image,
+            name,
+            count,
+            assignments,
+            limits=self.config.partition_limits,
+            start=self.rng.randrange(1 << 16),
+        )
+        await self._write(records, None)
 
     async def register_broker(self, request: BrokerRegistrationRequest) -> int:
         """Registers a broker; returns its broker epoch (the offset of its record)."""
-        async with self._lock:
-            self._require_active()
-            core = self.driver.core
-            assert core is not None
-            # No other append is in flight (one operation at a time), so the record goes
-            # at the log end (after the bootstrap records, when they go first).
-            offset = core.log.end_offset() + len(self._bootstrap_due())
-            unclean = restarted_uncleanly(self.image, request)
-            records, epoch = register_broker(
-                self.image, self.tracker, request, offset, _now_ms(), self.local
+        self._require_active()
+        image = self.core.image
+        # The core knows where the record goes: after every pending write, and after the
+        # bootstrap records when they go first in the same batch.
+        offset = self.core.next_offset + len(self._bootstrap_due())
+        unclean = restarted_uncleanly(image, request)
+        records, epoch = register_broker(
+            image, self.tracker, request, offset, _now_ms(), self.local
+        )
+        if unclean:
+            log.warning(
+                "Broker %d registered after an unclean shutdown (previous broker epoch "
+                "%d, registered as %d): it leaves every ISR and ELR where another "
+                "replica can lead",
+                request.broker_id,
+                request.previous_broker_epoch,
+                image.cluster.brokers[request.broker_id].epoch,
             )
-            if unclean:
-                log.warning(
-                    "Broker %d registered after an unclean shutdown (previous broker epoch "
-                    "%d, registered as %d): it leaves every ISR and ELR where another "
-                    "replica can lead",
-                    request.broker_id,
-                    request.previous_broker_epoch,
-                    self.image.cluster.brokers[request.broker_id].epoch,
-                )
-            first = await self._commit(records)
-            if records and first != offset:  # no records: the registration it already has
-                raise ApiError(
-                    "UNKNOWN_SERVER_ERROR",
-                    f"broker {request.broker_id}'s registration landed at {first}, not {offset}",
-                )
-            return epoch
+        return await self._write(records, epoch)
 
     async def broker_heartbeat(self, request: HeartbeatRequest) -> HeartbeatResponse:
-        # The broker is alive now, whatever waits ahead of it for the lock: a slow commit
+        # The broker is alive now, whatever waits ahead of it to commit: a slow commit
         # (a registration, a fencing, Raft waiting on a disk) must not let its session run
         # out meanwhile. Kafka too notes contact when the heartbeat arrives, outside its
         # event queue (BrokerHeartbeatTracker), after brokers were fenced under load.
         broker = self.image.cluster.brokers.get(request.broker_id)
         if broker is not None and broker.epoch == request.broker_epoch and self.is_active():
             self.tracker.touch(request.broker_id, _now_ms())
-        async with self._lock:
-            self._require_active()
-            records, response = heartbeat(self.image, self.tracker, request, _now_ms(), self.local)
-            await self._commit(records)
-            return response
+        self._require_active()
+        records, response = heartbeat(self.core.image, self.tracker, request, _now_ms(), self.local)
+        return await self._write(records, response)
 
     async def alter_partition(
         self, broker_id: int, broker_epoch: int, proposals: Sequence[IsrProposal]
     ) -> list[IsrResult]:
-        async with self._lock:
-            self._require_active()
-            records, results = alter_partition(
-                self.image, broker_id, broker_epoch, proposals, self.local
-            )
-            await self._commit(records)
-            # An ISR that grew may finish a reassignment (its new replicas caught up); only
-            # then is it worth scanning the partitions for one.
-            if any(r.registration is not None and r.registration.adding_replicas for r in results):
-                await self._commit(complete_reassignments(self.image, self.local))
-            return results
+        self._require_active()
+        records, results = alter_partition_completing_reassignments(
+            self.core.image, broker_id, broker_epoch, proposals, self.local
+        )
+        return await self._write(records, results)
 
     async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> tuple[int, int]:
         """A block of producer ids for the broker: (first id, count)."""
-        async with self._lock:
-            self._require_active()
-            record, first = allocate_producer_ids(self.image, broker_id, broker_epoch)
-            await self._commit([record])
-            return first, record.next_producer_id - first
+        self._require_active()
+        record, first = allocate_producer_ids(self.core.image, broker_id, broker_epoch)
+        return await self._write([record], (first, record.next_producer_id - first))
 
     async def elect_leaders(
         self, partitions: Sequence[tuple[str, int]] | None, election: Election
     ) -> dict[tuple[str, int], ApiError | None]:
-        async with self._lock:
-            self._require_active()
-            records, results = elect_leaders(self.image, partitions, election, self.local)
-            await self._commit(records)
-            return results
+        self._require_active()
+        records, results = elect_leaders(self.core.image, partitions, election, self.local)
+        return await self._write(records, results)
 
     async def alter_partition_reassignments(
         self, requests: Mapping[tuple[str, int], Sequence[int] | None]
     ) -> dict[tuple[str, int], ApiError | None]:
-        async with self._lock:
-            self._require_active()
-            records, results = alter_partition_reassignments(self.image, requests, self.local)
-            await self._commit(records)
-            return results
+        self._require_active()
+        records, results = alter_partition_reassignments(self.core.image, requests, self.local)
+        return await self._write(records, results)
 
     def list_partition_reassignments(
         self, partitions: Sequence[tuple[str, int]] | None = None
@@ -350,25 +397,19 @@ class QuorumController:
     async def incremental_alter_configs(
         self, changes: Sequence[tuple[ConfigResource, Sequence[ConfigOp]]], validate_only: bool
     ) -> dict[ConfigResource, ApiError | None]:
-        async with self._lock:
-            self._require_active()
-            records, results = incremental_alter_configs(self.image, changes, validate_only)
-            await self._commit(records)
-            return results
+        self._require_active()
+        records, results = incremental_alter_configs(self.core.image, changes, validate_only)
+        return await self._write(records, results)
 
     async def create_acls(self, acls: Sequence[StandardAcl]) -> list[ApiError | None]:
-        async with self._lock:
-            self._require_active()
-            records, results = create_acls(self.image, acls)
-            await self._commit(records)
-            return results
+        self._require_active()
+        records, results = create_acls(self.core.image, acls)
+        return await self._write(records, results)
 
     async def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[DeleteAclsResult]:
-        async with self._lock:
-            self._require_active()
-            records, results = delete_acls(self.image, filters)
-            await self._commit(records)
-            return results
+        self._require_active()
+        records, results = delete_acls(self.core.image, filters)
+        return await self._write(records, results)
 
     def describe_acls(self, acl_filter: AclBindingFilter) -> list[StandardAcl]:
         """From this controller's own image, as DescribeConfigs (Kafka answers from a
@@ -380,11 +421,9 @@ class QuorumController:
     async def alter_user_scram_credentials(
         self, deletions: Sequence[ScramDeletion], upsertions: Sequence[ScramUpsertion]
     ) -> list[tuple[str, ApiError | None]]:
-        async with self._lock:
-            self._require_active()
-            records, results = alter_user_scram_credentials(self.image, deletions, upsertions)
-            await self._commit(records)
-            return results
+        self._require_active()
+        records, results = alter_user_scram_credentials(self.core.image, deletions, upsertions)
+        return await self._write(records, results)
 
     def describe_user_scram_credentials(
         self, users: Sequence[str] | None
@@ -396,19 +435,20 @@ class QuorumController:
     # --- timers ----------------------------------------------------------------------------
 
     async def fence_expired_brokers(self) -> list[int]:
-        async with self._lock:
-            if not self.is_active():
-                return []
-            expired = self.tracker.expired(self.image, _now_ms())
-            for broker_id in expired:
-                await self._commit(fence_broker(self.image, broker_id, self.local))
-            return expired
+        if not self.is_active():
+            return []
+        expired = self.tracker.expired(self.core.image, _now_ms())
+        # Each fencing its own write, computed on the one before it, all in flight at once.
+        writes = []
+        for broker_id in expired:
+            writes.append(self._submit(fence_broker(self.core.image, broker_id, self.local), None))
+        await asyncio.gather(*writes)
+        return expired
 
     async def write_bootstrap(self) -> None:
         """The bootstrap records of an empty log, when no operation wrote them yet."""
-        async with self._lock:
-            if self.is_active() and self._bootstrap_due():
-                await self._commit([])
+        if self.is_active() and self._bootstrap_due():
+            await self._write([], None)
 
     async def maybe_snapshot(self) -> None:
         """Every node snapshots its own image once enough has been written since the last
@@ -422,14 +462,12 @@ class QuorumController:
     async def rebalance_leaders(self) -> int:
         """Preferred elections where a broker leads too few of the partitions it prefers
         (auto.leader.rebalance.enable); returns how many partitions moved."""
-        async with self._lock:
-            if not self.is_active():
-                return 0
-            records = rebalance_leaders(
-                self.image, self.config.leader_imbalance_percentage, self.local
-            )
-            await self._commit(records)
-            return len(records)
+        if not self.is_active():
+            return 0
+        records = rebalance_leaders(
+            self.core.image, self.config.leader_imbalance_percentage, self.local
+        )
+        return await self._write(records, len(records))
 
     async def _periodic(self) -> None:
         interval = max(self.config.heartbeat_interval_ms // 4, 10) / 1000

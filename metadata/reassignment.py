@@ -15,8 +15,9 @@ enough) goes straight to stage 3 in its first record, as Kafka's PartitionChange
 completes whatever it can on every change. Cancelling puts the replicas back as they were
 before (the replicas minus the ones being added).
 
-Operations take the image and return records, changing nothing themselves; the controller
-calls complete_reassignments after every ISR change it commits.
+Operations take the image and return records, changing nothing themselves; the controller's
+AlterPartition (alter_partition.alter_partition_completing_reassignments) appends the records
+of complete_reassignments in the same batch as the ISR change that allows them.
 """
 
 from __future__ import annotations

@@ -240,7 +240,8 @@ def test_failover_in_the_middle_of_an_operation_converges(tmp_path):
 def test_a_heartbeat_waiting_behind_a_slow_operation_keeps_the_broker_alive(tmp_path):
     """Found by tests/chaos: a live broker fenced right after a controller failover, because
     its heartbeat waited for the controller's lock (a slow commit) behind the periodic
-    fencing check. Contact now counts when the heartbeat arrives, as in Kafka."""
+    fencing check. Contact now counts when the heartbeat arrives, as in Kafka, though its
+    answer waits for the writes before it to commit."""
 
     async def scenario() -> None:
         voters = {i + 1: f"127.0.0.1:{p}" for i, p in enumerate(free_ports(3))}
@@ -262,19 +263,115 @@ def test_a_heartbeat_waiting_behind_a_slow_operation_keeps_the_broker_alive(tmp_
                 lambda delta, image: fenced_ever.append(image.cluster.brokers[101].fenced)
             )
             session_s = CONTROLLER.session_timeout_ms / 1000
-            async with controller._lock:  # a slow operation holds the controller
-                await asyncio.sleep(session_s * 0.6)
-                beat = asyncio.create_task(
-                    controller.broker_heartbeat(
-                        HeartbeatRequest(101, epoch, leader.loader.image.offset)
-                    )
+            # A slow write (Raft waiting on a disk) ahead of the heartbeat: the heartbeat's
+            # answer waits for it to commit, its contact counts at once.
+            driver = leader.driver
+            real_append = driver.append
+
+            async def slow_append(records):  # type: ignore[no-untyped-def]
+                driver.append = real_append  # type: ignore[method-assign]
+                await asyncio.sleep(session_s * 1.2)
+                return await real_append(records)
+
+            driver.append = slow_append  # type: ignore[method-assign]
+            slow = asyncio.create_task(controller.allocate_producer_ids(101, epoch))
+            await asyncio.sleep(session_s * 0.6)
+            beat = asyncio.create_task(
+                controller.broker_heartbeat(
+                    HeartbeatRequest(101, epoch, leader.loader.image.offset)
                 )
-                await asyncio.sleep(session_s * 0.6)  # past the session since the last one
+            )
+            await asyncio.sleep(session_s * 0.6)  # past the session since the last one
+            assert not beat.done()  # it waits for the slow write before it
+            await slow
             assert not (await beat).is_fenced
             await asyncio.sleep(0.3)  # the periodic check has run since
             assert not any(fenced_ever)  # not even fenced and at once unfenced again
         finally:
             for n in nodes:
                 await n.stop(graceful=False)
+
+    asyncio.run(scenario())
+
+
+def test_operations_pipeline_against_the_pending_image_and_commit_in_order(tmp_path):
+    """Issue 19: an operation no longer waits for the one before it to commit. Two creates
+    of one name sent together: the second is computed against the first's pending records
+    (TOPIC_ALREADY_EXISTS) before either commits; a registration pipelined behind them gets
+    the offset its record lands at as its broker epoch."""
+
+    async def scenario() -> None:
+        (port,) = free_ports(1)
+        voters = {1: f"127.0.0.1:{port}"}
+        node = Node(1, voters, str(tmp_path / "c1"))
+        await node.start()
+        try:
+            leader = await wait_for(lambda: active([node]), 10, "an active controller")
+            controller = leader.controller
+            epoch = await controller.register_broker(
+                BrokerRegistrationRequest(1, bytes([1]) * 16, [Endpoint("PLAINTEXT", "h", 1)])
+            )
+            await controller.broker_heartbeat(HeartbeatRequest(1, epoch, epoch + 1))
+            committed = leader.loader.image.offset
+            first = asyncio.create_task(controller.create_topics([NewTopic("t", 1, 1)]))
+            second = asyncio.create_task(controller.create_topics([NewTopic("t", 1, 1)]))
+            register = asyncio.create_task(
+                controller.register_broker(
+                    BrokerRegistrationRequest(2, bytes([2]) * 16, [Endpoint("PLAINTEXT", "h", 2)])
+                )
+            )
+            await asyncio.sleep(0)  # all three computed and appended, none committed
+            assert controller.core.pending == 3
+            assert leader.loader.image.offset == committed
+            [created] = await first
+            [refused] = await second
+            assert created.error is None
+            assert refused.error is not None
+            assert refused.error.error_name == "TOPIC_ALREADY_EXISTS"
+            epoch = await register
+            assert leader.loader.image.cluster.brokers[2].epoch == epoch
+            assert epoch == committed + 2  # after the topic's two records
+        finally:
+            await node.stop(graceful=False)
+
+    asyncio.run(scenario())
+
+
+def test_stopping_the_controller_fails_its_pending_operations(tmp_path):
+    """A node shutting down stops its controller before its servers and Raft: a request
+    still waiting for its commit is answered NOT_CONTROLLER at once (the client retries on
+    the next controller), and the stopped controller takes no new one."""
+
+    async def scenario() -> None:
+        (port,) = free_ports(1)
+        node = Node(1, {1: f"127.0.0.1:{port}"}, str(tmp_path / "c1"))
+        await node.start()
+        try:
+            leader = await wait_for(lambda: active([node]), 10, "an active controller")
+            controller = leader.controller
+            driver = leader.driver
+            real_append = driver.append
+
+            async def stuck_append(records):  # type: ignore[no-untyped-def]
+                await asyncio.sleep(30)  # a disk that hangs
+                return await real_append(records)
+
+            driver.append = stuck_append  # type: ignore[method-assign]
+            create = asyncio.create_task(
+                controller.register_broker(
+                    BrokerRegistrationRequest(1, bytes([1]) * 16, [Endpoint("PLAINTEXT", "h", 1)])
+                )
+            )
+            await asyncio.sleep(0.05)
+            assert not create.done() and controller.core.pending == 1
+            await controller.stop()
+            with pytest.raises(ApiError) as refused:
+                await asyncio.wait_for(create, 1)
+            assert refused.value.error_name == "NOT_CONTROLLER"
+            assert not controller.is_active()
+            with pytest.raises(ApiError):
+                await controller.create_topics([NewTopic("u", 1, 1)])
+        finally:
+            await node.driver.stop(graceful=False)
 
     asyncio.run(scenario())

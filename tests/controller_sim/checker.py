@@ -15,12 +15,17 @@ empty image. Its letters continue the Raft checker's:
  (p) a controller operation is all or nothing: the records it proposed together are either
      all committed, at the offsets and epoch they were proposed in, or none is;
  (q) after every committed operation, a fenced broker (or one not registered) leads no
-     partition: a partition whose only eligible leader is fenced is offline (leader -1).
+     partition: a partition whose only eligible leader is fenced is offline (leader -1);
+ (r) an operation the controller completes (answers) is committed: its last record is in
+     the committed log, in the epoch it was proposed in;
+ (s) an operation that commits was computed against the committed image at its first
+     offset: the pending writes it saw are exactly the records committed before it (a
+     controller that kept abandoned writes, or skipped some, computes against another).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from metadata.image import EMPTY_IMAGE, MetadataImage
 from metadata.records import NO_LEADER, topic_id_str
@@ -44,6 +49,8 @@ class Operation:
     epoch: int
     first: int
     last: int
+    # The image the controller computed it against (None: not checked).
+    basis: MetadataImage | None = field(default=None, compare=False, repr=False)
 
 
 def diff_images(a: MetadataImage, b: MetadataImage) -> str:
@@ -115,6 +122,21 @@ class MetadataChecker(Checker):
             raise AssertionError(f"{operation} proposed below the committed log end")
         self._operations.setdefault(operation.first, []).append(operation)
 
+    def operation_completed(self, operation: Operation) -> None:
+        """(r): the controller answered the operation's caller."""
+        last = operation.last
+        if last >= len(self.committed) or self.committed[last].epoch != operation.epoch:
+            held = (
+                f"epoch {self.committed[last].epoch}"
+                if last < len(self.committed)
+                else f"nothing (committed up to {len(self.committed)})"
+            )
+            raise InvariantViolation(
+                "r",
+                f"operation {operation.kind} (offsets {operation.first}..{last} of epoch "
+                f"{operation.epoch}) completed, but its last offset holds {held}",
+            )
+
     # --- the reference images ---------------------------------------------------------------
 
     def _commit(self, entry: Entry, where: str) -> None:
@@ -141,6 +163,14 @@ class MetadataChecker(Checker):
         for operation in self._operations.pop(offset, []):
             if operation.epoch == entry.epoch:
                 self._open.append(operation)
+                basis = operation.basis
+                if basis is not None and basis != previous:
+                    raise InvariantViolation(
+                        "s",
+                        f"operation {operation.kind} committed at {operation.first}.."
+                        f"{operation.last} was computed against another image than the "
+                        f"committed one before it: {diff_images(basis, previous)}",
+                    )
         still_open = []
         for operation in self._open:
             if entry.epoch != operation.epoch and operation.first <= offset <= operation.last:

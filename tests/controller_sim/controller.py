@@ -1,21 +1,27 @@
-"""The simulated active controller and its brokers, over the simulated Raft.
+"""The controllers and their brokers, over the simulated Raft: adapters around the product's
+ControllerCore (metadata/controller_core.py), the class QuorumController pumps on a node.
 
-SimController does what metadata/controller.py's QuorumController does, on the simulated
-clock instead of asyncio: whenever some node leads and its image holds its own epoch's first
-entry (LeaderChange), it is the active controller and runs one operation at a time against
-that node's committed image: it computes the records with the pure functions of metadata/
-(register_broker, heartbeat, fence_broker, create_topics, delete_topics, alter_partition),
-proposes them together on that leader, and waits until the leader's high watermark passes
-them, or the leader changes (the operation is then abandoned: its records commit or not,
-all together, which the checker verifies). A newly active controller re-seeds its
-HeartbeatTracker with "now", as QuorumController.is_active does.
+Every live node incarnation holds its own ControllerCore and HeartbeatTracker, as every
+controller node does. SimController is the pump on the simulated clock instead of asyncio:
+every step it tells each core its node's Raft state and committed image (`update`; the
+node's pump does it on each commit and leader change), which decides which core is active,
+which pending operations committed and which failed because leadership moved. Operations go
+to the active core (the highest epoch, should an old leader not know yet): each computes its
+records with the pure functions of metadata/ (register_broker, heartbeat, fence_broker,
+create_topics, delete_topics, alter_partition_completing_reassignments) against the core's
+image, committed plus pending, is written to the core and proposed at once on that leader
+(simulated Raft's propose: the adapter for RaftDriver.append), several in flight at a time.
+Nothing here decides when an operation completes or is abandoned: the core does, and the
+checker verifies that it was right (an abandoned operation's records commit all or none,
+(p); a completed one is committed, (r); each committed operation was computed against the
+committed image before it, (s)).
 
-The brokers (SimBroker) register (broker epoch = the leader's log end when proposed, as
-QuorumController.register_broker computes it), heartbeat every `heartbeat_interval_ms`
-(which unfences them once they replayed their registration), and, drawn by the seed, die
-(stop heartbeating: the tracker then fences them one session later) or come back as a new
-incarnation. Partition leaders that are alive send AlterPartition ISR shrinks and expands,
-now and then with a stale epoch. Operations that fail validation just count their errors.
+The brokers (SimBroker) register (broker epoch = the offset the core gives the record),
+heartbeat every `heartbeat_interval_ms` (which unfences them once they replayed their
+registration), and, drawn by the seed, die (stop heartbeating: the tracker then fences them
+one session later) or come back as a new incarnation. Partition leaders that are alive send
+AlterPartition ISR shrinks and expands, now and then with a stale epoch. Operations that
+fail validation just count their errors.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from dataclasses import dataclass, field
 
 from google.protobuf.message import Message
 
-from metadata.alter_partition import IsrProposal, alter_partition
+from metadata.alter_partition import IsrProposal, alter_partition_completing_reassignments
 from metadata.broker_lifecycle import (
     BrokerRegistrationRequest,
     HeartbeatRequest,
@@ -36,11 +42,11 @@ from metadata.broker_lifecycle import (
     heartbeat,
     register_broker,
 )
+from metadata.controller_core import ControllerCore, PendingWrite
 from metadata.errors import ApiError
 from metadata.image import Endpoint, MetadataImage
 from metadata.records import NO_LEADER, encode
 from metadata.topic_control import NewTopic, create_topics, delete_topics
-from raft.core import NotLeaderError
 from raft.roles import Role
 from tests.controller_sim.checker import Operation
 from tests.controller_sim.machine import MetadataStateMachine
@@ -48,6 +54,8 @@ from tests.controller_sim.world import ControllerWorld
 from tests.sim.cluster import SimNode
 
 TOPIC_NAMES = ("orders", "payments", "clicks", "logs", "audit", "events")
+OPERATIONS_PER_STEP = 4  # operations the active controller may start in one step
+MAX_PENDING = 8  # and at most this many in flight (the RPCs of a few busy brokers)
 
 # An operation: given the active image and the log end its first record will get, the
 # records to propose (or ApiError), and a name for the trace.
@@ -96,11 +104,16 @@ class SimBroker:
         return self.broker_id.to_bytes(8, "big") + self.incarnation.to_bytes(8, "big")
 
 
-@dataclass(frozen=True, slots=True)
-class Inflight:
-    node_id: int
+@dataclass(slots=True)
+class ControllerNode:
+    """What one node incarnation's controller holds: the product's core and its tracker."""
+
     incarnation: int
-    operation: Operation
+    core: ControllerCore
+    tracker: HeartbeatTracker
+    # The checker's view of each pending write (the core's own record of it is the key).
+    operations: dict[PendingWrite[object], Operation] = field(default_factory=dict)
+    told: tuple[bool, int, MetadataImage] | None = None  # what the core was last told
 
 
 @dataclass
@@ -108,6 +121,7 @@ class Stats:
     ops: Counter[str] = field(default_factory=Counter)  # committed, by kind
     errors: Counter[str] = field(default_factory=Counter)  # ApiError names
     abandoned: int = 0  # leader changed before the records committed
+    pipelined: int = 0  # operations proposed while an earlier one was still pending
     activations: int = 0  # times some node became the active controller
 
 
@@ -122,9 +136,10 @@ class SimController:
         self.rng = rng
         self.config = config
         self.brokers = {b: SimBroker(b) for b in range(1, config.brokers + 1)}
+        self.controllers: dict[int, ControllerNode] = {}  # by node id
+        # The active controller's tracker, while its operations are computed.
         self.tracker = HeartbeatTracker(config.session_timeout_ms)
-        self.active_as: tuple[int, int, int] | None = None  # node, incarnation, epoch
-        self.inflight: Inflight | None = None
+        self.committed_offset = 0
         self.requests: deque[tuple[str, OpFn]] = deque()  # scenario tests queue operations
         self.random_ops = False
         self.next_random_ms = 0
@@ -161,82 +176,105 @@ class SimController:
         self.world.trace.record("CONTROLLER", *parts)
 
     def active(self) -> SimNode | None:
-        """The node whose controller is active: it leads, and its image holds its epoch's
-        first entry (so everything committed before it)."""
-        best = None
-        for node in self.world.cluster.leaders():
-            core = node.core
-            assert core is not None
-            sm = node.sm
-            if isinstance(sm, MetadataStateMachine) and sm.image.epoch == core.epoch:
-                if best is None or (best.core is not None and core.epoch > best.core.epoch):
-                    best = node
+        """The node whose controller's core is active (the highest epoch, should an old
+        leader not have heard of the new one yet)."""
+        found = self._active()
+        return None if found is None else self.world.cluster.nodes[found[0]]
+
+    def _active(self) -> tuple[int, ControllerNode] | None:
+        best: tuple[int, ControllerNode] | None = None
+        for node_id, ctl in self.controllers.items():
+            epoch = ctl.core.epoch
+            if epoch is not None and (best is None or epoch > (best[1].core.epoch or 0)):
+                best = (node_id, ctl)
         return best
 
     def _step(self) -> None:
         self.world.queue.after(self.config.step_ms, self._step)
-        if self.inflight is not None and not self._settle_inflight():
-            return
-        node = self.active()
-        if node is None or node.core is None:
-            return
-        key = (node.node_id, node.incarnation, node.core.epoch)
-        sm = node.sm
-        assert isinstance(sm, MetadataStateMachine)
-        if key != self.active_as:
-            self.active_as = key
-            self.stats.activations += 1
-            self.tracker.reseed(sm.image, self.now_ms)
-            self.trace(f"node {node.node_id} active in epoch {node.core.epoch}")
-        picked = self._next_operation(sm.image)
-        if picked is not None:
-            self._run(node, *picked)
+        self._update_all()
+        for _ in range(OPERATIONS_PER_STEP):
+            found = self._active()
+            if found is None:
+                return
+            node_id, ctl = found
+            node = self.world.cluster.nodes[node_id]
+            if ctl.core.pending >= MAX_PENDING:
+                return
+            self.tracker = ctl.tracker
+            self.committed_offset = ctl.core.committed.offset
+            picked = self._next_operation(ctl.core.image)
+            if picked is None:
+                return
+            self._run(node, ctl, *picked)
+            if node.core is None or node.core.role is not Role.LEADER:
+                # The propose crashed its node (a power cut inside the Ready it made): the
+                # cores hear of it before the next operation.
+                self._update_all()
 
-    def _settle_inflight(self) -> bool:
-        """Whether the operation in flight is over (committed, or its leader gone)."""
-        inflight = self.inflight
-        assert inflight is not None
-        node = self.world.cluster.nodes[inflight.node_id]
-        core = node.core
-        op = inflight.operation
-        if (
-            core is None
-            or node.incarnation != inflight.incarnation
-            or core.role is not Role.LEADER
-            or core.epoch != op.epoch
-        ):
+    def _update_all(self) -> None:
+        """Each node's core told its Raft state and committed image (what the node's pump
+        does on every commit and leader change); a crashed incarnation's core is gone, and
+        with it its pending operations."""
+        for node_id, node in self.world.cluster.nodes.items():
+            ctl = self.controllers.get(node_id)
+            if ctl is not None and (node.core is None or node.incarnation != ctl.incarnation):
+                self._abandoned(ctl, list(ctl.operations), "its node crashed")
+                del self.controllers[node_id]
+                ctl = None
+            if node.core is None:
+                continue
+            sm = node.sm
+            assert isinstance(sm, MetadataStateMachine)
+            if ctl is None:
+                ctl = ControllerNode(
+                    node.incarnation,
+                    ControllerCore(),
+                    HeartbeatTracker(self.config.session_timeout_ms),
+                )
+                self.controllers[node_id] = ctl
+            leader, epoch, image = node.core.role is Role.LEADER, node.core.epoch, sm.image
+            if ctl.told is not None and ctl.told[:2] == (leader, epoch) and ctl.told[2] is image:
+                continue  # nothing new since the last step (the node's pump waits for news)
+            ctl.told = (leader, epoch, image)
+            update = ctl.core.update(leader, epoch, image)
+            for pending in update.completed:
+                op = ctl.operations.pop(pending)
+                self.world.checker.operation_completed(op)
+                self.stats.ops[op.kind.split()[0]] += 1
+            self._abandoned(ctl, update.failed, "the leader changed")
+            if update.activated:
+                self.stats.activations += 1
+                # Newly active: heartbeats seen by an earlier controller are unknown here.
+                ctl.tracker.reseed(sm.image, self.now_ms)
+                self.trace(f"node {node_id} active in epoch {node.core.epoch}")
+
+    def _abandoned(self, ctl: ControllerNode, failed: list[PendingWrite[object]], why: str) -> None:
+        for pending in failed:
+            op = ctl.operations.pop(pending)
             self.stats.abandoned += 1
-            self.trace(f"{op.kind} at {op.first}..{op.last} abandoned: the leader changed")
-            self.inflight = None
-            return True
-        if node.applied > op.last:
-            self.stats.ops[op.kind.split()[0]] += 1
-            self.inflight = None
-            return True
-        return False
+            self.trace(f"{op.kind} at {op.first}..{op.last} abandoned: {why}")
 
-    def _run(self, node: SimNode, kind: str, fn: OpFn) -> None:
-        core = node.core
-        assert core is not None
-        first = node.log.end_offset()
-        sm = node.sm
-        assert isinstance(sm, MetadataStateMachine)
+    def _run(self, node: SimNode, ctl: ControllerNode, kind: str, fn: OpFn) -> None:
+        core = ctl.core
+        first = core.next_offset
         try:
-            records = fn(sm.image, first)
+            records = fn(core.image, first)
         except ApiError as error:
             self.stats.errors[error.error_name] += 1
             self.trace(f"{kind}: {error}")
             return
         if not records:
             return
-        op = Operation(kind, core.epoch, first, first + len(records) - 1)
+        if core.pending:
+            self.stats.pipelined += 1
+        pending = core.write(records, kind)
+        op = Operation(kind, pending.epoch, pending.first, pending.last, pending.basis)
+        ctl.operations[pending] = op  # type: ignore[index]
         self.world.checker.expect_operation(op)
-        try:
-            last = self.world.cluster.propose(node.node_id, [encode(r) for r in records])
-        except NotLeaderError:  # not while it is active; kept for safety
-            return
-        assert last == op.last, f"{kind} landed at ..{last}, expected {op}"
-        self.inflight = Inflight(node.node_id, node.incarnation, op)
+        # Active means leading: the propose cannot be refused (NotLeaderError would be a
+        # bug here, and fail the run).
+        last = self.world.cluster.propose(node.node_id, [encode(r) for r in records])
+        core.appended(pending, last)
         self.after_propose(node.node_id, op)
 
     # --- choosing the next operation --------------------------------------------------------
@@ -274,8 +312,10 @@ class SimController:
             return f"register {b}", register
         epoch = registered.epoch
 
+        replayed = self.committed_offset  # a broker replays committed records only
+
         def beat(img: MetadataImage, _: int) -> list[Message]:
-            request = HeartbeatRequest(b, epoch, current_metadata_offset=img.offset)
+            request = HeartbeatRequest(b, epoch, current_metadata_offset=replayed)
             records, _response = heartbeat(img, self.tracker, request, self.now_ms)
             return records
 
@@ -352,7 +392,9 @@ class SimController:
         epoch = image.cluster.brokers[leader].epoch
 
         def alter(img: MetadataImage, _: int) -> list[Message]:
-            records, results = alter_partition(img, leader, epoch, [proposal])
+            records, results = alter_partition_completing_reassignments(
+                img, leader, epoch, [proposal]
+            )
             for result in results:
                 if result.error is not None:
                     raise result.error
@@ -391,7 +433,8 @@ class SimController:
         node = self.active()
         if node is None or node.core is None:
             return ["no active controller"]
-        if self.inflight is not None or self.requests:
+        found = self._active()
+        if self.requests or (found is not None and found[1].core.pending):
             why.append("an operation is in flight or queued")
         sm = node.sm
         assert isinstance(sm, MetadataStateMachine)

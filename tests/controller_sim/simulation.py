@@ -59,6 +59,7 @@ class RunResult:
     operations: dict[str, int] = field(default_factory=dict)
     errors: dict[str, int] = field(default_factory=dict)
     abandoned: int = 0
+    pipelined: int = 0
     activations: int = 0
     coverage: dict[str, int] = field(default_factory=dict)
 
@@ -138,6 +139,7 @@ class ControllerSimulation:
             operations=dict(c.stats.ops) if c else {},
             errors=dict(c.stats.errors) if c else {},
             abandoned=c.stats.abandoned if c else 0,
+            pipelined=c.stats.pipelined if c else 0,
             activations=c.stats.activations if c else 0,
             coverage=dict(world_.cluster.coverage) if world_ else {},
         )
@@ -191,6 +193,7 @@ def summarize(results: list[RunResult]) -> str:
     return (
         f"operations committed: {dict(sorted(ops.items()))}; refused: "
         f"{dict(sorted(errors.items()))}; abandoned on a leader change: "
-        f"{sum(r.abandoned for r in results)}; controller activations: "
+        f"{sum(r.abandoned for r in results)}; pipelined: {sum(r.pipelined for r in results)}; "
+        f"controller activations: "
         f"{sum(r.activations for r in results)}; snapshot paths: {dict(sorted(coverage.items()))}"
     )

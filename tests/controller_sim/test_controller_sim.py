@@ -14,6 +14,7 @@ import random
 
 import pytest
 
+from metadata.controller_core import ControllerCore
 from metadata.image import MetadataImage
 from metadata.records import NO_LEADER
 from metadata.topic_control import NewTopic, create_topics
@@ -52,6 +53,58 @@ def test_seeds(seeds: range) -> None:
     for kind in ("register", "heartbeat", "create", "delete", "alter-isr", "fence"):
         assert ops.get(kind, 0) > 0, f"no {kind} committed: {summary}"
     assert sum(r.activations for r in results) > len(seeds), summary
+    # Operations overlap: many are proposed while earlier ones are still pending, and
+    # some of those are abandoned together when leadership moves.
+    assert sum(r.pipelined for r in results) > len(seeds), summary
+
+
+# --- mutation checks: the seeds catch a broken pipelining rule in the product -----------------
+
+
+def _renounce_keeping_pending(self: ControllerCore) -> list:  # type: ignore[type-arg]
+    """Leadership lost, but the pending writes stay (the image is not reverted)."""
+    if self.epoch is not None:
+        self._renounced_epoch = self.epoch
+    self.epoch = None
+    return []
+
+
+MUTANTS = {
+    # The three rules of metadata/controller_core.py, each broken once.
+    "pending state kept on leadership loss": (
+        "renounce",
+        _renounce_keeping_pending,
+        ("(r)", "(s)", "(p)"),
+    ),
+    "completed one record before its commit": (
+        "is_complete",
+        lambda self, pending: pending.last <= self.committed.offset,
+        ("(r)",),
+    ),
+    "computed against the committed image, not the pending one": (
+        "image",
+        property(lambda self: self.committed),
+        ("(s)",),
+    ),
+}
+
+
+@pytest.mark.parametrize("mutant", sorted(MUTANTS))
+def test_the_seeds_catch_a_broken_pipelining_rule(
+    mutant: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Mutation check (issue 19): the simulator runs the product's ControllerCore, so
+    breaking one of its rules must fail the CI seeds (they pass intact: test_seeds), with
+    the invariant that rule protects."""
+    name, broken, letters = MUTANTS[mutant]
+    monkeypatch.setattr(ControllerCore, name, broken)
+    for seed in range(SEEDS):
+        failure = run_seed(seed).failure
+        if failure is not None:
+            head = failure.split("\n", 1)[0]
+            assert any(f"invariant {letter} violated" in head for letter in letters), head
+            return
+    pytest.fail(f"no seed of {SEEDS} caught the mutant: {mutant}")
 
 
 # --- scenarios ---------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from metadata.alter_partition import IsrProposal, alter_partition_completing_reassignments
 from metadata.broker_lifecycle import may_lead
 from metadata.image import MetadataImage, PartitionRegistration
 from metadata.reassignment import (
@@ -50,6 +51,29 @@ def state(p: PartitionRegistration | None) -> tuple:
 
 
 # --- starting and completing -------------------------------------------------------------------
+
+
+def test_the_isr_expansion_that_completes_a_reassignment_is_one_batch_with_it():
+    """The controller's AlterPartition: the leader's ISR change and the record finishing
+    the reassignment it allows come back together, so one append commits both (never an
+    image where the ISR grew but the reassignment, though complete, is still open)."""
+    image = build({("t", 0): P((1, 2, 3), (1, 2, 3), leader=1, leader_epoch=5)})
+    image = reassign(image, {("t", 0): [2, 3, 4]})
+    p = image.topics.partition("t", 0)
+    assert p is not None
+    expand = IsrProposal(topic_id("t"), 0, p.leader_epoch, p.partition_epoch, (1, 2, 3, 4))
+    records, [result] = alter_partition_completing_reassignments(image, 1, 1, [expand])
+    assert result.error is None and result.registration is not None
+    assert result.registration.isr == (1, 2, 3, 4)
+    assert len(records) == 2, records  # the ISR change, then the completion
+    done = commit(image, records)
+    assert state(done.topics.partition("t", 0))[:2] == ((2, 3, 4), (2, 3, 4))
+    # A shrink completes nothing and adds nothing.
+    p = done.topics.partition("t", 0)
+    assert p is not None
+    shrink = IsrProposal(topic_id("t"), 0, p.leader_epoch, p.partition_epoch, (p.leader,))
+    records, _ = alter_partition_completing_reassignments(done, p.leader, p.leader, [shrink])
+    assert len(records) == 1
 
 
 def test_a_reassignment_adds_first_and_removes_once_the_new_replicas_are_in_sync():
