@@ -26,7 +26,10 @@ import time
 import uuid
 from typing import Any
 
-from broker.group_records import (
+from broker.partition import Partition, batch_headers
+from broker.replica_manager import ReplicaManager
+from coordinator.group.config import GroupConfig
+from coordinator.group.records import (
     GroupKey,
     GroupValue,
     MemberValue,
@@ -41,10 +44,7 @@ from broker.group_records import (
     offset_value,
     partition_for_group,
 )
-from broker.group_state import Group, GroupState, Member
-from broker.partition import Partition, batch_headers
-from broker.replica_manager import ReplicaManager
-from broker.server_config import GroupConfig
+from coordinator.group.state import Group, GroupState, Member
 from metadata.errors import ApiError
 from strom_api.records import Record, decode_batch, encode_batch
 

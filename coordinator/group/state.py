@@ -18,7 +18,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker.group_records import OffsetValue
+from coordinator.group.records import OffsetValue
 
 
 class GroupState(enum.Enum):
