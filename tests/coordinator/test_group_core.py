@@ -87,11 +87,17 @@ class Driver:
             raise response.error
         return response.answer
 
-    def join(self, member_id: str = "", instance: str | None = None, group: str = "g") -> int:
+    def join(
+        self,
+        member_id: str = "",
+        instance: str | None = None,
+        group: str = "g",
+        rebalance_timeout: int = REBALANCE,
+    ) -> int:
         return self.send(
             "join_group",
             JoinGroup(
-                group, member_id, instance, "c", "h", SESSION, REBALANCE, "consumer",
+                group, member_id, instance, "c", "h", SESSION, rebalance_timeout, "consumer",
                 (("range", b"sub-" + member_id.encode()),),
             ),
         )
@@ -158,6 +164,43 @@ def test_a_second_member_rebalances_the_group_and_both_get_the_new_generation():
     assert one.generation_id == two.generation_id == 2
     assert one.leader == first and len(one.members) == 2 and two.members == ()
     assert d.group().state is GroupState.COMPLETING_REBALANCE
+
+
+def test_a_member_not_back_by_the_rebalance_timeout_is_left_out_at_the_asked_wake_up():
+    d = Driver(initial_rebalance_delay_ms=0)
+    d.load()
+    first = d.new_member()
+    d.answer(d.join(first, rebalance_timeout=2000))  # alone, no delay: generation 1 at once
+    d.send("sync_group", SyncGroup("g", first, 1, {first: b"a"}))
+    d.complete_appends()
+    second = d.new_member()
+    d.wakeups.clear()
+    join2 = d.join(second, rebalance_timeout=2000)
+    assert d.wakeups == [d.now + 2000]  # before first's session (10 s) runs out
+    start = d.now
+    d.tick(start + 1999)
+    assert join2 not in d.answers
+    d.tick(start + 2000)
+    answer = d.answer(join2)
+    assert answer.generation_id == 2 and [m.member_id for m in answer.members] == [second]
+    assert list(d.group().members) == [second]
+
+
+def test_a_member_id_handed_out_and_never_used_holds_the_rebalance_only_for_a_session():
+    d = Driver()
+    d.load()
+    first, _ = stable_group_of_one(d)
+    d.new_member()  # KIP-394: an id the client never comes back with
+    handed_out = d.now
+    d.now += 1000
+    d.wakeups.clear()
+    rejoin = d.join(first)  # the leader rejoins: the group waits for the pending id too
+    assert d.wakeups == [handed_out + SESSION + 1]
+    d.tick(handed_out + SESSION)
+    assert rejoin not in d.answers
+    d.tick(handed_out + SESSION + 1)
+    assert d.answer(rejoin).generation_id == 2
+    assert d.group().pending_members == {}
 
 
 def test_a_silent_member_is_removed_after_its_session_timeout():
