@@ -11,7 +11,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from broker.api_errors import error_pb, make_error
-from broker.group_coordinator import GroupCoordinator
 from broker.group_service import GroupApi
 from broker.producer_ids import ProducerIdManager
 from broker.replica_manager import (
@@ -22,6 +21,7 @@ from broker.replica_manager import (
     named_twice,
 )
 from broker.request_authorization import RequestAuthorizer
+from coordinator.group.runtime import GroupCoordinator
 from metadata.errors import ApiError
 from metadata.image import MetadataImage
 from metadata.topic_control import INTERNAL_TOPICS

@@ -1,6 +1,8 @@
 """The consumer-group RPCs of ClientService (FindCoordinator, JoinGroup, SyncGroup,
 Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups, ListGroups,
-DeleteGroups): message translation around broker/group_coordinator.py.
+DeleteGroups): protobuf converted to the coordinator's dataclasses
+(coordinator/group/messages.py) and its answers back; the decisions are the coordinator's
+(coordinator/group/core.py), the authorization checks this servicer's.
 
 FindCoordinator creates `__consumer_offsets` on first use (offsets.topic.num.partitions
 partitions, offsets.topic.replication.factor replicas, compacted), answering
@@ -13,10 +15,22 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from broker.api_errors import error_pb, make_error
-from broker.group_coordinator import OFFSETS_TOPIC, GroupCoordinator, MemberIdRequired
 from broker.replica_manager import ReplicaManager
 from broker.request_authorization import RequestAuthorizer
 from broker.request_session import peer_host
+from coordinator.group.core import OFFSETS_TOPIC
+from coordinator.group.messages import (
+    CommittedOffset,
+    Heartbeat,
+    JoinGroup,
+    LeaveGroup,
+    LeavingMember,
+    MemberIdRequired,
+    OffsetCommit,
+    OffsetFetch,
+    SyncGroup,
+)
+from coordinator.group.runtime import GroupCoordinator
 from metadata.errors import ApiError
 from strom_api.v1 import client_pb2
 
@@ -73,7 +87,7 @@ class GroupApi:
                 error=error_pb(refusal), member_id=request.member_id, generation_id=-1
             )
         try:
-            answer = await self.groups.join_group(request, peer_host(context))
+            answer = await self.groups.join_group(_join(request, peer_host(context)))
         except MemberIdRequired as exc:
             return client_pb2.JoinGroupResponse(
                 error=error_pb(exc), member_id=exc.member_id, generation_id=-1
@@ -83,14 +97,16 @@ class GroupApi:
                 error=error_pb(exc), member_id=request.member_id, generation_id=-1
             )
         response = client_pb2.JoinGroupResponse(
-            generation_id=answer["generation_id"],
-            protocol_type=answer["protocol_type"],
-            protocol_name=answer["protocol_name"],
-            leader=answer["leader"],
-            member_id=answer["member_id"],
+            generation_id=answer.generation_id,
+            protocol_type=answer.protocol_type,
+            protocol_name=answer.protocol_name,
+            leader=answer.leader,
+            member_id=answer.member_id,
         )
-        for member_id, instance, metadata in answer["members"]:
-            response.members.add(member_id=member_id, group_instance_id=instance, metadata=metadata)
+        for m in answer.members:
+            response.members.add(
+                member_id=m.member_id, group_instance_id=m.group_instance_id, metadata=m.metadata
+            )
         return response
 
     async def SyncGroup(self, request: Any, context: Any) -> Any:  # noqa: N802
@@ -98,11 +114,20 @@ class GroupApi:
         if refusal is not None:
             return client_pb2.SyncGroupResponse(error=error_pb(refusal))
         try:
-            protocol_type, protocol, assignment = await self.groups.sync_group(request)
+            answer = await self.groups.sync_group(
+                SyncGroup(
+                    request.group_id,
+                    request.member_id,
+                    request.generation_id,
+                    {a.member_id: a.assignment for a in request.assignments},
+                )
+            )
         except ApiError as exc:
             return client_pb2.SyncGroupResponse(error=error_pb(exc))
         return client_pb2.SyncGroupResponse(
-            protocol_type=protocol_type, protocol_name=protocol, assignment=assignment
+            protocol_type=answer.protocol_type,
+            protocol_name=answer.protocol_name,
+            assignment=answer.assignment,
         )
 
     async def Heartbeat(self, request: Any, context: Any) -> Any:  # noqa: N802
@@ -110,7 +135,9 @@ class GroupApi:
         if refusal is not None:
             return client_pb2.HeartbeatResponse(error=error_pb(refusal))
         try:
-            self.groups.heartbeat(request)
+            await self.groups.heartbeat(
+                Heartbeat(request.group_id, request.member_id, request.generation_id)
+            )
         except ApiError as exc:
             return client_pb2.HeartbeatResponse(error=error_pb(exc))
         return client_pb2.HeartbeatResponse()
@@ -122,14 +149,21 @@ class GroupApi:
             response.error.CopyFrom(error_pb(refusal))
             return response
         try:
-            results = self.groups.leave_group(request)
+            results = await self.groups.leave_group(
+                LeaveGroup(
+                    request.group_id,
+                    tuple(LeavingMember(m.member_id, m.group_instance_id) for m in request.members),
+                )
+            )
         except ApiError as exc:
             response.error.CopyFrom(error_pb(exc))
             return response
-        for member_id, instance, error in results:
-            out = response.members.add(member_id=member_id, group_instance_id=instance)
-            if error is not None:
-                out.error.CopyFrom(error_pb(error))
+        for result in results:
+            out = response.members.add(
+                member_id=result.member_id, group_instance_id=result.group_instance_id
+            )
+            if result.error is not None:
+                out.error.CopyFrom(error_pb(result.error))
         return response
 
     async def OffsetCommit(self, request: Any, context: Any) -> Any:  # noqa: N802
@@ -143,10 +177,10 @@ class GroupApi:
         else:
             # READ on the group, then on each topic: the others' offsets are committed.
             refused = self.authz.topics("OffsetCommit", (t.name for t in request.topics))
-            allowed = _without_topics(request, refused)
+            allowed = [t for t in request.topics if t.name not in refused]
             try:
-                if allowed.topics or not request.topics:
-                    results = await self.groups.commit_offsets(allowed)
+                if allowed or not request.topics:
+                    results = await self.groups.commit_offsets(_commit(request, allowed))
             except ApiError as exc:
                 error = error_pb(exc)
         for topic in request.topics:
@@ -169,7 +203,14 @@ class GroupApi:
             response.error.CopyFrom(error_pb(group_refusal))
             return response
         try:
-            offsets = self.groups.fetch_offsets(request)
+            offsets = await self.groups.fetch_offsets(
+                OffsetFetch(
+                    request.group_id,
+                    tuple((t.name, p) for t in request.topics for p in t.partitions)
+                    if request.topics
+                    else None,
+                )
+            )
         except ApiError as exc:
             response.error.CopyFrom(error_pb(exc))
             return response
@@ -258,13 +299,35 @@ class GroupApi:
         return response
 
 
-def _without_topics(request: Any, refused: dict[str, ApiError]) -> Any:
-    """The request without the topics named in `refused` (itself when there are none)."""
-    if not refused:
-        return request
-    copy = type(request)()
-    copy.CopyFrom(request)
-    kept = [t for t in request.topics if t.name not in refused]
-    del copy.topics[:]
-    copy.topics.extend(kept)
-    return copy
+def _join(request: Any, client_host: str) -> JoinGroup:
+    return JoinGroup(
+        request.group_id,
+        request.member_id,
+        request.group_instance_id or None,
+        request.client_id,
+        client_host,
+        request.session_timeout_ms,
+        request.rebalance_timeout_ms,
+        request.protocol_type,
+        tuple((p.name, p.metadata) for p in request.protocols),
+    )
+
+
+def _commit(request: Any, topics: list[Any]) -> OffsetCommit:
+    """The commit of `topics` (those the caller may READ) of an OffsetCommitRequest."""
+    return OffsetCommit(
+        request.group_id,
+        request.member_id,
+        request.generation_id,
+        tuple(
+            CommittedOffset(
+                t.name,
+                p.partition,
+                p.committed_offset,
+                p.committed_leader_epoch,
+                p.committed_metadata,
+            )
+            for t in topics
+            for p in t.partitions
+        ),
+    )

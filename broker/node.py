@@ -47,7 +47,7 @@ from broker.client_service import ClientServicer, auto_create
 from broker.controller_authorization import authorizing
 from broker.controller_forwarder import forwarding_servicer
 from broker.controller_service import ControllerServicer
-from broker.group_coordinator import OFFSETS_TOPIC, GroupCoordinator
+from broker.group_partitions import BrokerCoordinatorPartitions
 from broker.health import NodeHealth
 from broker.lifecycle_client import LifecycleClient
 from broker.log_maintenance import LogMaintenance
@@ -67,6 +67,8 @@ from broker.sasl_service import AuthenticationCounts, SaslServicer
 from broker.sasl_sessions import SessionSigner
 from broker.server_config import ServerConfig
 from broker.unapplied_configs import not_applied_warning
+from coordinator.group.core import OFFSETS_TOPIC
+from coordinator.group.runtime import GroupCoordinator
 from metadata.controller import QuorumController
 from metadata.delta import MetadataDelta
 from metadata.image import EMPTY_IMAGE, Endpoint, MetadataImage
@@ -283,7 +285,9 @@ class Node:
             self.replicas.replication,  # dynamic fetcher settings and the follower's quota
             self._dialer(config.replica.inter_broker_listener),
         )
-        self.groups = GroupCoordinator(config.node_id, self.replicas, config.groups)
+        self.groups = GroupCoordinator(
+            config.node_id, BrokerCoordinatorPartitions(self.replicas), config.groups
+        )
         fetchers, groups = self.fetchers, self.groups
 
         def role_changed(partition: Partition) -> None:

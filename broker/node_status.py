@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from broker.group_coordinator import GroupCoordinator
     from broker.replica_manager import ReplicaManager
     from broker.sasl_service import AuthenticationCounts
+    from coordinator.group.runtime import GroupCoordinator
     from metadata.controller import QuorumController
     from raft.core import RaftCore
     from raft.driver import DriverStats

@@ -40,6 +40,7 @@ from broker.listeners import (
     parse_listeners,
 )
 from broker.unapplied_configs import NOT_APPLIED
+from coordinator.group.config import GroupConfig
 from metadata.authorizer import (
     ALLOW_EVERYONE_IF_NO_ACL_FOUND_CONFIG,
     SUPER_USERS_CONFIG,
@@ -150,7 +151,7 @@ class ReplicaConfig:
     inter_broker_listener: str = ""  # resolved by broker/listeners.py; "": not a broker
 
 
-# The group coordinator's settings, Kafka's names and defaults.
+# The group coordinator's settings (coordinator/group/config.py), by Kafka's names.
 _GROUP_KEYS = {
     "offsets.topic.num.partitions": "offsets_topic_partitions",
     "offsets.topic.replication.factor": "offsets_topic_replication_factor",
@@ -163,20 +164,6 @@ _GROUP_KEYS = {
     "group.initial.rebalance.delay.ms": "initial_rebalance_delay_ms",
     "offset.metadata.max.bytes": "offset_metadata_max_bytes",
 }
-
-
-@dataclass(frozen=True)
-class GroupConfig:
-    offsets_topic_partitions: int = 50
-    offsets_topic_replication_factor: int = 3
-    offsets_topic_segment_bytes: int = 100 * 1024 * 1024
-    offsets_retention_minutes: int = 7 * 24 * 60
-    offsets_retention_check_interval_ms: int = 600_000
-    offsets_commit_timeout_ms: int = 5000
-    min_session_timeout_ms: int = 6000
-    max_session_timeout_ms: int = 1_800_000
-    initial_rebalance_delay_ms: int = 3000
-    offset_metadata_max_bytes: int = 4096
 
 
 # authorizer.class.name: Kafka's class of the KRaft authorizer, and the short name Strom

@@ -1,6 +1,6 @@
 """A consumer group as its coordinator keeps it (Kafka's GroupMetadata): members, state,
 generation, the chosen assignor, and committed offsets. Plain data and small pure rules;
-the coordinator (broker/group_coordinator.py) drives the transitions and the waiting.
+the sans-I/O core (coordinator/group/core.py) drives the transitions and the waiting.
 
 States, as Kafka's classic protocol: Empty (no members; offsets may remain) ->
 PreparingRebalance (members (re)join) -> CompletingRebalance (joined; the leader computes
@@ -12,13 +12,11 @@ read back from `__consumer_offsets` takes its state with `restore`, not a transi
 
 from __future__ import annotations
 
-import asyncio
 import enum
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
 
-from broker.group_records import OffsetValue
+from coordinator.group.records import OffsetValue
 
 
 class GroupState(enum.Enum):
@@ -57,8 +55,9 @@ class Member:
     protocols: list[tuple[str, bytes]]
     assignment: bytes = b""
     last_heartbeat_ms: int = 0
-    join_future: asyncio.Future[Any] | None = None
-    sync_future: asyncio.Future[Any] | None = None
+    # The JoinGroup / SyncGroup request waiting for its answer (the pump's request id).
+    join_request: int | None = None
+    sync_request: int | None = None
 
     def metadata_for(self, protocol: str) -> bytes:
         for name, metadata in self.protocols:
@@ -126,7 +125,7 @@ class Group:
 
     def all_joined(self) -> bool:
         return (
-            all(m.join_future is not None for m in self.members.values())
+            all(m.join_request is not None for m in self.members.values())
             and not self.pending_members
         )
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from broker.group_records import (
+from coordinator.group.records import (
     GroupKey,
     GroupValue,
     MemberValue,

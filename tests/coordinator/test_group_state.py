@@ -1,0 +1,66 @@
+"""A group moves only along Kafka's classic-protocol transitions (GroupState.scala's
+validPreviousStates); anything else is a coordinator bug and raises."""
+
+from __future__ import annotations
+
+import pytest
+
+from coordinator.group.state import VALID_PREVIOUS, Group, GroupState, IllegalGroupTransition
+
+S = GroupState
+
+
+def test_kafkas_rebalance_cycle_is_legal():
+    group = Group("g", 0)
+    for state in (S.PREPARING_REBALANCE, S.COMPLETING_REBALANCE, S.STABLE):
+        group.transition(state, 1)
+    group.transition(S.PREPARING_REBALANCE, 2)
+    group.transition(S.EMPTY, 3)
+    group.transition(S.DEAD, 4)
+    assert (group.state, group.state_timestamp_ms) == (S.DEAD, 4)
+
+
+# Kafka's table (GroupState.scala's validPreviousStates) written out as (from, to) pairs, so
+# that a change to VALID_PREVIOUS shows up here as a failing row.
+KAFKA_LEGAL = {
+    (S.PREPARING_REBALANCE, S.EMPTY),
+    (S.EMPTY, S.PREPARING_REBALANCE),
+    (S.STABLE, S.PREPARING_REBALANCE),
+    (S.COMPLETING_REBALANCE, S.PREPARING_REBALANCE),
+    (S.PREPARING_REBALANCE, S.COMPLETING_REBALANCE),
+    (S.COMPLETING_REBALANCE, S.STABLE),
+    *((state, S.DEAD) for state in S),
+}
+ILLEGAL = [(a, b) for a in S for b in S if (a, b) not in KAFKA_LEGAL]
+
+
+def test_the_table_is_kafkas():
+    assert {(a, b) for b, previous in VALID_PREVIOUS.items() for a in previous} == KAFKA_LEGAL
+    # e.g. Empty -> Stable (must rebalance first), Stable -> Empty (the last member leaving
+    # goes through PreparingRebalance), Dead -> anything but Dead.
+    assert len(ILLEGAL) == 25 - len(KAFKA_LEGAL) == 14
+
+
+@pytest.mark.parametrize(("start", "to"), sorted(KAFKA_LEGAL, key=str))
+def test_each_legal_transition_is_taken(start, to):
+    group = Group("g", 0)
+    group.restore(start, 1)
+    group.transition(to, 2)
+    assert (group.state, group.state_timestamp_ms) == (to, 2)
+
+
+@pytest.mark.parametrize(("start", "to"), ILLEGAL)
+def test_each_illegal_transition_raises_and_changes_nothing(start, to):
+    group = Group("g", 0)
+    group.restore(start, 1)
+    with pytest.raises(
+        IllegalGroupTransition, match=f"before moving to {to.value} state. Instead it is in "
+        f"{start.value} state"
+    ):
+        group.transition(to, 2)
+    assert (group.state, group.state_timestamp_ms) == (start, 1)
+
+
+def test_every_state_has_its_legal_predecessors():
+    assert set(VALID_PREVIOUS) == set(GroupState)
+    assert VALID_PREVIOUS[S.DEAD] == frozenset(GroupState)
