@@ -63,6 +63,17 @@ class ReadyPorts(Protocol):
         ...
 
 
+def split_messages(ready: Ready) -> tuple[list[Message], list[Message]]:
+    """(the messages that may leave before `ready` is durable, those that wait for it):
+    only a leader's FetchResponses in a Ready that changed no election state go early."""
+    early: list[Message] = []
+    later: list[Message] = []
+    for message in ready.messages:
+        entries_only = ready.election_state is None and isinstance(message, FetchResponse)
+        (early if entries_only else later).append(message)
+    return early, later
+
+
 class LivelockError(AssertionError):
     """The core kept producing Readies: a bug in the core, not a slow run."""
 
@@ -85,11 +96,7 @@ class ReadyHandler:
             handled += 1
 
     async def handle(self, ready: Ready) -> None:
-        early: list[Message] = []
-        later: list[Message] = []
-        for message in ready.messages:
-            entries_only = ready.election_state is None and isinstance(message, FetchResponse)
-            (early if entries_only else later).append(message)
+        early, later = split_messages(ready)
         for message in early:
             self.ports.send(message)
         await self.ports.persist(ready)
