@@ -8,8 +8,9 @@ RawNode is:
     ready()            what to persist, send and apply now (see messages.Ready)
     advance(ready)     the driver did all of that
 It never reads a clock, draws randomness of its own, touches a socket or a file: time comes
-in through tick(), randomness through the injected `random.Random`, and the log through the
-RaftLog protocol, whose writes only become durable when the driver fsyncs for a Ready.
+in through tick(), randomness through the injected `random.Random`; the log is read through
+the RaftLog protocol, and what the core appends or truncates stays in memory
+(raft/unstable_log.py) until a Ready hands it to the driver to write and fsync.
 
 The protocol is KIP-595's, pull-based: followers and observers fetch from the leader,
 which answers with entries, its high watermark, or the point where their logs diverge;
@@ -179,15 +180,17 @@ class RaftCore(ElectionRules, FetchProtocol):
         current = LeaderAndEpoch(self.leader_id, self.epoch)
         if current != self._announced:
             change = self._announced = current
+        writes = self.log.writes()
         ready = Ready(
             election_state=state,
-            sync_log=self._log_dirty,
+            sync_log=self._log_dirty or bool(writes),
             log_end_offset=self.log.end_offset(),
             messages=tuple(self._outbox),
             committed=committed,
             leader_change=change,
             high_watermark=self.high_watermark,
             load_snapshot=load,
+            log_writes=writes,
         )
         self._outbox.clear()
         self._state_dirty = self._log_dirty = False
@@ -205,6 +208,9 @@ class RaftCore(ElectionRules, FetchProtocol):
 
     def advance(self, ready: Ready) -> None:
         """The driver persisted and sent what `ready` asked for."""
+        self.log.stable_to(ready.log_writes)
+        if self.log.has_writes():
+            self._log_dirty = True  # the log changed while `ready` was carried out
         if ready.sync_log:
             self.flushed_end = min(ready.log_end_offset, self.log.end_offset())
         self.flushed_end = min(self.flushed_end, self.log.end_offset())

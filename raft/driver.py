@@ -4,9 +4,11 @@ One task owns the core and is its only caller: it steps inbound messages and tic
 batches proposals for `controller.quorum.append.linger.ms` so that one fsync and one round
 of fetches carry many records, and carries out each Ready through raft/ready_handler.py
 (the order lives there, shared with the Raft simulator) with this node's ports: quorum-state
-and the log fsynced in a worker thread, off the loop; the gRPC transport; the state
-machine's listener; the appends waiting for their commit. While it awaits a disk write no
-other code touches the core or the log: inbound messages and appends only queue up.
+and the entries and truncations the Ready lists (the core keeps them in memory until then,
+raft/unstable_log.py) written and fsynced in a worker thread, off the loop; the gRPC
+transport; the state machine's listener; the appends waiting for their commit. While it
+awaits a disk write no other code touches the core or the log: inbound messages and appends
+only queue up.
 
 Everything that varies is passed in, as Kafka's KafkaRaftClient takes it: the clock
 (`clock`, monotonic milliseconds), randomness (`rng`), the transport (`make_transport`) and
@@ -53,6 +55,7 @@ from raft.snapshot_files import FileSnapshotStore
 from raft.snapshots import SnapshotStore
 from raft.storage_log import METADATA_TOPIC_PARTITION, open_raft_log
 from raft.transport import AdmitStream, GrpcTransport, RaftServer
+from raft.unstable_log import write_to
 from storage.errors import StorageError
 from storage.log_manager import LogManager
 
@@ -466,10 +469,17 @@ class _NodePorts:
         self.driver = driver
 
     async def persist(self, ready: Ready) -> None:
+        if ready.election_state is not None or ready.sync_log:
+            await asyncio.to_thread(self._write, ready)
+
+    def _write(self, ready: Ready) -> None:
+        """In a worker thread: quorum-state, then the log's writes and its fsync."""
+        driver = self.driver
         if ready.election_state is not None:
-            await asyncio.to_thread(self.driver.store.write, ready.election_state)
+            driver.store.write(ready.election_state)
+        write_to(driver.raft_log, ready.log_writes)
         if ready.sync_log:
-            await asyncio.to_thread(self.driver.raft_log.sync)
+            driver.raft_log.sync()
 
     def send(self, message: Message) -> None:
         self.driver.transport.send(message)

@@ -200,20 +200,39 @@ class LeaderAndEpoch:
 
 
 @dataclass(frozen=True, slots=True)
+class LogWrites:
+    """What a Ready asks the driver to do to the stable log, in this order: restart it at
+    `reset` (if set: a follower installed that snapshot), cut it at `truncate_to` (if set:
+    a diverging suffix), append `entries`; then fsync (raft/unstable_log.py)."""
+
+    reset: SnapshotId | None = None
+    truncate_to: int | None = None
+    entries: tuple[Entry, ...] = ()
+
+    def __bool__(self) -> bool:
+        return self.reset is not None or self.truncate_to is not None or bool(self.entries)
+
+
+NO_LOG_WRITES = LogWrites()
+
+
+@dataclass(frozen=True, slots=True)
 class Ready:
-    """What the driver must do, in order: persist `election_state` (fsync) if set; fsync the
-    log if `sync_log`; then send `messages`; have the state machine load `load_snapshot` (if
-    set: its state is replaced by the snapshot's) and then apply `committed`; report
-    `leader_change`. Then call `advance(ready)`."""
+    """What the driver must do; raft/ready_handler.py holds the order: persist
+    `election_state` if set and `log_writes` (fsync if `sync_log`); send `messages` (a
+    leader's entries-only FetchResponses may go before the fsync); have the state machine
+    load `load_snapshot` (if set: its state is replaced by the snapshot's) and then apply
+    `committed`; report `leader_change`. Then call `advance(ready)`."""
 
     election_state: ElectionState | None
     sync_log: bool
-    log_end_offset: int  # what an fsync of the log now covers
+    log_end_offset: int  # what the log holds once `log_writes` are written
     messages: tuple[Message, ...]
     committed: tuple[Entry, ...]
     leader_change: LeaderAndEpoch | None
     high_watermark: int = 0
     load_snapshot: SnapshotId | None = None
+    log_writes: LogWrites = NO_LOG_WRITES
 
 
 @dataclass(frozen=True, slots=True)

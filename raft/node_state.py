@@ -29,6 +29,7 @@ from raft.messages import (
 )
 from raft.roles import Role, check_transition
 from raft.snapshots import MemorySnapshotStore, SnapshotStore
+from raft.unstable_log import UnstableLog
 
 NEVER = 2**62
 
@@ -48,7 +49,9 @@ class NodeState:
         self.node_id = node_id
         self.voters = voters
         self.is_voter = node_id in voters
-        self.log = log
+        # Appends and truncations stay in memory until a Ready has them written and
+        # fsynced (raft/unstable_log.py): the core never writes a file.
+        self.log = UnstableLog(log)
         self.snapshots: SnapshotStore = (
             snapshots if snapshots is not None else MemorySnapshotStore()
         )
@@ -76,12 +79,13 @@ class NodeState:
             if (latest.epoch, latest.end_offset) > (log.last_epoch(), log.end_offset()):
                 # The snapshot is ahead of the log (the log's reset after installing it, or
                 # the entries it covers, did not reach the disk): the log restarts from it,
-                # as Kafka's truncateToLatestSnapshot does.
-                log.reset_to_snapshot(latest)
+                # as Kafka's truncateToLatestSnapshot does (with the first Ready).
+                self.log.reset_to_snapshot(latest)
+                self._log_dirty = True
             # A snapshot holds only committed entries.
             self.high_watermark = latest.end_offset
             self._snapshot_to_load = latest
-        self.flushed_end = log.end_offset()
+        self.flushed_end = self.log.end_offset()
         # Role and timers.
         self.role = Role.UNATTACHED
         self.election_deadline = NEVER

@@ -6,7 +6,8 @@ state machine (state_machine.py). Its Readies are carried out by the node's own
 raft/ready_handler.ReadyHandler, the class raft/driver.py runs, so the order checked here
 is the order shipped; `_SimPorts` only plugs in the simulated disk, network and state
 machine. Persisting is: the election state (the simulated fsync is instant: once handed over
-it is durable), then the log's fsync if `sync_log`.
+it is durable), then the log writes the Ready lists (the core held them in memory until
+now; on the SimLog they are unsynced, journaled writes), then the log's fsync if `sync_log`.
 A crash can be armed to strike inside the persist step of the next Ready that has something
 to persist, as a power cut partway through it would: after the election state, before the
 log's fsync (that Ready's log writes are lost or, torn, partly kept), or after the fsync,
@@ -45,6 +46,7 @@ from raft.messages import (
 )
 from raft.ready_handler import ReadyHandler, run_to_end
 from raft.roles import Role
+from raft.unstable_log import write_to
 from tests.sim.disk import SimLog, SimSnapshotStore
 from tests.sim.events import EventQueue
 from tests.sim.network import Network
@@ -350,7 +352,7 @@ class Cluster:
 
     def _drain(self, node: SimNode) -> None:
         handler = node.ready_handler
-        if node.core is None or handler is None:
+        if node.core is None or handler is None or not node.core.has_ready():
             return
         try:
             run_to_end(handler.handle_all(MAX_READIES_PER_DRAIN))
@@ -397,6 +399,7 @@ class _SimPorts:
         node = self.node
         if ready.election_state is not None:
             node.durable = ready.election_state  # fsynced: durable from here on
+        write_to(node.log, ready.log_writes)  # unsynced until node.log.sync()
         point = node.crash_point
         if point in READY_CRASH_POINTS and (ready.election_state is not None or ready.sync_log):
             if point is CrashPoint.BEFORE_SEND and ready.sync_log:

@@ -1,0 +1,143 @@
+"""The core's in-memory unstable tail (raft/unstable_log.py): step(), propose() and tick()
+never write the log; what they append or truncate reaches it only through a Ready."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import interaction
+import pytest
+from datadriven import run_script
+from interaction import Cluster
+
+from raft.log import MemoryRaftLog
+from raft.messages import Entry, LogWrites, SnapshotId
+from raft.unstable_log import UnstableLog, write_to
+
+SCRIPTS = sorted((Path(__file__).parent / "testdata").glob("*.txt"))
+
+
+class _Writes:
+    allowed = False
+
+
+@contextmanager
+def _writing() -> Iterator[None]:
+    _Writes.allowed = True
+    try:
+        yield
+    finally:
+        _Writes.allowed = False
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=[s.stem for s in SCRIPTS])
+def test_only_a_ready_writes_the_log(script: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every interaction script again, with the log refusing any write that does not come
+    from carrying out a Ready (or from the script writing a disk itself, append-log)."""
+    for name in ("append", "truncate_to", "reset_to_snapshot"):
+        original = getattr(MemoryRaftLog, name)
+
+        def guarded(self: MemoryRaftLog, *args: object, _original=original, _name=name) -> None:  # type: ignore[no-untyped-def]
+            assert _Writes.allowed, f"MemoryRaftLog.{_name}{args} outside a Ready"
+            _original(self, *args)
+
+        monkeypatch.setattr(MemoryRaftLog, name, guarded)
+
+    def ready_write(log: MemoryRaftLog, writes: LogWrites) -> None:
+        with _writing():
+            write_to(log, writes)
+
+    monkeypatch.setattr(interaction, "write_to", ready_write)
+    append_log = Cluster.cmd_append_log
+
+    def append_log_writing(self: Cluster, args: list[str]) -> list[str]:
+        with _writing():
+            return append_log(self, args)
+
+    monkeypatch.setattr(Cluster, "cmd_append_log", append_log_writing)
+    run_script(script, Cluster().run, False)
+
+
+def _entries(spec: str) -> list[Entry]:
+    """ "0@1 1@1" -> entries at those offsets and epochs."""
+    out = []
+    for word in spec.split():
+        offset, _, epoch = word.partition("@")
+        out.append(Entry(int(offset), int(epoch), word.encode()))
+    return out
+
+
+def _stable(spec: str) -> MemoryRaftLog:
+    log = MemoryRaftLog()
+    log.append(_entries(spec))
+    log.sync()
+    return log
+
+
+def _spots(entries: Sequence[Entry]) -> str:
+    return " ".join(f"{e.offset}@{e.epoch}" for e in entries)
+
+
+def test_a_truncation_into_the_stable_log_stays_in_memory_until_written() -> None:
+    stable = _stable("0@1 1@1 2@1 3@1 4@1")
+    log = UnstableLog(stable)
+    log.truncate_to(3)
+    log.append(_entries("3@2 4@2"))
+    assert _spots(stable.entries) == "0@1 1@1 2@1 3@1 4@1"  # the disk is untouched
+    assert _spots(log.read(0, 10)) == "0@1 1@1 2@1 3@2 4@2"
+    assert (log.end_offset(), log.last_epoch()) == (5, 2)
+    # Epoch 1 ends where the cut is, not where it ended on disk.
+    assert log.end_offset_for_epoch(1) == (1, 3)
+    assert log.end_offset_for_epoch(2) == (2, 5)
+    writes = log.writes()
+    assert (writes.reset, writes.truncate_to, _spots(writes.entries)) == (None, 3, "3@2 4@2")
+    write_to(stable, writes)
+    log.stable_to(writes)
+    assert not log.has_writes()
+    assert _spots(stable.entries) == "0@1 1@1 2@1 3@2 4@2"
+    assert log.unstable_offset == 5 and not log.tail
+
+
+def test_a_tail_changed_while_its_ready_was_written_is_written_again() -> None:
+    """stable_to marks only the tail it handed out (etcd's stableTo): a truncation that came
+    in between leaves the rest unstable, and the next Ready cuts the disk again."""
+    stable = _stable("0@1 1@1 2@1")
+    log = UnstableLog(stable)
+    log.append(_entries("3@1 4@1"))
+    writes = log.writes()
+    write_to(stable, writes)
+    log.truncate_to(4)  # before advance(): the suffix diverged meanwhile
+    log.append(_entries("4@3"))
+    log.stable_to(writes)
+    again = log.writes()
+    assert (again.truncate_to, _spots(again.entries)) == (3, "3@1 4@3")
+    write_to(stable, again)
+    log.stable_to(again)
+    assert not log.has_writes()
+    assert _spots(stable.entries) == _spots(log.read(0, 10)) == "0@1 1@1 2@1 3@1 4@3"
+
+
+def test_a_snapshot_install_resets_the_log_with_the_ready() -> None:
+    stable = _stable("0@1 1@1")
+    log = UnstableLog(stable)
+    snapshot = SnapshotId(7, 2)
+    log.reset_to_snapshot(snapshot)
+    log.append(_entries("7@2"))
+    assert (log.start(), log.end_offset(), log.last_epoch()) == (snapshot, 8, 2)
+    assert log.end_offset_for_epoch(1) == (0, 0)  # older than the log's start
+    assert stable.end_offset() == 2
+    writes = log.writes()
+    assert (writes.reset, writes.truncate_to, _spots(writes.entries)) == (snapshot, None, "7@2")
+    write_to(stable, writes)
+    log.stable_to(writes)
+    assert not log.has_writes() and log.reset is None
+    assert (stable.start(), _spots(stable.entries)) == (snapshot, "7@2")
+
+
+def test_compaction_over_unstable_entries_is_refused() -> None:
+    log = UnstableLog(_stable("0@1 1@1"))
+    log.append(_entries("2@1 3@1"))
+    with pytest.raises(AssertionError, match="unstable"):
+        log.delete_before(SnapshotId(3, 1))
