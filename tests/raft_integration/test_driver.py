@@ -10,6 +10,7 @@ downloading the leader's snapshot file in chunks; a node restarts from its own s
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 
 import pytest
@@ -229,3 +230,82 @@ def test_a_metadata_log_with_an_epoch_beyond_the_largest_is_refused_at_start(tmp
         StorageError, match=r"__cluster_metadata-0 holds entries of epoch 2147483647"
     ):
         asyncio.run(driver.start())
+
+
+class _LoopbackTransport:
+    """A transport between drivers in one event loop (raft/driver.DriverTransport): a message
+    reaches its destination's `deliver` on the next turn of the loop, as a network would."""
+
+    def __init__(self, router: dict[int, object], node_id: int, deliver) -> None:
+        self.router = router
+        self.node_id = node_id
+        self.deliver = deliver
+        self.sent = self.received = self.dropped = self.refused = 0
+        self.open = False
+
+    def start(self) -> None:
+        self.open = True
+        self.router[self.node_id] = self
+
+    def send(self, message) -> None:
+        self.sent += 1
+        peer = self.router.get(message.dst)
+        if not isinstance(peer, _LoopbackTransport) or not peer.open:
+            self.dropped += 1
+            return
+        peer.received += 1
+        asyncio.get_running_loop().call_soon(peer.deliver, message)
+
+    async def close(self) -> None:
+        self.open = False
+
+
+def test_the_driver_runs_on_the_transport_clock_and_randomness_it_is_given(tmp_path) -> None:
+    """The driver takes its transport, clock and randomness as parameters (Kafka's
+    KafkaRaftClient does): three drivers on real metadata logs, talking through an in-process
+    transport instead of gRPC, elect a leader and commit appends on every node."""
+
+    async def scenario() -> None:
+        voters = {1: "unused:1", 2: "unused:2", 3: "unused:3"}
+        router: dict[int, object] = {}
+        clock_reads = [0]
+
+        def clock() -> int:
+            clock_reads[0] += 1
+            return time.monotonic_ns() // 1_000_000
+
+        recorders = {i: Recorder() for i in voters}
+        drivers = [
+            RaftDriver(
+                i,
+                voters,
+                voters[i],
+                str(tmp_path / f"n{i}"),
+                recorders[i],
+                FAST,
+                clock=clock,
+                rng=random.Random(i),
+                make_transport=lambda deliver, refused, i=i: _LoopbackTransport(router, i, deliver),
+            )
+            for i in voters
+        ]
+        for driver in drivers:
+            await driver.start()
+        try:
+            assert all(d.bound_port == 0 for d in drivers), "no gRPC listener with this transport"
+            last = await asyncio.wait_for(append_via_leader(drivers, [b"a", b"b", b"c"]), 10)
+            await wait_for(
+                lambda: all(d.high_watermark > last for d in drivers), 10, "the commit everywhere"
+            )
+            for recorder in recorders.values():
+                await wait_for(
+                    lambda r=recorder: r.data[-3:] == [b"a", b"b", b"c"], 10, "the records applied"
+                )
+            assert clock_reads[0] > 0
+            assert sum(d.transport.sent for d in drivers) > 0
+            assert all(isinstance(d.transport, _LoopbackTransport) for d in drivers)
+        finally:
+            for driver in drivers:
+                await driver.stop(graceful=False)
+
+    asyncio.run(scenario())
