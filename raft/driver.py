@@ -198,6 +198,11 @@ class RaftDriver:
         self.core: RaftCore | None = None
         self._inbox: deque[Message] = deque()
         self._wake = asyncio.Event()
+        # Held while a Ready is carried out and while the log is compacted: stop() carries
+        # out the Readies of its resignation while the loop's task may be inside one, and a
+        # Ready not yet advanced would otherwise have its log writes handed out twice (and
+        # the log written from two threads at once).
+        self._disk = asyncio.Lock()
         self._pending: list[tuple[bytes, asyncio.Future[int]]] = []  # lingering appends
         self._linger_deadline: int | None = None
         # (offset, commit future, when append() was called) of proposed, uncommitted records
@@ -320,7 +325,8 @@ class RaftDriver:
         snapshot_id = self._require_core().snapshot_id_for(end_offset)
         await asyncio.to_thread(self.snapshots.write_file, snapshot_id, list(records))
         self.snapshots.add(snapshot_id)
-        self._maybe_clean_log()
+        async with self._disk:
+            self._maybe_clean_log()
         return snapshot_id
 
     def _maybe_clean_log(self) -> None:
@@ -399,7 +405,8 @@ class RaftDriver:
         )
 
     async def _process_ready(self) -> None:
-        await self._ready.handle_all()
+        async with self._disk:
+            await self._ready.handle_all()
 
     def _complete_committed(self, high_watermark: int) -> None:
         still = []

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import threading
 import time
 
 import pytest
@@ -309,3 +310,45 @@ def test_the_driver_runs_on_the_transport_clock_and_randomness_it_is_given(tmp_p
                 await driver.stop(graceful=False)
 
     asyncio.run(scenario())
+
+
+def test_a_graceful_stop_during_a_slow_disk_write_writes_each_entry_once(tmp_path) -> None:
+    """stop() carries out its resignation's Readies while the loop's task may be inside a
+    Ready, waiting for the disk: the log writes of a Ready not yet advanced must not be
+    handed out and written a second time. The restarted node holds each record once."""
+    metadata = str(tmp_path / "n1")
+    voters = {1: "unused:1"}
+
+    async def write_then_stop() -> None:
+        driver = RaftDriver(1, voters, None, metadata, Recorder(), FAST)
+        await driver.start()
+        await wait_for(lambda: driver.role is Role.LEADER, 10, "a leader")
+        await driver.append([b"first"])
+        append_entries = driver.raft_log.append
+        writing = threading.Event()
+
+        def slow_append(entries) -> None:
+            writing.set()
+            time.sleep(0.3)
+            append_entries(entries)
+
+        driver.raft_log.append = slow_append  # type: ignore[method-assign]
+        append = asyncio.create_task(driver.append([b"a", b"b"]))
+        await wait_for(writing.is_set, 10, "the append's write under way")
+        await driver.stop(graceful=True)
+        with pytest.raises(NotLeaderError):
+            await append
+
+    async def restart() -> list[bytes]:
+        recorder = Recorder()
+        driver = RaftDriver(1, voters, None, metadata, recorder, FAST)
+        await driver.start()
+        try:
+            await wait_for(lambda: driver.role is Role.LEADER, 10, "a leader again")
+            await wait_for(lambda: b"b" in recorder.data, 10, "the records replayed")
+            return recorder.data
+        finally:
+            await driver.stop(graceful=False)
+
+    asyncio.run(write_then_stop())
+    assert asyncio.run(restart()) == [b"first", b"a", b"b"]
