@@ -66,6 +66,8 @@ class ReadyPorts(Protocol):
 def split_messages(ready: Ready) -> tuple[list[Message], list[Message]]:
     """(the messages that may leave before `ready` is durable, those that wait for it):
     only a leader's FetchResponses in a Ready that changed no election state go early."""
+    if ready.election_state is not None:
+        return [], list(ready.messages)
     early: list[Message] = []
     later: list[Message] = []
     for message in ready.messages:

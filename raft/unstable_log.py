@@ -147,7 +147,7 @@ class UnstableLog:
         if (
             entries[0].offset == self.unstable_offset
             and len(self.tail) >= count
-            and self.tail[count - 1] == entries[-1]
+            and self.tail[count - 1] is entries[-1]  # the very entry handed out
         ):
             del self.tail[:count]
             self.unstable_offset += count

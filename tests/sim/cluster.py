@@ -394,6 +394,7 @@ class _SimPorts:
     def __init__(self, cluster: Cluster, node: SimNode) -> None:
         self.cluster = cluster
         self.node = node
+        self.send = cluster._send  # the network; bound once, called for every message
 
     async def persist(self, ready: Ready) -> None:
         node = self.node
@@ -408,9 +409,6 @@ class _SimPorts:
         if ready.sync_log:
             node.log.sync()
         self.cluster.listener.on_ready(node, ready)
-
-    def send(self, message: Message) -> None:
-        self.cluster._send(message)
 
     async def load_snapshot(self, snapshot_id: SnapshotId) -> None:
         node, cluster = self.node, self.cluster
