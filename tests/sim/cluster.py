@@ -43,6 +43,7 @@ from raft.messages import (
     Message,
     Ready,
     SnapshotId,
+    VoteResponse,
 )
 from raft.ready_handler import ReadyHandler, run_to_end
 from raft.roles import Role
@@ -70,10 +71,14 @@ class CrashPoint(enum.Enum):
     # Strikes on the next Ready that loads a snapshot instead: right after a download was
     # installed (snapshot durable, log reset), before the state machine loaded it.
     BEFORE_SNAPSHOT_LOAD = "after installing a snapshot, before loading it"
+    # Strikes on the next Ready that grants a vote, before anything of it is durable: the
+    # quorum-state write that records the vote never happened.
+    BEFORE_VOTE_DURABLE = "before the quorum-state write that records a granted vote"
 
 
 # The points a random power cut picks from; BEFORE_SNAPSHOT_LOAD is armed on purpose only,
-# on a node that is downloading a snapshot (faults.py), or it might wait for good.
+# on a node that is downloading a snapshot (faults.py), or it might wait for good;
+# BEFORE_VOTE_DURABLE only by a scenario (test_scenarios.py).
 READY_CRASH_POINTS = (CrashPoint.BEFORE_LOG_SYNC, CrashPoint.BEFORE_SEND)
 
 
@@ -398,6 +403,11 @@ class _SimPorts:
 
     async def persist(self, ready: Ready) -> None:
         node = self.node
+        if node.crash_point is CrashPoint.BEFORE_VOTE_DURABLE and any(
+            type(m) is VoteResponse and m.granted and not m.pre_vote for m in ready.messages
+        ):
+            self.cluster.coverage["vote lost in a power cut"] += 1
+            raise _PowerCut
         if ready.election_state is not None:
             node.durable = ready.election_state  # fsynced: durable from here on
         write_to(node.log, ready.log_writes)  # unsynced until node.log.sync()
