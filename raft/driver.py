@@ -17,7 +17,8 @@ the snapshot store (`open_snapshots`); the defaults are the node's.
 Snapshots (KIP-630) live beside the log as `<end_offset>-<epoch>.checkpoint` files
 (raft/snapshot_files.py). The state machine writes one with create_snapshot(); once the
 log is larger than `metadata.max.retention.bytes` it then starts at the latest snapshot.
-A follower's download is made durable on the loop itself (one fsync, rarely).
+A follower's download is written as its Readies list the chunks, on the loop itself (the
+store is not thread-safe; one fsync, at the last chunk, rarely).
 
 Refused messages (raft/admission.py in the core, raft/wire_checks.py at the transport) are
 counted in stats() and logged at most once per sender per minute (raft/refusal_log.py). If
@@ -45,6 +46,7 @@ from raft.messages import (
     Message,
     RaftStats,
     Ready,
+    SnapshotChunk,
     SnapshotId,
 )
 from raft.quorum_state import QuorumStateStore
@@ -52,7 +54,7 @@ from raft.ready_handler import ReadyHandler
 from raft.refusal_log import RefusalLog
 from raft.roles import Role
 from raft.snapshot_files import FileSnapshotStore
-from raft.snapshots import SnapshotStore
+from raft.snapshots import SnapshotStore, write_snapshot_chunk
 from raft.storage_log import METADATA_TOPIC_PARTITION, open_raft_log
 from raft.transport import AdmitStream, GrpcTransport, RaftServer
 from raft.unstable_log import write_to
@@ -490,6 +492,11 @@ class _NodePorts:
 
     def send(self, message: Message) -> None:
         self.driver.transport.send(message)
+
+    async def write_snapshot_chunk(self, chunk: SnapshotChunk) -> bool:
+        # On the loop, as the store is not thread-safe (stats() and the leader's reads use
+        # it there); a follower downloads rarely, and fsyncs once, at the freeze.
+        return write_snapshot_chunk(self.driver.snapshots, chunk)
 
     async def load_snapshot(self, snapshot_id: SnapshotId) -> None:
         records = await asyncio.to_thread(self.driver.snapshots.read_records, snapshot_id)

@@ -217,6 +217,19 @@ NO_LOG_WRITES = LogWrites()
 
 
 @dataclass(frozen=True, slots=True)
+class SnapshotChunk:
+    """A chunk of a snapshot a follower downloads (FetchSnapshot), for the driver to write
+    to the snapshot store: at position 0 the download begins (SnapshotStore.begin), then
+    write(); with `last` the driver also freezes it and tells the core whether it was whole
+    (RaftCore.snapshot_stored)."""
+
+    snapshot_id: SnapshotId
+    position: int
+    data: bytes
+    last: bool
+
+
+@dataclass(frozen=True, slots=True)
 class Ready:
     """What the driver must do; raft/ready_handler.py holds the order: persist
     `election_state` if set and `log_writes` (fsync if `sync_log`); send `messages` (a
@@ -225,7 +238,7 @@ class Ready:
     `committed`; report `leader_change`. Then call `advance(ready)`."""
 
     election_state: ElectionState | None
-    sync_log: bool
+    sync_log: bool  # fsync the log (after writing `log_writes`)
     log_end_offset: int  # what the log holds once `log_writes` are written
     messages: tuple[Message, ...]
     committed: tuple[Entry, ...]
@@ -233,6 +246,7 @@ class Ready:
     high_watermark: int = 0
     load_snapshot: SnapshotId | None = None
     log_writes: LogWrites = NO_LOG_WRITES
+    snapshot_chunks: tuple[SnapshotChunk, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,6 +25,7 @@ from raft.messages import (
     FetchRequest,
     LeaderAndEpoch,
     Message,
+    SnapshotChunk,
     SnapshotId,
 )
 from raft.roles import Role, check_transition
@@ -73,6 +74,12 @@ class NodeState:
         # after a follower installed one), and the one being downloaded: (id, bytes so far).
         self._snapshot_to_load: SnapshotId | None = None
         self.snapshot_fetch: tuple[SnapshotId, int] | None = None
+        # Downloaded chunks for the next Ready to write; the download whose last chunk the
+        # driver is storing (no fetch goes out until it says how that went); the snapshot
+        # installed whose log reset is not written yet (older snapshots go once it is).
+        self._snapshot_chunks: list[SnapshotChunk] = []
+        self._storing: SnapshotId | None = None
+        self._installed: SnapshotId | None = None
         self.snapshots_fetched = 0
         latest = self.snapshots.latest()
         if latest is not None:

@@ -13,7 +13,9 @@ the log and quorum-state before it answers or sends):
      this Ready): a leader may replicate entries while it writes them, because it counts
      only its own *flushed* log end toward the high watermark (advance() tells it what was
      flushed), as etcd's leaders send MsgApp before their own append is durable;
-  2. persist: the election state (quorum-state) and the log, fsynced;
+  2. persist: the election state (quorum-state) and the log, fsynced; then the chunks of a
+     snapshot download, and when the last is written and frozen the core learns whether
+     the snapshot was whole (it installs it, and fetches on, in the next Ready);
   3. send every other message: a vote, a fetch naming our log end, an answer from a new
      epoch must never tell a peer something the disk could still forget;
   4. have the state machine load the snapshot (a follower that installed one, or a restart)
@@ -32,7 +34,15 @@ from collections.abc import Coroutine, Sequence
 from typing import Any, Protocol
 
 from raft.core import RaftCore
-from raft.messages import Entry, FetchResponse, LeaderAndEpoch, Message, Ready, SnapshotId
+from raft.messages import (
+    Entry,
+    FetchResponse,
+    LeaderAndEpoch,
+    Message,
+    Ready,
+    SnapshotChunk,
+    SnapshotId,
+)
 
 
 class ReadyPorts(Protocol):
@@ -46,6 +56,12 @@ class ReadyPorts(Protocol):
 
     def send(self, message: Message) -> None:
         """Hands `message` to the network (fire and forget: Raft retries on its own)."""
+        ...
+
+    async def write_snapshot_chunk(self, chunk: SnapshotChunk) -> bool:
+        """Writes a downloaded chunk to the snapshot store (SnapshotStore.begin at position
+        0, then write); for the last one also freeze, returning whether the snapshot was
+        whole. True for every other chunk."""
         ...
 
     async def load_snapshot(self, snapshot_id: SnapshotId) -> None:
@@ -102,6 +118,10 @@ class ReadyHandler:
         for message in early:
             self.ports.send(message)
         await self.ports.persist(ready)
+        for chunk in ready.snapshot_chunks:
+            complete = await self.ports.write_snapshot_chunk(chunk)
+            if chunk.last:
+                self.core.snapshot_stored(chunk.snapshot_id, complete)
         for message in later:
             self.ports.send(message)
         if ready.load_snapshot is not None:

@@ -18,8 +18,10 @@ Commands (one per block; `<n>` is a node id, `all` means every node in id order)
                                wake-up it asks for (next_wakeup_ms) up to the new time
     process-ready <n|all>      take the node's Ready: persist the election state, write what
                                it lists to the log (reset to a snapshot, truncate, append)
-                               and fsync it, queue the messages, apply the committed entries;
-                               print all of it; then advance()
+                               and fsync it, write the snapshot chunks it lists (the last one
+                               completes the download: the next Ready, which installs it,
+                               follows at once), queue the messages, apply the committed
+                               entries; print all of it; then advance()
     deliver-msgs [from=N] [to=N] [type=Fetch] [drop=true]
                                deliver (or drop) the queued messages that match (type: the
                                name as printed, e.g. VoteResponse), oldest first;
@@ -98,7 +100,7 @@ from raft.messages import (
     SnapshotId,
 )
 from raft.roles import Role
-from raft.snapshots import MemorySnapshotStore
+from raft.snapshots import MemorySnapshotStore, write_snapshot_chunk
 from raft.unstable_log import write_to
 
 # Small numbers so that a script's times read at a glance.
@@ -379,6 +381,21 @@ class Cluster:
         if ready.sync_log:
             node.log.sync()
             out.append(f"  sync log: end={ready.log_end_offset}")
+        stored = False
+        for chunk in ready.snapshot_chunks:
+            complete = write_snapshot_chunk(node.snapshots, chunk)
+            out.append(
+                f"  write snapshot {fmt_snapshot(chunk.snapshot_id)} at={chunk.position} "
+                f"bytes={len(chunk.data)}"
+                + (
+                    f" (last: {'complete' if complete else 'damaged, dropped'})"
+                    if chunk.last
+                    else ""
+                )
+            )
+            if chunk.last:
+                node.core.snapshot_stored(chunk.snapshot_id, complete)
+                stored = True
         if ready.messages:
             out.append("  send:")
             out += [f"  {fmt_message(m)}" for m in ready.messages]
@@ -398,6 +415,10 @@ class Cluster:
             lc = ready.leader_change
             out.append(f"  leader change: leader={leader_name(lc.leader_id)} epoch={lc.epoch}")
         node.core.advance(ready)
+        if stored and node.core.has_ready():
+            # What snapshot_stored() did (install the snapshot, fetch on) is the next Ready's;
+            # a driver carries it out at once, and so does this command.
+            out += self._process_ready(node)
         return out
 
     def cmd_deliver_msgs(self, args: list[str]) -> list[str]:

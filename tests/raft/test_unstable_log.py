@@ -1,62 +1,63 @@
 """The core's in-memory unstable tail (raft/unstable_log.py): step(), propose() and tick()
-never write the log; what they append or truncate reaches it only through a Ready."""
+never write the log or the snapshot store; what they append, truncate or download reaches
+the disk only through a Ready."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 
-import interaction
 import pytest
 from datadriven import run_script
 from interaction import Cluster
 
+from raft.core import RaftCore
 from raft.log import MemoryRaftLog
-from raft.messages import Entry, LogWrites, SnapshotId
+from raft.messages import Entry, SnapshotId
+from raft.snapshots import MemorySnapshotStore
 from raft.unstable_log import UnstableLog, write_to
 
 SCRIPTS = sorted((Path(__file__).parent / "testdata").glob("*.txt"))
 
 
-class _Writes:
-    allowed = False
+class _Inside:
+    """Set while the core runs one of the calls that must touch no file."""
+
+    entry_point: str | None = None
 
 
-@contextmanager
-def _writing() -> Iterator[None]:
-    _Writes.allowed = True
-    try:
-        yield
-    finally:
-        _Writes.allowed = False
+_GUARDED_WRITES = {
+    MemoryRaftLog: ("append", "truncate_to", "reset_to_snapshot", "delete_before"),
+    MemorySnapshotStore: ("create", "begin", "write", "freeze", "delete_before"),
+}
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=[s.stem for s in SCRIPTS])
-def test_only_a_ready_writes_the_log(script: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every interaction script again, with the log refusing any write that does not come
-    from carrying out a Ready (or from the script writing a disk itself, append-log)."""
-    for name in ("append", "truncate_to", "reset_to_snapshot"):
-        original = getattr(MemoryRaftLog, name)
+def test_step_propose_and_tick_write_nothing(script: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every interaction script again, with the log and the snapshot store refusing any
+    write while the core is inside step(), propose() or tick(): only carrying out a Ready
+    (or the driver's own calls: snapshot, compact) writes them."""
+    for cls, names in _GUARDED_WRITES.items():
+        for name in names:
+            original = getattr(cls, name)
 
-        def guarded(self: MemoryRaftLog, *args: object, _original=original, _name=name) -> None:  # type: ignore[no-untyped-def]
-            assert _Writes.allowed, f"MemoryRaftLog.{_name}{args} outside a Ready"
-            _original(self, *args)
+            def guarded(self: object, *args: object, _original=original, _name=name) -> object:  # type: ignore[no-untyped-def]
+                where = _Inside.entry_point
+                assert where is None, f"{type(self).__name__}.{_name}{args} inside {where}"
+                return _original(self, *args)
 
-        monkeypatch.setattr(MemoryRaftLog, name, guarded)
+            monkeypatch.setattr(cls, name, guarded)
+    for name in ("step", "propose", "tick"):
+        original = getattr(RaftCore, name)
 
-    def ready_write(log: MemoryRaftLog, writes: LogWrites) -> None:
-        with _writing():
-            write_to(log, writes)
+        def inside(self: RaftCore, *args: object, _original=original, _name=name) -> object:  # type: ignore[no-untyped-def]
+            _Inside.entry_point = f"RaftCore.{_name}"
+            try:
+                return _original(self, *args)
+            finally:
+                _Inside.entry_point = None
 
-    monkeypatch.setattr(interaction, "write_to", ready_write)
-    append_log = Cluster.cmd_append_log
-
-    def append_log_writing(self: Cluster, args: list[str]) -> list[str]:
-        with _writing():
-            return append_log(self, args)
-
-    monkeypatch.setattr(Cluster, "cmd_append_log", append_log_writing)
+        monkeypatch.setattr(RaftCore, name, inside)
     run_script(script, Cluster().run, False)
 
 

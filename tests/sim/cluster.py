@@ -42,11 +42,13 @@ from raft.messages import (
     LeaderAndEpoch,
     Message,
     Ready,
+    SnapshotChunk,
     SnapshotId,
     VoteResponse,
 )
 from raft.ready_handler import ReadyHandler, run_to_end
 from raft.roles import Role
+from raft.snapshots import write_snapshot_chunk
 from raft.unstable_log import write_to
 from tests.sim.disk import SimLog, SimSnapshotStore
 from tests.sim.events import EventQueue
@@ -319,11 +321,11 @@ class Cluster:
         if core.snapshot_fetch is not None and not downloading:
             self.coverage["downloads started"] += 1
             self.download_started(node.node_id)
-        if core.snapshots_fetched > fetched:
-            self.coverage["snapshots installed"] += 1
         if type(message) is FetchSnapshotResponse and message.error == SNAPSHOT_NOT_FOUND:
             self.coverage["snapshot gone mid-download"] += 1
         self._after(node)
+        if core.snapshots_fetched > fetched:  # installed once its Ready stored the last chunk
+            self.coverage["snapshots installed"] += 1
 
     def _tick(self, node: SimNode, token: int) -> None:
         if token != node.tick_token or node.core is None:
@@ -419,6 +421,9 @@ class _SimPorts:
         if ready.sync_log:
             node.log.sync()
         self.cluster.listener.on_ready(node, ready)
+
+    async def write_snapshot_chunk(self, chunk: SnapshotChunk) -> bool:
+        return write_snapshot_chunk(self.node.snapshots, chunk)
 
     async def load_snapshot(self, snapshot_id: SnapshotId) -> None:
         node, cluster = self.node, self.cluster
