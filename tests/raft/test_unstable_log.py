@@ -142,3 +142,43 @@ def test_compaction_over_unstable_entries_is_refused() -> None:
     log.append(_entries("2@1 3@1"))
     with pytest.raises(AssertionError, match="unstable"):
         log.delete_before(SnapshotId(3, 1))
+
+
+def test_a_download_that_freezes_damaged_is_fetched_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The driver's answer for a downloaded snapshot's last chunk decides: damaged (the
+    store dropped it), the core installs nothing, keeps its log and fetches again, and the
+    next download, whole, is installed."""
+    frozen: list[bool] = []
+    freeze = MemorySnapshotStore.freeze
+
+    def first_freeze_damaged(self: MemorySnapshotStore, snapshot_id: SnapshotId) -> bool:
+        whole = freeze(self, snapshot_id)
+        if not frozen:
+            del self.snapshots[snapshot_id]  # as FileSnapshotStore drops a damaged .part
+            whole = False
+        frozen.append(whole)
+        return whole
+
+    monkeypatch.setattr(MemorySnapshotStore, "freeze", first_freeze_damaged)
+    cluster = Cluster()
+    for line in (
+        "add-nodes voters=1,2,3 fetch-timeout=1000 snapshot-chunk=40",
+        "tick 1 100",
+        "stabilize quiet",
+        "propose 1 a b c",
+        "stabilize quiet",
+        "partition 1,2 | 3",
+        "propose 1 d e f",
+        "stabilize quiet",
+        "snapshot 1",
+        "compact 1 end=7",
+        "heal",
+        "tick 3 200",
+        "stabilize",
+    ):
+        cluster.run(line)
+    node = cluster.nodes[3]
+    assert frozen == [False, True]
+    assert node.core.log.start() == SnapshotId(7, 1)
+    assert node.core.snapshots_fetched == 1
+    assert node.core.high_watermark == cluster.nodes[1].core.high_watermark
