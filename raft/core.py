@@ -7,9 +7,11 @@ RawNode is:
     propose(records)   the state machine asks the leader to append
     ready()            what to persist, send and apply now (see messages.Ready)
     advance(ready)     the driver did all of that
+plus snapshot_stored(), the driver's answer to a downloaded snapshot's last chunk.
 It never reads a clock, draws randomness of its own, touches a socket or a file: time comes
-in through tick(), randomness through the injected `random.Random`, and the log through the
-RaftLog protocol, whose writes only become durable when the driver fsyncs for a Ready.
+in through tick(), randomness through the injected `random.Random`; the log is read through
+the RaftLog protocol, and what the core appends or truncates stays in memory
+(raft/unstable_log.py) until a Ready hands it to the driver to write and fsync.
 
 The protocol is KIP-595's, pull-based: followers and observers fetch from the leader,
 which answers with entries, its high watermark, or the point where their logs diverge;
@@ -179,17 +181,21 @@ class RaftCore(ElectionRules, FetchProtocol):
         current = LeaderAndEpoch(self.leader_id, self.epoch)
         if current != self._announced:
             change = self._announced = current
+        writes = self.log.writes()
         ready = Ready(
             election_state=state,
-            sync_log=self._log_dirty,
+            sync_log=self._log_dirty or bool(writes),
             log_end_offset=self.log.end_offset(),
             messages=tuple(self._outbox),
             committed=committed,
             leader_change=change,
             high_watermark=self.high_watermark,
             load_snapshot=load,
+            log_writes=writes,
+            snapshot_chunks=tuple(self._snapshot_chunks),
         )
         self._outbox.clear()
+        self._snapshot_chunks.clear()
         self._state_dirty = self._log_dirty = False
         return ready
 
@@ -198,6 +204,7 @@ class RaftCore(ElectionRules, FetchProtocol):
             self._state_dirty
             or self._log_dirty
             or self._outbox
+            or self._snapshot_chunks
             or self.high_watermark > self.applied
             or self._snapshot_to_load is not None
             or LeaderAndEpoch(self.leader_id, self.epoch) != self._announced
@@ -205,6 +212,15 @@ class RaftCore(ElectionRules, FetchProtocol):
 
     def advance(self, ready: Ready) -> None:
         """The driver persisted and sent what `ready` asked for."""
+        self.log.stable_to(ready.log_writes)
+        installed = self._installed
+        if installed is not None and ready.log_writes.reset == installed:
+            # The log restarts at the installed snapshot on disk now: the older ones can
+            # serve nobody (the driver's call, so no file is touched inside step()).
+            self._installed = None
+            self.snapshots.delete_before(installed)
+        if self.log.has_writes():
+            self._log_dirty = True  # the log changed while `ready` was carried out
         if ready.sync_log:
             self.flushed_end = min(ready.log_end_offset, self.log.end_offset())
         self.flushed_end = min(self.flushed_end, self.log.end_offset())
@@ -212,6 +228,13 @@ class RaftCore(ElectionRules, FetchProtocol):
             self._update_leader_high_watermark()
 
     # --- snapshots (KIP-630) ----------------------------------------------------------------
+
+    def snapshot_stored(self, snapshot_id: SnapshotId, complete: bool) -> None:
+        """The driver wrote the last chunk of a download (Ready.snapshot_chunks) and froze
+        it; `complete` False: the bytes did not form a valid snapshot and were dropped. A
+        complete one is installed (the log restarts at it with the next Ready); then the
+        follower fetches on."""
+        self._snapshot_stored(snapshot_id, complete)
 
     def snapshot_id_for(self, end_offset: int) -> SnapshotId:
         """The id of a snapshot the state machine takes after applying every entry below

@@ -2,16 +2,23 @@
 
 One task owns the core and is its only caller: it steps inbound messages and ticks timers,
 batches proposals for `controller.quorum.append.linger.ms` so that one fsync and one round
-of fetches carry many records, and carries out each Ready in order: write quorum-state and
-fsync the log (in a worker thread, off the loop), send the messages, have the state
-machine load a snapshot and apply committed entries, complete the appends they commit.
-While it awaits a disk write no other code touches the core or the log: inbound messages
-and appends only queue up.
+of fetches carry many records, and carries out each Ready through raft/ready_handler.py
+(the order lives there, shared with the Raft simulator) with this node's ports: quorum-state
+and the entries and truncations the Ready lists (the core keeps them in memory until then,
+raft/unstable_log.py) written and fsynced in a worker thread, off the loop; the gRPC
+transport; the state machine's listener; the appends waiting for their commit. While it
+awaits a disk write no other code touches the core or the log: inbound messages and appends
+only queue up.
+
+Everything that varies is passed in, as Kafka's KafkaRaftClient takes it: the clock
+(`clock`, monotonic milliseconds), randomness (`rng`), the transport (`make_transport`) and
+the snapshot store (`open_snapshots`); the defaults are the node's.
 
 Snapshots (KIP-630) live beside the log as `<end_offset>-<epoch>.checkpoint` files
 (raft/snapshot_files.py). The state machine writes one with create_snapshot(); once the
 log is larger than `metadata.max.retention.bytes` it then starts at the latest snapshot.
-A follower's download is made durable on the loop itself (one fsync, rarely).
+A follower's download is written as its Readies list the chunks, on the loop itself (the
+store is not thread-safe; one fsync, at the last chunk, rarely).
 
 Refused messages (raft/admission.py in the core, raft/wire_checks.py at the transport) are
 counted in stats() and logged at most once per sender per minute (raft/refusal_log.py). If
@@ -35,19 +42,22 @@ from raft.core import NotLeaderError, RaftCore
 from raft.limits import MAX_EPOCH
 from raft.messages import (
     Entry,
-    FetchResponse,
     LeaderAndEpoch,
     Message,
     RaftStats,
     Ready,
+    SnapshotChunk,
     SnapshotId,
 )
 from raft.quorum_state import QuorumStateStore
+from raft.ready_handler import ReadyHandler
 from raft.refusal_log import RefusalLog
 from raft.roles import Role
 from raft.snapshot_files import FileSnapshotStore
+from raft.snapshots import SnapshotStore, write_snapshot_chunk
 from raft.storage_log import METADATA_TOPIC_PARTITION, open_raft_log
 from raft.transport import AdmitStream, GrpcTransport, RaftServer
+from raft.unstable_log import write_to
 from storage.errors import StorageError
 from storage.log_manager import LogManager
 
@@ -106,6 +116,41 @@ def _now_ms() -> int:
     return time.monotonic_ns() // 1_000_000
 
 
+class DriverTransport(Protocol):
+    """How the driver reaches its peers (raft/transport.GrpcTransport on a node). Inbound
+    messages go to the `deliver` callback it was made with."""
+
+    sent: int
+    received: int
+    dropped: int
+    refused: int
+
+    def start(self) -> None: ...
+
+    def send(self, message: Message) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+# make_transport(deliver, on_refused): the transport, delivering inbound messages to
+# `deliver` and reporting messages refused at the edge to `on_refused(sender, why)`.
+MakeTransport = Callable[[Callable[[Message], None], Callable[[int, str], None]], DriverTransport]
+
+
+class DriverSnapshotStore(SnapshotStore, Protocol):
+    """The snapshot store as the driver uses it beyond the core (raft/snapshot_files.py)."""
+
+    def ids(self) -> list[SnapshotId]: ...
+
+    def write_file(self, snapshot_id: SnapshotId, records: list[bytes]) -> None: ...
+
+    def add(self, snapshot_id: SnapshotId) -> None: ...
+
+    def read_records(self, snapshot_id: SnapshotId) -> list[bytes]: ...
+
+    def close(self) -> None: ...
+
+
 class RaftDriver:
     def __init__(
         self,
@@ -120,6 +165,11 @@ class RaftDriver:
         open_channel: Callable[[str], Any] | None = None,
         tls: bool = False,
         admit_stream: AdmitStream | None = None,
+        *,
+        clock: Callable[[], int] = _now_ms,
+        rng: random.Random | None = None,
+        make_transport: MakeTransport | None = None,
+        open_snapshots: Callable[[str], DriverSnapshotStore] = FileSnapshotStore,
     ) -> None:
         """`voters` maps each voter id to its "host:port"; a node not among them is an
         observer. The metadata log lives in `<metadata_dir>/__cluster_metadata-0`.
@@ -129,7 +179,13 @@ class RaftDriver:
         `server_credentials` (grpc.ServerCredentials) make the listener TLS;
         `open_channel(address)` makes the channels to the voters (raft/transport.py),
         TLS ones when `tls`. `admit_stream` checks who opens a Raft stream to this node
-        (raft/transport.AdmitStream)."""
+        (raft/transport.AdmitStream). `clock`, `rng`, `make_transport` and
+        `open_snapshots(directory)` replace the node's clock, randomness, gRPC transport
+        (the listener is served only with the gRPC one) and snapshot files."""
+        self._clock = clock
+        self._rng = rng if rng is not None else random.Random()
+        self._make_transport = make_transport
+        self._open_snapshots = open_snapshots
         self.admit_stream = admit_stream
         self.server_credentials = server_credentials
         self.open_channel = open_channel
@@ -144,6 +200,11 @@ class RaftDriver:
         self.core: RaftCore | None = None
         self._inbox: deque[Message] = deque()
         self._wake = asyncio.Event()
+        # Held while a Ready is carried out and while the log is compacted: stop() carries
+        # out the Readies of its resignation while the loop's task may be inside one, and a
+        # Ready not yet advanced would otherwise have its log writes handed out twice (and
+        # the log written from two threads at once).
+        self._disk = asyncio.Lock()
         self._pending: list[tuple[bytes, asyncio.Future[int]]] = []  # lingering appends
         self._linger_deadline: int | None = None
         # (offset, commit future, when append() was called) of proposed, uncommitted records
@@ -165,7 +226,7 @@ class RaftDriver:
         await asyncio.to_thread(self.log_manager.startup)
         log = self.log_manager.get_or_create_log(*METADATA_TOPIC_PARTITION)
         directory = log.directory
-        self.snapshots = FileSnapshotStore(directory)
+        self.snapshots = self._open_snapshots(directory)
         self.raft_log = open_raft_log(log, self.snapshots.ids())
         self.store = QuorumStateStore(directory, frozenset(self.voters))
         state = await asyncio.to_thread(self.store.read)
@@ -181,20 +242,24 @@ class RaftDriver:
             self.raft_log,
             state,
             self.config,
-            random.Random(),
-            _now_ms(),
+            self._rng,
+            self._clock(),
             self.snapshots,
         )
-        self.transport = GrpcTransport(
-            self.node_id,
-            self.voters,
-            self._deliver,
-            self.refusals.refused,
-            self.open_channel,
-            self.tls,
-            self.admit_stream,
-        )
-        if self.listen_address is not None:
+        self._ready = ReadyHandler(self.core, _NodePorts(self))
+        if self._make_transport is not None:
+            self.transport = self._make_transport(self._deliver, self.refusals.refused)
+        else:
+            self.transport = GrpcTransport(
+                self.node_id,
+                self.voters,
+                self._deliver,
+                self.refusals.refused,
+                self.open_channel,
+                self.tls,
+                self.admit_stream,
+            )
+        if self.listen_address is not None and isinstance(self.transport, GrpcTransport):
             self._server = RaftServer(self.transport, self.listen_address, self.server_credentials)
             self.bound_port = self._server.port
             if self.add_services is not None:
@@ -245,12 +310,12 @@ class RaftDriver:
             raise NotLeaderError(LeaderAndEpoch(core.leader_id, core.epoch))
         loop = asyncio.get_running_loop()
         futures = [loop.create_future() for _ in records]
-        now = _now_ms()
+        now = self._clock()
         for future in futures:
             self._appended_ms[future] = now
         self._pending.extend(zip(records, futures, strict=True))
         if self._linger_deadline is None:
-            self._linger_deadline = _now_ms() + self.config.append_linger_ms
+            self._linger_deadline = self._clock() + self.config.append_linger_ms
             self._wake.set()
         offsets: list[int] = await asyncio.gather(*futures)
         return offsets[-1]
@@ -262,7 +327,8 @@ class RaftDriver:
         snapshot_id = self._require_core().snapshot_id_for(end_offset)
         await asyncio.to_thread(self.snapshots.write_file, snapshot_id, list(records))
         self.snapshots.add(snapshot_id)
-        self._maybe_clean_log()
+        async with self._disk:
+            self._maybe_clean_log()
         return snapshot_id
 
     def _maybe_clean_log(self) -> None:
@@ -306,14 +372,14 @@ class RaftDriver:
             wakeup = core.next_wakeup_ms()
             if self._linger_deadline is not None:
                 wakeup = min(wakeup, self._linger_deadline)
-            timeout = max(0, wakeup - _now_ms()) / 1000
+            timeout = max(0, wakeup - self._clock()) / 1000
             if not self._inbox:
                 try:
                     await asyncio.wait_for(self._wake.wait(), timeout)
                 except TimeoutError:
                     pass
             self._wake.clear()
-            now = _now_ms()
+            now = self._clock()
             core.tick(now)
             while self._inbox:
                 message = self._inbox.popleft()
@@ -336,47 +402,17 @@ class RaftDriver:
             return
         first = last - len(pending) + 1
         self._awaiting.extend(
-            (first + i, f, self._appended_ms.pop(f, _now_ms())) for i, (_, f) in enumerate(pending)
+            (first + i, f, self._appended_ms.pop(f, self._clock()))
+            for i, (_, f) in enumerate(pending)
         )
 
     async def _process_ready(self) -> None:
-        core = self._require_core()
-        while core.has_ready():
-            ready = core.ready()
-            # A leader's entries may travel while it fsyncs them (as etcd's leaders do): it
-            # counts only its flushed log toward the high watermark. Everything else waits for
-            # the disk: votes for quorum-state, a follower's fetch offset for its log.
-            early: list[Message] = []
-            later: list[Message] = []
-            for message in ready.messages:
-                entries_only = ready.election_state is None and isinstance(message, FetchResponse)
-                (early if entries_only else later).append(message)
-            for message in early:
-                self.transport.send(message)
-            await self._persist(ready)
-            for message in later:
-                self.transport.send(message)
-            if ready.load_snapshot is not None:
-                records = await asyncio.to_thread(self.snapshots.read_records, ready.load_snapshot)
-                self.listener.handle_load_snapshot(ready.load_snapshot, records)
-            if ready.committed:
-                self.listener.handle_commit(ready.committed)
-            if ready.leader_change is not None:
-                self.listener.handle_leader_change(ready.leader_change)
-                if ready.leader_change.leader_id != self.node_id:
-                    self._fail_all(NotLeaderError(ready.leader_change))
-            core.advance(ready)
-            self._complete_committed(core.high_watermark)
-
-    async def _persist(self, ready: Ready) -> None:
-        if ready.election_state is not None:
-            await asyncio.to_thread(self.store.write, ready.election_state)
-        if ready.sync_log:
-            await asyncio.to_thread(self.raft_log.sync)
+        async with self._disk:
+            await self._ready.handle_all()
 
     def _complete_committed(self, high_watermark: int) -> None:
         still = []
-        now = _now_ms()
+        now = self._clock()
         for offset, future, appended_ms in self._awaiting:
             if offset < high_watermark:
                 if not future.done():
@@ -403,7 +439,7 @@ class RaftDriver:
         leader = core.leader
         if core.role is not Role.LEADER or leader is None:
             return None
-        now_mono, now_wall = _now_ms(), time.time_ns() // 1_000_000
+        now_mono, now_wall = self._clock(), time.time_ns() // 1_000_000
 
         def wall(mono_ms: int) -> int:
             return -1 if mono_ms < 0 else now_wall - (now_mono - mono_ms)
@@ -433,3 +469,46 @@ class RaftDriver:
             messages_dropped=self.transport.dropped,
             messages_refused=self.transport.refused + self._require_core().messages_refused,
         )
+
+
+class _NodePorts:
+    """The node's side of raft/ready_handler.ReadyPorts: real disk, gRPC, the listener."""
+
+    def __init__(self, driver: RaftDriver) -> None:
+        self.driver = driver
+
+    async def persist(self, ready: Ready) -> None:
+        if ready.election_state is not None or ready.sync_log:
+            await asyncio.to_thread(self._write, ready)
+
+    def _write(self, ready: Ready) -> None:
+        """In a worker thread: quorum-state, then the log's writes and its fsync."""
+        driver = self.driver
+        if ready.election_state is not None:
+            driver.store.write(ready.election_state)
+        write_to(driver.raft_log, ready.log_writes)
+        if ready.sync_log:
+            driver.raft_log.sync()
+
+    def send(self, message: Message) -> None:
+        self.driver.transport.send(message)
+
+    async def write_snapshot_chunk(self, chunk: SnapshotChunk) -> bool:
+        # On the loop, as the store is not thread-safe (stats() and the leader's reads use
+        # it there); a follower downloads rarely, and fsyncs once, at the freeze.
+        return write_snapshot_chunk(self.driver.snapshots, chunk)
+
+    async def load_snapshot(self, snapshot_id: SnapshotId) -> None:
+        records = await asyncio.to_thread(self.driver.snapshots.read_records, snapshot_id)
+        self.driver.listener.handle_load_snapshot(snapshot_id, records)
+
+    def apply(self, entries: Sequence[Entry]) -> None:
+        self.driver.listener.handle_commit(entries)
+
+    def leader_changed(self, leader: LeaderAndEpoch) -> None:
+        self.driver.listener.handle_leader_change(leader)
+        if leader.leader_id != self.driver.node_id:
+            self.driver._fail_all(NotLeaderError(leader))
+
+    def advanced(self, high_watermark: int) -> None:
+        self.driver._complete_committed(high_watermark)

@@ -25,6 +25,7 @@ from raft.messages import (
     FetchResponse,
     FetchSnapshotRequest,
     FetchSnapshotResponse,
+    SnapshotChunk,
     SnapshotId,
 )
 from raft.node_state import NodeState
@@ -298,18 +299,18 @@ class FetchProtocol(NodeState):
         if (response.fetch_offset, response.last_fetched_epoch) != (
             self.log.end_offset(),
             self.log.last_epoch(),
-        ) or self.snapshot_fetch is not None:
+        ) or (self.snapshot_fetch, self._storing) != (None, None):
             # The answer to an older request (late or duplicated): ignore it. While a
-            # snapshot downloads no Fetch is out, so any answer is a late one; taking its
-            # entries would move the log and high watermark past the snapshot being fetched.
+            # snapshot downloads (or its last chunk is being stored) no Fetch is out, so any
+            # answer is a late one; taking its entries would move the log and high watermark
+            # past the snapshot being fetched.
             return
         self.fetch_in_flight = False
         self.last_fetch_success_ms = self.now_ms
         self.fetch_deadline = self._fetch_deadline()
         if response.snapshot_id is not None:
             # The leader's log starts after ours ends (or diverges inside its snapshot).
-            self.snapshot_fetch = (response.snapshot_id, 0)
-            self.snapshots.begin(response.snapshot_id)
+            self.snapshot_fetch = (response.snapshot_id, 0)  # its first chunk begins it
         elif response.diverging is not None:
             _, own_end = self.log.end_offset_for_epoch(response.diverging.epoch)
             self._truncate(min(response.diverging.end_offset, own_end))
@@ -343,27 +344,40 @@ class FetchProtocol(NodeState):
         self.fetch_in_flight = False
         self.last_fetch_success_ms = self.now_ms
         self.fetch_deadline = self._fetch_deadline()
-        self.snapshots.write(snapshot_id, position, response.data)
+        last = position + len(response.data) >= response.size
+        # Written by the driver with the Ready, not here: step() touches no file.
+        self._snapshot_chunks.append(SnapshotChunk(snapshot_id, position, response.data, last))
         position += len(response.data)
-        if position < response.size:
+        if not last:
             self.snapshot_fetch = (snapshot_id, position)
-        else:
-            self.snapshot_fetch = None
-            if self.snapshots.freeze(snapshot_id):
-                self._install_snapshot(snapshot_id)
-            # else: it arrived damaged and was dropped; fetching again starts it afresh
-        self._send_fetch()
+            self._send_fetch()
+            return
+        # Complete: the driver freezes it and calls snapshot_stored(), which installs it
+        # and fetches on.
+        self.snapshot_fetch = None
+        self._storing = snapshot_id
+
+    def _snapshot_stored(self, snapshot_id: SnapshotId, complete: bool) -> None:
+        if self._storing != snapshot_id:
+            return
+        self._storing = None
+        # Not complete: it arrived damaged and was dropped; fetching again starts it afresh.
+        if complete and snapshot_id.end_offset >= self.high_watermark:
+            self._install_snapshot(snapshot_id)
+        if self.role is Role.FOLLOWER and self.snapshot_fetch is None:
+            self._send_fetch()
 
     def _install_snapshot(self, snapshot_id: SnapshotId) -> None:
         """A downloaded snapshot, now durable, replaces the log: the log restarts at its
-        end, then the state machine loads it (Ready.load_snapshot)."""
+        end (written with the next Ready), then the state machine loads it
+        (Ready.load_snapshot)."""
         if snapshot_id.end_offset < self.high_watermark:
             raise AssertionError(
                 f"node {self.node_id} got snapshot {snapshot_id}, below its high watermark "
                 f"{self.high_watermark}"
             )
         self.log.reset_to_snapshot(snapshot_id)
-        self.snapshots.delete_before(snapshot_id)
+        self._installed = snapshot_id  # older snapshots go once the reset is written
         self.flushed_end = snapshot_id.end_offset
         self.high_watermark = snapshot_id.end_offset  # a snapshot holds only committed entries
         self._snapshot_to_load = snapshot_id

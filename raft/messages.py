@@ -200,20 +200,53 @@ class LeaderAndEpoch:
 
 
 @dataclass(frozen=True, slots=True)
+class LogWrites:
+    """What a Ready asks the driver to do to the stable log, in this order: restart it at
+    `reset` (if set: a follower installed that snapshot), cut it at `truncate_to` (if set:
+    a diverging suffix), append `entries`; then fsync (raft/unstable_log.py)."""
+
+    reset: SnapshotId | None = None
+    truncate_to: int | None = None
+    entries: tuple[Entry, ...] = ()
+
+    def __bool__(self) -> bool:
+        return self.reset is not None or self.truncate_to is not None or bool(self.entries)
+
+
+NO_LOG_WRITES = LogWrites()
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotChunk:
+    """A chunk of a snapshot a follower downloads (FetchSnapshot), for the driver to write
+    to the snapshot store: at position 0 the download begins (SnapshotStore.begin), then
+    write(); with `last` the driver also freezes it and tells the core whether it was whole
+    (RaftCore.snapshot_stored)."""
+
+    snapshot_id: SnapshotId
+    position: int
+    data: bytes
+    last: bool
+
+
+@dataclass(frozen=True, slots=True)
 class Ready:
-    """What the driver must do, in order: persist `election_state` (fsync) if set; fsync the
-    log if `sync_log`; then send `messages`; have the state machine load `load_snapshot` (if
-    set: its state is replaced by the snapshot's) and then apply `committed`; report
-    `leader_change`. Then call `advance(ready)`."""
+    """What the driver must do; raft/ready_handler.py holds the order: persist
+    `election_state` if set and `log_writes` (fsync if `sync_log`); send `messages` (a
+    leader's entries-only FetchResponses may go before the fsync); have the state machine
+    load `load_snapshot` (if set: its state is replaced by the snapshot's) and then apply
+    `committed`; report `leader_change`. Then call `advance(ready)`."""
 
     election_state: ElectionState | None
-    sync_log: bool
-    log_end_offset: int  # what an fsync of the log now covers
+    sync_log: bool  # fsync the log (after writing `log_writes`)
+    log_end_offset: int  # what the log holds once `log_writes` are written
     messages: tuple[Message, ...]
     committed: tuple[Entry, ...]
     leader_change: LeaderAndEpoch | None
     high_watermark: int = 0
     load_snapshot: SnapshotId | None = None
+    log_writes: LogWrites = NO_LOG_WRITES
+    snapshot_chunks: tuple[SnapshotChunk, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,10 +25,12 @@ from raft.messages import (
     FetchRequest,
     LeaderAndEpoch,
     Message,
+    SnapshotChunk,
     SnapshotId,
 )
 from raft.roles import Role, check_transition
 from raft.snapshots import MemorySnapshotStore, SnapshotStore
+from raft.unstable_log import UnstableLog
 
 NEVER = 2**62
 
@@ -48,7 +50,9 @@ class NodeState:
         self.node_id = node_id
         self.voters = voters
         self.is_voter = node_id in voters
-        self.log = log
+        # Appends and truncations stay in memory until a Ready has them written and
+        # fsynced (raft/unstable_log.py): the core never writes a file.
+        self.log = UnstableLog(log)
         self.snapshots: SnapshotStore = (
             snapshots if snapshots is not None else MemorySnapshotStore()
         )
@@ -70,18 +74,25 @@ class NodeState:
         # after a follower installed one), and the one being downloaded: (id, bytes so far).
         self._snapshot_to_load: SnapshotId | None = None
         self.snapshot_fetch: tuple[SnapshotId, int] | None = None
+        # Downloaded chunks for the next Ready to write; the download whose last chunk the
+        # driver is storing (no fetch goes out until it says how that went); the snapshot
+        # installed whose log reset is not written yet (older snapshots go once it is).
+        self._snapshot_chunks: list[SnapshotChunk] = []
+        self._storing: SnapshotId | None = None
+        self._installed: SnapshotId | None = None
         self.snapshots_fetched = 0
         latest = self.snapshots.latest()
         if latest is not None:
             if (latest.epoch, latest.end_offset) > (log.last_epoch(), log.end_offset()):
                 # The snapshot is ahead of the log (the log's reset after installing it, or
                 # the entries it covers, did not reach the disk): the log restarts from it,
-                # as Kafka's truncateToLatestSnapshot does.
-                log.reset_to_snapshot(latest)
+                # as Kafka's truncateToLatestSnapshot does (with the first Ready).
+                self.log.reset_to_snapshot(latest)
+                self._log_dirty = True
             # A snapshot holds only committed entries.
             self.high_watermark = latest.end_offset
             self._snapshot_to_load = latest
-        self.flushed_end = log.end_offset()
+        self.flushed_end = self.log.end_offset()
         # Role and timers.
         self.role = Role.UNATTACHED
         self.election_deadline = NEVER

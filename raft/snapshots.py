@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from raft.messages import SnapshotId
+from raft.messages import SnapshotChunk, SnapshotId
 
 
 class SnapshotStore(Protocol):
@@ -46,6 +46,16 @@ class SnapshotStore(Protocol):
         """Deletes every complete snapshot older than `snapshot_id` (the log now starts at
         it, so they can serve nobody)."""
         ...
+
+
+def write_snapshot_chunk(store: SnapshotStore, chunk: SnapshotChunk) -> bool:
+    """Carries out a Ready's SnapshotChunk on `store` (the driver's part): begins the
+    download at position 0, writes the chunk, and freezes the last one; returns whether the
+    snapshot was whole (True for every chunk but the last)."""
+    if chunk.position == 0:
+        store.begin(chunk.snapshot_id)
+    store.write(chunk.snapshot_id, chunk.position, chunk.data)
+    return store.freeze(chunk.snapshot_id) if chunk.last else True
 
 
 class MemorySnapshotStore:

@@ -16,9 +16,12 @@ Commands (one per block; `<n>` is a node id, `all` means every node in id order)
               [fetch-max-entries=1000] [snapshot-chunk=1048576]
     tick <n|all> <ms>          time passes on that node's clock; the node is ticked at every
                                wake-up it asks for (next_wakeup_ms) up to the new time
-    process-ready <n|all>      take the node's Ready: persist the election state, fsync the
-                               log if asked, queue the messages, apply the committed entries;
-                               print all of it; then advance()
+    process-ready <n|all>      take the node's Ready: persist the election state, write what
+                               it lists to the log (reset to a snapshot, truncate, append)
+                               and fsync it, write the snapshot chunks it lists (the last one
+                               completes the download: the next Ready, which installs it,
+                               follows at once), queue the messages, apply the committed
+                               entries; print all of it; then advance()
     deliver-msgs [from=N] [to=N] [type=Fetch] [drop=true]
                                deliver (or drop) the queued messages that match (type: the
                                name as printed, e.g. VoteResponse), oldest first;
@@ -34,8 +37,9 @@ Commands (one per block; `<n>` is a node id, `all` means every node in id order)
                                prints `refused: <the core's reason>`
     propose <n> <data...>      the node's state machine proposes records (one per word)
     resign <n>                 graceful resignation of a leader
-    crash <n>                  power cut: unsynced log entries and everything not yet persisted
-                               are lost; the node restarts from its persisted election state
+    crash <n>                  power cut: what no Ready wrote yet (the core's unstable log
+                               tail, a truncation) and everything not yet persisted is lost;
+                               the node restarts from its persisted election state
     append-log <n> [epoch=E] <offset@epoch[:data]...>
                                write entries straight onto the node's disk (synced) and restart
                                it, its persisted epoch raised to E or to the last entry's epoch
@@ -96,7 +100,8 @@ from raft.messages import (
     SnapshotId,
 )
 from raft.roles import Role
-from raft.snapshots import MemorySnapshotStore
+from raft.snapshots import MemorySnapshotStore, write_snapshot_chunk
+from raft.unstable_log import write_to
 
 # Small numbers so that a script's times read at a glance.
 SCRIPT_CONFIG = RaftConfig(
@@ -365,9 +370,32 @@ class Cluster:
         if ready.election_state is not None:
             node.persisted = ready.election_state
             out.append(f"  persist: {fmt_state(ready.election_state)}")
+        writes = ready.log_writes
+        if writes.reset is not None:
+            out.append(f"  reset log to snapshot {fmt_snapshot(writes.reset)}")
+        if writes.truncate_to is not None:
+            out.append(f"  truncate log to {writes.truncate_to}")
+        if writes.entries:
+            out.append(f"  append: {' '.join(fmt_entry(e) for e in writes.entries)}")
+        write_to(node.log, writes)
         if ready.sync_log:
             node.log.sync()
             out.append(f"  sync log: end={ready.log_end_offset}")
+        stored = False
+        for chunk in ready.snapshot_chunks:
+            complete = write_snapshot_chunk(node.snapshots, chunk)
+            out.append(
+                f"  write snapshot {fmt_snapshot(chunk.snapshot_id)} at={chunk.position} "
+                f"bytes={len(chunk.data)}"
+                + (
+                    f" (last: {'complete' if complete else 'damaged, dropped'})"
+                    if chunk.last
+                    else ""
+                )
+            )
+            if chunk.last:
+                node.core.snapshot_stored(chunk.snapshot_id, complete)
+                stored = True
         if ready.messages:
             out.append("  send:")
             out += [f"  {fmt_message(m)}" for m in ready.messages]
@@ -387,6 +415,10 @@ class Cluster:
             lc = ready.leader_change
             out.append(f"  leader change: leader={leader_name(lc.leader_id)} epoch={lc.epoch}")
         node.core.advance(ready)
+        if stored and node.core.has_ready():
+            # What snapshot_stored() did (install the snapshot, fetch on) is the next Ready's;
+            # a driver carries it out at once, and so does this command.
+            out += self._process_ready(node)
         return out
 
     def cmd_deliver_msgs(self, args: list[str]) -> list[str]:
@@ -553,7 +585,7 @@ class Cluster:
 
     def cmd_crash(self, args: list[str]) -> list[str]:
         node = self._node(args[0])
-        lost = node.log.entries[node.log.synced :]
+        lost = list(node.core.log.tail)  # never handed to a Ready: only in memory
         before = node.summary()
         node.log.crash()
         node.snapshots.crash()
@@ -599,11 +631,13 @@ class Cluster:
     def cmd_log(self, args: list[str]) -> list[str]:
         node = self._node(args[0])
         out = []
-        if node.log.start_offset:
-            out.append(f"(starts at snapshot {fmt_snapshot(node.log.start())})")
-        for index, entry in enumerate(node.log.entries):
+        log = node.core.log  # what the core sees: the stable log and its unstable tail
+        start = log.start()
+        if start.end_offset:
+            out.append(f"(starts at snapshot {fmt_snapshot(start)})")
+        for entry in log.read(start.end_offset, log.end_offset() - start.end_offset):
             text = fmt_entry_data(entry)
-            if index >= node.log.synced:
+            if entry.offset >= log.unstable_offset:
                 text += " (unsynced)"
             out.append(text)
         return out or ["(empty)"]

@@ -2,18 +2,17 @@
 
 Each node owns a disk (a SimLog, a SimSnapshotStore and its durable ElectionState, the
 `quorum-state` file) that outlives crashes, and, while it is up, a RaftCore over them and a
-state machine (state_machine.py). The driver loop is the one messages.Ready documents, in its
-order, because the order is what makes Raft safe:
-    1. persist `election_state` (the simulated fsync is instant: once handed over it is durable);
-    2. fsync the log if `sync_log`;
-    3. send `messages` into the network;
-    4. have the state machine load `load_snapshot` (from the node's store), then apply
-       `committed`;
-    5. `advance(ready)`; and again while `has_ready()`.
-A crash can be armed to strike between steps 1 and 2 or 2 and 3 of the next Ready that has
-something to persist, as a power cut partway through that sequence would: between 1 and 2
-the log writes of that Ready are lost (or, torn, partly kept); or on the next Ready that
-loads a snapshot, before the state machine does (right after a snapshot was installed).
+state machine (state_machine.py). Its Readies are carried out by the node's own
+raft/ready_handler.ReadyHandler, the class raft/driver.py runs, so the order checked here
+is the order shipped; `_SimPorts` only plugs in the simulated disk, network and state
+machine. Persisting is: the election state (the simulated fsync is instant: once handed over
+it is durable), then the log writes the Ready lists (the core held them in memory until
+now; on the SimLog they are unsynced, journaled writes), then the log's fsync if `sync_log`.
+A crash can be armed to strike inside the persist step of the next Ready that has something
+to persist, as a power cut partway through it would: after the election state, before the
+log's fsync (that Ready's log writes are lost or, torn, partly kept), or after the fsync,
+before the messages held for it are sent; or on the next Ready that loads a snapshot,
+before the state machine does (right after a snapshot was installed).
 
 Between events the state machine takes snapshots when told to (`snapshot`), and the log may
 be compacted to one of them (log-prefix cleanup), as a controller's snapshot generator does.
@@ -38,12 +37,19 @@ from raft.core import NEVER, RaftCore
 from raft.messages import (
     SNAPSHOT_NOT_FOUND,
     ElectionState,
+    Entry,
     FetchSnapshotResponse,
+    LeaderAndEpoch,
     Message,
     Ready,
+    SnapshotChunk,
     SnapshotId,
+    VoteResponse,
 )
+from raft.ready_handler import ReadyHandler, run_to_end
 from raft.roles import Role
+from raft.snapshots import write_snapshot_chunk
+from raft.unstable_log import write_to
 from tests.sim.disk import SimLog, SimSnapshotStore
 from tests.sim.events import EventQueue
 from tests.sim.network import Network
@@ -63,14 +69,18 @@ class CrashPoint(enum.Enum):
     """Where in the next Ready that has something to persist an armed power cut strikes."""
 
     BEFORE_LOG_SYNC = "after persisting the election state, before syncing the log"
-    BEFORE_SEND = "after syncing the log, before sending"
+    BEFORE_SEND = "after syncing the log, before sending what waited for it"
     # Strikes on the next Ready that loads a snapshot instead: right after a download was
     # installed (snapshot durable, log reset), before the state machine loaded it.
     BEFORE_SNAPSHOT_LOAD = "after installing a snapshot, before loading it"
+    # Strikes on the next Ready that grants a vote, before anything of it is durable: the
+    # quorum-state write that records the vote never happened.
+    BEFORE_VOTE_DURABLE = "before the quorum-state write that records a granted vote"
 
 
 # The points a random power cut picks from; BEFORE_SNAPSHOT_LOAD is armed on purpose only,
-# on a node that is downloading a snapshot (faults.py), or it might wait for good.
+# on a node that is downloading a snapshot (faults.py), or it might wait for good;
+# BEFORE_VOTE_DURABLE only by a scenario (test_scenarios.py).
 READY_CRASH_POINTS = (CrashPoint.BEFORE_LOG_SYNC, CrashPoint.BEFORE_SEND)
 
 
@@ -91,6 +101,7 @@ class SimNode:
     snapshots: SimSnapshotStore = field(default_factory=SimSnapshotStore)
     durable: ElectionState = field(default_factory=ElectionState)  # the quorum-state file
     core: RaftCore | None = None  # None while crashed
+    ready_handler: ReadyHandler | None = None  # this incarnation's, over `core`
     incarnation: int = 0
     sm: StateMachine = field(default_factory=StateMachine)  # this incarnation's, in memory
     tick_token: int = 0  # a tick event carrying an older token is void
@@ -172,6 +183,7 @@ class Cluster:
         if node.core.snapshot_fetch is not None:
             self.coverage["crash mid-download"] += 1
         node.core = None
+        node.ready_handler = None
         node.tick_token += 1
         node.tick_at = NEVER
         node.crash_point = None
@@ -266,6 +278,7 @@ class Cluster:
             now,
             snapshots=node.snapshots,
         )
+        node.ready_handler = ReadyHandler(node.core, _SimPorts(self, node))
         self.touched.add(node.node_id)
         self.listener.on_start(node)
         if node.incarnation > 1:
@@ -308,11 +321,11 @@ class Cluster:
         if core.snapshot_fetch is not None and not downloading:
             self.coverage["downloads started"] += 1
             self.download_started(node.node_id)
-        if core.snapshots_fetched > fetched:
-            self.coverage["snapshots installed"] += 1
         if type(message) is FetchSnapshotResponse and message.error == SNAPSHOT_NOT_FOUND:
             self.coverage["snapshot gone mid-download"] += 1
         self._after(node)
+        if core.snapshots_fetched > fetched:  # installed once its Ready stored the last chunk
+            self.coverage["snapshots installed"] += 1
 
     def _tick(self, node: SimNode, token: int) -> None:
         if token != node.tick_token or node.core is None:
@@ -345,43 +358,13 @@ class Cluster:
                 self.queue.at(node.tick_at, self._tick, node, node.tick_token)
 
     def _drain(self, node: SimNode) -> None:
-        for _ in range(MAX_READIES_PER_DRAIN):
-            core = node.core
-            if core is None or not core.has_ready():
-                return
-            ready = core.ready()
-            if ready.election_state is not None:
-                node.durable = ready.election_state  # fsynced: durable from here on
-            point = node.crash_point
-            if point is CrashPoint.BEFORE_SNAPSHOT_LOAD:
-                if ready.load_snapshot is not None:
-                    self.coverage["crash right after install"] += 1
-                    self._crash_in_ready(node)
-                    return
-            elif point is not None and (ready.election_state is not None or ready.sync_log):
-                if point is CrashPoint.BEFORE_SEND and ready.sync_log:
-                    node.log.sync()
-                self._crash_in_ready(node)
-                return
-            if ready.sync_log:
-                node.log.sync()
-            self.listener.on_ready(node, ready)
-            for message in ready.messages:
-                self._send(message)
-            if ready.load_snapshot is not None:
-                node.sm.load(node.snapshots.snapshots[ready.load_snapshot])
-                self.coverage["snapshots loaded"] += 1
-                loaded = ready.load_snapshot
-                self.trace.record(
-                    f"node {node.node_id}: state machine loads snapshot "
-                    f"{loaded.end_offset}-{loaded.epoch}"
-                )
-            for entry in ready.committed:
-                node.sm.apply(entry)
-            core.advance(ready)
-        raise AssertionError(
-            f"node {node.node_id}: still has_ready() after {MAX_READIES_PER_DRAIN} Readies"
-        )
+        handler = node.ready_handler
+        if node.core is None or handler is None or not node.core.has_ready():
+            return
+        try:
+            run_to_end(handler.handle_all(MAX_READIES_PER_DRAIN))
+        except _PowerCut:
+            self._crash_in_ready(node)
 
     def _crash_in_ready(self, node: SimNode) -> None:
         point = node.crash_point
@@ -405,3 +388,61 @@ class Cluster:
             self.trace.record(
                 f"node {node.node_id}: hw {old[3]} -> {hw}", Lazy(format_entries, newly)
             )
+
+
+class _PowerCut(Exception):
+    """An armed crash strikes inside a Ready: the handler stops where it was."""
+
+
+class _SimPorts:
+    """raft/ready_handler.ReadyPorts over one node's simulated disk, the network and its
+    state machine, with the armed power cuts (CrashPoint) in the places they name."""
+
+    def __init__(self, cluster: Cluster, node: SimNode) -> None:
+        self.cluster = cluster
+        self.node = node
+        self.send = cluster._send  # the network; bound once, called for every message
+
+    async def persist(self, ready: Ready) -> None:
+        node = self.node
+        if node.crash_point is CrashPoint.BEFORE_VOTE_DURABLE and any(
+            type(m) is VoteResponse and m.granted and not m.pre_vote for m in ready.messages
+        ):
+            self.cluster.coverage["vote lost in a power cut"] += 1
+            raise _PowerCut
+        if ready.election_state is not None:
+            node.durable = ready.election_state  # fsynced: durable from here on
+        write_to(node.log, ready.log_writes)  # unsynced until node.log.sync()
+        point = node.crash_point
+        if point in READY_CRASH_POINTS and (ready.election_state is not None or ready.sync_log):
+            if point is CrashPoint.BEFORE_SEND and ready.sync_log:
+                node.log.sync()
+            raise _PowerCut
+        if ready.sync_log:
+            node.log.sync()
+        self.cluster.listener.on_ready(node, ready)
+
+    async def write_snapshot_chunk(self, chunk: SnapshotChunk) -> bool:
+        return write_snapshot_chunk(self.node.snapshots, chunk)
+
+    async def load_snapshot(self, snapshot_id: SnapshotId) -> None:
+        node, cluster = self.node, self.cluster
+        if node.crash_point is CrashPoint.BEFORE_SNAPSHOT_LOAD:
+            cluster.coverage["crash right after install"] += 1
+            raise _PowerCut
+        node.sm.load(node.snapshots.snapshots[snapshot_id])
+        cluster.coverage["snapshots loaded"] += 1
+        cluster.trace.record(
+            f"node {node.node_id}: state machine loads snapshot "
+            f"{snapshot_id.end_offset}-{snapshot_id.epoch}"
+        )
+
+    def apply(self, entries: Sequence[Entry]) -> None:
+        for entry in entries:
+            self.node.sm.apply(entry)
+
+    def leader_changed(self, leader: LeaderAndEpoch) -> None:
+        pass  # the simulator's clients ask the cores who leads
+
+    def advanced(self, high_watermark: int) -> None:
+        pass  # the simulator's clients watch what is applied, not futures

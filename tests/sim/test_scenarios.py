@@ -600,3 +600,43 @@ def test_a_late_fetch_response_does_not_overtake_a_snapshot_download() -> None:
     )
     assert node.core is not None and node.core.snapshots_fetched == 1
     assert node.log.start_offset == taken.end_offset
+
+
+def vote_lost_in_a_power_cut(seed: int = 1) -> World:
+    """A voter loses power while it writes the vote it just granted. Raft's rule: the vote
+    leaves only once quorum-state holds it, so the candidate never hears of it, and the
+    voter, back with the state on its disk, may vote in that epoch again. The leader is
+    down, the voter (the follower whose fetch deadline comes last, so the other one stands
+    first) is armed; once it is down, the candidate is cut off from the two others, which
+    restart and elect a leader of their own. The invariants then hold: if the vote had left
+    before the disk had it, the candidate would lead the epoch the others also elect a
+    leader for (invariant (a))."""
+    world = make_world(voters=3, seed=seed)
+    leader = stable_leader(world)
+    followers = [n for n in world.cluster.up_nodes() if n is not leader]
+    voter = max(followers, key=lambda n: n.core.fetch_deadline if n.core else 0)
+    candidate = next(n for n in followers if n is not voter)
+    world.cluster.arm_crash(voter.node_id, CrashPoint.BEFORE_VOTE_DURABLE, torn=False)
+    world.cluster.crash(leader.node_id)
+    world.after_event()
+    wait_for(world, lambda: not voter.up, 10_000, "the voter losing power as it votes")
+    world.run_for(50)  # what was sent before the power cut arrives (delays are <= 5 ms)
+    world.network.partition([[candidate.node_id], [leader.node_id, voter.node_id]])
+    world.cluster.restart(leader.node_id)
+    world.cluster.restart(voter.node_id)
+    world.after_event()
+    wait_for(
+        world,
+        lambda: any(n.core.role is Role.LEADER for n in (leader, voter) if n.core is not None),
+        10_000,
+        "a leader among the two the candidate is cut off from",
+    )
+    world.network.heal()
+    world.after_event()
+    stable_leader(world)
+    return world
+
+
+def test_a_vote_lost_in_a_power_cut_never_reached_the_candidate() -> None:
+    world = vote_lost_in_a_power_cut()
+    assert world.cluster.coverage["vote lost in a power cut"] == 1
