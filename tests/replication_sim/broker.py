@@ -639,8 +639,9 @@ class SimBroker:
         self.later(stream.read_timeout_ms, self._fetch_timeout, stream.key, request.correlation_id)
 
     def _wake(self, stream: FetchStream, at_ms: int) -> None:
-        if self.wakes.get(stream.key, at_ms + 1) <= at_ms:
-            return
+        pending = self.wakes.get(stream.key)
+        if pending is not None and pending <= at_ms:
+            return  # an earlier wake-up is set already
         self.wakes[stream.key] = at_ms
         self.later(at_ms - self.now, self._woken, stream.key, at_ms)
 
@@ -648,11 +649,13 @@ class SimBroker:
         if self.wakes.get(key) != at_ms:
             return
         del self.wakes[key]
-        self._pump(self.fetch.streams[key])
+        stream = self.fetch.streams.get(key)
+        if stream is not None:
+            self._pump(stream)
 
     def _fetch_timeout(self, key: StreamKey, correlation_id: int) -> None:
-        stream = self.fetch.streams[key]
-        if stream.awaiting(correlation_id):
+        stream = self.fetch.streams.get(key)
+        if stream is not None and stream.awaiting(correlation_id):
             self._break(stream, "read timed out")
 
     def break_stream(self, leader_id: int) -> None:
