@@ -5,7 +5,7 @@ A broker has two quotas: the leader's (`leader.replication.throttled.rate`, the 
 serves to followers' fetches of the partitions in `leader.replication.throttled.replicas`)
 and the follower's (`follower.replication.throttled.rate`, the bytes/s it fetches for the
 partitions in `follower.replication.throttled.replicas`). Kafka's rules, which the fetch
-paths apply (broker/replica_manager.py for the leader, broker/replica_fetcher.py for the
+paths apply (broker/replica_manager.py for the leader, broker/follower_fetch.py for the
 follower):
 - a throttled partition is checked before it is read: while the quota is exceeded it is
   left out of the fetch (follower) or answered without records (leader); the other

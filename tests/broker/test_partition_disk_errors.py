@@ -17,8 +17,10 @@ import os
 
 import pytest
 
+from broker.follower_fetch import Applied, FetchStream
 from broker.partition import Partition
-from broker.replica_fetcher import ReplicaFetcher
+from broker.replica_fetcher import response_of
+from broker.replication_settings import ReplicationSettings
 from broker.server_config import ReplicaConfig
 from storage.clock import ManualClock
 from storage.log import Log
@@ -120,24 +122,25 @@ def test_one_partition_failing_on_a_follower_does_not_stall_the_others(
     for i in (0, 1):
         elect([leaders[i], followers[i]], leader=1, epoch=1)
         leaders[i].append_as_leader(batch(3), acks=1, now_ms=NOW)
-    fetcher = ReplicaFetcher(2, 1, "127.0.0.1:1", ReplicaConfig(), lambda: 1)
-    plan = {}
+    config = ReplicaConfig()
+    stream = FetchStream((1, 0), "127.0.0.1:1", 2, config, ReplicationSettings(2, config))
     for p in followers:
-        key = (p.topic_id, p.index)
-        fetcher.partitions[key] = p
-        plan[key] = (p, p.leader_epoch, p.log.log_end_offset)
+        stream.add(p)
+    request = stream.next_fetch(0, broker_epoch=1)
+    assert request is not None
     response = replica_pb2.ReplicaFetchResponse(
         partitions=[fetch_answer(leaders[i], followers[i]) for i in (0, 1)]
     )
 
     swap_fd(followers[0].log, os.O_RDONLY)  # the first partition in the answer fails
-    fetcher._apply(plan, response)
+    answered = stream.answered(request.correlation_id, response_of(response), 0)
 
+    assert [o.applied for o in answered.outcomes] == [Applied.FAILED, Applied.APPENDED]
     assert followers[1].log.log_end_offset == 3, "the healthy partition was not applied"
     assert parse_header(followers[1].log.read(0, 1 << 20)).record_count == 3
-    assert (followers[0].topic_id, 0) not in fetcher.partitions, "the bad one is still fetched"
-    assert (followers[1].topic_id, 1) in fetcher.partitions
-    assert fetcher.failed == 1
+    assert (followers[0].topic_id, 0) not in stream.partitions, "the bad one is still fetched"
+    assert (followers[1].topic_id, 1) in stream.partitions
+    assert stream.failed == 1
     assert followers[0].offline and followers[0].log.log_end_offset == 0
     with pytest.raises(Exception, match="offline"):
         followers[0].log.read(0, 100)

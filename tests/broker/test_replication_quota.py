@@ -2,7 +2,7 @@
 partitions (broker/replication_quota.py), the settings a broker takes from its metadata
 image (broker/replication_settings.py), and both fetch paths over real partitions: the
 leader answering a follower's fetch (ReplicaManager) and the follower planning its fetch
-(ReplicaFetcher). Time is a hand-moved clock."""
+(broker/follower_fetch.py). Time is a hand-moved clock."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
+from broker.follower_fetch import FetchRequest, FetchResponse, FetchStream
 from broker.partition import Partition
-from broker.replica_fetcher import FetcherManager, ReplicaFetcher
+from broker.replica_fetcher import FetcherManager, response_of
 from broker.replica_manager import ReplicaManager
 from broker.replication_quota import (
     ALL,
@@ -289,28 +290,38 @@ def test_the_follower_leaves_out_throttled_lagging_partitions_while_over_its_rat
     )
     throttled, free = follower_of(tmp_path, 0), follower_of(tmp_path, 1)
     patient = ReplicaConfig(fetch_wait_max_ms=5000)
-    fetcher = ReplicaFetcher(2, 1, "127.0.0.1:1", patient, lambda: 1, settings)
+    stream = FetchStream((1, 0), "127.0.0.1:1", 2, patient, settings)
     for p in (throttled, free):
-        fetcher.partitions[p.topic_id, p.index] = p
-    assert set(fetcher.plan(clock.now)) == {(TOPIC_ID, 0), (TOPIC_ID, 1)}
-    request = fetcher._request(fetcher.plan(clock.now))
+        stream.add(p)
+    assert set(stream.plan(0)) == {(TOPIC_ID, 0), (TOPIC_ID, 1)}
+    request = fetch(stream)
     assert [p.partition_max_bytes for p in request.partitions] == [4096, 4096]
 
     settings.follower.record(500)  # half a second of debt
-    plan = fetcher.plan(clock.now)
-    assert set(plan) == {(TOPIC_ID, 1)}, "the throttled partition was fetched over the rate"
-    request = fetcher._request(plan)
+    request = fetch(stream)
+    assert [p.partition for p in request.partitions] == [1], (
+        "the throttled partition was fetched over the rate"
+    )
     assert request.max_wait_ms == 501  # the leader may not hold the fetch past the debt
-    fetcher.lag[TOPIC_ID, 0] = 0  # caught up with the leader's high watermark: in sync
-    assert set(fetcher.plan(clock.now)) == {(TOPIC_ID, 0), (TOPIC_ID, 1)}
-    fetcher.lag[TOPIC_ID, 0] = 5
+    stream.lag[TOPIC_ID, 0] = 0  # caught up with the leader's high watermark: in sync
+    assert set(stream.plan(0)) == {(TOPIC_ID, 0), (TOPIC_ID, 1)}
+    stream.lag[TOPIC_ID, 0] = 5
+    assert set(stream.plan(0)) == {(TOPIC_ID, 1)}
     clock.now += 0.5
-    assert set(fetcher.plan(clock.now)) == {(TOPIC_ID, 0), (TOPIC_ID, 1)}
+    assert set(stream.plan(0)) == {(TOPIC_ID, 0), (TOPIC_ID, 1)}
 
     # A dynamic replica.fetch.max.bytes applies to the next fetch.
     settings.update(image_of([config(pb.BROKER, "2", "replica.fetch.max.bytes", "12345")]))
-    request = fetcher._request(fetcher.plan(clock.now))
+    request = fetch(stream)
     assert [p.partition_max_bytes for p in request.partitions] == [12345, 12345]
+
+
+def fetch(stream: FetchStream) -> FetchRequest:
+    """The stream's next fetch, answered with nothing so that the next one may go."""
+    request = stream.next_fetch(0, broker_epoch=1)
+    assert request is not None
+    stream.answered(request.correlation_id, FetchResponse(), 0)
+    return request
 
 
 def test_the_follower_records_the_throttled_bytes_and_its_lag(tmp_path: os.PathLike[str]) -> None:
@@ -320,10 +331,11 @@ def test_the_follower_records_the_throttled_bytes_and_its_lag(tmp_path: os.PathL
     )
     leader = leader_with_data(tmp_path, [1])
     follower = follower_of(tmp_path)
-    fetcher = ReplicaFetcher(2, 1, "127.0.0.1:1", ReplicaConfig(), lambda: 1, settings)
+    stream = FetchStream((1, 0), "127.0.0.1:1", 2, ReplicaConfig(), settings)
     key = (TOPIC_ID, 0)
-    fetcher.partitions[key] = follower
-    plan = fetcher.plan(0)
+    stream.add(follower)
+    request = stream.next_fetch(0, broker_epoch=1)
+    assert request is not None
     read = leader.read_for_follower(2, 0, -1, 1, 2500, NOW)
     answer = replica_pb2.ReplicaFetchResponse.Partition(
         topic_id=TOPIC_ID,
@@ -333,9 +345,10 @@ def test_the_follower_records_the_throttled_bytes_and_its_lag(tmp_path: os.PathL
         log_start_offset=0,
         log_end_offset=40,
     )
-    fetcher._apply(plan, replica_pb2.ReplicaFetchResponse(partitions=[answer]))
+    response = replica_pb2.ReplicaFetchResponse(partitions=[answer])
+    stream.answered(request.correlation_id, response_of(response), 0)
     assert follower.log.log_end_offset < 40
-    assert fetcher.lag[key] == 40 - follower.log.log_end_offset
+    assert stream.lag[key] == 40 - follower.log.log_end_offset
     assert settings.follower.stats.recorded_bytes == len(read.records)
 
 

@@ -18,11 +18,13 @@ step by step as the real code does it:
   STALE_BROKER_EPOCH / BROKER_ID_NOT_REGISTERED to any call drops the registration, when a
   controlled shutdown is over), pumped here as LifecycleClient._pump pumps it; registering
   again after a restart is a new incarnation, refused while the old session lives;
-- replica fetcher (broker/replica_fetcher.py): one stream per leader with one fetch in
-  flight, the request built from the log end and the last epoch, the answer applied only if
-  the partition still follows the same leader epoch from the same log end; diverging epoch ->
-  truncate_on_divergence, OFFSET_OUT_OF_RANGE -> restart_at / truncate_to, other errors rest
-  the partition for replica.fetch.backoff.ms; a broken stream backs off and reconnects;
+- replica fetcher: not redone, the product's own FollowerFetch (broker/follower_fetch.py:
+  which stream follows the partition, what each fetch asks, what its answer does, the rests
+  and the broken stream's backoff), pumped here as broker/replica_fetcher.py pumps it over
+  gRPC: the core's next fetch goes out on the stream to the leader process (refused after
+  CONNECT_FAIL_MS when that process is dead; a reply never reaches another incarnation of
+  the follower), the read gives up after the core's read timeout, a wake-up is set for when
+  the core says a fetch may be due; what the answers did is counted and traced;
 - leader side (broker/replica_manager.py, replica_service.py): follower fetches long-poll up
   to replica.fetch.wait.max.ms, each read followed by the ISR check; acks=all produces wait
   until the high watermark passes them (failing with NOT_LEADER_OR_FOLLOWER or
@@ -48,11 +50,23 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from broker.follower_fetch import (
+    Applied,
+    FetchRequest,
+    FetchResponse,
+    FetchStream,
+    FollowerFetch,
+    PartitionAnswer,
+    PartitionOutcome,
+    StreamKey,
+)
 from broker.isr_proposals import ISR_RETRY_BACKOFF_S, IsrProposals, Outcome
 from broker.lifecycle_state import BrokerLifecycle, BrokerState, RegisterBroker
 from broker.partition import LeaderAppend, Partition
 from broker.partition_leader import IsrChange
 from broker.replica_manager import _replication_error
+from broker.replication_settings import ReplicationSettings
+from broker.server_config import ReplicaConfig
 from broker.topic_settings import TopicSettings
 from metadata.alter_partition import IsrProposal, IsrResult
 from metadata.broker_lifecycle import HeartbeatRequest, HeartbeatResponse
@@ -74,13 +88,10 @@ from tests.replication_sim.network import CONTROLLER
 if TYPE_CHECKING:
     from tests.replication_sim.world import World
 
-# ReplicaFetcher._run: a read waits fetch_wait_max_ms + 30 s before the stream is given up.
-STREAM_TIMEOUT_EXTRA_MS = 30_000
 CONTROLLED_SHUTDOWN_TIMEOUT_MS = 30_000  # broker/node.py CONTROLLED_SHUTDOWN_TIMEOUT_S
 NO_CONTROLLER_MS = 5_000  # LifecycleClient.controlled_shutdown's no_controller_s
 CONTROLLER_VOTERS = 1  # call_controller tries len(voters) + 1 times
 CONNECT_FAIL_MS = 20  # a connection refused by a dead process comes back about this fast
-REPLICA_FETCH_RESPONSE_MAX_BYTES = 10 * 1024 * 1024
 CAUGHT_UP_POLL_MS = 50  # Node._apply_local_changes: asyncio.sleep(0.05) until caught up
 ISR_RETRY_BACKOFF_MS = round(ISR_RETRY_BACKOFF_S * 1000)
 
@@ -98,55 +109,34 @@ class Checkpoint:
 
 
 @dataclass(frozen=True, slots=True)
-class FetchRequest:
+class FetchCall:
+    """A fetch of the follower's core on its stream, between two processes (a reply never
+    reaches another incarnation of the follower: its stream died with the process)."""
+
     follower: int
+    follower_incarnation: int
     leader: int
     leader_incarnation: int
-    stream: int
-    request_id: int
-    current_leader_epoch: int
-    fetch_offset: int
-    last_fetched_epoch: int
-    log_start_offset: int
-    max_bytes: int
-    max_wait_ms: int
+    stream: StreamKey
+    request: FetchRequest
 
 
 @dataclass(frozen=True, slots=True)
-class FetchAnswer:
-    """One ReplicaFetchResponse: `broken` for a stream error (the call failed), else the
-    partition's item as ReplicaServicer.fetch_once fills it."""
+class FetchReply:
+    """What the follower's read on the stream returns: the leader's answer to the fetch
+    `correlation_id`, or `broken` (the call failed: reset, refused)."""
 
     leader: int
-    stream: int
-    request_id: int
+    follower_incarnation: int
+    stream: StreamKey
+    correlation_id: int
     broken: str | None = None
-    error: str | None = None
-    records: bytes = b""
-    high_watermark: int = 0
-    log_start_offset: int = 0
-    log_end_offset: int = 0
-    diverging: tuple[int, int] | None = None
-
-
-@dataclass
-class Fetcher:
-    """ReplicaFetcher: the stream of this broker to one leader broker."""
-
-    leader_id: int
-    partition: Partition | None = None
-    resting_until: int = 0
-    stream: int = 0
-    connected_to: int | None = None  # the leader incarnation the stream reaches
-    in_flight: tuple[Partition, int, int] | None = None  # (partition, leader epoch, log end)
-    request_id: int = 0
-    backoff_until: int = 0
-    wake_at: int | None = None
+    response: FetchResponse = FetchResponse()
 
 
 @dataclass
 class ParkedFetch:
-    request: FetchRequest
+    call: FetchCall
     deadline_ms: int
 
 
@@ -199,6 +189,11 @@ class SimBroker:
         self.settings = TopicSettings(
             log=self.log_config, min_insync_replicas=plan.min_insync_replicas
         )
+        self.replica_config = ReplicaConfig(
+            fetch_wait_max_ms=plan.fetch_wait_max_ms,
+            fetch_backoff_ms=plan.fetch_backoff_ms,
+            fetch_max_bytes=plan.fetch_max_bytes,
+        )
         self.alive = False
         self.incarnation = -1
         self.checkpoint = Checkpoint()
@@ -225,8 +220,12 @@ class SimBroker:
         self.lifecycle = BrokerLifecycle(self.id, self.world.plan.heartbeat_interval_ms / 1000)
         self.pump_run = 0
         self.previous_broker_epoch = -1
-        self.fetchers: dict[int, Fetcher] = {}
-        self.followed: int | None = None
+        # The product's follower fetch core (broker/follower_fetch.py), with the transport's
+        # state of each stream: the leader incarnation it reaches, the next wake-up set.
+        replication = ReplicationSettings(self.id, self.replica_config, self._clock_s)
+        self.fetch = FollowerFetch(self.id, self.replica_config, replication)
+        self.connected_to: dict[StreamKey, int] = {}
+        self.wakes: dict[StreamKey, int] = {}
         self.parked: list[ParkedFetch] = []
         self.waiting: list[WaitingProduce] = []
         # calls to the controller awaiting an answer: token -> (done, the request's broker epoch)
@@ -366,9 +365,8 @@ class SimBroker:
         self.alive = False
         network = self.world.network
         for parked in self.parked:  # their streams break: the followers see a reset
-            follower = self.world.brokers[parked.request.follower]
-            answer = FetchAnswer(self.id, parked.request.stream, parked.request.request_id, "reset")
-            network.send(self.id, follower.id, follower.handle_fetch_answer, answer)
+            follower = self.world.brokers[parked.call.follower]
+            network.send(self.id, follower.id, follower.handle_fetch_answer, _reset(parked.call))
         for waiting in self.waiting:
             waiting.request.fail("connection reset")
         self._reset_memory()
@@ -626,188 +624,138 @@ class SimBroker:
         self._check_produces()
         parked, self.parked = self.parked, []
         for p in parked:
-            self._serve_fetch(p.request, p.deadline_ms)
+            self._serve_fetch(p.call, p.deadline_ms)
 
-    # --- follower: the replica fetcher -------------------------------------------------------
+    # --- follower: the replica fetcher (the product's FollowerFetch over the network) ---------
+
+    def _clock_s(self) -> float:
+        return self.world.now_ms / 1000
+
+    @property
+    def followed(self) -> int | None:
+        """The leader whose stream fetches our partition."""
+        for (leader, _), stream in self.fetch.streams.items():
+            if stream.partitions:
+                return leader
+        return None
 
     def _follow(self) -> None:
-        """FetcherManager.follow."""
+        """FetcherManager.follow (every leader is reachable at its one address)."""
         partition = self.partition
         assert partition is not None
-        if self.followed is not None:
-            fetcher = self.fetchers.get(self.followed)
-            if fetcher is not None and fetcher.partition is partition:
-                fetcher.partition = None
-                fetcher.resting_until = 0
-            self.followed = None
-        leader = partition.leader_id
-        if partition.is_leader or leader < 0 or leader == self.id:
-            return
-        fetcher = self.fetchers.get(leader)
-        if fetcher is None:
-            fetcher = self.fetchers[leader] = Fetcher(leader)
-        fetcher.partition = partition
-        fetcher.resting_until = 0
-        self.followed = leader
-        self._pump(fetcher)
+        stream = self.fetch.follow(partition, lambda leader: f"b{leader}").stream
+        if stream is not None:
+            self._pump(stream)
 
-    def _pump(self, fetcher: Fetcher) -> None:
-        """One turn of ReplicaFetcher._run: send the next fetch if none is out."""
-        if fetcher.in_flight is not None:
+    def _pump(self, stream: FetchStream) -> None:
+        """One turn of ReplicaFetcher._run: the core's next fetch, if one is due, goes out on
+        the stream (connecting first: a dead leader refuses the connection); else a wake-up
+        when the core says one may be due."""
+        request = stream.next_fetch(self.now, self.broker_epoch)
+        if request is None:
+            at = stream.wake_at(self.now)
+            if at is not None:
+                self._wake(stream, at)
             return
-        if self.now < fetcher.backoff_until:
-            self._wake(fetcher, fetcher.backoff_until)
-            return
-        partition = fetcher.partition
-        if partition is None:
-            return
-        if fetcher.resting_until > self.now:
-            self._wake(fetcher, fetcher.resting_until)
-            return
-        leader = self.world.brokers[fetcher.leader_id]
-        if fetcher.connected_to is None:
-            if not leader.alive:  # connection refused
-                fetcher.in_flight = (
-                    partition,
-                    partition.leader_epoch,
-                    partition.log.log_end_offset,
+        leader = self.world.brokers[stream.leader_id]
+        incarnation = self.connected_to.get(stream.key)
+        if incarnation is None:
+            if not leader.alive:
+                why = "connection refused"
+                refused = FetchReply(
+                    leader.id, self.incarnation, stream.key, request.correlation_id, why
                 )
-                fetcher.request_id += 1
-                answer = FetchAnswer(
-                    fetcher.leader_id, fetcher.stream, fetcher.request_id, "connection refused"
-                )
-                self.later(CONNECT_FAIL_MS, self.handle_fetch_answer, answer)
+                self.later(CONNECT_FAIL_MS, self.handle_fetch_answer, refused)
                 return
-            fetcher.connected_to = leader.incarnation
-        plan = self.world.plan
-        log = partition.log
-        fetcher.in_flight = (partition, partition.leader_epoch, log.log_end_offset)
-        fetcher.request_id += 1
-        request = FetchRequest(
-            follower=self.id,
-            leader=leader.id,
-            leader_incarnation=fetcher.connected_to,
-            stream=fetcher.stream,
-            request_id=fetcher.request_id,
-            current_leader_epoch=partition.leader_epoch,
-            fetch_offset=log.log_end_offset,
-            last_fetched_epoch=log.leader_epochs.latest_epoch(),
-            log_start_offset=log.log_start_offset,
-            max_bytes=plan.fetch_max_bytes,
-            max_wait_ms=plan.fetch_wait_max_ms,
-        )
+            incarnation = self.connected_to[stream.key] = leader.incarnation
         self.stats.fetches += 1
-        self.world.network.send(self.id, leader.id, leader.handle_fetch, request)
-        timeout = plan.fetch_wait_max_ms + STREAM_TIMEOUT_EXTRA_MS
-        self.later(
-            timeout, self._fetch_timeout, fetcher.leader_id, fetcher.stream, fetcher.request_id
-        )
+        call = FetchCall(self.id, self.incarnation, leader.id, incarnation, stream.key, request)
+        self.world.network.send(self.id, leader.id, leader.handle_fetch, call)
+        self.later(stream.read_timeout_ms, self._fetch_timeout, stream.key, request.correlation_id)
 
-    def _wake(self, fetcher: Fetcher, at_ms: int) -> None:
-        if fetcher.wake_at is not None and fetcher.wake_at <= at_ms:
-            return
-        fetcher.wake_at = at_ms
-        self.later(at_ms - self.now, self._woken, fetcher.leader_id, at_ms)
+    def _wake(self, stream: FetchStream, at_ms: int) -> None:
+        pending = self.wakes.get(stream.key)
+        if pending is not None and pending <= at_ms:
+            return  # an earlier wake-up is set already
+        self.wakes[stream.key] = at_ms
+        self.later(at_ms - self.now, self._woken, stream.key, at_ms)
 
-    def _woken(self, leader_id: int, at_ms: int) -> None:
-        fetcher = self.fetchers.get(leader_id)
-        if fetcher is None or fetcher.wake_at != at_ms:
+    def _woken(self, key: StreamKey, at_ms: int) -> None:
+        if self.wakes.get(key) != at_ms:
             return
-        fetcher.wake_at = None
-        self._pump(fetcher)
+        del self.wakes[key]
+        stream = self.fetch.streams.get(key)
+        if stream is not None:
+            self._pump(stream)
 
-    def _fetch_timeout(self, leader_id: int, stream: int, request_id: int) -> None:
-        fetcher = self.fetchers.get(leader_id)
-        if fetcher is None or fetcher.stream != stream or fetcher.request_id != request_id:
-            return
-        if fetcher.in_flight is not None:
-            self._break(fetcher, "read timed out")
+    def _fetch_timeout(self, key: StreamKey, correlation_id: int) -> None:
+        stream = self.fetch.streams.get(key)
+        if stream is not None and stream.awaiting(correlation_id):
+            self._break(stream, "read timed out")
 
     def break_stream(self, leader_id: int) -> None:
-        """A fault: the stream to `leader_id` fails now (a reset connection)."""
-        fetcher = self.fetchers.get(leader_id)
-        if fetcher is not None:
-            self._break(fetcher, "connection reset (fault)")
+        """A fault: the streams to `leader_id` fail now (a reset connection)."""
+        for (leader, _), stream in self.fetch.streams.items():
+            if leader == leader_id:
+                self._break(stream, "connection reset (fault)")
 
-    def _break(self, fetcher: Fetcher, why: str) -> None:
+    def _break(self, stream: FetchStream, why: str) -> None:
         self.stats.broken_streams += 1
-        self.trace(f"fetch stream to {fetcher.leader_id} broke: {why}; backoff")
-        fetcher.stream += 1
-        fetcher.in_flight = None
-        fetcher.connected_to = None
-        fetcher.backoff_until = self.now + self.world.plan.fetch_backoff_ms
-        self._wake(fetcher, fetcher.backoff_until)
+        self.trace(f"fetch stream to {stream.leader_id} broke: {why}; backoff")
+        self.connected_to.pop(stream.key, None)
+        self._wake(stream, stream.broken(self.now, why))
 
-    def handle_fetch_answer(self, answer: FetchAnswer) -> None:
+    def handle_fetch_answer(self, reply: FetchReply) -> None:
         """ReplicaFetcher: the read returned (or failed) on the stream."""
-        if not self.alive:
+        if not self.reachable(reply.follower_incarnation):
             return
-        fetcher = self.fetchers.get(answer.leader)
-        if (
-            fetcher is None
-            or fetcher.in_flight is None
-            or (fetcher.stream, fetcher.request_id) != (answer.stream, answer.request_id)
-        ):
-            self.stats.stale_answers += 1
+        stream = self.fetch.streams.get(reply.stream)
+        if stream is None or not stream.awaiting(reply.correlation_id):
+            self.stats.stale_answers += 1  # of a fetch given up with its stream
             return
-        planned = fetcher.in_flight
-        assert planned is not None
-        fetcher.in_flight = None
-        if answer.broken is not None:
-            self._break(fetcher, answer.broken)
+        if reply.broken is not None:
+            self._break(stream, reply.broken)
             return
-        partition, epoch, end = planned
-        if (
-            fetcher.partition is not partition
-            or partition.leader_epoch != epoch
-            or partition.log.log_end_offset != end
-        ):
-            self.stats.stale_answers += 1  # the partition moved on while the fetch was out
-        else:
-            try:
-                self._apply_one(fetcher, partition, answer, end)
-            except ApiError as exc:
-                self.trace(f"fetch answer from {fetcher.leader_id} not applied: {exc}; rest")
-                fetcher.resting_until = self.now + self.world.plan.fetch_backoff_ms
-                if (
-                    exc.error_name == "INVALID_RECORD"
-                    and answer.records
-                    and parse_header(answer.records).base_offset < end
-                ):
-                    # The leader's first batch starts below our log end: its log start (a
-                    # DeleteRecords offset) is inside that batch, and we were not told to
-                    # truncate. An empty log restarts at the batch (Partition.append_as_follower,
-                    # as Kafka's follower); a non-empty one is refused again at every fetch.
-                    self.stats.mid_batch_refusals += 1
-        self._pump(fetcher)
+        answered = stream.answered(reply.correlation_id, reply.response, self.now)
+        for outcome in answered.outcomes:
+            self._applied(stream, outcome)
+        if answered.broken is not None:
+            self._break(stream, answered.broken)
+            return
+        self._pump(stream)
 
-    def _apply_one(
-        self, fetcher: Fetcher, partition: Partition, answer: FetchAnswer, end: int
-    ) -> None:
-        """ReplicaFetcher._apply_one."""
-        if answer.error is not None:
-            if answer.error == "OFFSET_OUT_OF_RANGE":
-                if end < answer.log_start_offset:
-                    self.stats.restarts_at += 1
-                    self.trace(f"behind the leader's log start {answer.log_start_offset}: restart")
-                    partition.restart_at(answer.log_start_offset)
-                elif end > answer.log_end_offset:
-                    self._truncated(end, answer.log_end_offset)
-                    partition.truncate_to(answer.log_end_offset)
-                else:
-                    fetcher.resting_until = self.now + self.world.plan.fetch_backoff_ms
-            else:
-                fetcher.resting_until = self.now + self.world.plan.fetch_backoff_ms
-            return
-        if answer.diverging is not None:
-            new_end = partition.truncate_on_divergence(*answer.diverging)
-            self._truncated(end, new_end)
+    def _applied(self, stream: FetchStream, o: PartitionOutcome) -> None:
+        """The stats and the trace of what the core did with one partition's answer."""
+        answer = o.answer
+        if o.applied is Applied.STALE:
+            self.stats.stale_answers += 1  # the partition moved on while the fetch was out
+        elif o.applied is Applied.FAILED:
+            assert o.cause is not None
+            raise o.cause  # no disk fails here: a bug of the code under test
+        elif o.applied is Applied.RESTARTED:
+            self.stats.restarts_at += 1
+            self.trace(f"behind the leader's log start {answer.log_start_offset}: restarted")
+        elif o.applied is Applied.TRUNCATED:
+            self._truncated(o.fetch_offset, o.log_end_offset)
+        elif o.applied is Applied.DIVERGED:
+            assert answer.diverging is not None
+            self._truncated(o.fetch_offset, o.log_end_offset)
             self.trace(
-                f"diverged from {fetcher.leader_id} at epoch {answer.diverging[0]} (end "
-                f"{answer.diverging[1]}): log end {end} -> {new_end}"
+                f"diverged from {stream.leader_id} at epoch {answer.diverging[0]} (end "
+                f"{answer.diverging[1]}): log end {o.fetch_offset} -> {o.log_end_offset}"
             )
-            return
-        partition.append_as_follower(answer.records, answer.high_watermark, answer.log_start_offset)
+        elif o.applied is Applied.RESTING and isinstance(o.cause, ApiError):
+            self.trace(f"fetch answer from {stream.leader_id} not applied: {o.cause}; rest")
+            if (
+                o.cause.error_name == "INVALID_RECORD"
+                and answer.records
+                and parse_header(answer.records).base_offset < o.fetch_offset
+            ):
+                # The leader's first batch starts below our log end: its log start (a
+                # DeleteRecords offset) is inside that batch, and we were not told to
+                # truncate. An empty log restarts at the batch (Partition.append_as_follower,
+                # as Kafka's follower); a non-empty one is refused again at every fetch.
+                self.stats.mid_batch_refusals += 1
 
     def _truncated(self, before: int, after: int) -> None:
         if after < before:
@@ -816,47 +764,46 @@ class SimBroker:
 
     # --- leader: follower fetches (ReplicaManager.replica_fetch) -----------------------------
 
-    def handle_fetch(self, request: FetchRequest) -> None:
-        if not self.reachable(request.leader_incarnation):
+    def handle_fetch(self, call: FetchCall) -> None:
+        if not self.reachable(call.leader_incarnation):
             # the stream's server process is gone: the follower's read fails
-            follower = self.world.brokers[request.follower]
-            answer = FetchAnswer(self.id, request.stream, request.request_id, "reset")
-            self.world.network.send(self.id, follower.id, follower.handle_fetch_answer, answer)
+            follower = self.world.brokers[call.follower]
+            reset = _reset(call)
+            self.world.network.send(self.id, follower.id, follower.handle_fetch_answer, reset)
             return
-        self._serve_fetch(request, self.now + request.max_wait_ms)
-        if self.parked and self.parked[-1].request is request:
-            self.later(request.max_wait_ms, self._fetch_deadline, request)
+        self._serve_fetch(call, self.now + call.request.max_wait_ms)
+        if self.parked and self.parked[-1].call is call:
+            self.later(call.request.max_wait_ms, self._fetch_deadline, call)
 
-    def _fetch_deadline(self, request: FetchRequest) -> None:
+    def _fetch_deadline(self, call: FetchCall) -> None:
         for i, parked in enumerate(self.parked):
-            if parked.request is request:
+            if parked.call is call:
                 del self.parked[i]
-                self._serve_fetch(request, parked.deadline_ms)
+                self._serve_fetch(call, parked.deadline_ms)
                 return
 
-    def _serve_fetch(self, request: FetchRequest, deadline_ms: int) -> None:
+    def _serve_fetch(self, call: FetchCall, deadline_ms: int) -> None:
         partition = self.partition
-        answer: FetchAnswer
+        request = call.request
+        (asked,) = request.partitions  # one partition in this model
+        answer: PartitionAnswer
         if partition is None:
-            answer = FetchAnswer(
-                self.id, request.stream, request.request_id, error="UNKNOWN_TOPIC_OR_PARTITION"
-            )
+            answer = PartitionAnswer(TOPIC_ID, PARTITION, error="UNKNOWN_TOPIC_OR_PARTITION")
         else:
             log = partition.log
             try:
                 read = partition.read_for_follower(
-                    request.follower,
-                    request.fetch_offset,
-                    request.last_fetched_epoch,
-                    request.current_leader_epoch,
-                    min(request.max_bytes, REPLICA_FETCH_RESPONSE_MAX_BYTES),
+                    request.replica_id,
+                    asked.fetch_offset,
+                    asked.last_fetched_epoch,
+                    asked.current_leader_epoch,
+                    min(asked.partition_max_bytes, request.max_bytes),
                     self.wall,
                 )
             except ApiError as exc:
-                answer = FetchAnswer(
-                    self.id,
-                    request.stream,
-                    request.request_id,
+                answer = PartitionAnswer(
+                    TOPIC_ID,
+                    PARTITION,
                     error=exc.error_name,
                     high_watermark=log.high_watermark,
                     log_start_offset=log.log_start_offset,
@@ -864,10 +811,9 @@ class SimBroker:
                 )
             else:
                 self._maybe_change_isr()
-                answer = FetchAnswer(
-                    self.id,
-                    request.stream,
-                    request.request_id,
+                answer = PartitionAnswer(
+                    TOPIC_ID,
+                    PARTITION,
                     records=read.records,
                     high_watermark=read.high_watermark,
                     log_start_offset=read.log_start_offset,
@@ -876,10 +822,17 @@ class SimBroker:
                 )
         stop = answer.error is not None or answer.diverging is not None
         if answer.records or stop or self.now >= deadline_ms:
-            follower = self.world.brokers[request.follower]
-            self.world.network.send(self.id, follower.id, follower.handle_fetch_answer, answer)
+            follower = self.world.brokers[call.follower]
+            reply = FetchReply(
+                self.id,
+                call.follower_incarnation,
+                call.stream,
+                request.correlation_id,
+                response=FetchResponse((answer,)),
+            )
+            self.world.network.send(self.id, follower.id, follower.handle_fetch_answer, reply)
             return
-        self.parked.append(ParkedFetch(request, deadline_ms))
+        self.parked.append(ParkedFetch(call, deadline_ms))
 
     # --- leader: the ISR ---------------------------------------------------------------------
 
@@ -1119,3 +1072,10 @@ class _Reply:
 
     def __call__(self, answer: Any) -> None:
         self.broker.call_answered(self.incarnation, self.token, answer)
+
+
+def _reset(call: FetchCall) -> FetchReply:
+    """The follower's read on a stream whose server process is gone."""
+    return FetchReply(
+        call.leader, call.follower_incarnation, call.stream, call.request.correlation_id, "reset"
+    )

@@ -1,21 +1,32 @@
 """The simulator checks the product's rules, not a copy of them (issue 19): breaking a rule
-of broker/isr_proposals.py, which the simulated brokers run as the real ones do, makes seeds
-of the CI range fail.
+of broker/isr_proposals.py or broker/follower_fetch.py, which the simulated brokers run as the
+real ones do, makes seeds of the CI range fail.
 
-The mutation: a proposal the controller never answered is taken as committed. The leader
-then counts its high watermark over an ISR the controller may not have, the rule Kafka's
-Partition.handleAlterPartitionError exists for (no answer: the change stays pending and is
-sent again)."""
+The mutations:
+- a proposal the controller never answered is taken as committed. The leader then counts
+  its high watermark over an ISR the controller may not have, the rule Kafka's
+  Partition.handleAlterPartitionError exists for (no answer: the change stays pending and is
+  sent again);
+- a follower ignores the diverging epoch in a fetch answer (KIP-320) and takes the answer as
+  one without records. It keeps the records the leader does not have, so it never catches
+  up (the leader answers the same divergence at every fetch) and learns a high watermark
+  over records that differ from the leader's.
+"""
 
 from __future__ import annotations
+
+import dataclasses
 
 import pytest
 
 from broker import isr_proposals
+from broker.follower_fetch import FetchStream
 from broker.isr_proposals import IsrProposals, Outcome
 from tests.replication_sim.simulation import run_seed
 
-SEEDS = range(0, 10)  # of the CI seeds; 4, 6 and 8 fail under the mutation
+SEEDS = range(0, 10)  # of the CI seeds
+# Of the CI seeds too (test_replication_sim.py's chunk seeds-20-29 passes with the rules intact).
+DIVERGENCE_SEEDS = range(20, 30)
 
 
 def test_an_unanswered_isr_change_taken_as_committed_is_caught(monkeypatch):
@@ -28,8 +39,22 @@ def test_an_unanswered_isr_change_taken_as_committed_is_caught(monkeypatch):
         return rule(self, partition, change, error, isr, partition_epoch)
 
     monkeypatch.setattr(IsrProposals, "answered", unanswered_commits)
-    failed = [seed for seed in SEEDS if run_seed(seed).failure is not None]
+    failed = [seed for seed in SEEDS if run_seed(seed).failure is not None]  # 4, 6 and 8
     assert failed, "the simulator did not notice a broken ISR answer rule"
+
+
+def test_a_diverging_epoch_ignored_by_the_follower_is_caught(monkeypatch):
+    rule = FetchStream._apply_one
+
+    def diverging_ignored(self, key, partition, answer, end, now_ms):
+        return rule(self, key, partition, dataclasses.replace(answer, diverging=None), end, now_ms)
+
+    monkeypatch.setattr(FetchStream, "_apply_one", diverging_ignored)
+    # Seeds 20, 21, 26 and 28 break an invariant (a follower's records differ from the
+    # leader's below its high watermark), 25 its liveness; the first one is enough.
+    result = next((r for r in map(run_seed, DIVERGENCE_SEEDS) if r.failure is not None), None)
+    assert result is not None, "the simulator did not notice a follower ignoring divergence"
+    assert result.kind == "invariant", result.failure
 
 
 @pytest.mark.parametrize("seed", SEEDS)

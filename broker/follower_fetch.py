@@ -1,0 +1,437 @@
+"""The follower's side of replication as decisions without I/O (docs/architecture.md §6): which
+stream follows which partition, what the next fetch of a stream asks, and what its answer
+does to each partition (after Kafka's ReplicaFetcherManager, AbstractFetcherThread and
+PartitionFetchState). The node's replica fetcher (broker/replica_fetcher.py: gRPC streams,
+awaits, tasks) and the replication simulator (tests/replication_sim/broker.py: a simulated
+network and clock) both drive these classes, so the rules the simulator checks are the ones
+the broker runs. Nothing here opens, awaits, sleeps or reads a clock: time comes in as
+`now_ms`, requests go out and answers come in as the dataclasses below (the pump converts
+them to and from the wire), and what an answer did comes back as one outcome per partition,
+for the pump to log. Applying an answer writes to the Partition (its log does file I/O), as
+broker/isr_proposals.py commits an ISR on it; the core itself does no I/O.
+
+The rules:
+- Placement: a partition is followed when another broker leads it and the partition is not
+  offline, on stream (leader, crc32("topic-index") mod num.replica.fetchers), so a broker
+  follows a leader through at most that many streams. A new pool size re-hashes every
+  partition; a stream left with no partition is retired, and so is one whose leader came
+  back on another address (a new stream takes its partitions over).
+- One fetch in flight per stream. The request names every partition of the stream that is
+  neither resting nor held back by the follower's replication quota (Kafka's
+  shouldFollowerThrottle, broker/replication_quota.py), each at its log end (the fetch
+  offset), with the epoch of its last batch and the leader epoch it follows. While a
+  throttled partition is left out, the leader may hold the fetch no longer than the quota's
+  debt.
+- The answer is applied to a partition only if it still follows the same leader epoch on the
+  same stream from the same log end: a reply that crossed a leader change, an unfollow or a
+  truncation is dropped (STALE), never written.
+- Per partition: records are appended (the lag to the leader's high watermark kept for the
+  throttle, the throttled bytes recorded against the quota); a diverging epoch truncates
+  there (KIP-320); OFFSET_OUT_OF_RANGE restarts at the leader's log start when behind it,
+  truncates to the leader's log end when past it (only without epochs to compare, KIP-101's
+  old path), else rests; any other error of the leader's, or a local ApiError, rests the
+  partition for replica.fetch.backoff.ms (or until the metadata moves it: a follow clears
+  the rest). KAFKA_STORAGE_ERROR or an unexpected error fails the partition alone (Kafka's
+  markPartitionFailed): it leaves the stream, the others go on, and it comes back only when
+  the metadata gives it a leader again.
+- A whole-response error, or a stream that broke (reset, timed out: no answer within
+  replica.fetch.wait.max.ms + 30 s), applies nothing; the stream reconnects after
+  replica.fetch.backoff.ms.
+
+Not thread-safe: one event loop (or the simulator) owns it.
+"""
+
+from __future__ import annotations
+
+import enum
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from broker.partition import Partition
+from broker.replication_settings import ReplicationSettings
+from broker.server_config import ReplicaConfig
+from metadata.errors import ApiError
+
+Key = tuple[bytes, int]  # (topic id, partition)
+StreamKey = tuple[int, int]  # (leader broker id, fetcher index)
+Planned = tuple[Partition, int, int]  # the partition, the leader epoch and log end asked at
+# A stream read waits this much longer than replica.fetch.wait.max.ms before giving up.
+READ_TIMEOUT_EXTRA_MS = 30_000
+# Where the pump looks again when nothing is due (a follow wakes it sooner).
+IDLE_MS = 60_000
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionFetch:
+    """One partition of a ReplicaFetchRequest."""
+
+    topic_id: bytes
+    partition: int
+    current_leader_epoch: int
+    fetch_offset: int  # the follower's log end
+    last_fetched_epoch: int  # the epoch of its last batch
+    log_start_offset: int
+    partition_max_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchRequest:
+    """A ReplicaFetchRequest; `correlation_id` numbers the fetches of a stream (it does not go
+    on the wire: the stream's one fetch in flight is the one an answer is for)."""
+
+    correlation_id: int
+    replica_id: int
+    broker_epoch: int
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    partitions: tuple[PartitionFetch, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionAnswer:
+    """One partition of a ReplicaFetchResponse, as the leader's servicer fills it (the log
+    bounds on errors too: after OFFSET_OUT_OF_RANGE the follower needs them)."""
+
+    topic_id: bytes
+    partition: int
+    error: str | None = None  # Kafka's error name
+    records: bytes = b""
+    high_watermark: int = 0
+    log_start_offset: int = 0
+    log_end_offset: int = 0
+    diverging: tuple[int, int] | None = None  # (epoch, end offset) where the logs parted
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResponse:
+    partitions: tuple[PartitionAnswer, ...] = ()
+    error: str | None = None  # a whole-response error: the stream is given up
+    message: str = ""
+
+
+class Applied(enum.Enum):
+    APPENDED = "appended"
+    DIVERGED = "truncated where the logs diverged"
+    RESTARTED = "restarted at the leader's log start"
+    TRUNCATED = "truncated to the leader's log end"
+    RESTING = "rests for replica.fetch.backoff.ms"
+    FAILED = "failed: no longer fetched"
+    STALE = "moved on while the fetch was out: dropped"
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionOutcome:
+    partition: Partition
+    applied: Applied
+    fetch_offset: int
+    log_end_offset: int  # after the answer
+    answer: PartitionAnswer
+    cause: Exception | None = None  # the local error that made it rest or fail
+
+
+@dataclass(frozen=True, slots=True)
+class Answered:
+    """What one answer did: `stale` when it is not the stream's fetch in flight (an answer of
+    an earlier, abandoned fetch), `broken` (the reason) when the stream must be given up."""
+
+    outcomes: tuple[PartitionOutcome, ...] = ()
+    stale: bool = False
+    broken: str | None = None
+
+
+class FetchStream:
+    """One stream of this broker to one leader: the partitions it follows there and their
+    fetch state (PartitionFetchState), the fetch in flight, the reconnect backoff."""
+
+    def __init__(
+        self,
+        key: StreamKey,
+        address: str,
+        broker_id: int,
+        config: ReplicaConfig,
+        replication: ReplicationSettings,
+    ) -> None:
+        self.key = key
+        self.leader_id = key[0]
+        self.address = address  # the leader's inter-broker address, opaque here
+        self.broker_id = broker_id
+        self.config = config
+        self.replication = replication
+        self.partitions: dict[Key, Partition] = {}
+        self.resting_until: dict[Key, int] = {}
+        # How far each partition was behind the leader's high watermark after its last
+        # answer (Kafka's PartitionFetchState.lag); none yet: not in sync.
+        self.lag: dict[Key, int] = {}
+        self.throttled_out = False  # the last plan left a throttled partition out
+        self.in_flight: dict[Key, Planned] | None = None
+        self.correlation_id = 0  # the last fetch's
+        self.reconnect_at = 0  # after a broken stream, no fetch before this
+        self.fetches = 0  # answers read
+        self.failed = 0  # partitions marked failed (Kafka's FailedPartitionsCount)
+        self.broken_count = 0
+        self.last_error = ""
+
+    @property
+    def read_timeout_ms(self) -> int:
+        """How long the pump waits for an answer before it gives the stream up."""
+        return self.config.fetch_wait_max_ms + READ_TIMEOUT_EXTRA_MS
+
+    # --- events ---------------------------------------------------------------------------
+
+    def add(self, partition: Partition) -> None:
+        key = (partition.topic_id, partition.index)
+        self.partitions[key] = partition
+        self.resting_until.pop(key, None)
+
+    def remove(self, partition: Partition) -> None:
+        key = (partition.topic_id, partition.index)
+        if self.partitions.get(key) is partition:
+            del self.partitions[key]
+            self.resting_until.pop(key, None)
+            self.lag.pop(key, None)
+
+    def next_fetch(self, now_ms: int, broker_epoch: int) -> FetchRequest | None:
+        """The fetch to send now, marked in flight; None while one is out, while the stream
+        backs off, or while every partition rests or is held back (`wake_at` says when to
+        ask again)."""
+        if self.in_flight is not None or now_ms < self.reconnect_at:
+            return None
+        plan = self.plan(now_ms)
+        if not plan:
+            return None
+        self.in_flight = plan
+        self.correlation_id += 1
+        return self._request(plan, broker_epoch)
+
+    def wake_at(self, now_ms: int) -> int | None:
+        """When a fetch may be due, after `next_fetch` gave none: the end of the backoff, of
+        the first rest, or of the follower quota's debt; None while a fetch is out (its answer
+        or the stream's break comes first) and while nothing is due until a follow."""
+        if self.in_flight is not None:
+            return None
+        if now_ms < self.reconnect_at:
+            return self.reconnect_at
+        times = [t for t in self.resting_until.values() if t > now_ms]
+        if self.throttled_out:
+            times.append(now_ms + round(self.replication.follower.delay_s() * 1000))
+        return min(times, default=None)
+
+    def awaiting(self, correlation_id: int) -> bool:
+        """Whether that fetch is the one in flight."""
+        return self.in_flight is not None and correlation_id == self.correlation_id
+
+    def answered(self, correlation_id: int, response: FetchResponse, now_ms: int) -> Answered:
+        """The answer to the fetch in flight: applied partition by partition."""
+        if not self.awaiting(correlation_id):
+            return Answered(stale=True)
+        plan = self.in_flight
+        assert plan is not None
+        self.in_flight = None
+        self.fetches += 1
+        if response.error is not None:
+            return Answered(broken=f"{response.error}: {response.message}")
+        outcomes = []
+        for answer in response.partitions:
+            key = (answer.topic_id, answer.partition)
+            planned = plan.get(key)
+            if planned is not None:
+                outcomes.append(self._apply(key, planned, answer, now_ms))
+        return Answered(tuple(outcomes))
+
+    def broken(self, now_ms: int, why: str) -> int:
+        """The stream failed (reset, refused, timed out, given up): the fetch out is lost.
+        Returns when to reconnect."""
+        self.in_flight = None
+        self.broken_count += 1
+        self.last_error = why
+        self.reconnect_at = now_ms + self.config.fetch_backoff_ms
+        return self.reconnect_at
+
+    # --- the request ------------------------------------------------------------------------
+
+    def plan(self, now_ms: int) -> dict[Key, Planned]:
+        """The partitions not resting nor held back by the follower's quota."""
+        quota = self.replication.follower
+        self.throttled_out = False
+        plan = {}
+        for key, p in self.partitions.items():
+            if self.resting_until.get(key, 0) > now_ms:
+                continue
+            if quota.should_throttle(p.topic, p.index, self.lag.get(key, 1) <= 0):
+                self.throttled_out = True
+                continue
+            plan[key] = (p, p.leader_epoch, p.log.log_end_offset)
+        return plan
+
+    def _request(self, plan: dict[Key, Planned], broker_epoch: int) -> FetchRequest:
+        config = self.config
+        max_wait_ms = config.fetch_wait_max_ms
+        if self.throttled_out:
+            # The left-out partitions may go again once the quota has paid its debt: the
+            # leader's long poll must not hold them back longer than that.
+            delay_ms = int(self.replication.follower.delay_s() * 1000) + 1
+            max_wait_ms = min(max_wait_ms, delay_ms)
+        max_bytes = self.replication.fetch_max_bytes
+        return FetchRequest(
+            correlation_id=self.correlation_id,
+            replica_id=self.broker_id,
+            broker_epoch=broker_epoch,
+            max_wait_ms=max_wait_ms,
+            min_bytes=config.fetch_min_bytes,
+            max_bytes=config.fetch_response_max_bytes,
+            partitions=tuple(
+                PartitionFetch(
+                    topic_id=topic_id,
+                    partition=index,
+                    current_leader_epoch=epoch,
+                    fetch_offset=end,
+                    last_fetched_epoch=p.log.leader_epochs.latest_epoch(),
+                    log_start_offset=p.log.log_start_offset,
+                    partition_max_bytes=max_bytes,
+                )
+                for (topic_id, index), (p, epoch, end) in plan.items()
+            ),
+        )
+
+    # --- the answer -------------------------------------------------------------------------
+
+    def _apply(
+        self, key: Key, planned: Planned, answer: PartitionAnswer, now_ms: int
+    ) -> PartitionOutcome:
+        partition, epoch, end = planned
+        if (
+            self.partitions.get(key) is not partition
+            or partition.leader_epoch != epoch
+            or partition.log.log_end_offset != end
+        ):
+            return self._outcome(partition, Applied.STALE, end, answer)
+        try:
+            applied = self._apply_one(key, partition, answer, end, now_ms)
+        except ApiError as exc:
+            if exc.error_name == "KAFKA_STORAGE_ERROR":
+                self._fail(partition)
+                return self._outcome(partition, Applied.FAILED, end, answer, exc)
+            self._rest(key, now_ms)
+            return self._outcome(partition, Applied.RESTING, end, answer, exc)
+        except Exception as exc:  # a bug in one partition must not stall the others
+            self._fail(partition)
+            return self._outcome(partition, Applied.FAILED, end, answer, exc)
+        return self._outcome(partition, applied, end, answer)
+
+    def _apply_one(
+        self, key: Key, partition: Partition, answer: PartitionAnswer, end: int, now_ms: int
+    ) -> Applied:
+        if answer.error is not None:
+            if answer.error == "OFFSET_OUT_OF_RANGE":
+                return self._out_of_range(key, partition, answer, end, now_ms)
+            self._rest(key, now_ms)
+            return Applied.RESTING
+        if answer.diverging is not None:
+            partition.truncate_on_divergence(*answer.diverging)
+            return Applied.DIVERGED
+        partition.append_as_follower(answer.records, answer.high_watermark, answer.log_start_offset)
+        self.lag[key] = max(answer.high_watermark - partition.log.log_end_offset, 0)
+        quota = self.replication.follower
+        if answer.records and quota.is_throttled(partition.topic, partition.index):
+            quota.record(len(answer.records))
+        return Applied.APPENDED
+
+    def _out_of_range(
+        self, key: Key, partition: Partition, answer: PartitionAnswer, end: int, now_ms: int
+    ) -> Applied:
+        if end < answer.log_start_offset:
+            partition.restart_at(answer.log_start_offset)
+            return Applied.RESTARTED
+        if end > answer.log_end_offset:
+            partition.truncate_to(answer.log_end_offset)
+            return Applied.TRUNCATED
+        self._rest(key, now_ms)
+        return Applied.RESTING
+
+    def _outcome(
+        self,
+        partition: Partition,
+        applied: Applied,
+        end: int,
+        answer: PartitionAnswer,
+        cause: Exception | None = None,
+    ) -> PartitionOutcome:
+        after = partition.log.log_end_offset
+        return PartitionOutcome(partition, applied, end, after, answer, cause)
+
+    def _fail(self, partition: Partition) -> None:
+        self.failed += 1
+        self.remove(partition)
+
+    def _rest(self, key: Key, now_ms: int) -> None:
+        self.resting_until[key] = now_ms + self.config.fetch_backoff_ms
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where `follow` put a partition: on `stream`, or on none (this broker leads it, it has
+    no leader, it is offline, or `no_address`: its leader's address is not known)."""
+
+    stream: FetchStream | None
+    no_address: bool = False
+
+
+class FollowerFetch:
+    """Every stream of one broker, by (leader, fetcher index), and which partition is on
+    which. The pump keeps one connection per stream in `streams` and lets go of any stream
+    that leaves it (retired: emptied by a resize, or replaced after an address change)."""
+
+    def __init__(
+        self, broker_id: int, config: ReplicaConfig, replication: ReplicationSettings
+    ) -> None:
+        self.broker_id = broker_id
+        self.config = config
+        self.replication = replication
+        self.size = replication.num_fetchers
+        self.streams: dict[StreamKey, FetchStream] = {}
+        self._of: dict[Key, FetchStream] = {}
+
+    def follow(self, partition: Partition, address_of: Callable[[int], str | None]) -> Placement:
+        """Puts the partition on the stream of its current leader (or on none), after its
+        role or leader changed; `address_of` gives a broker's inter-broker address."""
+        self.unfollow(partition)
+        leader = partition.leader_id
+        if partition.is_leader or leader < 0 or leader == self.broker_id or partition.offline:
+            return Placement(None)
+        address = address_of(leader)
+        if address is None:
+            return Placement(None, no_address=True)
+        index = zlib.crc32(f"{partition.topic}-{partition.index}".encode()) % max(self.size, 1)
+        stream = self.streams.get((leader, index))
+        if stream is None or stream.address != address:
+            old = stream
+            stream = self.streams[(leader, index)] = FetchStream(
+                (leader, index), address, self.broker_id, self.config, self.replication
+            )
+            if old is not None:  # the leader came back on another address
+                for moved in list(old.partitions.values()):
+                    stream.add(moved)
+                    self._of[(moved.topic_id, moved.index)] = stream
+        stream.add(partition)
+        self._of[(partition.topic_id, partition.index)] = stream
+        return Placement(stream)
+
+    def unfollow(self, partition: Partition) -> None:
+        stream = self._of.pop((partition.topic_id, partition.index), None)
+        if stream is not None:
+            stream.remove(partition)
+
+    def resize(
+        self, size: int, address_of: Callable[[int], str | None]
+    ) -> list[tuple[Partition, Placement]]:
+        """A new num.replica.fetchers (Kafka's resizeThreadPool): every followed partition
+        re-hashed, the streams left empty retired. Returns where each partition went."""
+        self.size = size
+        followed = [s.partitions[k] for k, s in self._of.items() if k in s.partitions]
+        placed = [(p, self.follow(p, address_of)) for p in followed]
+        for key, stream in list(self.streams.items()):
+            if not stream.partitions:
+                del self.streams[key]
+        return placed
