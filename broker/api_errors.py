@@ -5,31 +5,32 @@ decided in one place."""
 from __future__ import annotations
 
 from metadata.errors import ApiError
+from strom_api.error_codes import ErrorCode
 from strom_api.v1 import common_pb2
 
 # Kafka's RetriableException subclasses among the errors Strom answers: the same request
 # may succeed later, usually after the client refreshed its metadata.
 RETRIABLE = frozenset(
     {
-        "NOT_CONTROLLER",
-        "UNKNOWN_TOPIC_OR_PARTITION",
-        "REQUEST_TIMED_OUT",
-        "CORRUPT_MESSAGE",
-        "LEADER_NOT_AVAILABLE",
-        "NOT_LEADER_OR_FOLLOWER",
-        "NETWORK_EXCEPTION",
-        "NOT_ENOUGH_REPLICAS",
-        "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
-        "KAFKA_STORAGE_ERROR",
-        "FENCED_LEADER_EPOCH",
-        "UNKNOWN_LEADER_EPOCH",
-        "OFFSET_NOT_AVAILABLE",
-        "COORDINATOR_LOAD_IN_PROGRESS",
-        "COORDINATOR_NOT_AVAILABLE",
-        "NOT_COORDINATOR",
-        "REPLICA_NOT_AVAILABLE",
-        "BROKER_NOT_AVAILABLE",
-        "UNKNOWN_TOPIC_ID",
+        ErrorCode.NOT_CONTROLLER,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.REQUEST_TIMED_OUT,
+        ErrorCode.CORRUPT_MESSAGE,
+        ErrorCode.LEADER_NOT_AVAILABLE,
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.NETWORK_EXCEPTION,
+        ErrorCode.NOT_ENOUGH_REPLICAS,
+        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        ErrorCode.KAFKA_STORAGE_ERROR,
+        ErrorCode.FENCED_LEADER_EPOCH,
+        ErrorCode.UNKNOWN_LEADER_EPOCH,
+        ErrorCode.OFFSET_NOT_AVAILABLE,
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+        ErrorCode.COORDINATOR_NOT_AVAILABLE,
+        ErrorCode.NOT_COORDINATOR,
+        ErrorCode.REPLICA_NOT_AVAILABLE,
+        ErrorCode.BROKER_NOT_AVAILABLE,
+        ErrorCode.UNKNOWN_TOPIC_ID,
     }
 )
 

@@ -28,6 +28,7 @@ from metadata.topic_control import INTERNAL_TOPICS
 from storage.errors import StorageError
 from storage.leader_epoch_cache import UNDEFINED_EPOCH
 from storage.log import Log
+from strom_api.error_codes import ErrorCode
 from strom_api.records import decode_batch
 from strom_api.v1 import client_pb2, client_pb2_grpc, common_pb2, controller_pb2
 
@@ -79,7 +80,8 @@ def duplicate_error(topic: str, partition: int) -> ApiError:
     # CreatePartitions, DeleteRecords...); for Produce and Fetch too here: two batches for one
     # partition would otherwise both be answered with one offset, two reads with copies.
     return ApiError(
-        "INVALID_REQUEST", f"The request names partition {topic}-{partition} more than once."
+        ErrorCode.INVALID_REQUEST,
+        f"The request names partition {topic}-{partition} more than once.",
     )
 
 
@@ -187,12 +189,12 @@ class ClientServicer(GroupApi, client_pb2_grpc.ClientServiceServicer):
         if topic is None:
             if just_created:
                 out.error.CopyFrom(
-                    make_error("LEADER_NOT_AVAILABLE", f"Topic '{name}' is being created.")
+                    make_error(ErrorCode.LEADER_NOT_AVAILABLE, f"Topic '{name}' is being created.")
                 )
             else:
                 out.error.CopyFrom(
                     make_error(
-                        "UNKNOWN_TOPIC_OR_PARTITION",
+                        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                         f"This server does not host this topic: {name}.",
                     )
                 )
@@ -210,7 +212,9 @@ class ClientServicer(GroupApi, client_pb2_grpc.ClientServiceServicer):
             )
             if not registration.has_leader:
                 item.error.CopyFrom(
-                    make_error("LEADER_NOT_AVAILABLE", f"{name}-{index} has no leader right now.")
+                    make_error(
+                        ErrorCode.LEADER_NOT_AVAILABLE, f"{name}-{index} has no leader right now."
+                    )
                 )
 
     # --- Produce ----------------------------------------------------------------------------
@@ -235,7 +239,7 @@ class ClientServicer(GroupApi, client_pb2_grpc.ClientServiceServicer):
                 memory.release(size)
         else:
             error = ApiError(
-                "REQUEST_TIMED_OUT",
+                ErrorCode.REQUEST_TIMED_OUT,
                 f"The broker's request memory (queued.max.request.bytes={memory.capacity}) "
                 f"stayed full for the request's {request.timeout_ms} ms; nothing was written.",
             )
@@ -269,7 +273,7 @@ class ClientServicer(GroupApi, client_pb2_grpc.ClientServiceServicer):
         return response
 
     def _leader_hint(self, error: ApiError, topic: str, index: int, item: Any) -> None:
-        if error.error_name in ("NOT_LEADER_OR_FOLLOWER", "FENCED_LEADER_EPOCH"):
+        if error.error_name in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH):
             item.current_leader.CopyFrom(_leader_pb(self.replicas.current_leader(topic, index)))
 
     # --- Fetch ------------------------------------------------------------------------------
@@ -386,7 +390,7 @@ class ClientServicer(GroupApi, client_pb2_grpc.ClientServiceServicer):
             item.timestamp = _record_timestamp(log, offset)
         else:
             raise ApiError(
-                "INVALID_REQUEST",
+                ErrorCode.INVALID_REQUEST,
                 f"ListOffsets timestamp {p.timestamp} is neither a time nor one of -1 "
                 "(latest), -2 (earliest), -3 (max timestamp).",
             )
@@ -467,7 +471,7 @@ class ClientServicer(GroupApi, client_pb2_grpc.ClientServiceServicer):
                 await self.persist_offsets()
             except OSError as exc:
                 error = make_error(
-                    "KAFKA_STORAGE_ERROR", f"the new log start is not durable: {exc}"
+                    ErrorCode.KAFKA_STORAGE_ERROR, f"the new log start is not durable: {exc}"
                 )
                 for topic in response.topics:
                     for item in topic.partitions:
@@ -530,5 +534,5 @@ async def auto_create(
     response = await controller_call("CreateTopics", request)
     if response is None:
         return []
-    ok = ("NONE", "TOPIC_ALREADY_EXISTS")
+    ok = (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS)
     return [r.name for r in response.topics if common_pb2.ErrorCode.Name(r.error.code) in ok]

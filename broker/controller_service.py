@@ -25,6 +25,7 @@ from metadata.partition_change import Election
 from metadata.scram_control import ScramDeletion, ScramUpsertion
 from metadata.topic_control import NewTopic
 from strom_api.acls import AclOperation, AclPermissionType, PatternType, ResourceType
+from strom_api.error_codes import ErrorCode
 from strom_api.v1 import controller_pb2, controller_pb2_grpc
 from strom_api.v1 import metadata_pb2 as mpb
 
@@ -107,7 +108,7 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
     async def RegisterBroker(self, request: Any, context: Any) -> Any:  # noqa: N802
         if request.cluster_id != self.cluster_id:
             error = ApiError(
-                "INCONSISTENT_CLUSTER_ID",
+                ErrorCode.INCONSISTENT_CLUSTER_ID,
                 f"The broker's cluster id {request.cluster_id} is not this cluster's "
                 f"{self.cluster_id}.",
             )
@@ -268,7 +269,9 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
             if topic is None:
                 item.error.CopyFrom(
                     error_pb(
-                        ApiError("UNKNOWN_TOPIC_OR_PARTITION", f"Topic '{name}' does not exist.")
+                        ApiError(
+                            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist."
+                        )
                     )
                 )
                 continue
@@ -292,7 +295,7 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
     async def DescribeQuorum(self, request: Any, context: Any) -> Any:  # noqa: N802
         quorum = self.controller.driver.describe_quorum()
         if quorum is None:
-            error = ApiError("NOT_CONTROLLER", "Only the Raft leader describes the quorum.")
+            error = ApiError(ErrorCode.NOT_CONTROLLER, "Only the Raft leader describes the quorum.")
             return controller_pb2.DescribeQuorumResponse(error=self._controller_error(error))
         out = controller_pb2.DescribeQuorumResponse(
             leader_id=quorum.leader_id,

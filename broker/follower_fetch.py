@@ -52,6 +52,7 @@ from broker.partition import Partition
 from broker.replication_settings import ReplicationSettings
 from broker.server_config import ReplicaConfig
 from metadata.errors import ApiError
+from strom_api.error_codes import ErrorCode
 
 Key = tuple[bytes, int]  # (topic id, partition)
 StreamKey = tuple[int, int]  # (leader broker id, fetcher index)
@@ -310,7 +311,7 @@ class FetchStream:
         try:
             applied = self._apply_one(key, partition, answer, end, now_ms)
         except ApiError as exc:
-            if exc.error_name == "KAFKA_STORAGE_ERROR":
+            if exc.error_name == ErrorCode.KAFKA_STORAGE_ERROR:
                 self._fail(partition)
                 return self._outcome(partition, Applied.FAILED, end, answer, exc)
             self._rest(key, now_ms)
@@ -324,7 +325,7 @@ class FetchStream:
         self, key: Key, partition: Partition, answer: PartitionAnswer, end: int, now_ms: int
     ) -> Applied:
         if answer.error is not None:
-            if answer.error == "OFFSET_OUT_OF_RANGE":
+            if answer.error == ErrorCode.OFFSET_OUT_OF_RANGE:
                 return self._out_of_range(key, partition, answer, end, now_ms)
             self._rest(key, now_ms)
             return Applied.RESTING

@@ -11,6 +11,7 @@ from broker.partition import batch_headers
 from broker.replica_manager import ReplicaManager
 from coordinator.partitions import Records
 from metadata.errors import ApiError
+from strom_api.error_codes import ErrorCode
 from strom_api.records import Record, decode_batch, encode_batch
 
 # How much of the log one read takes before the coordinator lets other work in.
@@ -35,7 +36,9 @@ class BrokerCoordinatorPartitions:
     def read(self, topic: str, index: int) -> Iterator[Records]:
         partition = self.replicas.partitions.get((topic, index))
         if partition is None:
-            raise ApiError("NOT_LEADER_OR_FOLLOWER", f"{topic}-{index} is not on this broker.")
+            raise ApiError(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{topic}-{index} is not on this broker."
+            )
         log = partition.log
         offset = log.log_start_offset
         while offset < log.log_end_offset:

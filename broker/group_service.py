@@ -32,6 +32,7 @@ from coordinator.group.messages import (
 )
 from coordinator.group.runtime import GroupCoordinator
 from metadata.errors import ApiError
+from strom_api.error_codes import ErrorCode
 from strom_api.v1 import client_pb2
 
 
@@ -48,7 +49,7 @@ class GroupApi:
         topic = image.topics.by_name.get(OFFSETS_TOPIC)
         if not request.key:
             response.error.CopyFrom(
-                make_error("INVALID_GROUP_ID", "The group id must not be empty.")
+                make_error(ErrorCode.INVALID_GROUP_ID, "The group id must not be empty.")
             )
             return response
         refusal = self.authz.group("FindCoordinator", request.key)
@@ -58,7 +59,9 @@ class GroupApi:
         if topic is None:
             await self.create_offsets_topic()
             response.error.CopyFrom(
-                make_error("COORDINATOR_NOT_AVAILABLE", f"{OFFSETS_TOPIC} is being created.")
+                make_error(
+                    ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{OFFSETS_TOPIC} is being created."
+                )
             )
             return response
         index = self.groups.partition_for(request.key)
@@ -71,7 +74,7 @@ class GroupApi:
         if endpoint is None:
             response.error.CopyFrom(
                 make_error(
-                    "COORDINATOR_NOT_AVAILABLE",
+                    ErrorCode.COORDINATOR_NOT_AVAILABLE,
                     f"{OFFSETS_TOPIC}-{index}, which holds group '{request.key}', has no "
                     "leader now.",
                 )

@@ -27,9 +27,12 @@ from dataclasses import dataclass
 
 from broker.partition import Partition
 from broker.partition_leader import IsrChange
+from strom_api.error_codes import ErrorCode
 
 ISR_RETRY_BACKOFF_S = 0.1  # Kafka's AlterPartition retries after a transport error
-RESET_ERRORS = frozenset({"INELIGIBLE_REPLICA", "OPERATION_NOT_ATTEMPTED", "INVALID_REQUEST"})
+RESET_ERRORS = frozenset(
+    {ErrorCode.INELIGIBLE_REPLICA, ErrorCode.OPERATION_NOT_ATTEMPTED, ErrorCode.INVALID_REQUEST}
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,6 +32,7 @@ from broker.lifecycle_state import (
     Request,
 )
 from metadata.image import Endpoint
+from strom_api.error_codes import ErrorCode
 from strom_api.tls import handshake_failure
 from strom_api.v1 import common_pb2, controller_pb2, controller_pb2_grpc
 
@@ -180,7 +181,7 @@ class LifecycleClient:
             if self.last_error != self._logged_error:  # once per cause, not every retry
                 self._logged_error = self.last_error
                 # Routine while the quorum forms; not so for a second process with this id.
-                duplicate = self.last_error.startswith("DUPLICATE_BROKER_REGISTRATION")
+                duplicate = self.last_error.startswith(ErrorCode.DUPLICATE_BROKER_REGISTRATION)
                 refused = self.last_error.startswith("SSL handshake failed")  # as Kafka's
                 log.log(
                     logging.ERROR if duplicate or refused else logging.INFO,
@@ -231,7 +232,7 @@ class LifecycleClient:
         `timeout_s`."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
-        not_controller = common_pb2.ErrorCode.Value("NOT_CONTROLLER")
+        not_controller = common_pb2.ErrorCode.Value(ErrorCode.NOT_CONTROLLER)
         while loop.time() < deadline:
             stub = self._stub(self._active)
             try:

@@ -32,11 +32,13 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from strom_api.error_codes import ErrorCode
+
 REGISTRATION_BACKOFF_S = 0.2
 FENCED_HEARTBEAT_S = 0.05  # while fenced (Kafka: 10 ms until the initial catch-up)
 SHUTDOWN_HEARTBEAT_MAX_S = 0.2  # want_shut_down heartbeats come at least this often
 # Errors that say the broker's registration was replaced (or is gone).
-REGISTRATION_ERRORS = frozenset({"STALE_BROKER_EPOCH", "BROKER_ID_NOT_REGISTERED"})
+REGISTRATION_ERRORS = frozenset({ErrorCode.STALE_BROKER_EPOCH, ErrorCode.BROKER_ID_NOT_REGISTERED})
 
 
 class BrokerState(enum.Enum):

@@ -47,6 +47,7 @@ from __future__ import annotations
 from broker.topic_settings import TopicSettings
 from metadata.errors import ApiError
 from strom_api import compression
+from strom_api.error_codes import ErrorCode
 from strom_api.record_batch import HEADER_SIZE, NO_PRODUCER_ID, BatchHeader
 from strom_api.records import decode_batch
 
@@ -103,14 +104,16 @@ def check_batch_records(
     count = header.record_count
     if count > (end - start) // MIN_RECORD_SIZE:
         raise ApiError(
-            "INVALID_RECORD",
+            ErrorCode.INVALID_RECORD,
             f"Batch {index} declares {count} records, but its {end - start} bytes of records "
             f"can hold at most {(end - start) // MIN_RECORD_SIZE}.",
         )
     try:
         lowest, highest = scan_records(data, start, end, count, settings.log.compact)
     except MalformedRecordError as exc:
-        raise ApiError("INVALID_RECORD", f"Record {exc.index} of batch {index}: {exc}") from None
+        raise ApiError(
+            ErrorCode.INVALID_RECORD, f"Record {exc.index} of batch {index}: {exc}"
+        ) from None
     records = memoryview(data)[start:end]
     if settings.log_append_time:
         return header.max_timestamp, records
@@ -120,34 +123,36 @@ def check_batch_records(
 def check_header(header: BatchHeader, index: int, settings: TopicSettings) -> None:
     """What the header alone must satisfy (LogValidator.validateBatch and friends)."""
     if header.is_control:
-        raise ApiError("INVALID_RECORD", "Clients are not allowed to write control records.")
+        raise ApiError(
+            ErrorCode.INVALID_RECORD, "Clients are not allowed to write control records."
+        )
     if header.is_transactional:
         raise ApiError(
-            "INVALID_RECORD",
+            ErrorCode.INVALID_RECORD,
             "Transactional batches are not supported: Strom has idempotent producers, "
             "not transactions.",
         )
     count = header.record_count
     if count <= 0:
         raise ApiError(
-            "INVALID_RECORD", f"Invalid reported count for record batch {index}: {count}."
+            ErrorCode.INVALID_RECORD, f"Invalid reported count for record batch {index}: {count}."
         )
     if count != header.last_offset_delta + 1:
         raise ApiError(
-            "INVALID_RECORD",
+            ErrorCode.INVALID_RECORD,
             f"Inconsistent batch offset range [0, {header.last_offset_delta}] and count of "
             f"records {count} in batch {index}.",
         )
     if header.compression not in compression.NAMES:
         raise ApiError(
-            "UNSUPPORTED_COMPRESSION_TYPE",
+            ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
             f"Batch {index} names compression codec {header.compression}; Kafka defines "
             "0 (none), 1 (gzip), 2 (snappy), 3 (lz4) and 4 (zstd).",
         )
     _check_producer_fields(header, index)
     if header.log_append_time:
         raise ApiError(
-            "INVALID_TIMESTAMP",
+            ErrorCode.INVALID_TIMESTAMP,
             f"Batch {index} has the LogAppendTime timestamp type: producers should not set "
             "it; the broker does on topics with message.timestamp.type=LogAppendTime.",
         )
@@ -155,7 +160,7 @@ def check_header(header: BatchHeader, index: int, settings: TopicSettings) -> No
     if header.size > max_message_bytes:
         # Storage checks this too; here it comes before any decompression, as in Kafka.
         raise ApiError(
-            "MESSAGE_TOO_LARGE",
+            ErrorCode.MESSAGE_TOO_LARGE,
             f"The batch is {header.size} bytes, larger than max.message.bytes "
             f"({max_message_bytes}).",
         )
@@ -167,19 +172,19 @@ def _check_producer_fields(header: BatchHeader, index: int) -> None:
         return
     if pid < NO_PRODUCER_ID:
         raise ApiError(
-            "INVALID_RECORD",
+            ErrorCode.INVALID_RECORD,
             f"Batch {index} has producerId {pid}: a producer id is -1 (none) or an id that "
             "InitProducerId handed out.",
         )
     if header.base_sequence < 0:
         raise ApiError(
-            "INVALID_RECORD",
+            ErrorCode.INVALID_RECORD,
             f"Invalid sequence number {header.base_sequence} in record batch {index} with "
             f"producerId {pid}.",
         )
     if header.producer_epoch < 0:
         raise ApiError(
-            "INVALID_RECORD",
+            ErrorCode.INVALID_RECORD,
             f"Invalid producer epoch {header.producer_epoch} in record batch {index} with "
             f"producerId {pid}.",
         )
@@ -199,12 +204,12 @@ def _records_of(
         data = compression.decompress_bounded(codec, memoryview(buf)[start:end], limit)
     except compression.DecompressedTooLargeError as exc:
         raise ApiError(
-            "MESSAGE_TOO_LARGE",
+            ErrorCode.MESSAGE_TOO_LARGE,
             f"Batch {index}: {exc}; a compressed batch may expand to "
             f"{DECOMPRESSION_FACTOR} x max.message.bytes. Send smaller batches.",
         ) from None
     except compression.CorruptCompressedDataError as exc:
-        raise ApiError("INVALID_RECORD", f"Batch {index}: {exc}.") from None
+        raise ApiError(ErrorCode.INVALID_RECORD, f"Batch {index}: {exc}.") from None
     return data, 0, len(data)
 
 
@@ -377,7 +382,7 @@ def _check_timestamps(
     base = header.base_timestamp
     if base + lowest < _INT64_MIN or base + highest > _INT64_MAX:
         raise ApiError(
-            "INVALID_RECORD", f"Batch {index} has record timestamps out of the int64 range."
+            ErrorCode.INVALID_RECORD, f"Batch {index} has record timestamps out of the int64 range."
         )
     earliest = now_ms - settings.timestamp_before_max_ms
     latest = now_ms + settings.timestamp_after_max_ms
@@ -402,7 +407,7 @@ def _find_timestamp_out_of_range(
         timestamp = record.timestamp
         if timestamp != NO_TIMESTAMP and not earliest <= timestamp <= latest:
             raise ApiError(
-                "INVALID_TIMESTAMP",
+                ErrorCode.INVALID_TIMESTAMP,
                 f"Timestamp {timestamp} of record {i} of batch {index} is out of the range "
                 f"message.timestamp.before.max.ms={settings.timestamp_before_max_ms} / "
                 f"message.timestamp.after.max.ms={settings.timestamp_after_max_ms} allows "

@@ -36,6 +36,7 @@ from metadata.image import PartitionRegistration
 from storage.errors import StorageError
 from storage.leader_epoch_cache import UNDEFINED_EPOCH, UNDEFINED_OFFSET
 from storage.log import Log
+from strom_api.error_codes import ErrorCode
 from strom_api.record_batch import LOG_OVERHEAD, BatchHeader, parse_header
 
 NO_LEADER = -1
@@ -262,7 +263,7 @@ class Partition:
             raise self.offline_error()
         if self.leader is None:
             raise ApiError(
-                "NOT_LEADER_OR_FOLLOWER",
+                ErrorCode.NOT_LEADER_OR_FOLLOWER,
                 f"This broker is not the leader of {self.name}; the leader is broker "
                 f"{self.leader_id}.",
             )
@@ -274,12 +275,12 @@ class Partition:
             return
         if current_leader_epoch < self.leader_epoch:
             raise ApiError(
-                "FENCED_LEADER_EPOCH",
+                ErrorCode.FENCED_LEADER_EPOCH,
                 f"The request's leader epoch {current_leader_epoch} of {self.name} is older "
                 f"than the current {self.leader_epoch}.",
             )
         raise ApiError(
-            "UNKNOWN_LEADER_EPOCH",
+            ErrorCode.UNKNOWN_LEADER_EPOCH,
             f"The request's leader epoch {current_leader_epoch} of {self.name} is newer than "
             f"the {self.leader_epoch} this broker knows.",
         )
@@ -295,7 +296,7 @@ class Partition:
         leader = self.check_leader()
         if acks == -1 and len(leader.isr) < self.settings.min_insync_replicas:
             raise ApiError(
-                "NOT_ENOUGH_REPLICAS",
+                ErrorCode.NOT_ENOUGH_REPLICAS,
                 f"The size of the current ISR {list(leader.isr)} of {self.name} is below "
                 f"min.insync.replicas={self.settings.min_insync_replicas}.",
             )
@@ -383,7 +384,7 @@ class Partition:
         leader = self.check_leader(current_leader_epoch)
         if replica_id not in leader.followers:
             raise ApiError(
-                "NOT_LEADER_OR_FOLLOWER",
+                ErrorCode.NOT_LEADER_OR_FOLLOWER,
                 f"Broker {replica_id} is not a replica of {self.name} (replicas "
                 f"{list(self.replicas)}).",
             )
@@ -397,7 +398,7 @@ class Partition:
                 )
         if not log.log_start_offset <= fetch_offset <= leo:
             raise ApiError(
-                "OFFSET_OUT_OF_RANGE",
+                ErrorCode.OFFSET_OUT_OF_RANGE,
                 f"Fetch offset {fetch_offset} of {self.name} is outside the leader's log "
                 f"[{log.log_start_offset}, {leo}].",
             )
@@ -419,7 +420,7 @@ class Partition:
         log = self.log
         if not log.log_start_offset <= fetch_offset <= log.log_end_offset:
             raise ApiError(
-                "OFFSET_OUT_OF_RANGE",
+                ErrorCode.OFFSET_OUT_OF_RANGE,
                 f"Fetch offset {fetch_offset} is out of range for {self.name}: the log holds "
                 f"[{log.log_start_offset}, {log.log_end_offset}).",
             )
@@ -432,7 +433,7 @@ class Partition:
         log = self.log
         if not log.log_start_offset <= fetch_offset <= log.log_end_offset:
             raise ApiError(
-                "OFFSET_OUT_OF_RANGE",
+                ErrorCode.OFFSET_OUT_OF_RANGE,
                 f"Fetch offset {fetch_offset} is out of range for the replica of {self.name} "
                 f"on broker {self.broker_id}: it holds [{log.log_start_offset}, "
                 f"{log.log_end_offset}).",
@@ -454,7 +455,7 @@ class Partition:
         target = self.log.high_watermark if offset == -1 else offset
         if target < 0 or target > self.log.high_watermark:
             raise ApiError(
-                "OFFSET_OUT_OF_RANGE",
+                ErrorCode.OFFSET_OUT_OF_RANGE,
                 f"Cannot delete records of {self.name} before offset {offset}: it is past the "
                 f"high watermark {self.log.high_watermark}.",
             )

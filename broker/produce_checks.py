@@ -21,6 +21,7 @@ from broker import log_validator
 from broker.topic_settings import TopicSettings
 from metadata.errors import ApiError
 from strom_api import compression
+from strom_api.error_codes import ErrorCode
 from strom_api.record_batch import (
     COMPRESSION_MASK,
     MAGIC,
@@ -113,7 +114,7 @@ def _recompressed(
             )
         if len(batch) > settings.log.max_message_bytes:
             raise ApiError(
-                "MESSAGE_TOO_LARGE",
+                ErrorCode.MESSAGE_TOO_LARGE,
                 f"Batch {index} is {len(batch)} bytes once recompressed to "
                 f"{_codec_name(target)} (compression.type), larger than max.message.bytes "
                 f"({settings.log.max_message_bytes}).",
@@ -135,7 +136,7 @@ def _checked_headers(records: bytes) -> list[BatchHeader]:
             if len(records) - pos > _MAGIC_AT and records[pos + _MAGIC_AT] != MAGIC:
                 # Kafka's ProduceRequest.validateRecords, before any CRC: INVALID_RECORD.
                 raise ApiError(
-                    "INVALID_RECORD",
+                    ErrorCode.INVALID_RECORD,
                     f"Batch {len(headers)} has magic {records[pos + _MAGIC_AT]}; produce "
                     "requests may only contain record batches with magic version 2.",
                 )
@@ -143,9 +144,9 @@ def _checked_headers(records: bytes) -> list[BatchHeader]:
             headers.append(header)
             pos += header.size
     except InvalidRecordBatchError as exc:
-        raise ApiError("CORRUPT_MESSAGE", str(exc)) from None
+        raise ApiError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from None
     if not headers:
-        raise ApiError("INVALID_RECORD", "The produce request holds no record batch.")
+        raise ApiError(ErrorCode.INVALID_RECORD, "The produce request holds no record batch.")
     return headers
 
 

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from metadata.errors import ApiError
+from strom_api.error_codes import ErrorCode
 from strom_api.v1 import common_pb2, controller_pb2
 
 MAX_EPOCH = 32767  # producer epochs are int16
@@ -43,7 +44,7 @@ class ProducerIdManager:
     ) -> tuple[int, int]:
         if transactional_id:
             raise ApiError(
-                "INVALID_REQUEST",
+                ErrorCode.INVALID_REQUEST,
                 "Transactions are not supported: leave transactional.id unset; idempotent "
                 "producers need none.",
             )
@@ -66,11 +67,11 @@ class ProducerIdManager:
         response = await self.controller_call("AllocateProducerIds", request)
         if response is None:
             raise ApiError(
-                "COORDINATOR_NOT_AVAILABLE",
+                ErrorCode.COORDINATOR_NOT_AVAILABLE,
                 "No controller answered the request for a block of producer ids; try again.",
             )
         if response.HasField("error") and response.error.error.code != 0:
             name = common_pb2.ErrorCode.Name(response.error.error.code)
-            raise ApiError(name, response.error.error.message)
+            raise ApiError(ErrorCode(name), response.error.error.message)
         self._next = response.first_producer_id
         self._end = response.first_producer_id + response.count

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import crc32c
 
 from storage.config import INT_MAX
+from strom_api.error_codes import ErrorCode
 from strom_api.record_batch import NO_PRODUCER_ID, BatchHeader
 
 BATCHES_REMEMBERED = 5
@@ -33,7 +34,7 @@ SNAPSHOT_VERSION = 1
 
 
 class ProducerStateError(Exception):
-    def __init__(self, error_name: str, message: str) -> None:
+    def __init__(self, error_name: ErrorCode, message: str) -> None:
         super().__init__(message)
         self.error_name = error_name
 
@@ -81,20 +82,20 @@ class ProducerStateManager:
         if entry is None:
             if first != 0:
                 raise ProducerStateError(
-                    "UNKNOWN_PRODUCER_ID",
+                    ErrorCode.UNKNOWN_PRODUCER_ID,
                     f"Found no record of producerId={pid} on the broker; its first batch "
                     f"here has sequence {first}, not 0.",
                 )
             return None
         if epoch < entry.epoch:
             raise ProducerStateError(
-                "INVALID_PRODUCER_EPOCH",
+                ErrorCode.INVALID_PRODUCER_EPOCH,
                 f"Producer {pid}'s epoch {epoch} is older than the current {entry.epoch}.",
             )
         if epoch > entry.epoch:
             if first != 0:
                 raise ProducerStateError(
-                    "OUT_OF_ORDER_SEQUENCE_NUMBER",
+                    ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
                     f"Invalid sequence number for new epoch of producer {pid}: {epoch} "
                     f"(request epoch), {first} (seq. number), {entry.epoch} (current epoch).",
                 )
@@ -106,7 +107,7 @@ class ProducerStateManager:
         expected = _next_seq(entry.last_seq)
         if first != expected:
             raise ProducerStateError(
-                "OUT_OF_ORDER_SEQUENCE_NUMBER",
+                ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
                 f"Out of order sequence number for producer {pid} at offset "
                 f"{header.base_offset}: {first} (incoming seq. number), {expected - 1} "
                 "(current end sequence number).",

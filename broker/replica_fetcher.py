@@ -40,6 +40,7 @@ from broker.partition import Partition
 from broker.replication_settings import ReplicationSettings
 from broker.server_config import ReplicaConfig
 from metadata.errors import ApiError
+from strom_api.error_codes import ErrorCode
 from strom_api.sasl_client import stream_failed, stream_metadata
 from strom_api.v1 import common_pb2, replica_pb2, replica_pb2_grpc
 
@@ -139,7 +140,7 @@ def log_answered(stream: FetchStream, answered: Answered) -> None:
             )
         elif o.applied is Applied.RESTING and o.cause is not None:
             log.warning("replica fetch of %s from broker %d: %s", name, leader, o.cause)
-        elif o.applied is Applied.RESTING and o.answer.error != "OFFSET_OUT_OF_RANGE":
+        elif o.applied is Applied.RESTING and o.answer.error != ErrorCode.OFFSET_OUT_OF_RANGE:
             log.debug("replica fetch of %s: %s", name, o.answer.error)
         elif o.applied is Applied.FAILED:
             if not isinstance(o.cause, ApiError):

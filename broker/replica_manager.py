@@ -38,6 +38,7 @@ from metadata.errors import ApiError
 from metadata.image import MetadataImage, PartitionRegistration
 from storage.errors import StorageError
 from storage.log_manager import LogManager
+from strom_api.error_codes import ErrorCode
 from strom_api.v1 import common_pb2
 
 log = logging.getLogger("strom.replicas")
@@ -330,13 +331,15 @@ class ReplicaManager:
         registration = self.image.topics.partition(topic, index)
         if registration is None:
             raise ApiError(
-                "UNKNOWN_TOPIC_OR_PARTITION",
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                 f"This server does not host this topic-partition: {topic}-{index}.",
             )
         if not registration.has_leader:
-            raise ApiError("LEADER_NOT_AVAILABLE", f"{topic}-{index} has no leader right now.")
+            raise ApiError(
+                ErrorCode.LEADER_NOT_AVAILABLE, f"{topic}-{index} has no leader right now."
+            )
         raise ApiError(
-            "NOT_LEADER_OR_FOLLOWER",
+            ErrorCode.NOT_LEADER_OR_FOLLOWER,
             f"Broker {self.broker_id} is not the leader of {topic}-{index}; broker "
             f"{registration.leader} is (leader epoch {registration.leader_epoch}).",
         )
@@ -351,11 +354,11 @@ class ReplicaManager:
             return partition
         if self.image.topics.partition(topic, index) is None:
             raise ApiError(
-                "UNKNOWN_TOPIC_OR_PARTITION",
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                 f"This server does not host this topic-partition: {topic}-{index}.",
             )
         raise ApiError(
-            "NOT_LEADER_OR_FOLLOWER",
+            ErrorCode.NOT_LEADER_OR_FOLLOWER,
             f"Broker {self.broker_id} holds no replica of {topic}-{index}.",
         )
 
@@ -371,7 +374,9 @@ class ReplicaManager:
         self, acks: int, timeout_ms: int, batches: Sequence[tuple[str, int, bytes]]
     ) -> dict[TopicPartition, ProduceResult]:
         if acks not in (0, 1, -1):
-            error = ApiError("INVALID_REQUIRED_ACKS", f"acks must be 0, 1 or -1 (all), not {acks}.")
+            error = ApiError(
+                ErrorCode.INVALID_REQUIRED_ACKS, f"acks must be 0, 1 or -1 (all), not {acks}."
+            )
             return {(t, p): ProduceResult(error=error) for t, p, _ in batches}
         results: dict[TopicPartition, ProduceResult] = {}
         waiting: list[tuple[TopicPartition, Partition, LeaderAppend]] = []
@@ -460,7 +465,7 @@ class ReplicaManager:
             for key, partition, append in waiting:
                 results[key] = ProduceResult(
                     error=ApiError(
-                        "REQUEST_TIMED_OUT",
+                        ErrorCode.REQUEST_TIMED_OUT,
                         f"{partition.name}: the in-sync replicas {list(partition.isr)} did not "
                         f"all reach offset {append.next_offset} within {timeout_ms} ms "
                         f"(high watermark {partition.high_watermark}).",
@@ -625,7 +630,7 @@ class ReplicaManager:
         for item in request.partitions:
             if (item.topic_id, item.partition) in twice:
                 message = f"The fetch names partition {item.partition} of a topic twice."
-                answers.append((item, None, ApiError("INVALID_REQUEST", message)))
+                answers.append((item, None, ApiError(ErrorCode.INVALID_REQUEST, message)))
                 continue
             partition = self.by_id.get((item.topic_id, item.partition))
             if partition is None:
@@ -634,7 +639,7 @@ class ReplicaManager:
                         item,
                         None,
                         ApiError(
-                            "UNKNOWN_TOPIC_OR_PARTITION",
+                            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                             f"Broker {self.broker_id} holds no replica of partition "
                             f"{item.partition} of that topic id.",
                         ),
@@ -725,13 +730,13 @@ def _replication_error(partition: Partition, append: LeaderAppend) -> ApiError |
     leader = partition.leader
     if leader is None or partition.leader_epoch != append.leader_epoch:
         return ApiError(
-            "NOT_LEADER_OR_FOLLOWER",
+            ErrorCode.NOT_LEADER_OR_FOLLOWER,
             f"Leadership of {partition.name} changed while the produce waited for its "
             f"replicas; the records may or may not have been kept.",
         )
     if len(leader.isr) < partition.settings.min_insync_replicas:
         return ApiError(
-            "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
+            ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
             f"The ISR {list(leader.isr)} of {partition.name} shrank below "
             f"min.insync.replicas={partition.settings.min_insync_replicas} after the "
             f"records were written.",

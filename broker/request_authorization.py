@@ -30,6 +30,7 @@ from broker.request_session import Session, current_session
 from metadata.errors import ApiError
 from raft.rate_limited_log import RateLimitedLog
 from strom_api.acls import CLUSTER_NAME, AclOperation, ResourceType
+from strom_api.error_codes import ErrorCode
 
 log = logging.getLogger("strom.authorizer")
 
@@ -92,10 +93,10 @@ _RESOURCE_NAMES = {
     ResourceType.TRANSACTIONAL_ID: "TransactionalId",
 }
 _ERRORS = {
-    ResourceType.TOPIC: "TOPIC_AUTHORIZATION_FAILED",
-    ResourceType.GROUP: "GROUP_AUTHORIZATION_FAILED",
-    ResourceType.CLUSTER: "CLUSTER_AUTHORIZATION_FAILED",
-    ResourceType.TRANSACTIONAL_ID: "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
+    ResourceType.TOPIC: ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+    ResourceType.GROUP: ErrorCode.GROUP_AUTHORIZATION_FAILED,
+    ResourceType.CLUSTER: ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+    ResourceType.TRANSACTIONAL_ID: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
 }
 
 

@@ -25,6 +25,7 @@ from broker.oauthbearer_validator import OAuthBearerRefused
 from broker.request_session import peer_host
 from broker.sasl_sessions import SessionSigner
 from raft.rate_limited_log import RateLimitedLog
+from strom_api.error_codes import ErrorCode
 from strom_api.oauthbearer import OAuthBearerError, parse_initial_response
 from strom_api.sasl_plain import PlainError, PlainServer, users_check
 from strom_api.scram import ScramError, ScramServer
@@ -111,7 +112,7 @@ class SaslServicer(security_pb2_grpc.SecurityServiceServicer):
                 last = server.server_final(self._bytes(final))
                 user = server.username or ""
         except (ScramError, PlainError) as exc:
-            yield self._failed(context, mechanism, "SASL_AUTHENTICATION_FAILED", str(exc))
+            yield self._failed(context, mechanism, ErrorCode.SASL_AUTHENTICATION_FAILED, str(exc))
             return
         except _Refused as exc:
             yield self._failed(context, mechanism, exc.code, exc.message)
@@ -133,10 +134,10 @@ class SaslServicer(security_pb2_grpc.SecurityServiceServicer):
             response = parse_initial_response(data)
             token = validator.validate(response.token)
         except (OAuthBearerError, OAuthBearerRefused) as exc:
-            raise _Refused("SASL_AUTHENTICATION_FAILED", str(exc)) from None
+            raise _Refused(ErrorCode.SASL_AUTHENTICATION_FAILED, str(exc)) from None
         if response.authorization_id and response.authorization_id != token.principal:
             raise _Refused(
-                "SASL_AUTHENTICATION_FAILED",
+                ErrorCode.SASL_AUTHENTICATION_FAILED,
                 "the client asked for an authorization id other than the token's principal",
             )
         remaining_ms = max(1, int((token.expires_at_s - validator.clock()) * 1000))
@@ -147,10 +148,10 @@ class SaslServicer(security_pb2_grpc.SecurityServiceServicer):
         try:
             return await asyncio.wait_for(anext(requests), AUTH_STEP_TIMEOUT_S)
         except StopAsyncIteration:
-            raise _Refused("ILLEGAL_SASL_STATE", "the client ended the exchange") from None
+            raise _Refused(ErrorCode.ILLEGAL_SASL_STATE, "the client ended the exchange") from None
         except TimeoutError:
             raise _Refused(
-                "SASL_AUTHENTICATION_FAILED",
+                ErrorCode.SASL_AUTHENTICATION_FAILED,
                 f"no SASL message within {AUTH_STEP_TIMEOUT_S:.0f} s",
             ) from None
 
@@ -158,7 +159,7 @@ class SaslServicer(security_pb2_grpc.SecurityServiceServicer):
         data: bytes = request.auth_bytes
         if len(data) > self.settings.max_receive_bytes:
             raise _Refused(
-                "SASL_AUTHENTICATION_FAILED",
+                ErrorCode.SASL_AUTHENTICATION_FAILED,
                 f"a SASL message of {len(data)} bytes is larger than "
                 f"sasl.server.max.receive.size ({self.settings.max_receive_bytes})",
             )

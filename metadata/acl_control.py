@@ -41,6 +41,7 @@ from strom_api.acls import (
     PatternType,
     ResourceType,
 )
+from strom_api.error_codes import ErrorCode
 from strom_api.v1 import metadata_pb2 as pb
 
 MAX_ACLS_PER_REQUEST = 1000
@@ -110,7 +111,7 @@ class AclBindingFilter:
 
 
 def _invalid(message: str) -> ApiError:
-    return ApiError("INVALID_REQUEST", message)
+    return ApiError(ErrorCode.INVALID_REQUEST, message)
 
 
 def validate_new_acl(acl: StandardAcl) -> None:

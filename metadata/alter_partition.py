@@ -34,6 +34,7 @@ from metadata.errors import ApiError
 from metadata.image import MetadataImage, PartitionRegistration
 from metadata.partition_change import next_elr
 from metadata.reassignment import complete_reassignments
+from strom_api.error_codes import ErrorCode
 from strom_api.v1 import metadata_pb2 as pb
 
 
@@ -66,7 +67,7 @@ def alter_partition(
     broker = image.cluster.brokers.get(broker_id)
     if broker is None or broker.epoch != broker_epoch:
         raise ApiError(
-            "STALE_BROKER_EPOCH",
+            ErrorCode.STALE_BROKER_EPOCH,
             f"Broker {broker_id} epoch {broker_epoch} is not its current registration.",
         )
     records: list[Message] = []
@@ -107,25 +108,25 @@ def _check(
     current = None if topic is None else topic.partitions.get(proposal.partition_id)
     if topic is None or current is None:
         raise ApiError(
-            "UNKNOWN_TOPIC_OR_PARTITION",
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
             f"Partition {proposal.partition_id} of topic id {proposal.topic_id.hex()} does "
             "not exist.",
         )
     where = f"{topic.name}-{proposal.partition_id}"
     if current.leader != broker_id:
         raise ApiError(
-            "NOT_LEADER_OR_FOLLOWER",
+            ErrorCode.NOT_LEADER_OR_FOLLOWER,
             f"Broker {broker_id} is not the leader of {where} (the leader is {current.leader}).",
         )
     if proposal.leader_epoch != current.leader_epoch:
         raise ApiError(
-            "FENCED_LEADER_EPOCH",
+            ErrorCode.FENCED_LEADER_EPOCH,
             f"{where}: leader epoch {proposal.leader_epoch} is not the current "
             f"{current.leader_epoch}.",
         )
     if proposal.partition_epoch != current.partition_epoch:
         raise ApiError(
-            "INVALID_UPDATE_VERSION",
+            ErrorCode.INVALID_UPDATE_VERSION,
             f"{where}: partition epoch {proposal.partition_epoch} is not the current "
             f"{current.partition_epoch}.",
         )
@@ -137,7 +138,7 @@ def _check(
         or len(set(proposal.new_isr)) != len(proposal.new_isr)
     ):
         raise ApiError(
-            "INELIGIBLE_REPLICA",
+            ErrorCode.INELIGIBLE_REPLICA,
             f"{where}: the proposed ISR {list(proposal.new_isr)} must hold the leader and only "
             f"replicas that are unfenced and not shutting down; not eligible: {bad}.",
         )
@@ -145,7 +146,7 @@ def _check(
         proposal.leader_recovery_state == pb.RECOVERING
     ):
         raise ApiError(
-            "INVALID_REQUEST", f"{where}: a recovered leader cannot go back to RECOVERING."
+            ErrorCode.INVALID_REQUEST, f"{where}: a recovered leader cannot go back to RECOVERING."
         )
     record = pb.PartitionChangeRecord(partition_id=proposal.partition_id, topic_id=topic.topic_id)
     record.isr.SetInParent()
@@ -173,7 +174,7 @@ def allocate_producer_ids(
     broker = image.cluster.brokers.get(broker_id)
     if broker is None or broker.epoch != broker_epoch:
         raise ApiError(
-            "STALE_BROKER_EPOCH",
+            ErrorCode.STALE_BROKER_EPOCH,
             f"Broker {broker_id} epoch {broker_epoch} is not its current registration.",
         )
     first = image.producer_ids.next_producer_id

@@ -32,6 +32,7 @@ from metadata.errors import ApiError
 from metadata.image import Endpoint, MetadataImage
 from metadata.partition_change import build_partition_change, isr_without
 from metadata.records import NO_LEADER
+from strom_api.error_codes import ErrorCode
 from strom_api.v1 import metadata_pb2 as pb
 
 
@@ -279,7 +280,7 @@ def register_broker(
         and not existing.fenced
     ):
         raise ApiError(
-            "DUPLICATE_BROKER_REGISTRATION",
+            ErrorCode.DUPLICATE_BROKER_REGISTRATION,
             f"Another broker is registered with broker id {request.broker_id}: this "
             "process's registration was replaced by a newer one (is node.id "
             f"{request.broker_id} configured on two nodes?).",
@@ -336,10 +337,12 @@ def heartbeat(
     describes the state once those records are committed."""
     broker = image.cluster.brokers.get(request.broker_id)
     if broker is None:
-        raise ApiError("BROKER_ID_NOT_REGISTERED", f"Broker {request.broker_id} is not registered.")
+        raise ApiError(
+            ErrorCode.BROKER_ID_NOT_REGISTERED, f"Broker {request.broker_id} is not registered."
+        )
     if broker.epoch != request.broker_epoch:
         raise ApiError(
-            "STALE_BROKER_EPOCH",
+            ErrorCode.STALE_BROKER_EPOCH,
             f"Broker {request.broker_id} epoch {request.broker_epoch} is not the current "
             f"epoch {broker.epoch}.",
         )
@@ -402,7 +405,7 @@ def unregister_broker(
 ) -> list[Message]:
     broker = image.cluster.brokers.get(broker_id)
     if broker is None:
-        raise ApiError("BROKER_ID_NOT_REGISTERED", f"Broker {broker_id} is not registered.")
+        raise ApiError(ErrorCode.BROKER_ID_NOT_REGISTERED, f"Broker {broker_id} is not registered.")
     return [
         *move_away_from(image, broker_id, local=local),
         pb.UnregisterBrokerRecord(broker_id=broker_id, broker_epoch=broker.epoch),

@@ -33,6 +33,7 @@ from metadata.topic_configs import REPLICATION_CONFIGS, validate_topic_configs
 from storage.config import BROKER_SYNONYMS, INT_MAX, LONG_MAX, UNIT_SYNONYMS, LogConfig
 from storage.errors import InvalidTopicError
 from storage.names import validate_topic
+from strom_api.error_codes import ErrorCode
 from strom_api.v1 import metadata_pb2 as pb
 
 
@@ -220,7 +221,7 @@ def incremental_alter_configs(
     for resource, ops in pairs:
         if counts[resource] > 1:
             results[resource] = ApiError(
-                "INVALID_REQUEST", "Each resource must appear at most once."
+                ErrorCode.INVALID_REQUEST, "Each resource must appear at most once."
             )
             continue
         try:
@@ -238,15 +239,17 @@ def _alter_one(
     resource_type, name = resource
     keys = [key for key, _, _ in ops]
     if len(set(keys)) != len(keys):
-        raise ApiError("INVALID_REQUEST", "Error due to duplicate config keys")
+        raise ApiError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
     for _, op, _ in ops:
         try:
             OpType(op)
         except ValueError:
-            raise ApiError("INVALID_REQUEST", f"Unknown operations type {op}") from None
+            raise ApiError(ErrorCode.INVALID_REQUEST, f"Unknown operations type {op}") from None
     nulls = [key for key, op, value in ops if op != OpType.DELETE and value is None]
     if nulls:
-        raise ApiError("INVALID_REQUEST", "Null value not supported for : " + ", ".join(nulls))
+        raise ApiError(
+            ErrorCode.INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls)
+        )
 
     broker_id = None
     if resource_type == pb.TOPIC:
@@ -254,7 +257,7 @@ def _alter_one(
     elif resource_type == pb.BROKER:
         broker_id = _parse_broker_id(name)
     else:
-        raise ApiError("INVALID_REQUEST", f"Unknown resource type {resource_type}")
+        raise ApiError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {resource_type}")
 
     current = image.configs.of(resource_type, name)
     updated = dict(current)
@@ -282,22 +285,26 @@ def _alter_one(
     if resource_type == pb.TOPIC:
         validate_topic_configs(updated)
         if name not in image.topics.by_name:
-            raise ApiError("UNKNOWN_TOPIC_OR_PARTITION", f"The topic '{name}' does not exist.")
+            raise ApiError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
+            )
     else:
         _validate_broker_configs(updated)
         # Kafka also takes a controller's node id here; the image holds brokers only.
         if broker_id is not None and broker_id not in image.cluster.brokers:
-            raise ApiError("BROKER_ID_NOT_REGISTERED", f"No node with id {broker_id} found.")
+            raise ApiError(
+                ErrorCode.BROKER_ID_NOT_REGISTERED, f"No node with id {broker_id} found."
+            )
     return records
 
 
 def _check_topic_name(name: str) -> None:
     if not name:
-        raise ApiError("INVALID_REQUEST", "Default topic resources are not allowed.")
+        raise ApiError(ErrorCode.INVALID_REQUEST, "Default topic resources are not allowed.")
     try:
         validate_topic(name, 0)
     except InvalidTopicError as exc:
-        raise ApiError("INVALID_TOPIC_EXCEPTION", str(exc)) from None
+        raise ApiError(ErrorCode.INVALID_TOPIC_EXCEPTION, str(exc)) from None
 
 
 def _parse_broker_id(name: str) -> int | None:
@@ -307,10 +314,12 @@ def _parse_broker_id(name: str) -> int | None:
     if not name:
         return None
     if not re.fullmatch(r"-?(0|[1-9][0-9]*)", name) or not -(2**31) <= int(name) <= INT_MAX:
-        raise ApiError("INVALID_REQUEST", "Unable to parse broker name as a base 10 number.")
+        raise ApiError(
+            ErrorCode.INVALID_REQUEST, "Unable to parse broker name as a base 10 number."
+        )
     broker_id = int(name)
     if broker_id < 0:
-        raise ApiError("INVALID_REQUEST", "Invalid negative broker ID.")
+        raise ApiError(ErrorCode.INVALID_REQUEST, "Invalid negative broker ID.")
     return broker_id
 
 
@@ -327,13 +336,14 @@ def _apply(
         if resource_type == pb.BROKER:
             # Refused on the forwarding broker (ConfigAdminManager.prepareIncrementalConfigs).
             if key not in DYNAMIC_BROKER_CONFIGS and key not in STATIC_BROKER_CONFIGS:
-                raise ApiError("INVALID_CONFIG", f"Unknown broker config '{key}'")
+                raise ApiError(ErrorCode.INVALID_CONFIG, f"Unknown broker config '{key}'")
             verb = "append" if op == OpType.APPEND else "subtract"
             raise ApiError(
-                "INVALID_CONFIG", f"Config value {verb} is not allowed for config key: {key}"
+                ErrorCode.INVALID_CONFIG,
+                f"Config value {verb} is not allowed for config key: {key}",
             )
         raise ApiError(
-            "INVALID_CONFIG", f"Can't {op.name} to key {key} because its type is not LIST."
+            ErrorCode.INVALID_CONFIG, f"Can't {op.name} to key {key} because its type is not LIST."
         )
     # With no value of its own the resource starts from Kafka's schema default ("delete"),
     # not from the broker-wide value: Kafka does the same.
@@ -354,14 +364,15 @@ def _validate_broker_configs(configs: Mapping[str, str]) -> None:
         # Kafka's DynamicBrokerConfig message, a Scala Set included; Kafka answers
         # INVALID_REQUEST for it (its validation errors become InvalidRequestException).
         raise ApiError(
-            "INVALID_REQUEST", f"Cannot update these configs dynamically: Set({', '.join(static)})"
+            ErrorCode.INVALID_REQUEST,
+            f"Cannot update these configs dynamically: Set({', '.join(static)})",
         )
     for key, value in configs.items():
         spec = DYNAMIC_BROKER_CONFIGS.get(key)
         if spec is None:
             # Kafka accepts unknown broker keys (plugins may read them); Strom has no plugins,
             # so an unknown key is a typo that would otherwise be kept silently.
-            raise ApiError("INVALID_CONFIG", f"Unknown broker config '{key}'")
+            raise ApiError(ErrorCode.INVALID_CONFIG, f"Unknown broker config '{key}'")
         _check_broker_value(key, spec, value)
 
 
@@ -376,11 +387,12 @@ def _check_broker_value(key: str, spec: BrokerConfig, value: str) -> None:
             # The topic check names the topic key; keep its rule, name the key that was set.
             wanted = exc.message.rpartition(": ")[2]
             raise ApiError(
-                "INVALID_CONFIG", f"Invalid value {value} for configuration {key}: {wanted}"
+                ErrorCode.INVALID_CONFIG, f"Invalid value {value} for configuration {key}: {wanted}"
             ) from None
     elif spec.check is not None and not spec.check(value):
         raise ApiError(
-            "INVALID_CONFIG", f"Invalid value {value} for configuration {key}: {spec.wanted}"
+            ErrorCode.INVALID_CONFIG,
+            f"Invalid value {value} for configuration {key}: {spec.wanted}",
         )
 
 
@@ -403,12 +415,14 @@ def describe_configs(
     static = static_broker_config or {}
     if resource_type == pb.TOPIC:
         if name not in image.topics.by_name:
-            raise ApiError("UNKNOWN_TOPIC_OR_PARTITION", f"The topic '{name}' does not exist.")
+            raise ApiError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
+            )
         entries = _describe_topic(image, name, static, broker_id)
     elif resource_type == pb.BROKER:
         entries = _describe_broker(image, name, static)
     else:
-        raise ApiError("INVALID_REQUEST", f"Unknown resource type {resource_type}")
+        raise ApiError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {resource_type}")
     wanted = None if keys is None else set(keys)
     return [e for e in entries if wanted is None or e.name in wanted]
 
@@ -475,7 +489,7 @@ def _in_topic_units(synonym: ConfigSynonym, factor: int) -> str:
         amount = int(synonym.value)
     except ValueError:
         raise ApiError(
-            "INVALID_CONFIG",
+            ErrorCode.INVALID_CONFIG,
             f"Invalid value {synonym.value} for configuration {synonym.name}: expected a long",
         ) from None
     return "-1" if amount < 0 else str(min(amount * factor, LONG_MAX))  # negative: unlimited
@@ -500,7 +514,7 @@ def _describe_broker(
         broker_id = int(name)
     except ValueError:
         raise ApiError(
-            "INVALID_REQUEST", f"Broker id must be an integer, but it is: {name}"
+            ErrorCode.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}"
         ) from None
     layers = _broker_layers(image, static, broker_id)
     # Every config Strom knows, set or not (Kafka lists them all), and whatever else is set.

@@ -93,6 +93,7 @@ from raft.core import NotLeaderError
 from raft.driver import RaftDriver
 from raft.messages import LeaderAndEpoch
 from raft.roles import Role
+from strom_api.error_codes import ErrorCode
 from strom_api.v1 import metadata_pb2 as pb
 
 log = logging.getLogger("strom.controller")
@@ -194,7 +195,7 @@ class QuorumController:
         if not self.is_active():
             leader = self.driver.core.leader_id if self.driver.core is not None else -1
             raise ApiError(
-                "NOT_CONTROLLER",
+                ErrorCode.NOT_CONTROLLER,
                 f"This node is not the active controller; the Raft leader is {leader}.",
             )
 
@@ -239,7 +240,7 @@ class QuorumController:
             self._settle(
                 pending,
                 ApiError(
-                    "NOT_CONTROLLER",
+                    ErrorCode.NOT_CONTROLLER,
                     f"Leadership moved (the Raft leader is {leader}) before the change committed.",
                 ),
             )

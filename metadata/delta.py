@@ -39,6 +39,7 @@ from metadata.image import (
     frozen,
 )
 from metadata.records import acl_id_str, topic_id_str
+from strom_api.error_codes import ErrorCode
 from strom_api.scram_credential import MECHANISM_CODES, ScramCredential
 from strom_api.v1 import metadata_pb2 as pb
 
@@ -48,7 +49,7 @@ MECHANISM_NAMES = {code: name for name, code in MECHANISM_CODES.items()}
 class MetadataReplayError(Exception):
     """A record that cannot apply to the image: the metadata log and the image disagree."""
 
-    error_name = "UNKNOWN_SERVER_ERROR"
+    error_name = ErrorCode.UNKNOWN_SERVER_ERROR
 
 
 @dataclass

@@ -37,6 +37,7 @@ from metadata.config_control import NO_LOCAL_CONFIG, LocalConfig
 from metadata.errors import ApiError
 from metadata.image import MetadataImage, PartitionRegistration, TopicImage
 from metadata.partition_change import Election, build_partition_change
+from strom_api.error_codes import ErrorCode
 
 DEFAULT_IMBALANCE_PERCENTAGE = 10  # Kafka's leader.imbalance.per.broker.percentage default
 
@@ -59,7 +60,7 @@ def elect_leaders(
     None for an election that happens, else the ApiError saying why not."""
     if election is Election.ONLINE:
         # The wire's ElectionType has only PREFERRED (0) and UNCLEAN (1).
-        raise ApiError("INVALID_REQUEST", f"Unknown election type {election.value}")
+        raise ApiError(ErrorCode.INVALID_REQUEST, f"Unknown election type {election.value}")
     acceptable = may_lead(image)
     records: list[Message] = []
     results: dict[TopicPartition, ApiError | None] = {}
@@ -70,7 +71,7 @@ def elect_leaders(
         record, error = _elect(image, topic_partition, election, acceptable, local)
         if record is not None:
             records.append(record)
-        if everything and error is not None and error.error_name == "ELECTION_NOT_NEEDED":
+        if everything and error is not None and error.error_name == ErrorCode.ELECTION_NOT_NEEDED:
             continue
         results[topic_partition] = error
     return records, results
@@ -87,11 +88,11 @@ def _elect(
     name, partition_id = topic_partition
     topic = image.topics.by_name.get(name)
     if topic is None:
-        return None, ApiError("UNKNOWN_TOPIC_OR_PARTITION", f"No such topic as {name}")
+        return None, ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"No such topic as {name}")
     partition = topic.partitions.get(partition_id)
     if partition is None:
         return None, ApiError(
-            "UNKNOWN_TOPIC_OR_PARTITION", f"No such partition as {name}-{partition_id}"
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"No such partition as {name}-{partition_id}"
         )
     if election is Election.PREFERRED:
         preferred = partition.replicas[0]
@@ -118,7 +119,7 @@ def _elect(
             _preferred_not_available()
             if election is Election.PREFERRED
             else ApiError(
-                "ELIGIBLE_LEADERS_NOT_AVAILABLE",
+                ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
                 "Eligible topic partition leaders are not available.",
             )
         )
@@ -126,11 +127,15 @@ def _elect(
 
 
 def _not_needed() -> ApiError:
-    return ApiError("ELECTION_NOT_NEEDED", "Leader election not needed for topic partition.")
+    return ApiError(
+        ErrorCode.ELECTION_NOT_NEEDED, "Leader election not needed for topic partition."
+    )
 
 
 def _preferred_not_available() -> ApiError:
-    return ApiError("PREFERRED_LEADER_NOT_AVAILABLE", "The preferred leader was not available.")
+    return ApiError(
+        ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE, "The preferred leader was not available."
+    )
 
 
 # --- the automatic leader rebalance -----------------------------------------------------------

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from metadata.errors import ApiError
+from strom_api.error_codes import ErrorCode
 
 
 def rack_alternated(racks: Mapping[int, str | None]) -> list[int]:
@@ -40,12 +41,14 @@ def place(
     """Replica lists for partitions first_partition .. first_partition + partitions - 1 over
     the usable brokers `racks` (broker id -> rack or None)."""
     if partitions < 1:
-        raise ApiError("INVALID_PARTITIONS", "Number of partitions must be larger than 0.")
+        raise ApiError(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
     if replication_factor < 1:
-        raise ApiError("INVALID_REPLICATION_FACTOR", "Replication factor must be larger than 0.")
+        raise ApiError(
+            ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0."
+        )
     if replication_factor > len(racks):
         raise ApiError(
-            "INVALID_REPLICATION_FACTOR",
+            ErrorCode.INVALID_REPLICATION_FACTOR,
             f"Unable to replicate the partition {replication_factor} time(s): The target "
             f"replication factor of {replication_factor} cannot be reached because only "
             f"{len(racks)} broker(s) are registered.",

@@ -32,6 +32,7 @@ from metadata.config_control import NO_LOCAL_CONFIG, LocalConfig
 from metadata.errors import ApiError
 from metadata.image import MetadataImage, PartitionRegistration, TopicImage
 from metadata.partition_change import build_partition_change
+from strom_api.error_codes import ErrorCode
 
 TopicPartition = tuple[str, int]
 
@@ -53,11 +54,13 @@ def _find(
 ) -> tuple[TopicImage, PartitionRegistration]:
     topic = image.topics.by_name.get(name)
     if topic is None:
-        raise ApiError("UNKNOWN_TOPIC_OR_PARTITION", f"Unable to find a topic named {name}.")
+        raise ApiError(
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find a topic named {name}."
+        )
     partition = topic.partitions.get(partition_id)
     if partition is None:
         raise ApiError(
-            "UNKNOWN_TOPIC_OR_PARTITION", f"Unable to find partition {name}:{partition_id}."
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find partition {name}:{partition_id}."
         )
     return topic, partition
 
@@ -67,20 +70,20 @@ def _validate_target(image: MetadataImage, target: Sequence[int]) -> None:
     ones too: a reassignment may wait for a broker that is down), none twice."""
     if not target:
         raise ApiError(
-            "INVALID_REPLICA_ASSIGNMENT",
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
             "The manual partition assignment includes an empty replica list.",
         )
     previous = None
     for broker_id in sorted(target):
         if broker_id not in image.cluster.brokers:
             raise ApiError(
-                "INVALID_REPLICA_ASSIGNMENT",
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                 f"The manual partition assignment includes broker {broker_id}, but no such "
                 "broker is registered.",
             )
         if broker_id == previous:
             raise ApiError(
-                "INVALID_REPLICA_ASSIGNMENT",
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                 f"The manual partition assignment includes the broker {broker_id} more than once.",
             )
         previous = broker_id
@@ -197,7 +200,7 @@ def _cancel(
     the ISR likewise; a new leader if the leader was one being added."""
     if not in_progress(current):
         raise ApiError(
-            "NO_REASSIGNMENT_IN_PROGRESS",
+            ErrorCode.NO_REASSIGNMENT_IN_PROGRESS,
             "No partition reassignment is in progress.",
         )
     adding = set(current.adding_replicas)
@@ -214,13 +217,13 @@ def _cancel(
         # it would leave the partition with neither leader nor ISR.
         if not unclean:
             raise ApiError(
-                "INVALID_REPLICA_ASSIGNMENT",
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                 f"Unable to revert partition assignment for {topic.name}:{partition_id} "
                 "because it would require an unclean leader election.",
             )
         if not any(acceptable(b) for b in replicas):
             raise ApiError(
-                "INVALID_REPLICA_ASSIGNMENT",
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                 f"Unable to revert partition assignment for {topic.name}:{partition_id} "
                 "because none of its original replicas may lead.",
             )

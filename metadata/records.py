@@ -12,6 +12,7 @@ import uuid
 from google.protobuf.message import DecodeError, Message
 
 from storage.names import uuid_string
+from strom_api.error_codes import ErrorCode
 from strom_api.v1 import metadata_pb2 as pb
 
 NO_LEADER = -1
@@ -41,7 +42,7 @@ _FIELD_OF = {
 class MetadataRecordError(ValueError):
     """Bytes in the metadata log that are not a metadata record (Kafka: CORRUPT_MESSAGE)."""
 
-    error_name = "CORRUPT_MESSAGE"
+    error_name = ErrorCode.CORRUPT_MESSAGE
 
 
 def encode(record: Message) -> bytes:

@@ -24,6 +24,7 @@ from google.protobuf.message import Message
 from metadata.delta import MECHANISM_NAMES
 from metadata.errors import ApiError
 from metadata.image import MetadataImage, scram_record
+from strom_api.error_codes import ErrorCode
 from strom_api.scram_credential import (
     MAX_ITERATIONS,
     MECHANISM_CODES,
@@ -60,12 +61,12 @@ def _mechanism_error(user: str, mechanism: int) -> ApiError | None:
     """Kafka's validateScramUsernameAndMechanism."""
     if mechanism not in MECHANISM_NAMES:
         return ApiError(
-            "UNSUPPORTED_SASL_MECHANISM",
+            ErrorCode.UNSUPPORTED_SASL_MECHANISM,
             f"Unknown SCRAM mechanism {mechanism} for user '{user}': use 1 (SCRAM-SHA-256) "
             "or 2 (SCRAM-SHA-512).",
         )
     if not user:
-        return ApiError("UNACCEPTABLE_CREDENTIAL", "Username must not be empty.")
+        return ApiError(ErrorCode.UNACCEPTABLE_CREDENTIAL, "Username must not be empty.")
     return None
 
 
@@ -76,21 +77,23 @@ def _upsertion_error(u: ScramUpsertion) -> ApiError | None:
     name = MECHANISM_NAMES[u.mechanism]
     if u.iterations < MIN_ITERATIONS:
         return ApiError(
-            "UNACCEPTABLE_CREDENTIAL",
+            ErrorCode.UNACCEPTABLE_CREDENTIAL,
             f"Too few iterations for user '{u.user}': {u.iterations} is below the minimum "
             f"{MIN_ITERATIONS} of {name}.",
         )
     if u.iterations > MAX_ITERATIONS:
         return ApiError(
-            "UNACCEPTABLE_CREDENTIAL",
+            ErrorCode.UNACCEPTABLE_CREDENTIAL,
             f"Too many iterations for user '{u.user}': {u.iterations} is above the maximum "
             f"{MAX_ITERATIONS} of {name}.",
         )
     if not u.salt:
-        return ApiError("UNACCEPTABLE_CREDENTIAL", f"The salt for user '{u.user}' is empty.")
+        return ApiError(
+            ErrorCode.UNACCEPTABLE_CREDENTIAL, f"The salt for user '{u.user}' is empty."
+        )
     if not u.salted_password:
         return ApiError(
-            "UNACCEPTABLE_CREDENTIAL", f"The salted password for user '{u.user}' is empty."
+            ErrorCode.UNACCEPTABLE_CREDENTIAL, f"The salted password for user '{u.user}' is empty."
         )
     return None
 
@@ -101,7 +104,7 @@ def _deletion_error(image: MetadataImage, d: ScramDeletion) -> ApiError | None:
         return error
     if image.scram_credential(d.user, MECHANISM_NAMES[d.mechanism]) is None:
         return ApiError(
-            "RESOURCE_NOT_FOUND",
+            ErrorCode.RESOURCE_NOT_FOUND,
             f"Attempt to delete a user credential that does not exist: user '{d.user}' has "
             f"no {MECHANISM_NAMES[d.mechanism]} credential.",
         )
@@ -111,7 +114,7 @@ def _deletion_error(image: MetadataImage, d: ScramDeletion) -> ApiError | None:
 def _duplicate(user: str, mechanism: int) -> ApiError:
     name = MECHANISM_NAMES.get(mechanism, str(mechanism))
     return ApiError(
-        "DUPLICATE_RESOURCE",
+        ErrorCode.DUPLICATE_RESOURCE,
         f"A user credential cannot be altered twice in the same request: user '{user}', {name}.",
     )
 
@@ -128,7 +131,7 @@ def alter_user_scram_credentials(
     but naming the same pair twice is DUPLICATE_RESOURCE for that pair."""
     if len(deletions) + len(upsertions) > MAX_ALTERATIONS:
         raise ApiError(
-            "INVALID_REQUEST",
+            ErrorCode.INVALID_REQUEST,
             f"{len(deletions) + len(upsertions)} SCRAM credential alterations in one request: "
             f"at most {MAX_ALTERATIONS} are allowed.",
         )
@@ -190,7 +193,7 @@ def describe_user_scram_credentials(
     else:
         if len(users) > MAX_DESCRIBED_USERS:
             raise ApiError(
-                "INVALID_REQUEST",
+                ErrorCode.INVALID_REQUEST,
                 f"{len(users)} users in one DescribeUserScramCredentials: at most "
                 f"{MAX_DESCRIBED_USERS} are allowed.",
             )
@@ -202,13 +205,13 @@ def describe_user_scram_credentials(
     for user in names:
         if seen.get(user, 0) > 1:
             out[user] = ApiError(
-                "DUPLICATE_RESOURCE",
+                ErrorCode.DUPLICATE_RESOURCE,
                 "Cannot describe SCRAM credentials for the same user twice in a single "
                 f"request: {user}",
             )
         elif user not in known:
             out[user] = ApiError(
-                "RESOURCE_NOT_FOUND",
+                ErrorCode.RESOURCE_NOT_FOUND,
                 f"Attempt to describe a user credential that does not exist: {user}",
             )
         else:

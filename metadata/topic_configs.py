@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from metadata.errors import ApiError
 from storage.config import LONG_MAX, LogConfig
 from storage.errors import InvalidConfigError
+from strom_api.error_codes import ErrorCode
 
 
 def _long_at_least(low: int) -> Callable[[str], bool]:
@@ -79,9 +80,10 @@ def validate_topic_configs(configs: Mapping[str, str]) -> None:
         _, check, wanted = spec
         if not check(value):
             raise ApiError(
-                "INVALID_CONFIG", f"Invalid value {value} for configuration {name}: {wanted}"
+                ErrorCode.INVALID_CONFIG,
+                f"Invalid value {value} for configuration {name}: {wanted}",
             )
     try:
         LogConfig.from_properties(for_storage)
     except InvalidConfigError as exc:
-        raise ApiError("INVALID_CONFIG", str(exc)) from None
+        raise ApiError(ErrorCode.INVALID_CONFIG, str(exc)) from None

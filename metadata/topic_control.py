@@ -33,6 +33,7 @@ from metadata.records import new_topic_id
 from metadata.topic_configs import validate_topic_configs
 from storage.errors import InvalidTopicError
 from storage.names import validate_topic
+from strom_api.error_codes import ErrorCode
 from strom_api.v1 import metadata_pb2 as pb
 
 USE_DEFAULT = -1
@@ -86,7 +87,7 @@ class _PartitionCounts:
         total = self.total + len(assignment)
         if total > self.limits.max_partitions:
             raise ApiError(
-                "POLICY_VIOLATION",
+                ErrorCode.POLICY_VIOLATION,
                 f"The cluster would have {total} partitions, more than max.partitions="
                 f"{self.limits.max_partitions}.",
             )
@@ -94,7 +95,7 @@ class _PartitionCounts:
         for broker, count in sorted(added.items()):
             if self.per_broker[broker] + count > self.limits.max_broker_partitions:
                 raise ApiError(
-                    "POLICY_VIOLATION",
+                    ErrorCode.POLICY_VIOLATION,
                     f"Broker {broker} would hold {self.per_broker[broker] + count} partition "
                     f"replicas, more than max.broker.partitions="
                     f"{self.limits.max_broker_partitions}.",
@@ -106,7 +107,7 @@ class _PartitionCounts:
 def _too_many_in_one_request(count: int) -> ApiError | None:
     if count > MAX_PARTITIONS_PER_REQUEST:
         return ApiError(
-            "POLICY_VIOLATION",
+            ErrorCode.POLICY_VIOLATION,
             f"Excessively large number of partitions per request: {count}, more than "
             f"{MAX_PARTITIONS_PER_REQUEST}.",
         )
@@ -165,7 +166,7 @@ def create_topics(
         try:
             if counts[topic.name] > 1:
                 raise ApiError(
-                    "INVALID_REQUEST", f"Found multiple entries for topic '{topic.name}'."
+                    ErrorCode.INVALID_REQUEST, f"Found multiple entries for topic '{topic.name}'."
                 )
             topic_records, result = _create_one(
                 image, topic, defaults, usable, start, topic_id_factory, taken, partition_counts
@@ -193,20 +194,20 @@ def _create_one(
     try:
         validate_topic(name, 0)
     except InvalidTopicError as exc:
-        raise ApiError("INVALID_TOPIC_EXCEPTION", str(exc)) from None
+        raise ApiError(ErrorCode.INVALID_TOPIC_EXCEPTION, str(exc)) from None
     if name in image.topics.by_name:
-        raise ApiError("TOPIC_ALREADY_EXISTS", f"Topic '{name}' already exists.")
+        raise ApiError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
     other = taken.get(_collision_key(name))
     if other is not None:
         raise ApiError(
-            "INVALID_TOPIC_EXCEPTION",
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
             f"Topic '{name}' collides with existing topic: {other} ('.' and '_' are "
             "treated as the same character in metric names)",
         )
     if topic.assignments is not None:
         if topic.num_partitions != USE_DEFAULT or topic.replication_factor != USE_DEFAULT:
             raise ApiError(
-                "INVALID_REQUEST",
+                ErrorCode.INVALID_REQUEST,
                 "Both numPartitions or replicationFactor and replicasAssignments were set. "
                 "Both cannot be used at the same time.",
             )
@@ -240,11 +241,11 @@ def _checked_assignment(
     """An explicit assignment as Kafka checks it: partitions first.. without gaps, each with
     at least one replica, no replica twice, every broker registered, one replication factor."""
     if not assignments:
-        raise ApiError("INVALID_REPLICA_ASSIGNMENT", "The replica assignment is empty.")
+        raise ApiError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "The replica assignment is empty.")
     expected = list(range(first, first + len(assignments)))
     if sorted(assignments) != expected:
         raise ApiError(
-            "INVALID_REPLICA_ASSIGNMENT",
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
             f"Partitions must be numbered {expected[0]}..{expected[-1]} without gaps, got "
             f"{sorted(assignments)}.",
         )
@@ -253,16 +254,18 @@ def _checked_assignment(
     for partition in expected:
         replicas = list(assignments[partition])
         if not replicas:
-            raise ApiError("INVALID_REPLICA_ASSIGNMENT", f"Partition {partition} has no replicas.")
+            raise ApiError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Partition {partition} has no replicas."
+            )
         if len(set(replicas)) != len(replicas):
             raise ApiError(
-                "INVALID_REPLICA_ASSIGNMENT",
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                 f"Partition {partition} lists a broker more than once: {replicas}.",
             )
         unknown = [b for b in replicas if b not in image.cluster.brokers]
         if unknown:
             raise ApiError(
-                "INVALID_REPLICA_ASSIGNMENT",
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                 f"All brokers specified in the manual partition assignment for partition "
                 f"{partition} must be registered; {unknown} are not.",
             )
@@ -270,7 +273,7 @@ def _checked_assignment(
         out.append(replicas)
     if len(factors) > 1:
         raise ApiError(
-            "INVALID_REPLICA_ASSIGNMENT",
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
             "All partitions must have the same number of replicas.",
         )
     return out
@@ -288,7 +291,7 @@ def _partition_records(
         isr = [b for b in replicas if b in usable]
         if not isr:
             raise ApiError(
-                "INVALID_REPLICA_ASSIGNMENT",
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                 f"All brokers specified in the manual partition assignment for partition "
                 f"{first + i} are fenced or in controlled shutdown.",
             )
@@ -313,11 +316,11 @@ def delete_topics(
         topic = image.topics.by_name.get(name)
         if topic is None:
             results[name] = ApiError(
-                "UNKNOWN_TOPIC_OR_PARTITION", f"Topic '{name}' does not exist."
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist."
             )
         elif name in INTERNAL_TOPICS:
             results[name] = ApiError(
-                "INVALID_REQUEST",
+                ErrorCode.INVALID_REQUEST,
                 f"Topic {name} is a Kafka internal topic and is not allowed to be deleted.",
             )
         elif name not in results:
@@ -339,25 +342,25 @@ def create_partitions(
     partitions keep the topic's replication factor; `assignments` lists their replicas."""
     topic = image.topics.by_name.get(name)
     if topic is None:
-        raise ApiError("UNKNOWN_TOPIC_OR_PARTITION", f"Topic '{name}' does not exist.")
+        raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
     current = len(topic.partitions)
     too_many = _too_many_in_one_request(count - current)
     if too_many is not None:
         raise too_many
     if count < current:
         raise ApiError(
-            "INVALID_PARTITIONS",
+            ErrorCode.INVALID_PARTITIONS,
             f"Topic currently has {current} partitions, which is higher than the requested "
             f"{count}.",
         )
     if count == current:
-        raise ApiError("INVALID_PARTITIONS", f"Topic already has {current} partitions.")
+        raise ApiError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partitions.")
     usable = usable_brokers(image)
     factor = len(next(iter(topic.partitions.values())).replicas)
     if assignments is not None:
         if len(assignments) != count - current:
             raise ApiError(
-                "INVALID_REPLICA_ASSIGNMENT",
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                 f"Increasing the number of partitions by {count - current} but "
                 f"{len(assignments)} assignments provided.",
             )
@@ -366,7 +369,7 @@ def create_partitions(
         )
         if len(assignment[0]) != factor:
             raise ApiError(
-                "INVALID_REPLICA_ASSIGNMENT",
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                 f"The new partitions must have the topic's replication factor, {factor}.",
             )
     else:

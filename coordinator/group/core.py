@@ -58,6 +58,7 @@ from coordinator.group.persistence import (
 from coordinator.group.records import OffsetValue, partition_for_group
 from coordinator.group.state import Group, GroupState
 from metadata.errors import ApiError
+from strom_api.error_codes import ErrorCode
 
 log = logging.getLogger("strom.groups")
 
@@ -173,28 +174,31 @@ class GroupCoordinatorCore:
         for group_id in [g for g, group in self.groups.items() if group.partition == index]:
             group = self.groups.pop(group_id)
             group.transition(GroupState.DEAD, now_ms)
-            self._members.fail_waiters(group, ApiError("NOT_COORDINATOR", "The coordinator moved."))
+            self._members.fail_waiters(
+                group, ApiError(ErrorCode.NOT_COORDINATOR, "The coordinator moved.")
+            )
 
     def shut_down(self) -> Effects:
         """The broker is stopping: every waiting request is answered NOT_COORDINATOR."""
         return self._step(self._shut_down)
 
     def _shut_down(self) -> None:
-        error = ApiError("NOT_COORDINATOR", "The broker is shutting down.")
+        error = ApiError(ErrorCode.NOT_COORDINATOR, "The broker is shutting down.")
         for group in self.groups.values():
             self._members.fail_waiters(group, error)
 
     def _group(self, group_id: str, now_ms: int, create: bool = False) -> Group | None:
         if not group_id:
-            raise ApiError("INVALID_GROUP_ID", "The group id must not be empty.")
+            raise ApiError(ErrorCode.INVALID_GROUP_ID, "The group id must not be empty.")
         index = self.partition_for(group_id)
         if index in self.loading:
             raise ApiError(
-                "COORDINATOR_LOAD_IN_PROGRESS", "The coordinator is loading the group's state."
+                ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                "The coordinator is loading the group's state.",
             )
         if index not in self.loaded:
             raise ApiError(
-                "NOT_COORDINATOR",
+                ErrorCode.NOT_COORDINATOR,
                 f"Broker {self.broker_id} does not coordinate group '{group_id}' (it is not "
                 f"the leader of {OFFSETS_TOPIC}-{index}).",
             )
@@ -240,9 +244,7 @@ class GroupCoordinatorCore:
         )
 
     def commit_offsets(self, request: int, commit: OffsetCommit, now_ms: int) -> Effects:
-        return self._handle(
-            request, commit.group_id, lambda: self._commit(request, commit, now_ms)
-        )
+        return self._handle(request, commit.group_id, lambda: self._commit(request, commit, now_ms))
 
     def fetch_offsets(self, request: int, fetch: OffsetFetch, now_ms: int) -> Effects:
         return self._handle(request, fetch.group_id, lambda: self._fetch(request, fetch, now_ms))
@@ -263,7 +265,9 @@ class GroupCoordinatorCore:
             except Exception as exc:
                 if request in self._outbox.waiting:
                     failed = f"The group coordinator failed: {exc}"
-                    self._outbox.respond(request, error=ApiError("UNKNOWN_SERVER_ERROR", failed))
+                    self._outbox.respond(
+                        request, error=ApiError(ErrorCode.UNKNOWN_SERVER_ERROR, failed)
+                    )
                 raise
             group = self.groups.get(group_id)
             if group is not None:
@@ -288,13 +292,15 @@ class GroupCoordinatorCore:
         if commit.generation_id < 0 and not commit.member_id:
             if group.state is not GroupState.EMPTY:
                 raise ApiError(
-                    "UNKNOWN_MEMBER_ID",
+                    ErrorCode.UNKNOWN_MEMBER_ID,
                     f"Group '{group.group_id}' has active members: only they may commit.",
                 )
         else:
             self._members.check_member(group, commit.member_id, commit.generation_id, now)
             if group.state is GroupState.PREPARING_REBALANCE:
-                raise ApiError("REBALANCE_IN_PROGRESS", "The group is rebalancing: join again.")
+                raise ApiError(
+                    ErrorCode.REBALANCE_IN_PROGRESS, "The group is rebalancing: join again."
+                )
         prepared = offsets.prepare_commit(
             group.group_id,
             commit.offsets,
@@ -315,9 +321,9 @@ class GroupCoordinatorCore:
     def _delete(self, request: int, group_id: str, now: int) -> None:
         group = self._group(group_id, now)
         if group is None:
-            raise ApiError("GROUP_ID_NOT_FOUND", f"The group '{group_id}' does not exist.")
+            raise ApiError(ErrorCode.GROUP_ID_NOT_FOUND, f"The group '{group_id}' does not exist.")
         if group.state not in (GroupState.EMPTY, GroupState.DEAD):
-            raise ApiError("NON_EMPTY_GROUP", f"The group '{group_id}' has active members.")
+            raise ApiError(ErrorCode.NON_EMPTY_GROUP, f"The group '{group_id}' has active members.")
         records = [*offset_tombstones(group), group_tombstone(group_id)]
         self._outbox.append(group.partition, records, _DeleteGroup(request, group))
 

@@ -28,12 +28,13 @@ from coordinator.group.outbox import Outbox
 from coordinator.group.persistence import metadata_record
 from coordinator.group.state import Group, GroupState, Member
 from metadata.errors import ApiError
+from strom_api.error_codes import ErrorCode
 
 log = logging.getLogger("strom.groups")
 
 
 def _rebalancing() -> ApiError:
-    return ApiError("REBALANCE_IN_PROGRESS", "The group is rebalancing: join again.")
+    return ApiError(ErrorCode.REBALANCE_IN_PROGRESS, "The group is rebalancing: join again.")
 
 
 # What a membership append does once it is done (the core calls back on append_done).
@@ -76,11 +77,13 @@ class Membership:
 
     def check_session(self, join: JoinGroup) -> None:
         config = self.config
-        if not config.min_session_timeout_ms <= join.session_timeout_ms <= (
-            config.max_session_timeout_ms
+        if (
+            not config.min_session_timeout_ms
+            <= join.session_timeout_ms
+            <= (config.max_session_timeout_ms)
         ):
             raise ApiError(
-                "INVALID_SESSION_TIMEOUT",
+                ErrorCode.INVALID_SESSION_TIMEOUT,
                 f"session.timeout.ms {join.session_timeout_ms} is outside the broker's "
                 f"[{config.min_session_timeout_ms}, {config.max_session_timeout_ms}] "
                 "(group.min/max.session.timeout.ms).",
@@ -91,12 +94,13 @@ class Membership:
         protocols = list(join.protocols)
         if group is None:
             raise ApiError(
-                "UNKNOWN_MEMBER_ID", f"The group '{join.group_id}' does not know this member."
+                ErrorCode.UNKNOWN_MEMBER_ID,
+                f"The group '{join.group_id}' does not know this member.",
             )
         if not group.supports(join.protocol_type, [p for p, _ in protocols]):
             group.pending_members.pop(join.member_id, None)
             raise ApiError(
-                "INCONSISTENT_GROUP_PROTOCOL",
+                ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
                 "The member's protocol type or assignors do not match the group's members'.",
             )
         instance = join.group_instance_id or None
@@ -130,7 +134,8 @@ class Membership:
         known = group.members.get(member_id)
         if known is None:
             raise ApiError(
-                "UNKNOWN_MEMBER_ID", f"Member {member_id} is not in group '{group.group_id}'."
+                ErrorCode.UNKNOWN_MEMBER_ID,
+                f"Member {member_id} is not in group '{group.group_id}'.",
             )
         member = known
         member.last_heartbeat_ms = now
@@ -174,7 +179,7 @@ class Membership:
             self._fail_member_waiters(
                 old,
                 ApiError(
-                    "FENCED_INSTANCE_ID",
+                    ErrorCode.FENCED_INSTANCE_ID,
                     "A newer instance with the same group.instance.id joined.",
                 ),
             )
@@ -195,7 +200,7 @@ class Membership:
             self.outbox.respond(
                 member.join_request,
                 error=ApiError(
-                    "UNKNOWN_MEMBER_ID", "Superseded by a newer JoinGroup of this member."
+                    ErrorCode.UNKNOWN_MEMBER_ID, "Superseded by a newer JoinGroup of this member."
                 ),
             )
         member.join_request = request
@@ -287,7 +292,7 @@ class Membership:
             self.outbox.respond(
                 member.sync_request,
                 error=ApiError(
-                    "UNKNOWN_MEMBER_ID", "Superseded by a newer SyncGroup of this member."
+                    ErrorCode.UNKNOWN_MEMBER_ID, "Superseded by a newer SyncGroup of this member."
                 ),
             )
         member.sync_request = request
@@ -303,9 +308,7 @@ class Membership:
     def _sync_answer(self, group: Group, member: Member) -> SyncResult:
         return SyncResult(group.protocol_type or "", group.protocol or "", member.assignment)
 
-    def assignment_stored(
-        self, pending: StoreAssignment, error: ApiError | None, now: int
-    ) -> None:
+    def assignment_stored(self, pending: StoreAssignment, error: ApiError | None, now: int) -> None:
         group = pending.group
         current = (
             group.generation == pending.generation
@@ -334,15 +337,16 @@ class Membership:
         self, group: Group | None, member_id: str, generation: int, now: int
     ) -> Member:
         if group is None or group.state is GroupState.DEAD:
-            raise ApiError("UNKNOWN_MEMBER_ID", "The group does not exist (any more).")
+            raise ApiError(ErrorCode.UNKNOWN_MEMBER_ID, "The group does not exist (any more).")
         member = group.members.get(member_id)
         if member is None:
             raise ApiError(
-                "UNKNOWN_MEMBER_ID", f"Member {member_id} is not in group '{group.group_id}'."
+                ErrorCode.UNKNOWN_MEMBER_ID,
+                f"Member {member_id} is not in group '{group.group_id}'.",
             )
         if generation != group.generation:
             raise ApiError(
-                "ILLEGAL_GENERATION",
+                ErrorCode.ILLEGAL_GENERATION,
                 f"Generation {generation} is not the group's current {group.generation}.",
             )
         member.last_heartbeat_ms = now
@@ -368,7 +372,7 @@ class Membership:
                     LeaveResult(
                         m.member_id,
                         m.group_instance_id,
-                        ApiError("UNKNOWN_MEMBER_ID", "Not a member."),
+                        ApiError(ErrorCode.UNKNOWN_MEMBER_ID, "Not a member."),
                     )
                 )
                 continue
@@ -386,7 +390,9 @@ class Membership:
             and group.static_members.get(member.group_instance_id) == member_id
         ):
             del group.static_members[member.group_instance_id]
-        self._fail_member_waiters(member, ApiError("UNKNOWN_MEMBER_ID", "The member was removed."))
+        self._fail_member_waiters(
+            member, ApiError(ErrorCode.UNKNOWN_MEMBER_ID, "The member was removed.")
+        )
         if group.leader == member_id:
             group.leader = next(iter(group.members), None)
 

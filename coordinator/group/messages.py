@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from coordinator.group.records import OffsetValue
 from metadata.errors import ApiError
+from strom_api.error_codes import ErrorCode
 
 TopicPartition = tuple[str, int]
 
@@ -128,7 +129,7 @@ class MemberIdRequired(ApiError):
     """KIP-394: the first JoinGroup of a dynamic member gets an id and must come back with it."""
 
     def __init__(self, member_id: str) -> None:
-        super().__init__("MEMBER_ID_REQUIRED", "Join again with the member id given.")
+        super().__init__(ErrorCode.MEMBER_ID_REQUIRED, "Join again with the member id given.")
         self.member_id = member_id
 
 

@@ -12,6 +12,7 @@ from coordinator.group.messages import CommittedOffset, FetchResult, TopicPartit
 from coordinator.group.records import OffsetKey, OffsetValue, offset_key, offset_value
 from coordinator.group.state import Group, GroupState
 from metadata.errors import ApiError
+from strom_api.error_codes import ErrorCode
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,12 +51,12 @@ def commit_refusal(
     topic, partition = offset.topic, offset.partition
     if not 0 <= partition < partitions:
         return ApiError(
-            "UNKNOWN_TOPIC_OR_PARTITION",
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
             f"This server does not host this topic-partition: {topic}-{partition}.",
         )
     if len(offset.metadata.encode()) > metadata_max_bytes:
         return ApiError(
-            "OFFSET_METADATA_TOO_LARGE",
+            ErrorCode.OFFSET_METADATA_TOO_LARGE,
             f"The metadata of the offset for {topic}-{partition} is longer than "
             f"offset.metadata.max.bytes={metadata_max_bytes}.",
         )

@@ -19,6 +19,7 @@ from coordinator.group.records import (
 )
 from coordinator.group.state import Group, GroupState, Member
 from metadata.errors import ApiError
+from strom_api.error_codes import ErrorCode
 
 Record = tuple[bytes, bytes | None]
 
@@ -111,16 +112,16 @@ def _restore(group: Group, value: GroupValue, now_ms: int) -> None:
 
 def error_for_append(error: ApiError) -> ApiError:
     """Kafka's mapping of a failed write to __consumer_offsets to what a client sees."""
-    if error.error_name in ("NOT_LEADER_OR_FOLLOWER", "FENCED_LEADER_EPOCH"):
-        return ApiError("NOT_COORDINATOR", "This broker stopped coordinating the group.")
+    if error.error_name in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH):
+        return ApiError(ErrorCode.NOT_COORDINATOR, "This broker stopped coordinating the group.")
     if error.error_name in (
-        "UNKNOWN_TOPIC_OR_PARTITION",
-        "NOT_ENOUGH_REPLICAS",
-        "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
-        "REQUEST_TIMED_OUT",
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.NOT_ENOUGH_REPLICAS,
+        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        ErrorCode.REQUEST_TIMED_OUT,
     ):
         return ApiError(
-            "COORDINATOR_NOT_AVAILABLE",
+            ErrorCode.COORDINATOR_NOT_AVAILABLE,
             f"The group's state could not be stored ({error.error_name}): try again.",
         )
     return error

@@ -37,6 +37,7 @@ from coordinator.group.messages import (
 from coordinator.group.state import Group
 from coordinator.partitions import CoordinatorPartitions
 from metadata.errors import ApiError
+from strom_api.error_codes import ErrorCode
 
 log = logging.getLogger("strom.groups")
 
@@ -201,7 +202,7 @@ class GroupCoordinator:
             )
         except Exception as exc:  # the broker's bug: the waiting request still gets an answer
             log.exception("append to %s-%d failed", OFFSETS_TOPIC, append.partition)
-            error = ApiError("UNKNOWN_SERVER_ERROR", f"The append failed: {exc}")
+            error = ApiError(ErrorCode.UNKNOWN_SERVER_ERROR, f"The append failed: {exc}")
         self._run(lambda: self.core.append_done(append.write, error, now_ms()))
 
     def _schedule_tick(self, at_ms: int) -> None:
