@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from strom import admin_tools
 from strom_api.v1 import common_pb2
 from strom_api.v1 import controller_pb2 as cpb
+from strom_tools import admin_tools
 from tests.tools.tool_runs import run
 
 BOOT = ["--bootstrap-controller", "127.0.0.1:9093"]

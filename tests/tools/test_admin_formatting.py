@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import uuid
 
-from strom.formatting import (
+from strom.uuids import kafka_uuid_string
+from strom_api.v1 import common_pb2
+from strom_api.v1 import controller_pb2 as cpb
+from strom_api.v1 import metadata_pb2 as mpb
+from strom_tools.formatting import (
     cluster_description,
     cluster_id_line,
     config_entry_line,
@@ -24,10 +28,6 @@ from strom.formatting import (
     rollback_assignment,
     topic_description,
 )
-from strom.uuids import kafka_uuid_string
-from strom_api.v1 import common_pb2
-from strom_api.v1 import controller_pb2 as cpb
-from strom_api.v1 import metadata_pb2 as mpb
 
 Replica = cpb.DescribeQuorumResponse.Replica
 Partition = cpb.DescribeTopicsResponse.Partition

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from strom.admin_errors import AdminError
-from strom.admin_parsing import (
+from strom.controller_client import ControllerAddress, parse_bootstrap
+from strom_tools.admin_parsing import (
     TopicFilter,
     check_new_topic_counts,
     check_reassignment,
@@ -20,7 +21,6 @@ from strom.admin_parsing import (
     parse_topic_configs,
     parse_topics_to_move,
 )
-from strom.controller_client import ControllerAddress, parse_bootstrap
 
 
 def error_of(fn, *args) -> AdminError:

@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from strom import admin_tools
 from strom.admin_errors import AdminError
-from strom.reassign_command import propose_assignment
 from strom_api.v1 import common_pb2
 from strom_api.v1 import controller_pb2 as cpb
 from strom_api.v1 import metadata_pb2 as mpb
+from strom_tools import admin_tools
+from strom_tools.reassign_command import propose_assignment
 from tests.tools.tool_runs import run
 
 BOOT = ["--bootstrap-controller", "127.0.0.1:9093"]

@@ -24,17 +24,17 @@ from collections.abc import Callable
 
 from strom import scram_admin
 from strom.admin_errors import AdminError
-from strom.admin_parsing import (
+from strom.controller_client import ControllerClient
+from strom_api.scram_credential import DEFAULT_ITERATIONS, MECHANISMS
+from strom_api.v1 import controller_pb2
+from strom_tools.admin_parsing import (
     alter_option_given,
     alter_options_problem,
     parse_add_config,
     parse_delete_config,
     parse_properties,
 )
-from strom.controller_client import ControllerClient
-from strom.formatting import configs_altered
-from strom_api.scram_credential import DEFAULT_ITERATIONS, MECHANISMS
-from strom_api.v1 import controller_pb2
+from strom_tools.formatting import configs_altered
 
 Out = Callable[[str], None]
 

@@ -19,7 +19,11 @@ import sys
 import time
 from collections.abc import Callable
 
-from strom import (
+from strom.admin_errors import AdminError
+from strom.controller_client import ControllerAddress, ControllerClient, parse_bootstrap
+from strom.errors import StromError
+from strom_api.v1 import controller_pb2
+from strom_tools import (
     acl_command,
     command_config,
     config_command,
@@ -27,16 +31,12 @@ from strom import (
     reassign_command,
     topic_command,
 )
-from strom.admin_errors import AdminError
-from strom.controller_client import ControllerAddress, ControllerClient, parse_bootstrap
-from strom.errors import StromError
-from strom.formatting import (
+from strom_tools.formatting import (
     cluster_description,
     cluster_id_line,
     quorum_replication,
     quorum_status,
 )
-from strom_api.v1 import controller_pb2
 
 Out = Callable[[str], None]
 Action = Callable[[ControllerClient, argparse.Namespace, Out], None]

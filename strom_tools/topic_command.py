@@ -14,16 +14,16 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from strom.admin_errors import AdminError, from_error_pb
-from strom.admin_parsing import (
+from strom.controller_client import ControllerClient
+from strom_api.v1 import common_pb2, controller_pb2
+from strom_tools.admin_parsing import (
     TopicFilter,
     check_new_topic_counts,
     has_collision_chars,
     parse_replica_assignment,
     parse_topic_configs,
 )
-from strom.controller_client import ControllerClient
-from strom.formatting import topic_description
-from strom_api.v1 import common_pb2, controller_pb2
+from strom_tools.formatting import topic_description
 
 USE_DEFAULT = -1  # CreatableTopic: the cluster's num.partitions / default.replication.factor
 ACTIONS = ("create", "list", "describe", "alter", "delete")

@@ -26,14 +26,15 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from strom import command_config
+from strom import client_properties
 from strom._loop_thread import shared_loop
 from strom.cluster import Cluster, TopicInfo, parse_bootstrap
 from strom.consumer import Consumer, TopicPartition
 from strom.errors import StromError
 from strom.producer import Producer
-from strom.tool_logging import log_warnings_to_stderr
 from strom_api.tls import ChannelSecurity
+from strom_tools import command_config
+from strom_tools.tool_logging import log_warnings_to_stderr
 
 # --producer-property names Kafka users type, to the Producer's keyword arguments.
 _PRODUCER_KEYS: dict[str, Callable[[str], Any]] = {
@@ -155,7 +156,7 @@ def produce(args: argparse.Namespace) -> int:
         parse_key = props.get("parse.key", "false").lower() == "true"
         separator = props.get("key.separator", "\t")
         failures: list[BaseException] = []
-        config.update(command_config.client_settings(args.command_config))
+        config.update(client_properties.client_settings(args.command_config))
         with _sigterm_as_interrupt(), Producer(args.bootstrap_server, **config) as producer:
             try:
                 _send_lines(producer, args.topic, parse_key, separator, failures)
@@ -271,7 +272,7 @@ def _consume(args: argparse.Namespace, printed: list[int]) -> None:
         group_id=args.group,
         auto_offset_reset="earliest" if args.from_beginning else "latest",
         consumer_timeout_ms=args.timeout_ms if args.timeout_ms is not None else float("inf"),
-        **command_config.client_settings(args.command_config),
+        **client_properties.client_settings(args.command_config),
     )
     with consumer:
         if args.partition is not None:

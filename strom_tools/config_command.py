@@ -1,6 +1,6 @@
 """`strom configs`: kafka-configs.sh --describe and --alter for topics and brokers, over the
 controller API (DescribeConfigs, IncrementalAlterConfigs), and for users' SCRAM credentials
-(AlterUserScramCredentials, DescribeUserScramCredentials; strom/user_scram_command.py).
+(AlterUserScramCredentials, DescribeUserScramCredentials; strom_tools/user_scram_command.py).
 
 The entity is `--entity-type topics|brokers` with `--entity-name N` or, for brokers,
 `--entity-default` (the cluster-wide default, resource name ""); Kafka's shortcuts `--topic
@@ -26,19 +26,19 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from strom import user_scram_command
 from strom.admin_errors import AdminError, from_error_pb
-from strom.admin_parsing import (
+from strom.controller_client import ControllerClient
+from strom_api.v1 import common_pb2, controller_pb2
+from strom_api.v1 import metadata_pb2 as mpb
+from strom_tools import user_scram_command
+from strom_tools.admin_parsing import (
     alter_option_given,
     alter_options_problem,
     parse_add_config,
     parse_delete_config,
     parse_properties,
 )
-from strom.controller_client import ControllerClient
-from strom.formatting import config_entry_line, configs_altered, configs_header
-from strom_api.v1 import common_pb2, controller_pb2
-from strom_api.v1 import metadata_pb2 as mpb
+from strom_tools.formatting import config_entry_line, configs_altered, configs_header
 
 ENTITY_TYPES = ("topics", "brokers", "users")
 RESOURCE_TYPES = {"topics": mpb.TOPIC, "brokers": mpb.BROKER}

@@ -34,7 +34,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from strom.admin_errors import AdminError, error_name, from_error_pb
-from strom.admin_parsing import (
+from strom.controller_client import ControllerClient
+from strom_api.v1 import common_pb2, controller_pb2
+from strom_api.v1 import metadata_pb2 as mpb
+from strom_tools.admin_parsing import (
     TopicPartition,
     check_reassignment,
     parse_broker_list,
@@ -42,8 +45,7 @@ from strom.admin_parsing import (
     parse_topics_to_move,
     partition_name,
 )
-from strom.controller_client import ControllerClient
-from strom.formatting import (
+from strom_tools.formatting import (
     generated_assignment,
     reassignment_cancelled,
     reassignment_started,
@@ -52,8 +54,6 @@ from strom.formatting import (
     replication_factor,
     rollback_assignment,
 )
-from strom_api.v1 import common_pb2, controller_pb2
-from strom_api.v1 import metadata_pb2 as mpb
 
 ACTIONS = ("generate", "execute", "verify", "cancel", "list")
 # Besides the bootstrap options: what each action needs, and what else it may take.

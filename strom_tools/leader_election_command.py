@@ -18,10 +18,10 @@ import argparse
 from collections.abc import Callable
 
 from strom.admin_errors import AdminError, error_name
-from strom.admin_parsing import parse_election_partitions
 from strom.controller_client import ControllerClient
-from strom.formatting import election_lines
 from strom_api.v1 import controller_pb2
+from strom_tools.admin_parsing import parse_election_partitions
+from strom_tools.formatting import election_lines
 
 ELECTION_TYPES = ("PREFERRED", "UNCLEAN")
 
