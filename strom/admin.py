@@ -28,7 +28,6 @@ from strom.acl_binding import (
     ResourcePatternFilter,
     ResourceType,
 )
-from strom.admin_errors import AdminError
 from strom.controller_client import ControllerClient, parse_bootstrap
 from strom.errors import StromError, error_for, error_name, from_pb
 from strom.fetcher import TopicPartition
@@ -187,12 +186,9 @@ class AdminClient:
         self.close()
 
     def _call(self, method: str, request: Any, describe: bool = False) -> Any:
-        try:
-            if describe:
-                return self._controllers.describe(method, request)
-            return self._controllers.call(method, request)
-        except AdminError as exc:
-            raise error_for(exc.name, exc.message) from None
+        if describe:
+            return self._controllers.describe(method, request)
+        return self._controllers.call(method, request)
 
     # --- topics ---------------------------------------------------------------------
 

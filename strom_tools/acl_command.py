@@ -28,8 +28,8 @@ import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from strom.admin_errors import from_error_pb
 from strom.controller_client import ControllerClient
+from strom.errors import from_pb
 from strom_api.acls import (
     CLUSTER_NAME,
     AclOperation,
@@ -365,7 +365,7 @@ def _raise_first(errors: Iterable[common_pb2.Error | None]) -> None:
     `all().get()` raises the first failure)."""
     for error in errors:
         if error is not None and error.code != common_pb2.NONE:
-            raise from_error_pb(error)
+            raise from_pb(error)
 
 
 def add_acls(client: ControllerClient, args: argparse.Namespace, out: Out) -> None:

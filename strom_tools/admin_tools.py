@@ -19,7 +19,6 @@ import sys
 import time
 from collections.abc import Callable
 
-from strom.admin_errors import AdminError
 from strom.controller_client import ControllerAddress, ControllerClient, parse_bootstrap
 from strom.errors import StromError
 from strom_api.v1 import controller_pb2
@@ -82,7 +81,7 @@ def run_tool(tool: str, args: argparse.Namespace, action: Action) -> int:
     try:
         with ControllerClient(addresses, tls=command_config.tls_of(args)) as client:
             action(client, args, print)
-    except (AdminError, StromError) as error:
+    except StromError as error:
         print(
             f"Error while executing {tool} command : {error.name}: {error.message}",
             file=sys.stderr,

@@ -26,8 +26,8 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from strom.admin_errors import AdminError, from_error_pb
 from strom.controller_client import ControllerClient
+from strom.errors import StromError, from_pb
 from strom_api.v1 import common_pb2, controller_pb2
 from strom_api.v1 import metadata_pb2 as mpb
 from strom_tools import user_scram_command
@@ -118,9 +118,9 @@ def entries(client: ControllerClient, entity_type: str, name: str, describe_all:
     )
     result = next(iter(response.results), None)
     if result is None:
-        raise AdminError("UNKNOWN_SERVER_ERROR", "The controller did not describe the configs.")
+        raise StromError("UNKNOWN_SERVER_ERROR", "The controller did not describe the configs.")
     if result.HasField("error") and result.error.code != common_pb2.NONE:
-        raise from_error_pb(result.error)
+        raise from_pb(result.error)
     source = _own_source(entity_type, name)
     selected = [e for e in result.entries if describe_all or e.source == source]
     return sorted(selected, key=lambda e: e.name)
@@ -155,7 +155,7 @@ def describe(client: ControllerClient, args: argparse.Namespace, out: Out) -> No
                 # Kafka prints this line and exits 0; Strom exits 1 with it, as it does
                 # with --all (the controller's error), so a script notices the mistyped
                 # name (issue 17).
-                raise AdminError(
+                raise StromError(
                     "UNKNOWN_TOPIC_OR_PARTITION"
                     if entity_type == "topics"
                     else "BROKER_NOT_AVAILABLE",
@@ -182,7 +182,7 @@ def alter(client: ControllerClient, args: argparse.Namespace, out: Out) -> None:
     current = {e.name for e in entries(client, entity_type, name, describe_all=False)}
     missing = [key for key in to_delete if key not in current]
     if missing:
-        raise AdminError("INVALID_CONFIG", "Invalid config(s): " + ",".join(missing))
+        raise StromError("INVALID_CONFIG", "Invalid config(s): " + ",".join(missing))
     Op = controller_pb2.IncrementalAlterConfigsRequest.Op
     ops = [Op(name=key, op=controller_pb2.DELETE) for key in to_delete]
     ops += [Op(name=key, op=controller_pb2.SET, value=value) for key, value in to_set.items()]
@@ -196,7 +196,7 @@ def alter(client: ControllerClient, args: argparse.Namespace, out: Out) -> None:
     response = client.call("IncrementalAlterConfigs", request)
     for result in response.results:
         if result.HasField("error") and result.error.code != common_pb2.NONE:
-            raise from_error_pb(result.error)
+            raise from_pb(result.error)
     out(configs_altered(entity_type, name))
 
 

@@ -23,7 +23,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence, Set
 from typing import Any
 
-from strom.admin_errors import error_name
+from strom.errors import error_name
 from strom.uuids import is_zero_uuid, kafka_uuid_from_bytes
 from strom_api.v1 import common_pb2
 

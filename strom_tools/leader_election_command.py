@@ -17,8 +17,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from strom.admin_errors import AdminError, error_name
 from strom.controller_client import ControllerClient
+from strom.errors import StromError, error_name
 from strom_api.v1 import controller_pb2
 from strom_tools.admin_parsing import parse_election_partitions
 from strom_tools.formatting import election_lines
@@ -72,6 +72,6 @@ def run(client: ControllerClient, args: argparse.Namespace, out: Out) -> None:
     for line in lines:
         out(line)
     if failed:
-        raise AdminError(
+        raise StromError(
             error_name(failed[0].error.code), f"{len(failed)} replica(s) could not be elected"
         )

@@ -13,8 +13,8 @@ import argparse
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from strom.admin_errors import AdminError, from_error_pb
 from strom.controller_client import ControllerClient
+from strom.errors import StromError, from_pb
 from strom_api.v1 import common_pb2, controller_pb2
 from strom_tools.admin_parsing import (
     TopicFilter,
@@ -65,9 +65,9 @@ def usage_problem(args: argparse.Namespace) -> str | None:
     return next((c for c in checks if c), None)
 
 
-def _error_of(item: Any) -> AdminError | None:
+def _error_of(item: Any) -> StromError | None:
     if item.HasField("error") and item.error.code != common_pb2.NONE:
-        return from_error_pb(item.error)
+        return from_pb(item.error)
     return None
 
 
@@ -86,7 +86,7 @@ def _selected(
     if args.topic:
         names = TopicFilter(args.topic).select(names)
         if not names and not args.if_exists:
-            raise AdminError(
+            raise StromError(
                 "UNKNOWN_TOPIC_OR_PARTITION", f"Topic '{args.topic}' does not exist as expected"
             )
     return names, topics
@@ -115,7 +115,7 @@ def create(client: ControllerClient, args: argparse.Namespace, out: Out) -> None
     response = client.call("CreateTopics", controller_pb2.CreateTopicsRequest(topics=[topic]))
     result = next((t for t in response.topics if t.name == name), None)
     if result is None:
-        raise AdminError("UNKNOWN_SERVER_ERROR", f"The controller did not answer for '{name}'.")
+        raise StromError("UNKNOWN_SERVER_ERROR", f"The controller did not answer for '{name}'.")
     error = _error_of(result)
     if error is not None:
         if error.name == "TOPIC_ALREADY_EXISTS" and args.if_not_exists:

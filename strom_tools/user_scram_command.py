@@ -23,8 +23,8 @@ import re
 from collections.abc import Callable
 
 from strom import scram_admin
-from strom.admin_errors import AdminError
 from strom.controller_client import ControllerClient
+from strom.errors import StromError
 from strom_api.scram_credential import DEFAULT_ITERATIONS, MECHANISMS
 from strom_api.v1 import controller_pb2
 from strom_tools.admin_parsing import (
@@ -58,8 +58,8 @@ def usage_problem(args: argparse.Namespace) -> str | None:
     return alter_options_problem(args)
 
 
-def _unexpected(what: str, names: list[str]) -> AdminError:
-    return AdminError(
+def _unexpected(what: str, names: list[str]) -> StromError:
+    return StromError(
         "INVALID_CONFIG",
         f"Only SCRAM credential configs can be {what} for 'users' (Strom has no quotas). "
         f"Unexpected config names: {', '.join(names)}",
@@ -71,7 +71,7 @@ def _iterations_and_password(mechanism: str, value: str) -> tuple[int, bytes]:
     match = _CREDENTIAL.fullmatch(value)
     if match is None:
         # Kafka prints the whole value here; it holds the password, so Strom does not.
-        raise AdminError(
+        raise StromError(
             "INVALID_CONFIG",
             f"Invalid credential property {mechanism}: expected "
             f"{mechanism}=[iterations=N,password=...] or {mechanism}=[password=...]",
@@ -82,7 +82,7 @@ def _iterations_and_password(mechanism: str, value: str) -> tuple[int, bytes]:
     try:
         return int(text), password.encode()
     except ValueError:  # "iterations=," or "iterations=-,"
-        raise AdminError(
+        raise StromError(
             "INVALID_CONFIG", f"Invalid iterations '{text}' in the credential of {mechanism}"
         ) from None
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from strom.admin_errors import AdminError
 from strom.controller_client import ControllerAddress, parse_bootstrap
+from strom.errors import StromError
 from strom_tools.admin_parsing import (
     TopicFilter,
     check_new_topic_counts,
@@ -23,8 +23,8 @@ from strom_tools.admin_parsing import (
 )
 
 
-def error_of(fn, *args) -> AdminError:
-    with pytest.raises(AdminError) as info:
+def error_of(fn, *args) -> StromError:
+    with pytest.raises(StromError) as info:
         fn(*args)
     return info.value
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from strom.admin_errors import AdminError
+from strom.errors import StromError
 from strom_api.v1 import common_pb2
 from strom_api.v1 import controller_pb2 as cpb
 from strom_api.v1 import metadata_pb2 as mpb
@@ -833,7 +833,7 @@ class TestProposal:
         }
 
     def test_more_replicas_than_brokers(self) -> None:
-        with pytest.raises(AdminError) as info:
+        with pytest.raises(StromError) as info:
             propose_assignment({"a": (1, 3)}, [1, 2])
         assert (info.value.name, info.value.message) == (
             "INVALID_REPLICATION_FACTOR",
