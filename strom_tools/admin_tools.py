@@ -19,6 +19,8 @@ import sys
 import time
 from collections.abc import Callable
 
+from strom.admin import AdminClient
+from strom.client_properties import client_settings
 from strom.controller_client import ControllerAddress, ControllerClient, parse_bootstrap
 from strom.errors import StromError
 from strom_api.v1 import controller_pb2
@@ -29,6 +31,7 @@ from strom_tools import (
     leader_election_command,
     reassign_command,
     topic_command,
+    user_scram_command,
 )
 from strom_tools.formatting import (
     cluster_description,
@@ -39,6 +42,10 @@ from strom_tools.formatting import (
 
 Out = Callable[[str], None]
 Action = Callable[[ControllerClient, argparse.Namespace, Out], None]
+AdminAction = Callable[[AdminClient, argparse.Namespace, Out], None]
+# How long an admin command waits for an active controller (an election, a controller
+# restart fits well inside); the tools have always waited this long.
+ADMIN_TIMEOUT_MS = 15_000
 
 _BOOTSTRAP_CONTROLLER_HELP = (
     "comma-separated host:port pairs of controllers (their CONTROLLER listeners), as Kafka's "
@@ -51,11 +58,13 @@ _BOOTSTRAP_SERVER_HELP = (
 )
 
 
-def _addresses(text: str) -> list[ControllerAddress]:
+def _addresses(text: str) -> str:
+    """The option's text, checked while parsing so that a bad address is a usage error."""
     try:
-        return parse_bootstrap(text)
+        parse_bootstrap(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
 
 
 def add_bootstrap_options(parser: argparse.ArgumentParser) -> None:
@@ -77,10 +86,36 @@ def add_bootstrap_options(parser: argparse.ArgumentParser) -> None:
 
 def run_tool(tool: str, args: argparse.Namespace, action: Action) -> int:
     """Runs `action` against the controllers and turns any failure into Kafka's one line."""
-    addresses = args.bootstrap_controller or args.bootstrap_server
+    addresses = parse_bootstrap(args.bootstrap_controller or args.bootstrap_server)
+    return _reported(tool, lambda: _with_controllers(addresses, args, action))
+
+
+def _with_controllers(
+    addresses: list[ControllerAddress], args: argparse.Namespace, action: Action
+) -> None:
+    with ControllerClient(addresses, tls=command_config.tls_of(args)) as client:
+        action(client, args, print)
+
+
+def run_admin(tool: str, args: argparse.Namespace, action: AdminAction) -> int:
+    """Runs `action` with an AdminClient (the client library's one admin stack, as Kafka's
+    tools use Admin) on the controllers or brokers given, with --command-config's security;
+    any failure becomes Kafka's one line."""
+    return _reported(tool, lambda: _with_admin(args, action))
+
+
+def _with_admin(args: argparse.Namespace, action: AdminAction) -> None:
+    with AdminClient(
+        bootstrap_servers=args.bootstrap_controller or args.bootstrap_server,
+        request_timeout_ms=ADMIN_TIMEOUT_MS,
+        **client_settings(args.command_config),
+    ) as admin:
+        action(admin, args, print)
+
+
+def _reported(tool: str, run: Callable[[], None]) -> int:
     try:
-        with ControllerClient(addresses, tls=command_config.tls_of(args)) as client:
-            action(client, args, print)
+        run()
     except StromError as error:
         print(
             f"Error while executing {tool} command : {error.name}: {error.message}",
@@ -280,6 +315,8 @@ def _configs(args: argparse.Namespace) -> int:
     problem = config_command.usage_problem(args)
     if problem is not None:
         args.help_parser.error(problem)
+    if config_command.entity(args)[0] == "users":
+        return run_admin("config", args, user_scram_command.run)
     return run_tool("config", args, config_command.run)
 
 

@@ -201,7 +201,5 @@ def alter(client: ControllerClient, args: argparse.Namespace, out: Out) -> None:
 
 
 def run(client: ControllerClient, args: argparse.Namespace, out: Out) -> None:
-    if entity(args)[0] == "users":
-        user_scram_command.run(client, args, out)
-        return
+    """Topics' and brokers' configs (users' SCRAM credentials: user_scram_command)."""
     (describe if args.describe else alter)(client, args, out)
