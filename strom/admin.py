@@ -129,6 +129,22 @@ class UserScramCredentialsDescription:
     credential_infos: tuple[ScramCredentialInfo, ...]
 
 
+def _endpoint(endpoint: Any) -> str:
+    """Kafka's Endpoint form, LISTENER://host:port."""
+    host = f"[{endpoint.host}]" if ":" in endpoint.host else endpoint.host
+    return f"{endpoint.name}://{host}:{endpoint.port}"
+
+
+def _replica_state(replica: Any) -> dict[str, int]:
+    """Kafka's QuorumInfo.ReplicaState."""
+    return {
+        "id": replica.replica_id,
+        "log_end_offset": replica.log_end_offset,
+        "last_fetch_timestamp": replica.last_fetch_timestamp,
+        "last_caught_up_timestamp": replica.last_caught_up_timestamp,
+    }
+
+
 def _raise(error: Any) -> None:
     if error is not None and error.code != 0:
         raise error_for(error_name(error.code), error.message, error.retriable)
@@ -259,35 +275,40 @@ class AdminClient:
     # --- cluster and configs --------------------------------------------------------
 
     def describe_cluster(self) -> dict[str, Any]:
+        """The cluster id, the active controller, the metadata offset the answer reflects,
+        and every registered broker: its listeners as Kafka's Endpoint strings
+        (LISTENER://host:port, an IPv6 host in brackets), rack (None for none), epoch and
+        whether it is fenced or in controlled shutdown."""
         response = self._call(
             "DescribeCluster", controller_pb2.DescribeClusterRequest(), describe=True
         )
         return {
             "cluster_id": response.cluster_id,
             "controller_id": response.controller_id,
+            "metadata_offset": response.metadata_offset,
             "brokers": [
                 {
                     "node_id": b.broker_id,
-                    "endpoints": [f"{e.name}://{e.host}:{e.port}" for e in b.endpoints],
+                    "endpoints": [_endpoint(e) for e in b.endpoints],
                     "rack": b.rack or None,
                     "fenced": b.fenced,
+                    "in_controlled_shutdown": b.in_controlled_shutdown,
+                    "broker_epoch": b.broker_epoch,
                 }
                 for b in response.brokers
             ],
         }
 
     def describe_metadata_quorum(self) -> dict[str, Any]:
+        """Kafka's QuorumInfo: the leader, its epoch, the high watermark, and each voter's
+        and observer's replica state (timestamps in ms, -1 when unknown)."""
         response = self._call("DescribeQuorum", controller_pb2.DescribeQuorumRequest())
         return {
             "leader_id": response.leader_id,
             "leader_epoch": response.leader_epoch,
             "high_watermark": response.high_watermark,
-            "voters": [
-                {"id": v.replica_id, "log_end_offset": v.log_end_offset} for v in response.voters
-            ],
-            "observers": [
-                {"id": v.replica_id, "log_end_offset": v.log_end_offset} for v in response.observers
-            ],
+            "voters": [_replica_state(v) for v in response.voters],
+            "observers": [_replica_state(v) for v in response.observers],
         }
 
     def _resource(self, resource: ConfigResource) -> Any:

@@ -23,7 +23,6 @@ from strom.admin import AdminClient
 from strom.client_properties import client_settings
 from strom.controller_client import ControllerAddress, ControllerClient, parse_bootstrap
 from strom.errors import StromError
-from strom_api.v1 import controller_pb2
 from strom_tools import (
     acl_command,
     command_config,
@@ -218,11 +217,10 @@ def _add_topics(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
 # --- strom metadata-quorum ---------------------------------------------------------------------
 
 
-def _describe_quorum(client: ControllerClient, args: argparse.Namespace, out: Out) -> None:
-    quorum = client.call("DescribeQuorum", controller_pb2.DescribeQuorumRequest())
+def _describe_quorum(admin: AdminClient, args: argparse.Namespace, out: Out) -> None:
+    quorum = admin.describe_metadata_quorum()
     if args.status:
-        cluster = client.describe("DescribeCluster", controller_pb2.DescribeClusterRequest())
-        lines = quorum_status(cluster.cluster_id, quorum)
+        lines = quorum_status(admin.describe_cluster()["cluster_id"], quorum)
     else:
         now_ms = time.time_ns() // 1_000_000
         lines = quorum_replication(quorum, human_readable=args.human_readable, now_ms=now_ms)
@@ -235,7 +233,7 @@ def _metadata_quorum_describe(args: argparse.Namespace) -> int:
         args.help_parser.error(
             "The option --human-readable is only supported along with --replication"
         )
-    return run_tool("metadata-quorum", args, _describe_quorum)
+    return run_admin("metadata-quorum", args, _describe_quorum)
 
 
 def _add_metadata_quorum(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -266,14 +264,12 @@ def _add_metadata_quorum(commands: argparse._SubParsersAction[argparse.ArgumentP
 # --- strom cluster -----------------------------------------------------------------------------
 
 
-def _cluster_id(client: ControllerClient, args: argparse.Namespace, out: Out) -> None:
-    cluster = client.describe("DescribeCluster", controller_pb2.DescribeClusterRequest())
-    out(cluster_id_line(cluster.cluster_id))
+def _cluster_id(admin: AdminClient, args: argparse.Namespace, out: Out) -> None:
+    out(cluster_id_line(admin.describe_cluster()["cluster_id"]))
 
 
-def _cluster_describe(client: ControllerClient, args: argparse.Namespace, out: Out) -> None:
-    cluster = client.describe("DescribeCluster", controller_pb2.DescribeClusterRequest())
-    for line in cluster_description(cluster):
+def _cluster_describe(admin: AdminClient, args: argparse.Namespace, out: Out) -> None:
+    for line in cluster_description(admin.describe_cluster()):
         out(line)
 
 
@@ -291,7 +287,7 @@ def _add_cluster(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         sub = cluster_commands.add_parser(name, help=text)
         add_bootstrap_options(sub)
         sub.set_defaults(
-            handler=lambda args, action=action: run_tool("cluster", args, action),
+            handler=lambda args, action=action: run_admin("cluster", args, action),
             help_parser=sub,
         )
     cluster.set_defaults(help_parser=cluster)

@@ -1,5 +1,7 @@
-"""What the admin tools print, in the layout of Kafka's tools: pure functions from the
-controller's answers (strom_api.v1.controller_pb2 messages) to lines of text.
+"""What the admin tools print, in the layout of Kafka's tools: pure functions from
+AdminClient's answers (the cluster and the quorum) or the controller's
+(strom_api.v1.controller_pb2 messages, for the commands not yet on AdminClient) to lines of
+text.
 
 - kafka-metadata-quorum.sh describe --status: `Key:` padded to 24 columns, then the value;
   CurrentVoters/CurrentObservers as Kafka 3.3-3.8 print them, `[1,2,3]` (Strom has no
@@ -27,6 +29,10 @@ from strom.errors import error_name
 from strom.uuids import is_zero_uuid, kafka_uuid_from_bytes
 from strom_api.v1 import common_pb2
 
+# AdminClient.describe_metadata_quorum's answer and one replica state in it.
+Quorum = Mapping[str, Any]
+Replica = Mapping[str, int]
+
 _KEY_WIDTH = 24  # "MaxFollowerLagTimeMs:   " is 24 wide in Kafka's status output
 
 
@@ -51,39 +57,41 @@ def id_list(ids: Iterable[int]) -> str:
 # --- kafka-metadata-quorum.sh ------------------------------------------------------------------
 
 
-def _leader_of(quorum: Any) -> Any | None:
-    return next((v for v in quorum.voters if v.replica_id == quorum.leader_id), None)
+def _leader_of(quorum: Quorum) -> Replica | None:
+    return next((v for v in quorum["voters"] if v["id"] == quorum["leader_id"]), None)
 
 
-def max_follower_lag(quorum: Any) -> tuple[int, int]:
+def max_follower_lag(quorum: Quorum) -> tuple[int, int]:
     """(MaxFollowerLag, MaxFollowerLagTimeMs) as Kafka computes them: the voter with the
     smallest log end offset against the leader; 0 ms when that is the leader itself, -1 when
     a caught-up time is unknown."""
     leader = _leader_of(quorum)
-    if leader is None or not quorum.voters:
+    if leader is None or not quorum["voters"]:
         return 0, -1
-    slowest = min(quorum.voters, key=lambda v: v.log_end_offset)
-    lag = leader.log_end_offset - slowest.log_end_offset
-    if slowest.replica_id == leader.replica_id:
+    slowest = min(quorum["voters"], key=lambda v: v["log_end_offset"])
+    lag = leader["log_end_offset"] - slowest["log_end_offset"]
+    if slowest["id"] == leader["id"]:
         return lag, 0
-    if leader.last_caught_up_timestamp >= 0 and slowest.last_caught_up_timestamp >= 0:
-        return lag, leader.last_caught_up_timestamp - slowest.last_caught_up_timestamp
+    leader_caught_up = leader["last_caught_up_timestamp"]
+    slowest_caught_up = slowest["last_caught_up_timestamp"]
+    if leader_caught_up >= 0 and slowest_caught_up >= 0:
+        return lag, leader_caught_up - slowest_caught_up
     return lag, -1
 
 
-def quorum_status(cluster_id: str, quorum: Any) -> list[str]:
-    """kafka-metadata-quorum.sh describe --status."""
+def quorum_status(cluster_id: str, quorum: Quorum) -> list[str]:
+    """kafka-metadata-quorum.sh describe --status, from AdminClient.describe_metadata_quorum."""
     lag, lag_ms = max_follower_lag(quorum)
     return [
         key_value("ClusterId", cluster_id),
-        key_value("LeaderId", quorum.leader_id),
-        key_value("LeaderEpoch", quorum.leader_epoch),
-        key_value("HighWatermark", quorum.high_watermark),
+        key_value("LeaderId", quorum["leader_id"]),
+        key_value("LeaderEpoch", quorum["leader_epoch"]),
+        key_value("HighWatermark", quorum["high_watermark"]),
         key_value("MaxFollowerLag", lag),
         key_value("MaxFollowerLagTimeMs", lag_ms),
-        key_value("CurrentVoters", f"[{id_list(sorted(v.replica_id for v in quorum.voters))}]"),
+        key_value("CurrentVoters", f"[{id_list(sorted(v['id'] for v in quorum['voters']))}]"),
         key_value(
-            "CurrentObservers", f"[{id_list(sorted(o.replica_id for o in quorum.observers))}]"
+            "CurrentObservers", f"[{id_list(sorted(o['id'] for o in quorum['observers']))}]"
         ),
     ]
 
@@ -98,22 +106,24 @@ def _timestamp(ms: int, human_readable: bool, now_ms: int) -> str:
     return str(ms)
 
 
-def quorum_replication(quorum: Any, *, human_readable: bool = False, now_ms: int = 0) -> list[str]:
+def quorum_replication(
+    quorum: Quorum, *, human_readable: bool = False, now_ms: int = 0
+) -> list[str]:
     """kafka-metadata-quorum.sh describe --replication: the leader, the other voters
     (Follower) and the observers, with each one's lag behind the leader's log end."""
     leader = _leader_of(quorum)
-    leader_end = leader.log_end_offset if leader is not None else 0
+    leader_end = leader["log_end_offset"] if leader is not None else 0
     replicas = [(leader, "Leader")] if leader is not None else []
-    followers = [v for v in quorum.voters if v.replica_id != quorum.leader_id]
-    replicas += [(v, "Follower") for v in sorted(followers, key=lambda v: v.replica_id)]
-    replicas += [(o, "Observer") for o in sorted(quorum.observers, key=lambda o: o.replica_id)]
+    followers = [v for v in quorum["voters"] if v["id"] != quorum["leader_id"]]
+    replicas += [(v, "Follower") for v in sorted(followers, key=lambda v: v["id"])]
+    replicas += [(o, "Observer") for o in sorted(quorum["observers"], key=lambda o: o["id"])]
     rows = [
         [
-            str(r.replica_id),
-            str(r.log_end_offset),
-            str(leader_end - r.log_end_offset),
-            _timestamp(r.last_fetch_timestamp, human_readable, now_ms),
-            _timestamp(r.last_caught_up_timestamp, human_readable, now_ms),
+            str(r["id"]),
+            str(r["log_end_offset"]),
+            str(leader_end - r["log_end_offset"]),
+            _timestamp(r["last_fetch_timestamp"], human_readable, now_ms),
+            _timestamp(r["last_caught_up_timestamp"], human_readable, now_ms),
             status,
         ]
         for r, status in replicas
@@ -137,36 +147,30 @@ def cluster_id_line(cluster_id: str) -> str:
     return f"Cluster ID: {cluster_id}"
 
 
-def broker_state(broker: Any) -> str:
-    if broker.in_controlled_shutdown:
+def broker_state(broker: Mapping[str, Any]) -> str:
+    if broker["in_controlled_shutdown"]:
         return "shutting down"
-    return "fenced" if broker.fenced else "unfenced"
+    return "fenced" if broker["fenced"] else "unfenced"
 
 
-def endpoint_string(endpoint: Any) -> str:
-    """Kafka's Endpoint form, LISTENER://host:port."""
-    host = f"[{endpoint.host}]" if ":" in endpoint.host else endpoint.host
-    return f"{endpoint.name}://{host}:{endpoint.port}"
-
-
-def cluster_description(cluster: Any) -> list[str]:
-    """strom cluster describe: the cluster id, the active controller, and every registered
-    broker with its state, rack (`null` for none, as Kafka's Node prints it), epoch and
-    listeners."""
+def cluster_description(cluster: Mapping[str, Any]) -> list[str]:
+    """strom cluster describe, from AdminClient.describe_cluster: the cluster id, the active
+    controller, and every registered broker with its state, rack (`null` for none, as Kafka's
+    Node prints it), epoch and listeners."""
     rows = [
         [
-            str(b.broker_id),
+            str(b["node_id"]),
             broker_state(b),
-            b.rack or "null",
-            str(b.broker_epoch),
-            ",".join(endpoint_string(e) for e in b.endpoints),
+            b["rack"] or "null",
+            str(b["broker_epoch"]),
+            ",".join(b["endpoints"]),
         ]
-        for b in sorted(cluster.brokers, key=lambda b: b.broker_id)
+        for b in sorted(cluster["brokers"], key=lambda b: b["node_id"])
     ]
     return [
-        key_value("ClusterId", cluster.cluster_id),
-        key_value("ControllerId", cluster.controller_id),
-        key_value("MetadataOffset", cluster.metadata_offset),
+        key_value("ClusterId", cluster["cluster_id"]),
+        key_value("ControllerId", cluster["controller_id"]),
+        key_value("MetadataOffset", cluster["metadata_offset"]),
         key_value("Brokers", len(rows)),
         *pretty_table(["BrokerId", "State", "Rack", "BrokerEpoch", "Endpoints"], rows),
     ]

@@ -7,7 +7,6 @@ import uuid
 from strom.uuids import kafka_uuid_string
 from strom_api.v1 import common_pb2
 from strom_api.v1 import controller_pb2 as cpb
-from strom_api.v1 import metadata_pb2 as mpb
 from strom_tools.formatting import (
     cluster_description,
     cluster_id_line,
@@ -29,29 +28,29 @@ from strom_tools.formatting import (
     topic_description,
 )
 
-Replica = cpb.DescribeQuorumResponse.Replica
 Partition = cpb.DescribeTopicsResponse.Partition
 
 
 def quorum(
-    voters: list[Replica], observers: list[Replica] | None = None, leader: int = 2
-) -> cpb.DescribeQuorumResponse:
-    return cpb.DescribeQuorumResponse(
-        leader_id=leader,
-        leader_epoch=7,
-        high_watermark=120,
-        voters=voters,
-        observers=observers or [],
-    )
+    voters: list[dict[str, int]], observers: list[dict[str, int]] | None = None, leader: int = 2
+) -> dict[str, object]:
+    """AdminClient.describe_metadata_quorum's answer."""
+    return {
+        "leader_id": leader,
+        "leader_epoch": 7,
+        "high_watermark": 120,
+        "voters": voters,
+        "observers": observers or [],
+    }
 
 
-def replica(node: int, end: int, fetch: int = -1, caught_up: int = -1) -> Replica:
-    return Replica(
-        replica_id=node,
-        log_end_offset=end,
-        last_fetch_timestamp=fetch,
-        last_caught_up_timestamp=caught_up,
-    )
+def replica(node: int, end: int, fetch: int = -1, caught_up: int = -1) -> dict[str, int]:
+    return {
+        "id": node,
+        "log_end_offset": end,
+        "last_fetch_timestamp": fetch,
+        "last_caught_up_timestamp": caught_up,
+    }
 
 
 def test_pretty_table_is_kafkas_tab_separated_padded_columns() -> None:
@@ -118,22 +117,26 @@ class TestCluster:
         assert cluster_id_line("abc") == "Cluster ID: abc"
 
     def test_brokers_with_state_rack_and_endpoints(self) -> None:
-        def broker(node: int, **kw: object) -> cpb.DescribeClusterResponse.Broker:
-            endpoint = mpb.BrokerEndpoint(name="PLAINTEXT", host="10.0.0.1", port=9090 + node)
-            return cpb.DescribeClusterResponse.Broker(
-                broker_id=node, endpoints=[endpoint], broker_epoch=node * 10, **kw
-            )
+        def broker(node: int, **kw: object) -> dict[str, object]:
+            """One broker of AdminClient.describe_cluster's answer."""
+            state = {"fenced": False, "in_controlled_shutdown": False, "rack": None, **kw}
+            return {
+                "node_id": node,
+                "endpoints": [f"PLAINTEXT://10.0.0.1:{9090 + node}"],
+                "broker_epoch": node * 10,
+                **state,
+            }
 
-        described = cpb.DescribeClusterResponse(
-            cluster_id="abc",
-            controller_id=2,
-            metadata_offset=42,
-            brokers=[
+        described = {
+            "cluster_id": "abc",
+            "controller_id": 2,
+            "metadata_offset": 42,
+            "brokers": [
                 broker(3, fenced=True),
                 broker(1, rack="eu-1a"),
                 broker(2, in_controlled_shutdown=True),
             ],
-        )
+        }
         assert cluster_description(described) == [
             "ClusterId:              abc",
             "ControllerId:           2",
