@@ -71,11 +71,17 @@ class NewTopic:
 
 @dataclass(frozen=True)
 class PartitionDescription:
+    """Kafka's TopicPartitionInfo: leader -1 for none; the replicas a reassignment in
+    progress adds and removes; the eligible leader replicas (KIP-966)."""
+
     partition: int
     leader: int
     leader_epoch: int
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
+    eligible_leader_replicas: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -237,12 +243,19 @@ class AdminClient:
             if result.HasField("error"):
                 _raise(result.error)
 
-    def create_partitions(self, new_counts: Mapping[str, int]) -> None:
-        """Grows each topic to the given total partition count."""
+    def create_partitions(
+        self,
+        new_counts: Mapping[str, int],
+        assignments: Mapping[str, Sequence[Sequence[int]]] | None = None,
+    ) -> None:
+        """Grows each topic to the given total partition count; `assignments` may give a
+        topic's new partitions their replicas, in order (Kafka's NewPartitions.increaseTo
+        with newAssignments), where the controller would place them otherwise."""
         for name, count in new_counts.items():
-            self._call(
-                "CreatePartitions", controller_pb2.CreatePartitionsRequest(name=name, count=count)
-            )
+            request = controller_pb2.CreatePartitionsRequest(name=name, count=count)
+            for replicas in (assignments or {}).get(name, ()):
+                request.assignments.add(ids=list(replicas))
+            self._call("CreatePartitions", request)
 
     def list_topics(self) -> set[str]:
         response = self._call(
@@ -263,7 +276,14 @@ class AdminClient:
                     kafka_uuid_from_bytes(t.topic_id) if t.topic_id else "",
                     tuple(
                         PartitionDescription(
-                            p.partition, p.leader, p.leader_epoch, tuple(p.replicas), tuple(p.isr)
+                            p.partition,
+                            p.leader,
+                            p.leader_epoch,
+                            tuple(p.replicas),
+                            tuple(p.isr),
+                            tuple(p.adding_replicas),
+                            tuple(p.removing_replicas),
+                            tuple(p.eligible_leader_replicas),
                         )
                         for p in t.partitions
                     ),

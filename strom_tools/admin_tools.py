@@ -142,7 +142,7 @@ def _topics(args: argparse.Namespace) -> int:
     problem = topic_command.usage_problem(args)
     if problem is not None:
         args.help_parser.error(problem)
-    return run_tool("topic", args, topic_command.run)
+    return run_admin("topic", args, topic_command.run)
 
 
 def _add_topics(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

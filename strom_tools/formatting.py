@@ -25,13 +25,17 @@ import json
 from collections.abc import Iterable, Mapping, Sequence, Set
 from typing import Any
 
+from strom.admin import TopicDescription
 from strom.errors import error_name
-from strom.uuids import is_zero_uuid, kafka_uuid_from_bytes
+from strom.uuids import kafka_uuid_from_bytes
 from strom_api.v1 import common_pb2
 
 # AdminClient.describe_metadata_quorum's answer and one replica state in it.
 Quorum = Mapping[str, Any]
 Replica = Mapping[str, int]
+
+# Kafka's Uuid.ZERO_UUID as a string: a topic without an id shows none.
+_ZERO_TOPIC_ID = kafka_uuid_from_bytes(bytes(16))
 
 _KEY_WIDTH = 24  # "MaxFollowerLagTimeMs:   " is 24 wide in Kafka's status output
 
@@ -196,14 +200,14 @@ def is_unavailable(partition: Any, live_brokers: Set[int]) -> bool:
     return partition.leader < 0 or partition.leader not in live_brokers
 
 
-def topic_line(topic: Any) -> str:
+def topic_line(topic: TopicDescription) -> str:
     """The topic's line of kafka-topics.sh --describe; Configs lists its dynamic configs."""
     partitions = sorted(topic.partitions, key=lambda p: p.partition)
     factor = replication_factor(partitions[0]) if partitions else 0
     configs = ",".join(f"{k}={v}" for k, v in sorted(topic.configs.items()))
     line = f"Topic: {topic.name}"
-    if len(topic.topic_id) == 16 and not is_zero_uuid(topic.topic_id):
-        line += f"\tTopicId: {kafka_uuid_from_bytes(topic.topic_id)}"
+    if topic.topic_id and topic.topic_id != _ZERO_TOPIC_ID:
+        line += f"\tTopicId: {topic.topic_id}"
     line += f"\tPartitionCount: {len(partitions)}\tReplicationFactor: {factor}"
     return f"{line}\tConfigs: {configs}"
 
@@ -226,7 +230,7 @@ def partition_line(topic_name: str, partition: Any) -> str:
 
 
 def topic_description(
-    topic: Any,
+    topic: TopicDescription,
     *,
     live_brokers: Set[int] = frozenset(),
     under_replicated: bool = False,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 
+from strom.admin import PartitionDescription, TopicDescription
 from strom.uuids import kafka_uuid_string
 from strom_api.v1 import common_pb2
 from strom_api.v1 import controller_pb2 as cpb
@@ -28,7 +29,13 @@ from strom_tools.formatting import (
     topic_description,
 )
 
-Partition = cpb.DescribeTopicsResponse.Partition
+
+def partition_info(
+    partition: int, leader: int, replicas: list[int], isr: list[int], **more: list[int]
+) -> PartitionDescription:
+    """One partition of AdminClient.describe_topics' answer."""
+    extra = {k: tuple(v) for k, v in more.items()}
+    return PartitionDescription(partition, leader, 0, tuple(replicas), tuple(isr), **extra)
 
 
 def quorum(
@@ -152,15 +159,14 @@ class TestCluster:
 class TestTopicDescribe:
     topic_id = uuid.UUID("6f1c2a9e-0b7d-4c4e-9a51-3f0d8e2b7c11")
 
-    def topic(self, *partitions: Partition, **configs: str) -> cpb.DescribeTopicsResponse.Topic:
-        return cpb.DescribeTopicsResponse.Topic(
-            name="orders", topic_id=self.topic_id.bytes, partitions=partitions, configs=configs
-        )
+    def topic(self, *partitions: PartitionDescription, **configs: str) -> TopicDescription:
+        """AdminClient.describe_topics' answer for one topic."""
+        return TopicDescription("orders", kafka_uuid_string(self.topic_id), partitions, configs)
 
     def test_kafka_topics_describe_layout(self) -> None:
         described = self.topic(
-            Partition(partition=1, leader=-1, replicas=[2, 3], isr=[]),
-            Partition(partition=0, leader=1, replicas=[1, 2], isr=[1, 2]),
+            partition_info(partition=1, leader=-1, replicas=[2, 3], isr=[]),
+            partition_info(partition=0, leader=1, replicas=[1, 2], isr=[1, 2]),
             **{"retention.ms": "1000", "cleanup.policy": "compact"},
         )
         tid = kafka_uuid_string(self.topic_id)
@@ -172,7 +178,7 @@ class TestTopicDescribe:
         ]
 
     def test_a_reassignment_in_progress_shows_adding_and_removing_replicas(self) -> None:
-        moving = Partition(
+        moving = partition_info(
             partition=0,
             leader=1,
             replicas=[1, 2, 3],
@@ -187,7 +193,7 @@ class TestTopicDescribe:
         assert topic_description(self.topic(moving), under_replicated=True) == []
 
     def test_a_partition_with_eligible_leader_replicas_shows_them(self) -> None:
-        offline = Partition(
+        offline = partition_info(
             partition=0, leader=-1, replicas=[1, 2, 3], isr=[], eligible_leader_replicas=[1]
         )
         _, line = topic_description(self.topic(offline))
@@ -195,10 +201,10 @@ class TestTopicDescribe:
 
     def test_under_replicated_and_unavailable_filters_drop_the_topic_line(self) -> None:
         described = self.topic(
-            Partition(partition=0, leader=1, replicas=[1, 2], isr=[1, 2]),
-            Partition(partition=1, leader=2, replicas=[2, 3], isr=[2]),
-            Partition(partition=2, leader=3, replicas=[3, 1], isr=[3, 1]),
-            Partition(partition=3, leader=-1, replicas=[3, 1], isr=[]),
+            partition_info(partition=0, leader=1, replicas=[1, 2], isr=[1, 2]),
+            partition_info(partition=1, leader=2, replicas=[2, 3], isr=[2]),
+            partition_info(partition=2, leader=3, replicas=[3, 1], isr=[3, 1]),
+            partition_info(partition=3, leader=-1, replicas=[3, 1], isr=[]),
         )
         under = topic_description(described, under_replicated=True)
         assert [line.split("\t")[2] for line in under] == ["Partition: 1", "Partition: 3"]
