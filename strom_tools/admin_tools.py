@@ -514,7 +514,7 @@ def _acls(args: argparse.Namespace) -> int:
         # kafka-acls.sh prints its sentence and exits 1 (CommandLineUtils.printUsageAndExit).
         print(problem, file=sys.stderr)
         return 1
-    return run_tool("ACL", args, acl_command.run)
+    return run_admin("ACL", args, acl_command.run)
 
 
 def _add_acls(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
