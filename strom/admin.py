@@ -45,7 +45,9 @@ __all__ = [
     "ACLPermissionType",
     "ACLResourcePatternType",
     "AdminClient",
+    "ConfigEntry",
     "ConfigResource",
+    "ConfigSynonym",
     "NewTopic",
     "ResourcePattern",
     "ResourcePatternFilter",
@@ -96,6 +98,29 @@ class TopicDescription:
 class ConfigResource:
     resource_type: str  # "topic" or "broker"
     name: str  # a topic, a broker id, or "" for the cluster-wide broker default
+
+
+@dataclass(frozen=True)
+class ConfigSynonym:
+    """Kafka's ConfigEntry.ConfigSynonym: where else the config's value could come from
+    (source: Kafka's ConfigSource name, e.g. DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG)."""
+
+    name: str
+    value: str | None
+    source: str
+
+
+@dataclass(frozen=True)
+class ConfigEntry:
+    """Kafka's ConfigEntry: the value in force (None when unset, or sensitive), where it
+    comes from, and its synonyms in order of precedence."""
+
+    name: str
+    value: str | None
+    source: str
+    is_sensitive: bool = False
+    read_only: bool = False
+    synonyms: tuple[ConfigSynonym, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -346,6 +371,31 @@ class AdminClient:
         if result.HasField("error"):
             _raise(result.error)
         return {e.name: (e.value if e.HasField("value") else None) for e in result.entries}
+
+    def describe_config_entries(self, resource: ConfigResource) -> list[ConfigEntry]:
+        """Every config of the topic or broker as Kafka's Admin.describeConfigs answers it
+        (ConfigEntry: source, sensitivity, synonyms), where describe_configs gives only
+        the values."""
+        request = controller_pb2.DescribeConfigsRequest(resources=[self._resource(resource)])
+        results = self._call("DescribeConfigs", request, describe=True).results
+        if not results:
+            raise StromError("UNKNOWN_SERVER_ERROR", "The controller did not describe the configs.")
+        if results[0].HasField("error"):
+            _raise(results[0].error)
+        return [
+            ConfigEntry(
+                e.name,
+                e.value if e.HasField("value") else None,
+                e.source,
+                e.is_sensitive,
+                e.read_only,
+                tuple(
+                    ConfigSynonym(y.name, y.value if y.HasField("value") else None, y.source)
+                    for y in e.synonyms
+                ),
+            )
+            for e in results[0].entries
+        ]
 
     def incremental_alter_configs(
         self,

@@ -313,7 +313,7 @@ def _configs(args: argparse.Namespace) -> int:
         args.help_parser.error(problem)
     if config_command.entity(args)[0] == "users":
         return run_admin("config", args, user_scram_command.run)
-    return run_tool("config", args, config_command.run)
+    return run_admin("config", args, config_command.run)
 
 
 def _add_configs(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

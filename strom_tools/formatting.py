@@ -25,7 +25,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence, Set
 from typing import Any
 
-from strom.admin import TopicDescription
+from strom.admin import ConfigEntry, ConfigSynonym, TopicDescription
 from strom.errors import error_name
 from strom.uuids import kafka_uuid_from_bytes
 from strom_api.v1 import common_pb2
@@ -252,12 +252,12 @@ def topic_description(
 # --- kafka-configs.sh --------------------------------------------------------------------------
 
 
-def _config_value(holder: Any) -> str:
+def _config_value(holder: ConfigEntry | ConfigSynonym) -> str:
     """A config or synonym value as Kafka's ConfigEntry prints it: `null` when unset."""
-    return holder.value if holder.HasField("value") else "null"
+    return holder.value if holder.value is not None else "null"
 
 
-def config_entry_line(entry: Any) -> str:
+def config_entry_line(entry: ConfigEntry) -> str:
     """One config of kafka-configs.sh --describe: `  name=value sensitive=false
     synonyms={SOURCE:name=value, ...}`; a sensitive value shows as null, as Kafka's brokers
     never return it."""

@@ -45,6 +45,16 @@ def test_topics_configs_and_descriptions(cluster):
         )
         configs = admin.describe_configs(resource)
         assert configs["cleanup.policy"] == "compact" and configs["retention.ms"] == "604800000"
+        # Kafka's ConfigEntry, as `strom configs --describe` prints it (strom_tools).
+        entries = {e.name: e for e in admin.describe_config_entries(resource)}
+        policy = entries["cleanup.policy"]
+        assert (policy.value, policy.source, policy.is_sensitive) == (
+            "compact",
+            "DYNAMIC_TOPIC_CONFIG",
+            False,
+        )
+        assert policy.synonyms[0].source == "DYNAMIC_TOPIC_CONFIG"
+        assert entries["retention.ms"].source != "DYNAMIC_TOPIC_CONFIG"
         with pytest.raises(StromError, match="INVALID_CONFIG"):
             admin.incremental_alter_configs(resource, set_={"retention.ms": "soon"})
         cluster_info = admin.describe_cluster()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from strom.admin import PartitionDescription, TopicDescription
+from strom.admin import ConfigEntry, ConfigSynonym, PartitionDescription, TopicDescription
 from strom.uuids import kafka_uuid_string
 from strom_api.v1 import common_pb2
 from strom_api.v1 import controller_pb2 as cpb
@@ -213,17 +213,28 @@ class TestTopicDescribe:
 
 
 class TestConfigs:
-    Entry = cpb.DescribeConfigsResponse.Entry
-    Synonym = cpb.DescribeConfigsResponse.Synonym
+    @staticmethod
+    def entry(
+        name: str,
+        source: str,
+        value: str | None = None,
+        is_sensitive: bool = False,
+        synonyms: tuple[ConfigSynonym, ...] = (),
+    ) -> ConfigEntry:
+        return ConfigEntry(name, value, source, is_sensitive, synonyms=tuple(synonyms))
+
+    @staticmethod
+    def synonym(name: str, value: str | None, source: str) -> ConfigSynonym:
+        return ConfigSynonym(name, value, source)
 
     def test_a_config_line_as_kafka_configs_sh(self) -> None:
-        entry = self.Entry(
+        entry = self.entry(
             name="retention.ms",
             value="1000",
             source="DYNAMIC_TOPIC_CONFIG",
             synonyms=[
-                self.Synonym(name="retention.ms", value="1000", source="DYNAMIC_TOPIC_CONFIG"),
-                self.Synonym(name="log.retention.hours", value="168", source="DEFAULT_CONFIG"),
+                self.synonym(name="retention.ms", value="1000", source="DYNAMIC_TOPIC_CONFIG"),
+                self.synonym(name="log.retention.hours", value="168", source="DEFAULT_CONFIG"),
             ],
         )
         assert config_entry_line(entry) == (
@@ -232,16 +243,16 @@ class TestConfigs:
         )
 
     def test_no_value_and_no_synonyms(self) -> None:
-        entry = self.Entry(name="log.roll.ms", source="DEFAULT_CONFIG")
+        entry = self.entry(name="log.roll.ms", source="DEFAULT_CONFIG")
         assert config_entry_line(entry) == "  log.roll.ms=null sensitive=false synonyms={}"
 
     def test_a_sensitive_value_is_never_shown(self) -> None:
-        entry = self.Entry(
+        entry = self.entry(
             name="secret",
             value="hunter2",
             source="DYNAMIC_BROKER_CONFIG",
             is_sensitive=True,
-            synonyms=[self.Synonym(name="secret", value="hunter2", source="DYNAMIC_BROKER_CONFIG")],
+            synonyms=[self.synonym(name="secret", value="hunter2", source="DYNAMIC_BROKER_CONFIG")],
         )
         assert config_entry_line(entry) == (
             "  secret=null sensitive=true synonyms={DYNAMIC_BROKER_CONFIG:secret=null}"

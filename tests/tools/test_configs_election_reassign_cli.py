@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+import strom.admin
 from strom.errors import StromError
 from strom_api.v1 import common_pb2
 from strom_api.v1 import controller_pb2 as cpb
@@ -49,9 +50,12 @@ class FakeController:
         self.ongoing: dict[tuple[str, int], Ongoing] = {}
         self.reassign_errors: dict[tuple[str, int], common_pb2.Error] = {}
 
-    # the ControllerClient interface the tools use
-    def __call__(self, addresses: list[Any], tls: Any = None) -> FakeController:
+    # the ControllerClient interface the tools and AdminClient use
+    def __call__(self, addresses: list[Any], tls: Any = None, **kw: Any) -> FakeController:
         return self
+
+    def close(self) -> None:
+        pass
 
     def __enter__(self) -> FakeController:
         return self
@@ -131,6 +135,8 @@ class FakeController:
 def controller(monkeypatch: pytest.MonkeyPatch) -> FakeController:
     fake = FakeController()
     monkeypatch.setattr(admin_tools, "ControllerClient", fake)
+    # The commands on AdminClient (configs) reach it through strom.admin.
+    monkeypatch.setattr(strom.admin, "ControllerClient", fake)
     return fake
 
 
@@ -350,9 +356,9 @@ class TestConfigs:
         [resource] = request.resources
         assert (resource.resource.type, resource.resource.name) == (mpb.TOPIC, "orders")
         assert [(o.name, o.op, o.value if o.HasField("value") else None) for o in resource.ops] == [
-            ("segment.ms", cpb.DELETE, None),
             ("retention.ms", cpb.SET, "1000"),
             ("cleanup.policy", cpb.SET, "compact,delete"),
+            ("segment.ms", cpb.DELETE, None),
         ]
         assert not request.validate_only
 
