@@ -18,7 +18,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-PRODUCT = ("storage", "raft", "metadata", "broker", "strom", "pyspark_strom", "strom_api")
+PRODUCT = (
+    "storage",
+    "raft",
+    "metadata",
+    "broker",
+    "strom",
+    "pyspark_strom",
+    "strom_api",
+    "strom_tools",
+)
 
 # (module, name) of the module-level tables that say which keys are accepted.
 ACCEPTANCE_TABLES = {

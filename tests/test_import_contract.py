@@ -10,7 +10,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
-PACKAGES = ["strom_api", "storage", "raft", "metadata", "broker", "strom", "pyspark_strom"]
+PACKAGES = [
+    "strom_api",
+    "storage",
+    "raft",
+    "metadata",
+    "broker",
+    "strom",
+    "pyspark_strom",
+    "strom_tools",
+]
 
 
 def lint_imports(cwd: Path) -> subprocess.CompletedProcess[str]:
