@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, overload
 
 from strom import scram_admin
 from strom.acl_binding import (
@@ -499,10 +499,35 @@ class AdminClient:
 
     # --- leaders and reassignments --------------------------------------------------
 
+    @overload
     def elect_leaders(
-        self, election_type: str, partitions: Iterable[tuple[str, int]] | None = None
-    ) -> dict[TopicPartition, str]:
-        """PREFERRED or UNCLEAN elections; {partition: error name, "NONE" when elected}."""
+        self,
+        election_type: str,
+        partitions: Iterable[tuple[str, int]] | None = None,
+        *,
+        as_errors: Literal[False] = False,
+    ) -> dict[TopicPartition, str]: ...
+
+    @overload
+    def elect_leaders(
+        self,
+        election_type: str,
+        partitions: Iterable[tuple[str, int]] | None = None,
+        *,
+        as_errors: Literal[True],
+    ) -> dict[TopicPartition, StromError | None]: ...
+
+    def elect_leaders(
+        self,
+        election_type: str,
+        partitions: Iterable[tuple[str, int]] | None = None,
+        *,
+        as_errors: bool = False,
+    ) -> dict[TopicPartition, str] | dict[TopicPartition, StromError | None]:
+        """PREFERRED or UNCLEAN elections of the partitions (every partition for None);
+        {partition: error name, "NONE" when elected}. With as_errors=True, Kafka's
+        ElectLeadersResult.partitions(): {partition: None when elected, else the StromError
+        with the controller's sentence, ELECTION_NOT_NEEDED included}."""
         kind = {"preferred": controller_pb2.PREFERRED, "unclean": controller_pb2.UNCLEAN}.get(
             election_type.lower()
         )
@@ -515,12 +540,15 @@ class AdminClient:
             all_partitions=not tps,
         )
         response = self._call("ElectLeaders", request)
-        return {
-            TopicPartition(r.partition.topic, r.partition.partition): error_name(r.error.code)
-            if r.HasField("error")
-            else "NONE"
+        errors = {
+            TopicPartition(r.partition.topic, r.partition.partition): (
+                from_pb(r.error) if r.HasField("error") and r.error.code != 0 else None
+            )
             for r in response.results
         }
+        if as_errors:
+            return errors
+        return {tp: "NONE" if e is None else e.name for tp, e in errors.items()}
 
     def alter_partition_reassignments(
         self, reassignments: Mapping[tuple[str, int], Sequence[int] | None]

@@ -383,7 +383,7 @@ def _leader_election(args: argparse.Namespace) -> int:
     problem = leader_election_command.usage_problem(args)
     if problem is not None:
         args.help_parser.error(problem)
-    return run_tool("leader-election", args, leader_election_command.run)
+    return run_admin("leader-election", args, leader_election_command.run)
 
 
 def _add_leader_election(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

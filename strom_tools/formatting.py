@@ -26,9 +26,9 @@ from collections.abc import Iterable, Mapping, Sequence, Set
 from typing import Any
 
 from strom.admin import ConfigEntry, ConfigSynonym, TopicDescription
-from strom.errors import error_name
+from strom.consumer import TopicPartition
+from strom.errors import StromError
 from strom.uuids import kafka_uuid_from_bytes
-from strom_api.v1 import common_pb2
 
 # AdminClient.describe_metadata_quorum's answer and one replica state in it.
 Quorum = Mapping[str, Any]
@@ -292,18 +292,19 @@ def _partition_name(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"
 
 
-def election_lines(election_type: str, results: Iterable[Any]) -> tuple[list[str], list[Any]]:
-    """kafka-leader-election.sh's report of ElectLeaders PartitionResults: the partitions
-    elected, those that needed no election (ELECTION_NOT_NEEDED), then a line per failure;
-    and the failed results. Partitions in (topic, partition) order."""
-    ordered = sorted(results, key=lambda r: (r.partition.topic, r.partition.partition))
-    failed_codes = {common_pb2.NONE, common_pb2.ELECTION_NOT_NEEDED}
-    succeeded = [r for r in ordered if r.error.code == common_pb2.NONE]
-    noop = [r for r in ordered if r.error.code == common_pb2.ELECTION_NOT_NEEDED]
-    failed = [r for r in ordered if r.error.code not in failed_codes]
+def election_lines(
+    election_type: str, results: Mapping[TopicPartition, StromError | None]
+) -> tuple[list[str], list[tuple[TopicPartition, StromError]]]:
+    """kafka-leader-election.sh's report of AdminClient.elect_leaders(as_errors=True): the
+    partitions elected, those that needed no election (ELECTION_NOT_NEEDED), then a line per
+    failure; and the failures. Partitions in (topic, partition) order."""
+    ordered = sorted(results.items(), key=lambda item: (item[0].topic, item[0].partition))
+    succeeded = [tp for tp, e in ordered if e is None]
+    noop = [tp for tp, e in ordered if e is not None and e.name == "ELECTION_NOT_NEEDED"]
+    failed = [(tp, e) for tp, e in ordered if e is not None and e.name != "ELECTION_NOT_NEEDED"]
 
-    def names(items: list[Any]) -> str:
-        return ", ".join(_partition_name(r.partition.topic, r.partition.partition) for r in items)
+    def names(items: list[TopicPartition]) -> str:
+        return ", ".join(_partition_name(tp.topic, tp.partition) for tp in items)
 
     lines = []
     if succeeded:
@@ -313,11 +314,11 @@ def election_lines(election_type: str, results: Iterable[Any]) -> tuple[list[str
         )
     if noop:
         lines.append(f"Valid replica already elected for partitions {names(noop)}")
-    for r in failed:
-        name = _partition_name(r.partition.topic, r.partition.partition)
+    for tp, error in failed:
+        name = _partition_name(tp.topic, tp.partition)
         lines.append(
             f"Error completing leader election ({election_type}) for partition: {name}: "
-            f"{error_name(r.error.code)}: {r.error.message}"
+            f"{error.name}: {error.message}"
         )
     return lines, failed
 

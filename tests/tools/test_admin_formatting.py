@@ -5,8 +5,9 @@ from __future__ import annotations
 import uuid
 
 from strom.admin import ConfigEntry, ConfigSynonym, PartitionDescription, TopicDescription
+from strom.consumer import TopicPartition
+from strom.errors import StromError
 from strom.uuids import kafka_uuid_string
-from strom_api.v1 import common_pb2
 from strom_api.v1 import controller_pb2 as cpb
 from strom_tools.formatting import (
     cluster_description,
@@ -273,10 +274,10 @@ class TestConfigs:
 
 def result(
     topic: str, partition: int, error: str = "NONE", message: str = ""
-) -> cpb.PartitionResult:
-    return cpb.PartitionResult(
-        partition=cpb.TopicPartition(topic=topic, partition=partition),
-        error=common_pb2.Error(code=common_pb2.ErrorCode.Value(error), message=message),
+) -> tuple[TopicPartition, StromError | None]:
+    """One partition of AdminClient.elect_leaders(as_errors=True)."""
+    return TopicPartition(topic, partition), None if error == "NONE" else StromError(
+        error, message
     )
 
 
@@ -292,7 +293,7 @@ class TestLeaderElection:
             ),
             result("c", 1, "UNKNOWN_TOPIC_OR_PARTITION", "No such partition as c-1"),
         ]
-        lines, failed = election_lines("PREFERRED", results)
+        lines, failed = election_lines("PREFERRED", dict(results))
         assert lines == [
             "Successfully completed leader election (PREFERRED) for partitions a-2, a-10, b-0",
             "Valid replica already elected for partitions a-1",
@@ -301,10 +302,13 @@ class TestLeaderElection:
             "Error completing leader election (PREFERRED) for partition: c-1: "
             "UNKNOWN_TOPIC_OR_PARTITION: No such partition as c-1",
         ]
-        assert [r.partition.topic for r in failed] == ["c", "c"]
+        assert [(tp.topic, error.name) for tp, error in failed] == [
+            ("c", "PREFERRED_LEADER_NOT_AVAILABLE"),
+            ("c", "UNKNOWN_TOPIC_OR_PARTITION"),
+        ]
 
     def test_nothing_to_say_for_no_results(self) -> None:
-        assert election_lines("UNCLEAN", []) == ([], [])
+        assert election_lines("UNCLEAN", {}) == ([], [])
 
 
 class TestReassignment:

@@ -449,6 +449,15 @@ class TestLeaderElection:
         [request] = controller.sent("ElectLeaders")
         assert request.all_partitions and not request.partitions
 
+    def test_an_empty_partition_list_elects_nothing(
+        self, capsys: pytest.CaptureFixture[str], controller: FakeController, tmp_path: Path
+    ) -> None:
+        # Not every partition: AdminClient reads an empty list so, the tool does not.
+        path = write(tmp_path, {"partitions": []})
+        args = ["--election-type", "preferred", "--path-to-json-file", path]
+        assert run(capsys, "leader-election", *BOOT, *args) == (0, "", "")
+        assert controller.sent("ElectLeaders") == []
+
     def test_a_bad_json_file_is_one_line(
         self, capsys: pytest.CaptureFixture[str], controller: FakeController, tmp_path: Path
     ) -> None:
