@@ -1,6 +1,6 @@
-"""AdminClient's way to the controllers (internal to the client library; the leader-election
-and reassign-partitions tools still use it directly, docs/architecture.md §2): finds the
-active controller and calls ControllerService (strom_api/v1/controller.proto) on it.
+"""AdminClient's way to the controllers (internal to the client library; only the
+reassign-partitions tool still uses it directly, docs/architecture.md §2): finds the active
+controller and calls ControllerService (strom_api/v1/controller.proto) on it.
 
 Controllers are named as Kafka 3.7+'s `--bootstrap-controller` names them, `host:port`, or as
 `controller.quorum.voters` does, `id@host:port`. A call goes to the active controller as far
