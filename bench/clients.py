@@ -61,13 +61,13 @@ PRODUCED = re.compile(r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/s
 
 
 def payload(size: int) -> bytes:
-    """What producer-perf-test sends (strom/perf_commands.py)."""
+    """What producer-perf-test sends (strom_tools/perf_commands.py)."""
     return bytes((i % 26) + 65 for i in range(size))
 
 
 def strom_cli(*args: str, timeout: float = 600) -> str:
     result = subprocess.run(
-        [sys.executable, "-m", "strom.cli", *args],
+        [sys.executable, "-m", "strom_tools", *args],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -148,7 +148,7 @@ def client_consume(strom: pc.Strom, topic: str, total: int, processes: int) -> f
     cmd = [
         sys.executable,
         "-m",
-        "strom.cli",
+        "strom_tools",
         "consumer-perf-test",
         "--bootstrap-server",
         ",".join(strom.address.values()),

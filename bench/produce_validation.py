@@ -179,11 +179,11 @@ class HeaderOnlyStrom(pc.Strom):
 
 
 def header_only_node(argv: list[str]) -> int:
-    """Runs `python -m strom.cli server ...` (the rest of argv) with header-only checks."""
-    from strom import cli
+    """Runs `python -m strom_tools server ...` (the rest of argv) with header-only checks."""
+    from strom_tools import cli
 
     log_validator.check_batch = header_only
-    return cli.main(argv[argv.index("strom.cli") + 1 :])
+    return cli.main(argv[argv.index("strom_tools") + 1 :])
 
 
 def table_head(title: str, third: str) -> None:

@@ -7,7 +7,7 @@ measured in the same run.
 Three combined `strom server` nodes on loopback (tests/node_integration/node_cluster.py).
 Per run, a fresh topic with one partition on broker 1 is filled with SIZE of incompressible
 1 MB batches (acks=1), then moved to broker 2, which has none of it, by the tool's own
---execute code (strom/reassign_command.py, in this process so that no interpreter start-up
+--execute code (strom_tools/reassign_command.py, in this process so that no interpreter start-up
 is timed), with --throttle RATE or without. The copy time runs from the start of --execute
 to the moment the controller lists the reassignment as finished (polled every 10 ms);
 --verify then removes the throttle. Ratios: achieved/throttle says how close the brokers
@@ -30,9 +30,9 @@ from types import SimpleNamespace
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from strom import reassign_command  # noqa: E402
 from strom.controller_client import ControllerClient, parse_bootstrap  # noqa: E402
 from strom_api.v1 import controller_pb2  # noqa: E402
+from strom_tools import reassign_command  # noqa: E402
 from tests.data_plane.data_client import DataClient, batch  # noqa: E402
 from tests.node_integration.node_cluster import NodeCluster, running_cluster  # noqa: E402
 from tests.raft_integration.process_cluster import wait_until  # noqa: E402

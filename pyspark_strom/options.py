@@ -15,9 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from strom.client_properties import KNOWN as SECURITY_PROPERTIES
+from strom.client_properties import settings_from_properties
 from strom.cluster import parse_bootstrap
-from strom.command_config import KNOWN as SECURITY_PROPERTIES
-from strom.command_config import settings_from_properties
 from strom.errors import StromError
 from strom.fetcher import EARLIEST, LATEST, TopicPartition
 from strom.security import client_security

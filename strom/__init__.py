@@ -1,11 +1,11 @@
-"""User-facing Strom: the client library and the `strom` command line.
+"""The Strom client library (the `strom` command line is strom_tools, built on it).
 
 The clients import from the package, as kafka-python's do from `kafka`:
 
     from strom import Producer, Consumer, AdminClient, TopicPartition
 
 The names load on first use (PEP 562), so `strom server` and the other commands do not pay
-for the client library at startup.
+for the whole client library at startup.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, overload
 
 from strom import scram_admin
 from strom.acl_binding import (
@@ -28,7 +28,6 @@ from strom.acl_binding import (
     ResourcePatternFilter,
     ResourceType,
 )
-from strom.admin_errors import AdminError
 from strom.controller_client import ControllerClient, parse_bootstrap
 from strom.errors import StromError, error_for, error_name, from_pb
 from strom.fetcher import TopicPartition
@@ -46,7 +45,9 @@ __all__ = [
     "ACLPermissionType",
     "ACLResourcePatternType",
     "AdminClient",
+    "ConfigEntry",
     "ConfigResource",
+    "ConfigSynonym",
     "NewTopic",
     "ResourcePattern",
     "ResourcePatternFilter",
@@ -72,11 +73,17 @@ class NewTopic:
 
 @dataclass(frozen=True)
 class PartitionDescription:
+    """Kafka's TopicPartitionInfo: leader -1 for none; the replicas a reassignment in
+    progress adds and removes; the eligible leader replicas (KIP-966)."""
+
     partition: int
     leader: int
     leader_epoch: int
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
+    eligible_leader_replicas: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -91,6 +98,29 @@ class TopicDescription:
 class ConfigResource:
     resource_type: str  # "topic" or "broker"
     name: str  # a topic, a broker id, or "" for the cluster-wide broker default
+
+
+@dataclass(frozen=True)
+class ConfigSynonym:
+    """Kafka's ConfigEntry.ConfigSynonym: where else the config's value could come from
+    (source: Kafka's ConfigSource name, e.g. DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG)."""
+
+    name: str
+    value: str | None
+    source: str
+
+
+@dataclass(frozen=True)
+class ConfigEntry:
+    """Kafka's ConfigEntry: the value in force (None when unset, or sensitive), where it
+    comes from, and its synonyms in order of precedence."""
+
+    name: str
+    value: str | None
+    source: str
+    is_sensitive: bool = False
+    read_only: bool = False
+    synonyms: tuple[ConfigSynonym, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -128,6 +158,22 @@ class UserScramCredentialsDescription:
 
     name: str
     credential_infos: tuple[ScramCredentialInfo, ...]
+
+
+def _endpoint(endpoint: Any) -> str:
+    """Kafka's Endpoint form, LISTENER://host:port."""
+    host = f"[{endpoint.host}]" if ":" in endpoint.host else endpoint.host
+    return f"{endpoint.name}://{host}:{endpoint.port}"
+
+
+def _replica_state(replica: Any) -> dict[str, int]:
+    """Kafka's QuorumInfo.ReplicaState."""
+    return {
+        "id": replica.replica_id,
+        "log_end_offset": replica.log_end_offset,
+        "last_fetch_timestamp": replica.last_fetch_timestamp,
+        "last_caught_up_timestamp": replica.last_caught_up_timestamp,
+    }
 
 
 def _raise(error: Any) -> None:
@@ -187,12 +233,9 @@ class AdminClient:
         self.close()
 
     def _call(self, method: str, request: Any, describe: bool = False) -> Any:
-        try:
-            if describe:
-                return self._controllers.describe(method, request)
-            return self._controllers.call(method, request)
-        except AdminError as exc:
-            raise error_for(exc.name, exc.message) from None
+        if describe:
+            return self._controllers.describe(method, request)
+        return self._controllers.call(method, request)
 
     # --- topics ---------------------------------------------------------------------
 
@@ -225,12 +268,19 @@ class AdminClient:
             if result.HasField("error"):
                 _raise(result.error)
 
-    def create_partitions(self, new_counts: Mapping[str, int]) -> None:
-        """Grows each topic to the given total partition count."""
+    def create_partitions(
+        self,
+        new_counts: Mapping[str, int],
+        assignments: Mapping[str, Sequence[Sequence[int]]] | None = None,
+    ) -> None:
+        """Grows each topic to the given total partition count; `assignments` may give a
+        topic's new partitions their replicas, in order (Kafka's NewPartitions.increaseTo
+        with newAssignments), where the controller would place them otherwise."""
         for name, count in new_counts.items():
-            self._call(
-                "CreatePartitions", controller_pb2.CreatePartitionsRequest(name=name, count=count)
-            )
+            request = controller_pb2.CreatePartitionsRequest(name=name, count=count)
+            for replicas in (assignments or {}).get(name, ()):
+                request.assignments.add(ids=list(replicas))
+            self._call("CreatePartitions", request)
 
     def list_topics(self) -> set[str]:
         response = self._call(
@@ -251,7 +301,14 @@ class AdminClient:
                     kafka_uuid_from_bytes(t.topic_id) if t.topic_id else "",
                     tuple(
                         PartitionDescription(
-                            p.partition, p.leader, p.leader_epoch, tuple(p.replicas), tuple(p.isr)
+                            p.partition,
+                            p.leader,
+                            p.leader_epoch,
+                            tuple(p.replicas),
+                            tuple(p.isr),
+                            tuple(p.adding_replicas),
+                            tuple(p.removing_replicas),
+                            tuple(p.eligible_leader_replicas),
                         )
                         for p in t.partitions
                     ),
@@ -263,35 +320,40 @@ class AdminClient:
     # --- cluster and configs --------------------------------------------------------
 
     def describe_cluster(self) -> dict[str, Any]:
+        """The cluster id, the active controller, the metadata offset the answer reflects,
+        and every registered broker: its listeners as Kafka's Endpoint strings
+        (LISTENER://host:port, an IPv6 host in brackets), rack (None for none), epoch and
+        whether it is fenced or in controlled shutdown."""
         response = self._call(
             "DescribeCluster", controller_pb2.DescribeClusterRequest(), describe=True
         )
         return {
             "cluster_id": response.cluster_id,
             "controller_id": response.controller_id,
+            "metadata_offset": response.metadata_offset,
             "brokers": [
                 {
                     "node_id": b.broker_id,
-                    "endpoints": [f"{e.name}://{e.host}:{e.port}" for e in b.endpoints],
+                    "endpoints": [_endpoint(e) for e in b.endpoints],
                     "rack": b.rack or None,
                     "fenced": b.fenced,
+                    "in_controlled_shutdown": b.in_controlled_shutdown,
+                    "broker_epoch": b.broker_epoch,
                 }
                 for b in response.brokers
             ],
         }
 
     def describe_metadata_quorum(self) -> dict[str, Any]:
+        """Kafka's QuorumInfo: the leader, its epoch, the high watermark, and each voter's
+        and observer's replica state (timestamps in ms, -1 when unknown)."""
         response = self._call("DescribeQuorum", controller_pb2.DescribeQuorumRequest())
         return {
             "leader_id": response.leader_id,
             "leader_epoch": response.leader_epoch,
             "high_watermark": response.high_watermark,
-            "voters": [
-                {"id": v.replica_id, "log_end_offset": v.log_end_offset} for v in response.voters
-            ],
-            "observers": [
-                {"id": v.replica_id, "log_end_offset": v.log_end_offset} for v in response.observers
-            ],
+            "voters": [_replica_state(v) for v in response.voters],
+            "observers": [_replica_state(v) for v in response.observers],
         }
 
     def _resource(self, resource: ConfigResource) -> Any:
@@ -309,6 +371,31 @@ class AdminClient:
         if result.HasField("error"):
             _raise(result.error)
         return {e.name: (e.value if e.HasField("value") else None) for e in result.entries}
+
+    def describe_config_entries(self, resource: ConfigResource) -> list[ConfigEntry]:
+        """Every config of the topic or broker as Kafka's Admin.describeConfigs answers it
+        (ConfigEntry: source, sensitivity, synonyms), where describe_configs gives only
+        the values."""
+        request = controller_pb2.DescribeConfigsRequest(resources=[self._resource(resource)])
+        results = self._call("DescribeConfigs", request, describe=True).results
+        if not results:
+            raise StromError("UNKNOWN_SERVER_ERROR", "The controller did not describe the configs.")
+        if results[0].HasField("error"):
+            _raise(results[0].error)
+        return [
+            ConfigEntry(
+                e.name,
+                e.value if e.HasField("value") else None,
+                e.source,
+                e.is_sensitive,
+                e.read_only,
+                tuple(
+                    ConfigSynonym(y.name, y.value if y.HasField("value") else None, y.source)
+                    for y in e.synonyms
+                ),
+            )
+            for e in results[0].entries
+        ]
 
     def incremental_alter_configs(
         self,
@@ -412,10 +499,35 @@ class AdminClient:
 
     # --- leaders and reassignments --------------------------------------------------
 
+    @overload
     def elect_leaders(
-        self, election_type: str, partitions: Iterable[tuple[str, int]] | None = None
-    ) -> dict[TopicPartition, str]:
-        """PREFERRED or UNCLEAN elections; {partition: error name, "NONE" when elected}."""
+        self,
+        election_type: str,
+        partitions: Iterable[tuple[str, int]] | None = None,
+        *,
+        as_errors: Literal[False] = False,
+    ) -> dict[TopicPartition, str]: ...
+
+    @overload
+    def elect_leaders(
+        self,
+        election_type: str,
+        partitions: Iterable[tuple[str, int]] | None = None,
+        *,
+        as_errors: Literal[True],
+    ) -> dict[TopicPartition, StromError | None]: ...
+
+    def elect_leaders(
+        self,
+        election_type: str,
+        partitions: Iterable[tuple[str, int]] | None = None,
+        *,
+        as_errors: bool = False,
+    ) -> dict[TopicPartition, str] | dict[TopicPartition, StromError | None]:
+        """PREFERRED or UNCLEAN elections of the partitions (every partition for None);
+        {partition: error name, "NONE" when elected}. With as_errors=True, Kafka's
+        ElectLeadersResult.partitions(): {partition: None when elected, else the StromError
+        with the controller's sentence, ELECTION_NOT_NEEDED included}."""
         kind = {"preferred": controller_pb2.PREFERRED, "unclean": controller_pb2.UNCLEAN}.get(
             election_type.lower()
         )
@@ -428,12 +540,15 @@ class AdminClient:
             all_partitions=not tps,
         )
         response = self._call("ElectLeaders", request)
-        return {
-            TopicPartition(r.partition.topic, r.partition.partition): error_name(r.error.code)
-            if r.HasField("error")
-            else "NONE"
+        errors = {
+            TopicPartition(r.partition.topic, r.partition.partition): (
+                from_pb(r.error) if r.HasField("error") and r.error.code != 0 else None
+            )
             for r in response.results
         }
+        if as_errors:
+            return errors
+        return {tp: "NONE" if e is None else e.name for tp, e in errors.items()}
 
     def alter_partition_reassignments(
         self, reassignments: Mapping[tuple[str, int], Sequence[int] | None]

@@ -1,5 +1,6 @@
-"""The admin tools' way to the controllers: finds the active controller and calls
-ControllerService (strom_api/v1/controller.proto) on it.
+"""AdminClient's way to the controllers (internal to the client library; only the
+reassign-partitions tool still uses it directly, docs/architecture.md §2): finds the active
+controller and calls ControllerService (strom_api/v1/controller.proto) on it.
 
 Controllers are named as Kafka 3.7+'s `--bootstrap-controller` names them, `host:port`, or as
 `controller.quorum.voters` does, `id@host:port`. A call goes to the active controller as far
@@ -10,7 +11,8 @@ answer); otherwise it keeps trying the given addresses.
 While there is no active controller (an election), or when no address answers at all, it
 retries with a short backoff: `timeout_s` in all once some controller answered, only
 `unreachable_timeout_s` while none does. Other retriable errors are retried a few times;
-anything else is the caller's AdminError at once.
+anything else is the caller's StromError at once (strom/errors.py: the client's one error
+family, kafka-python's classes for Kafka's names).
 
 Descriptions (DescribeCluster, DescribeTopics) are answered by any controller from its own
 image, which may trail the leader's; `describe` asks the active controller when there is one
@@ -27,8 +29,7 @@ from typing import Any
 
 import grpc
 
-from strom.admin_errors import AdminError, from_error_pb
-from strom.errors import authentication_error_name
+from strom.errors import AuthenticationError, KafkaTimeoutError, StromError, from_pb
 from strom_api.tls import ChannelSecurity, handshake_failure, refused_authentication, sync_channel
 from strom_api.v1 import common_pb2, controller_pb2, controller_pb2_grpc
 
@@ -154,7 +155,7 @@ class ControllerClient:
 
     def call(self, method: str, request: Any, *, timeout_s: float | None = None) -> Any:
         """`method` on the active controller; its answer, whatever its per-topic results.
-        AdminError when the answer is a ControllerError that retrying does not cure, or when
+        StromError when the answer is a ControllerError that retrying does not cure, or when
         no active controller answers in time."""
         clock = self._clock
         start = clock()
@@ -163,9 +164,9 @@ class ControllerClient:
         backoff = BACKOFF_S
         attempts_left = RETRIABLE_ATTEMPTS
         answered = False
-        last: AdminError | None = None  # the last transport failure
-        retriable: AdminError | None = None  # the last retriable error of the operation
-        unsupported: dict[str, AdminError] = {}
+        last: StromError | None = None  # the last transport failure
+        retriable: StromError | None = None  # the last retriable error of the operation
+        unsupported: dict[str, StromError] = {}
         while True:
             tried: set[str] = set()
             queue = self._order()
@@ -196,7 +197,7 @@ class ControllerClient:
                     if method == "DescribeQuorum":
                         self._by_id[response.leader_id] = address
                     return response
-                name = from_error_pb(error_pb.error).name
+                name = from_pb(error_pb.error).name
                 if name == "NOT_CONTROLLER":
                     self._not_controller.add(address.target)
                     if self._active == address:
@@ -213,10 +214,10 @@ class ControllerClient:
                     continue
                 if error_pb.error.retriable and attempts_left > 1:
                     attempts_left -= 1
-                    retriable = from_error_pb(error_pb.error)
+                    retriable = from_pb(error_pb.error)
                     retry_now = True
                     break
-                raise from_error_pb(error_pb.error)
+                raise from_pb(error_pb.error)
             if len(unsupported) == len({a.target for a in self.addresses}) and not retry_now:
                 raise next(iter(unsupported.values()))
             limit = deadline if answered else unreachable_deadline
@@ -235,13 +236,13 @@ class ControllerClient:
                     controller_pb2.DescribeQuorumRequest(),
                     timeout_s=min(self.timeout_s, LEADERLESS_DESCRIBE_WAIT_S),
                 )
-            except AdminError as error:
+            except StromError as error:
                 # Finding the active controller is only a preference: a principal without
                 # DESCRIBE on the cluster (DescribeQuorum) still describes what it may.
                 if error.name not in ("NOT_CONTROLLER", "CLUSTER_AUTHORIZATION_FAILED"):
                     raise
         deadline = self._clock() + self.rpc_timeout_s
-        last: AdminError | None = None
+        last: StromError | None = None
         for address in self._order():
             try:
                 return self._invoke(address, method, request, deadline)
@@ -284,52 +285,49 @@ class ControllerClient:
 
     def _transport_error(
         self, address: ControllerAddress, method: str, exc: grpc.RpcError
-    ) -> AdminError:
+    ) -> StromError:
         code = exc.code()
         details = _one_line(exc.details() or "")
         refused = handshake_failure(details, self.tls)
         if refused is not None and refused_authentication(refused, self.tls):
-            name, sentence = authentication_error_name(refused)
-            raise AdminError(name, f"{sentence} ({address.target})")
+            raise AuthenticationError(f"{refused} ({address.target})")
         if refused is not None:
-            return AdminError("NETWORK_EXCEPTION", f"{address.target}: {refused}")
+            return _network_error(f"{address.target}: {refused}")
         if code == grpc.StatusCode.UNIMPLEMENTED:
-            return AdminError(
+            return StromError(
                 "UNSUPPORTED_VERSION",
                 f"{address.target} does not serve ControllerService.{method}: is it a "
                 "CONTROLLER listener?",
             )
         if code in _SERVER_FAILURE:
-            return AdminError(
+            return StromError(
                 "UNKNOWN_SERVER_ERROR", f"{address.target} failed {method}: {details}"
             )
         if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-            return AdminError(
-                "REQUEST_TIMED_OUT", f"{address.target} did not answer {method} in time."
-            )
-        return AdminError("NETWORK_EXCEPTION", f"{address.target}: {code.name}: {details}")
+            return KafkaTimeoutError(f"{address.target} did not answer {method} in time.")
+        return _network_error(f"{address.target}: {code.name}: {details}")
 
     def _give_up(
         self,
         method: str,
         answered: bool,
-        last: AdminError | None,
-        retriable: AdminError | None,
+        last: StromError | None,
+        retriable: StromError | None,
         start: float,
-    ) -> AdminError:
+    ) -> StromError:
         waited = self._clock() - start
         if not answered:
             detail = f" Last error: {last.message}" if last is not None else ""
-            return AdminError(
-                "NETWORK_EXCEPTION",
-                f"No controller answered at {self._targets()} (tried for {waited:.1f} s).{detail}",
+            return _network_error(
+                f"No controller answered at {self._targets()} (tried for {waited:.1f} s).{detail}"
             )
         if retriable is not None:
             return retriable
-        return AdminError(  # only standbys answered
+        return StromError(  # only standbys answered
             "NOT_CONTROLLER",
             f"No active controller answered {method} within {waited:.1f} s: the quorum has no "
             f"leader, or the leader is not among {self._targets()}.",
+            retriable=True,
         )
 
     def close(self) -> None:
@@ -348,6 +346,11 @@ class ControllerClient:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _network_error(message: str) -> StromError:
+    """Kafka's NetworkException: retriable, as later tries may reach a controller."""
+    return StromError("NETWORK_EXCEPTION", message, retriable=True)
 
 
 def _parse_target(text: str, node_id: int) -> ControllerAddress | None:

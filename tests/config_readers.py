@@ -27,6 +27,7 @@ PRODUCT = (
     "strom",
     "pyspark_strom",
     "strom_api",
+    "strom_tools",
 )
 
 # (module, name) of the module-level tables that say which keys are accepted.

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from strom.cli import build_parser
+from strom_tools.cli import build_parser
 
 STROM = Path(sys.executable).parent / "strom"
 
@@ -42,7 +42,7 @@ def test_storage_random_uuid_is_a_kafka_uuid() -> None:
 
 
 def test_random_uuid_skips_ids_kafka_rejects(monkeypatch: pytest.MonkeyPatch) -> None:
-    from strom import cli
+    from strom_tools import cli
 
     dash = uuid.UUID(bytes=base64.urlsafe_b64decode("-" + "A" * 21 + "=="))
     good = uuid.UUID("6f1c2a9e-0b7d-4c4e-9a51-3f0d8e2b7c11")
@@ -110,7 +110,7 @@ def test_admin_commands_exist_and_need_a_controller_to_talk_to(args: tuple[str, 
 
 def test_module_entry_point() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "strom.cli", "storage", "random-uuid"],
+        [sys.executable, "-m", "strom_tools", "storage", "random-uuid"],
         capture_output=True,
         text=True,
         timeout=60,

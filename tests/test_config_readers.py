@@ -213,8 +213,8 @@ def test_console_producer_properties_name_producer_parameters():
     keyword arguments; each must be one, so none is accepted and then dropped."""
     import inspect
 
-    from strom.console_commands import _PRODUCER_KEYS
     from strom.producer import Producer
+    from strom_tools.console_commands import _PRODUCER_KEYS
 
     parameters = set(inspect.signature(Producer).parameters)
     assert {k for k in _PRODUCER_KEYS if k.replace(".", "_") not in parameters} == set()

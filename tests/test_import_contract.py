@@ -19,6 +19,7 @@ PACKAGES = [
     "broker",
     "strom",
     "pyspark_strom",
+    "strom_tools",
 ]
 
 

@@ -47,7 +47,7 @@ from supervisor import NodeSpec, RestartPolicy, Supervisor, is_ready
 
 from broker.main import format_storage
 from strom.admin import AdminClient
-from strom.command_config import client_settings
+from strom.client_properties import client_settings
 from strom.errors import StromError
 
 NODES = (1, 2, 3)
@@ -56,7 +56,7 @@ STOP_TIMEOUT_S = 60
 
 def strom(*args: str) -> str:
     return subprocess.run(
-        [sys.executable, "-m", "strom.cli", *args], capture_output=True, text=True, check=True
+        [sys.executable, "-m", "strom_tools", *args], capture_output=True, text=True, check=True
     ).stdout.strip()
 
 

@@ -50,7 +50,7 @@ def live_nodes(directory: str) -> list[int]:
                 command = f.read()
         except (OSError, ValueError):
             continue  # gone, or not Linux: the ports say enough
-        if b"strom.cli" in command and b"server" in command:
+        if b"strom_tools" in command and b"server" in command:
             pids.append(pid)
     return pids
 

@@ -119,7 +119,7 @@ class Supervisor:
     def _start(self, node: _Node) -> None:
         with open(node.spec.log, "ab") as log:
             node.proc = subprocess.Popen(
-                [sys.executable, "-m", "strom.cli", "server", node.spec.config],
+                [sys.executable, "-m", "strom_tools", "server", node.spec.config],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # a terminal's Ctrl-C reaches the supervisor only

@@ -45,11 +45,29 @@ def test_topics_configs_and_descriptions(cluster):
         )
         configs = admin.describe_configs(resource)
         assert configs["cleanup.policy"] == "compact" and configs["retention.ms"] == "604800000"
+        # Kafka's ConfigEntry, as `strom configs --describe` prints it (strom_tools).
+        entries = {e.name: e for e in admin.describe_config_entries(resource)}
+        policy = entries["cleanup.policy"]
+        assert (policy.value, policy.source, policy.is_sensitive) == (
+            "compact",
+            "DYNAMIC_TOPIC_CONFIG",
+            False,
+        )
+        assert policy.synonyms[0].source == "DYNAMIC_TOPIC_CONFIG"
+        assert entries["retention.ms"].source != "DYNAMIC_TOPIC_CONFIG"
         with pytest.raises(StromError, match="INVALID_CONFIG"):
             admin.incremental_alter_configs(resource, set_={"retention.ms": "soon"})
         cluster_info = admin.describe_cluster()
         assert {b["node_id"] for b in cluster_info["brokers"]} == set(cluster.ids)
-        assert admin.describe_metadata_quorum()["leader_id"] == cluster_info["controller_id"]
+        # What `strom cluster describe` prints comes from here (strom_tools uses AdminClient).
+        assert cluster_info["metadata_offset"] > 0
+        for broker in cluster_info["brokers"]:
+            assert broker["broker_epoch"] > 0 and broker["in_controlled_shutdown"] is False
+            assert all("://127.0.0.1:" in e for e in broker["endpoints"])
+        quorum = admin.describe_metadata_quorum()
+        assert quorum["leader_id"] == cluster_info["controller_id"]
+        [leader] = [v for v in quorum["voters"] if v["id"] == quorum["leader_id"]]
+        assert leader["last_caught_up_timestamp"] > 0 and "last_fetch_timestamp" in leader
         assert admin.elect_leaders("preferred", [("made", 0)]) == {
             TopicPartition("made", 0): "ELECTION_NOT_NEEDED"
         }

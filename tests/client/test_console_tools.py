@@ -17,7 +17,7 @@ from tests.node_integration.node_cluster import ROOT
 
 def strom(*args, stdin=""):
     result = subprocess.run(
-        [sys.executable, "-m", "strom.cli", *args],
+        [sys.executable, "-m", "strom_tools", *args],
         input=stdin,
         capture_output=True,
         text=True,
@@ -96,7 +96,7 @@ def test_errors_are_one_line(cluster):
 def started(*args):
     """A console tool left running, stdin open (as a user at a terminal)."""
     return subprocess.Popen(
-        [sys.executable, "-m", "strom.cli", *args],
+        [sys.executable, "-m", "strom_tools", *args],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -28,7 +28,7 @@ class Tool:
 
     def __init__(self, *args: str) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "strom.cli", "replica-verification", *args],
+            [sys.executable, "-m", "strom_tools", "replica-verification", *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -147,7 +147,7 @@ def test_bad_options_are_one_line_errors(cluster):
         [
             sys.executable,
             "-m",
-            "strom.cli",
+            "strom_tools",
             "replica-verification",
             "--bootstrap-server",
             bootstrap(cluster),

@@ -1,7 +1,7 @@
 """Real `strom server` processes on loopback, for the node tests (and `make run`'s shape).
 
 Each node gets its own directory with a server.properties, is formatted with
-`strom storage format`, and runs as `python -m strom.cli server`; stdout/stderr go to a file
+`strom storage format`, and runs as `python -m strom_tools server`; stdout/stderr go to a file
 beside its data. The ControllerService of any controller answers descriptions; `call`
 follows NOT_CONTROLLER to the active one.
 """
@@ -67,7 +67,7 @@ class NodeCluster:
         self.extra = {**FAST, **(extra or {})}
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
         self.cluster_id = subprocess.run(
-            [sys.executable, "-m", "strom.cli", "storage", "random-uuid"],
+            [sys.executable, "-m", "strom_tools", "storage", "random-uuid"],
             capture_output=True,
             text=True,
             check=True,
@@ -121,7 +121,7 @@ class NodeCluster:
 
     def _strom(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "strom.cli", *args],
+            [sys.executable, "-m", "strom_tools", *args],
             capture_output=True,
             text=True,
             check=True,
@@ -138,7 +138,7 @@ class NodeCluster:
                 *self.launcher.get(node, []),
                 sys.executable,
                 "-m",
-                "strom.cli",
+                "strom_tools",
                 "server",
                 self.config_path(node),
             ],

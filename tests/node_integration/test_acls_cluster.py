@@ -147,7 +147,7 @@ def test_add_list_and_remove_with_the_tool(cluster: NodeCluster) -> None:
     # --remove asks first: "n" keeps them, "y" removes the one entry named.
     def remove(answer: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "strom.cli", "acls", *boot(cluster), "--remove",
+            [sys.executable, "-m", "strom_tools", "acls", *boot(cluster), "--remove",
              "--allow-principal", "User:alice", "--operation", "Write", "--topic", "orders"],
             input=answer, capture_output=True, text=True, cwd=ROOT,
             env=dict(os.environ, PYTHONPATH=ROOT), timeout=60,

@@ -635,7 +635,7 @@ def test_an_unknown_authorizer_stops_the_node_with_one_line(tmp_path):
         "authorizer.class.name=kafka.security.authorizer.AclAuthorizer\n"
     )
     result = subprocess.run(
-        [sys.executable, "-m", "strom.cli", "server", str(path)],
+        [sys.executable, "-m", "strom_tools", "server", str(path)],
         capture_output=True,
         text=True,
         cwd=ROOT,

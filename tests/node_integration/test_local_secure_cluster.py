@@ -29,7 +29,7 @@ PROBE = os.path.join(ROOT, "deploy", "docker", "probe.py")
 
 def strom(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "strom.cli", *args],
+        [sys.executable, "-m", "strom_tools", *args],
         input=stdin, capture_output=True, text=True, cwd=ROOT, timeout=60,
     )  # fmt: skip
 

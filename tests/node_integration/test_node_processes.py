@@ -159,7 +159,7 @@ def test_bad_configuration_and_unformatted_directories_are_one_line_errors(tmp_p
     config = tmp_path / "server.properties"
     config.write_text("process.roles=broker\nnode.id=x\n")
     result = subprocess.run(
-        [sys.executable, "-m", "strom.cli", "server", str(config)],
+        [sys.executable, "-m", "strom_tools", "server", str(config)],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -174,7 +174,7 @@ def test_bad_configuration_and_unformatted_directories_are_one_line_errors(tmp_p
         f"log.dirs={tmp_path / 'data'}\n"
     )
     result = subprocess.run(
-        [sys.executable, "-m", "strom.cli", "server", str(config)],
+        [sys.executable, "-m", "strom_tools", "server", str(config)],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -253,7 +253,7 @@ def test_a_second_node_on_a_serving_nodes_ports_refuses_to_start(tmp_path):
             f"prometheus.metrics.port={cluster.metrics_port[1]}", "prometheus.metrics.port=-1"
         )
         config.write_text(text)
-        strom = [sys.executable, "-m", "strom.cli"]
+        strom = [sys.executable, "-m", "strom_tools"]
         subprocess.run(
             [*strom, "storage", "format", "--config", str(config), "--cluster-id",
              cluster.cluster_id],

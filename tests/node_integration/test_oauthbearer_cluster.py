@@ -180,7 +180,7 @@ def test_the_tools_log_in_with_a_token_from_the_token_endpoint(cluster, tmp_path
             ' required clientId="alice" clientSecret="alice-client-secret";\n'
         )
         listed = subprocess.run(
-            [sys.executable, "-m", "strom.cli", "topics", "--bootstrap-server"]
+            [sys.executable, "-m", "strom_tools", "topics", "--bootstrap-server"]
             + [bootstrap(cluster), "--list", "--command-config", str(properties)],
             capture_output=True,
             text=True,

@@ -168,7 +168,7 @@ def test_a_broker_with_another_cas_certificate_cannot_join(cluster, certs, tmp_p
     log_path = tmp_path / "server.log"
     with open(log_path, "wb") as log:
         intruder = subprocess.Popen(
-            [sys.executable, "-m", "strom.cli", "server", str(path)],
+            [sys.executable, "-m", "strom_tools", "server", str(path)],
             stdout=log,
             stderr=subprocess.STDOUT,
             cwd=ROOT,
@@ -194,7 +194,7 @@ def test_a_broker_with_another_cas_certificate_cannot_join(cluster, certs, tmp_p
 
 def strom(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "strom.cli", *args],
+        [sys.executable, "-m", "strom_tools", *args],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -268,7 +268,7 @@ def run_server(tmp_path, lines: dict[str, str]) -> subprocess.CompletedProcess[s
     with open(path, "w") as f:
         f.writelines(f"{k}={v}\n" for k, v in config.items())
     return subprocess.run(
-        [sys.executable, "-m", "strom.cli", "server", path],
+        [sys.executable, "-m", "strom_tools", "server", path],
         capture_output=True,
         text=True,
         cwd=ROOT,

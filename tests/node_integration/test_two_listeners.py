@@ -104,7 +104,7 @@ def test_a_broker_listener_bound_to_every_interface_needs_an_advertised_one(tmp_
             f"CONTROLLER://127.0.0.1:{cluster.controller_port[1]}\n"
         )
     result = subprocess.run(
-        [sys.executable, "-m", "strom.cli", "server", cluster.config_path(1)],
+        [sys.executable, "-m", "strom_tools", "server", cluster.config_path(1)],
         capture_output=True,
         text=True,
         cwd=ROOT,

@@ -12,7 +12,7 @@ import grpc
 import jwt
 import pytest
 
-from strom.command_config import LOGIN_HANDLERS, settings_from_properties
+from strom.client_properties import LOGIN_HANDLERS, settings_from_properties
 from strom.errors import StromError
 from strom.oauth_login import TokenUnavailable
 from strom.security import client_security

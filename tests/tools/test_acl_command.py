@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from strom import acl_command
-from strom.acl_command import Entry, Pattern, pattern_entries
-from strom.cli import build_parser
 from strom_api.acls import AclOperation, AclPermissionType, PatternType, ResourceType
+from strom_tools import acl_command
+from strom_tools.acl_command import Entry, Pattern, pattern_entries
+from strom_tools.cli import build_parser
 from tests.tools.tool_runs import run
 
 BOOT = ["--bootstrap-server", "127.0.0.1:1"]  # nothing listens: a usage error never connects

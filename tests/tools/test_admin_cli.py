@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from strom import admin_tools
+import strom.admin
 from strom_api.v1 import common_pb2
 from strom_api.v1 import controller_pb2 as cpb
+from strom_tools import admin_tools
 from tests.tools.tool_runs import run
 
 BOOT = ["--bootstrap-controller", "127.0.0.1:9093"]
@@ -40,10 +41,13 @@ class FakeController:
             ],
         )
 
-    # the ControllerClient interface the tools use
-    def __call__(self, addresses: list[Any], tls: Any = None) -> FakeController:
+    # the ControllerClient interface the tools and AdminClient use
+    def __call__(self, addresses: list[Any], tls: Any = None, **kw: Any) -> FakeController:
         self.addresses = addresses
         return self
+
+    def close(self) -> None:
+        pass
 
     def __enter__(self) -> FakeController:
         return self
@@ -96,6 +100,8 @@ class FakeController:
 def controller(monkeypatch: pytest.MonkeyPatch) -> FakeController:
     fake = FakeController()
     monkeypatch.setattr(admin_tools, "ControllerClient", fake)
+    # The commands on AdminClient (metadata-quorum, cluster) reach it through strom.admin.
+    monkeypatch.setattr(strom.admin, "ControllerClient", fake)
     return fake
 
 

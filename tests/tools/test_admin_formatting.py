@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import uuid
 
-from strom.formatting import (
+from strom.admin import ConfigEntry, ConfigSynonym, PartitionDescription, TopicDescription
+from strom.consumer import TopicPartition
+from strom.errors import StromError
+from strom.uuids import kafka_uuid_string
+from strom_api.v1 import controller_pb2 as cpb
+from strom_tools.formatting import (
     cluster_description,
     cluster_id_line,
     config_entry_line,
@@ -24,34 +29,36 @@ from strom.formatting import (
     rollback_assignment,
     topic_description,
 )
-from strom.uuids import kafka_uuid_string
-from strom_api.v1 import common_pb2
-from strom_api.v1 import controller_pb2 as cpb
-from strom_api.v1 import metadata_pb2 as mpb
 
-Replica = cpb.DescribeQuorumResponse.Replica
-Partition = cpb.DescribeTopicsResponse.Partition
+
+def partition_info(
+    partition: int, leader: int, replicas: list[int], isr: list[int], **more: list[int]
+) -> PartitionDescription:
+    """One partition of AdminClient.describe_topics' answer."""
+    extra = {k: tuple(v) for k, v in more.items()}
+    return PartitionDescription(partition, leader, 0, tuple(replicas), tuple(isr), **extra)
 
 
 def quorum(
-    voters: list[Replica], observers: list[Replica] | None = None, leader: int = 2
-) -> cpb.DescribeQuorumResponse:
-    return cpb.DescribeQuorumResponse(
-        leader_id=leader,
-        leader_epoch=7,
-        high_watermark=120,
-        voters=voters,
-        observers=observers or [],
-    )
+    voters: list[dict[str, int]], observers: list[dict[str, int]] | None = None, leader: int = 2
+) -> dict[str, object]:
+    """AdminClient.describe_metadata_quorum's answer."""
+    return {
+        "leader_id": leader,
+        "leader_epoch": 7,
+        "high_watermark": 120,
+        "voters": voters,
+        "observers": observers or [],
+    }
 
 
-def replica(node: int, end: int, fetch: int = -1, caught_up: int = -1) -> Replica:
-    return Replica(
-        replica_id=node,
-        log_end_offset=end,
-        last_fetch_timestamp=fetch,
-        last_caught_up_timestamp=caught_up,
-    )
+def replica(node: int, end: int, fetch: int = -1, caught_up: int = -1) -> dict[str, int]:
+    return {
+        "id": node,
+        "log_end_offset": end,
+        "last_fetch_timestamp": fetch,
+        "last_caught_up_timestamp": caught_up,
+    }
 
 
 def test_pretty_table_is_kafkas_tab_separated_padded_columns() -> None:
@@ -118,22 +125,26 @@ class TestCluster:
         assert cluster_id_line("abc") == "Cluster ID: abc"
 
     def test_brokers_with_state_rack_and_endpoints(self) -> None:
-        def broker(node: int, **kw: object) -> cpb.DescribeClusterResponse.Broker:
-            endpoint = mpb.BrokerEndpoint(name="PLAINTEXT", host="10.0.0.1", port=9090 + node)
-            return cpb.DescribeClusterResponse.Broker(
-                broker_id=node, endpoints=[endpoint], broker_epoch=node * 10, **kw
-            )
+        def broker(node: int, **kw: object) -> dict[str, object]:
+            """One broker of AdminClient.describe_cluster's answer."""
+            state = {"fenced": False, "in_controlled_shutdown": False, "rack": None, **kw}
+            return {
+                "node_id": node,
+                "endpoints": [f"PLAINTEXT://10.0.0.1:{9090 + node}"],
+                "broker_epoch": node * 10,
+                **state,
+            }
 
-        described = cpb.DescribeClusterResponse(
-            cluster_id="abc",
-            controller_id=2,
-            metadata_offset=42,
-            brokers=[
+        described = {
+            "cluster_id": "abc",
+            "controller_id": 2,
+            "metadata_offset": 42,
+            "brokers": [
                 broker(3, fenced=True),
                 broker(1, rack="eu-1a"),
                 broker(2, in_controlled_shutdown=True),
             ],
-        )
+        }
         assert cluster_description(described) == [
             "ClusterId:              abc",
             "ControllerId:           2",
@@ -149,15 +160,14 @@ class TestCluster:
 class TestTopicDescribe:
     topic_id = uuid.UUID("6f1c2a9e-0b7d-4c4e-9a51-3f0d8e2b7c11")
 
-    def topic(self, *partitions: Partition, **configs: str) -> cpb.DescribeTopicsResponse.Topic:
-        return cpb.DescribeTopicsResponse.Topic(
-            name="orders", topic_id=self.topic_id.bytes, partitions=partitions, configs=configs
-        )
+    def topic(self, *partitions: PartitionDescription, **configs: str) -> TopicDescription:
+        """AdminClient.describe_topics' answer for one topic."""
+        return TopicDescription("orders", kafka_uuid_string(self.topic_id), partitions, configs)
 
     def test_kafka_topics_describe_layout(self) -> None:
         described = self.topic(
-            Partition(partition=1, leader=-1, replicas=[2, 3], isr=[]),
-            Partition(partition=0, leader=1, replicas=[1, 2], isr=[1, 2]),
+            partition_info(partition=1, leader=-1, replicas=[2, 3], isr=[]),
+            partition_info(partition=0, leader=1, replicas=[1, 2], isr=[1, 2]),
             **{"retention.ms": "1000", "cleanup.policy": "compact"},
         )
         tid = kafka_uuid_string(self.topic_id)
@@ -169,7 +179,7 @@ class TestTopicDescribe:
         ]
 
     def test_a_reassignment_in_progress_shows_adding_and_removing_replicas(self) -> None:
-        moving = Partition(
+        moving = partition_info(
             partition=0,
             leader=1,
             replicas=[1, 2, 3],
@@ -184,7 +194,7 @@ class TestTopicDescribe:
         assert topic_description(self.topic(moving), under_replicated=True) == []
 
     def test_a_partition_with_eligible_leader_replicas_shows_them(self) -> None:
-        offline = Partition(
+        offline = partition_info(
             partition=0, leader=-1, replicas=[1, 2, 3], isr=[], eligible_leader_replicas=[1]
         )
         _, line = topic_description(self.topic(offline))
@@ -192,10 +202,10 @@ class TestTopicDescribe:
 
     def test_under_replicated_and_unavailable_filters_drop_the_topic_line(self) -> None:
         described = self.topic(
-            Partition(partition=0, leader=1, replicas=[1, 2], isr=[1, 2]),
-            Partition(partition=1, leader=2, replicas=[2, 3], isr=[2]),
-            Partition(partition=2, leader=3, replicas=[3, 1], isr=[3, 1]),
-            Partition(partition=3, leader=-1, replicas=[3, 1], isr=[]),
+            partition_info(partition=0, leader=1, replicas=[1, 2], isr=[1, 2]),
+            partition_info(partition=1, leader=2, replicas=[2, 3], isr=[2]),
+            partition_info(partition=2, leader=3, replicas=[3, 1], isr=[3, 1]),
+            partition_info(partition=3, leader=-1, replicas=[3, 1], isr=[]),
         )
         under = topic_description(described, under_replicated=True)
         assert [line.split("\t")[2] for line in under] == ["Partition: 1", "Partition: 3"]
@@ -204,17 +214,28 @@ class TestTopicDescribe:
 
 
 class TestConfigs:
-    Entry = cpb.DescribeConfigsResponse.Entry
-    Synonym = cpb.DescribeConfigsResponse.Synonym
+    @staticmethod
+    def entry(
+        name: str,
+        source: str,
+        value: str | None = None,
+        is_sensitive: bool = False,
+        synonyms: tuple[ConfigSynonym, ...] = (),
+    ) -> ConfigEntry:
+        return ConfigEntry(name, value, source, is_sensitive, synonyms=tuple(synonyms))
+
+    @staticmethod
+    def synonym(name: str, value: str | None, source: str) -> ConfigSynonym:
+        return ConfigSynonym(name, value, source)
 
     def test_a_config_line_as_kafka_configs_sh(self) -> None:
-        entry = self.Entry(
+        entry = self.entry(
             name="retention.ms",
             value="1000",
             source="DYNAMIC_TOPIC_CONFIG",
             synonyms=[
-                self.Synonym(name="retention.ms", value="1000", source="DYNAMIC_TOPIC_CONFIG"),
-                self.Synonym(name="log.retention.hours", value="168", source="DEFAULT_CONFIG"),
+                self.synonym(name="retention.ms", value="1000", source="DYNAMIC_TOPIC_CONFIG"),
+                self.synonym(name="log.retention.hours", value="168", source="DEFAULT_CONFIG"),
             ],
         )
         assert config_entry_line(entry) == (
@@ -223,16 +244,16 @@ class TestConfigs:
         )
 
     def test_no_value_and_no_synonyms(self) -> None:
-        entry = self.Entry(name="log.roll.ms", source="DEFAULT_CONFIG")
+        entry = self.entry(name="log.roll.ms", source="DEFAULT_CONFIG")
         assert config_entry_line(entry) == "  log.roll.ms=null sensitive=false synonyms={}"
 
     def test_a_sensitive_value_is_never_shown(self) -> None:
-        entry = self.Entry(
+        entry = self.entry(
             name="secret",
             value="hunter2",
             source="DYNAMIC_BROKER_CONFIG",
             is_sensitive=True,
-            synonyms=[self.Synonym(name="secret", value="hunter2", source="DYNAMIC_BROKER_CONFIG")],
+            synonyms=[self.synonym(name="secret", value="hunter2", source="DYNAMIC_BROKER_CONFIG")],
         )
         assert config_entry_line(entry) == (
             "  secret=null sensitive=true synonyms={DYNAMIC_BROKER_CONFIG:secret=null}"
@@ -253,10 +274,10 @@ class TestConfigs:
 
 def result(
     topic: str, partition: int, error: str = "NONE", message: str = ""
-) -> cpb.PartitionResult:
-    return cpb.PartitionResult(
-        partition=cpb.TopicPartition(topic=topic, partition=partition),
-        error=common_pb2.Error(code=common_pb2.ErrorCode.Value(error), message=message),
+) -> tuple[TopicPartition, StromError | None]:
+    """One partition of AdminClient.elect_leaders(as_errors=True)."""
+    return TopicPartition(topic, partition), None if error == "NONE" else StromError(
+        error, message
     )
 
 
@@ -272,7 +293,7 @@ class TestLeaderElection:
             ),
             result("c", 1, "UNKNOWN_TOPIC_OR_PARTITION", "No such partition as c-1"),
         ]
-        lines, failed = election_lines("PREFERRED", results)
+        lines, failed = election_lines("PREFERRED", dict(results))
         assert lines == [
             "Successfully completed leader election (PREFERRED) for partitions a-2, a-10, b-0",
             "Valid replica already elected for partitions a-1",
@@ -281,10 +302,13 @@ class TestLeaderElection:
             "Error completing leader election (PREFERRED) for partition: c-1: "
             "UNKNOWN_TOPIC_OR_PARTITION: No such partition as c-1",
         ]
-        assert [r.partition.topic for r in failed] == ["c", "c"]
+        assert [(tp.topic, error.name) for tp, error in failed] == [
+            ("c", "PREFERRED_LEADER_NOT_AVAILABLE"),
+            ("c", "UNKNOWN_TOPIC_OR_PARTITION"),
+        ]
 
     def test_nothing_to_say_for_no_results(self) -> None:
-        assert election_lines("UNCLEAN", []) == ([], [])
+        assert election_lines("UNCLEAN", {}) == ([], [])
 
 
 class TestReassignment:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from strom.admin_errors import AdminError
-from strom.admin_parsing import (
+from strom.controller_client import ControllerAddress, parse_bootstrap
+from strom.errors import StromError
+from strom_tools.admin_parsing import (
     TopicFilter,
     check_new_topic_counts,
     check_reassignment,
@@ -20,11 +21,10 @@ from strom.admin_parsing import (
     parse_topic_configs,
     parse_topics_to_move,
 )
-from strom.controller_client import ControllerAddress, parse_bootstrap
 
 
-def error_of(fn, *args) -> AdminError:
-    with pytest.raises(AdminError) as info:
+def error_of(fn, *args) -> StromError:
+    with pytest.raises(StromError) as info:
         fn(*args)
     return info.value
 

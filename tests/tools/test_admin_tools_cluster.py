@@ -1,4 +1,4 @@
-"""The admin tools as a user runs them, `python -m strom.cli ...` subprocesses, against three
+"""The admin tools as a user runs them, `python -m strom_tools ...` subprocesses, against three
 combined nodes on loopback (NodeCluster): topics created, listed, described, altered and
 deleted; the quorum and the cluster described; Kafka's error lines for what fails; a clear
 error when no controller is reachable; and the tools still working after the active

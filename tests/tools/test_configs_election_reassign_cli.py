@@ -12,12 +12,13 @@ from typing import Any
 
 import pytest
 
-from strom import admin_tools
-from strom.admin_errors import AdminError
-from strom.reassign_command import propose_assignment
+import strom.admin
+from strom.errors import StromError
 from strom_api.v1 import common_pb2
 from strom_api.v1 import controller_pb2 as cpb
 from strom_api.v1 import metadata_pb2 as mpb
+from strom_tools import admin_tools
+from strom_tools.reassign_command import propose_assignment
 from tests.tools.tool_runs import run
 
 BOOT = ["--bootstrap-controller", "127.0.0.1:9093"]
@@ -49,9 +50,12 @@ class FakeController:
         self.ongoing: dict[tuple[str, int], Ongoing] = {}
         self.reassign_errors: dict[tuple[str, int], common_pb2.Error] = {}
 
-    # the ControllerClient interface the tools use
-    def __call__(self, addresses: list[Any], tls: Any = None) -> FakeController:
+    # the ControllerClient interface the tools and AdminClient use
+    def __call__(self, addresses: list[Any], tls: Any = None, **kw: Any) -> FakeController:
         return self
+
+    def close(self) -> None:
+        pass
 
     def __enter__(self) -> FakeController:
         return self
@@ -131,6 +135,8 @@ class FakeController:
 def controller(monkeypatch: pytest.MonkeyPatch) -> FakeController:
     fake = FakeController()
     monkeypatch.setattr(admin_tools, "ControllerClient", fake)
+    # The commands on AdminClient (configs) reach it through strom.admin.
+    monkeypatch.setattr(strom.admin, "ControllerClient", fake)
     return fake
 
 
@@ -350,9 +356,9 @@ class TestConfigs:
         [resource] = request.resources
         assert (resource.resource.type, resource.resource.name) == (mpb.TOPIC, "orders")
         assert [(o.name, o.op, o.value if o.HasField("value") else None) for o in resource.ops] == [
-            ("segment.ms", cpb.DELETE, None),
             ("retention.ms", cpb.SET, "1000"),
             ("cleanup.policy", cpb.SET, "compact,delete"),
+            ("segment.ms", cpb.DELETE, None),
         ]
         assert not request.validate_only
 
@@ -442,6 +448,15 @@ class TestLeaderElection:
         assert run(capsys, "leader-election", *BOOT, *args) == (0, "", "")
         [request] = controller.sent("ElectLeaders")
         assert request.all_partitions and not request.partitions
+
+    def test_an_empty_partition_list_elects_nothing(
+        self, capsys: pytest.CaptureFixture[str], controller: FakeController, tmp_path: Path
+    ) -> None:
+        # Not every partition: AdminClient reads an empty list so, the tool does not.
+        path = write(tmp_path, {"partitions": []})
+        args = ["--election-type", "preferred", "--path-to-json-file", path]
+        assert run(capsys, "leader-election", *BOOT, *args) == (0, "", "")
+        assert controller.sent("ElectLeaders") == []
 
     def test_a_bad_json_file_is_one_line(
         self, capsys: pytest.CaptureFixture[str], controller: FakeController, tmp_path: Path
@@ -833,7 +848,7 @@ class TestProposal:
         }
 
     def test_more_replicas_than_brokers(self) -> None:
-        with pytest.raises(AdminError) as info:
+        with pytest.raises(StromError) as info:
             propose_assignment({"a": (1, 3)}, [1, 2])
         assert (info.value.name, info.value.message) == (
             "INVALID_REPLICATION_FACTOR",

@@ -1,5 +1,5 @@
 """`strom configs`, `strom leader-election` and `strom reassign-partitions` as a user runs them,
-`python -m strom.cli ...` subprocesses, against three combined nodes on loopback
+`python -m strom_tools ...` subprocesses, against three combined nodes on loopback
 (NodeCluster, with the automatic leader rebalance off so that only the tools move leaders).
 
 A reassignment that must stay in progress adds a replica on a broker paused with SIGSTOP

@@ -11,8 +11,8 @@ from typing import Any
 import grpc
 import pytest
 
-from strom.admin_errors import AdminError
 from strom.controller_client import RETRIABLE_ATTEMPTS, ControllerClient, parse_bootstrap
+from strom.errors import ClusterAuthorizationFailedError, KafkaTimeoutError, StromError
 from strom_api.v1 import common_pb2
 from strom_api.v1 import controller_pb2 as cpb
 
@@ -159,7 +159,7 @@ def test_an_election_is_waited_out() -> None:
 def test_no_active_controller_in_time_is_not_controller() -> None:
     fake = Controllers({"a:1": standby(), "b:1": standby()})
     client = fake.client("a:1,b:1", timeout_s=5)
-    with pytest.raises(AdminError) as info:
+    with pytest.raises(StromError) as info:
         client.call("CreatePartitions", CREATE)
     assert info.value.name == "NOT_CONTROLLER"
     assert "no leader" in info.value.message and "a:1,b:1" in info.value.message
@@ -169,7 +169,7 @@ def test_no_active_controller_in_time_is_not_controller() -> None:
 def test_nothing_answering_is_a_network_error_after_the_short_timeout() -> None:
     fake = Controllers({"a:1": down(), "b:1": down()})
     client = fake.client("a:1,b:1", timeout_s=15, unreachable_timeout_s=3)
-    with pytest.raises(AdminError) as info:
+    with pytest.raises(StromError) as info:
         client.call("CreatePartitions", CREATE)
     assert info.value.name == "NETWORK_EXCEPTION"
     assert "No controller answered at a:1,b:1" in info.value.message
@@ -179,7 +179,7 @@ def test_nothing_answering_is_a_network_error_after_the_short_timeout() -> None:
 
 def test_an_address_that_is_not_a_controller_fails_at_once() -> None:
     fake = Controllers({"a:1": down(grpc.StatusCode.UNIMPLEMENTED)})
-    with pytest.raises(AdminError) as info:
+    with pytest.raises(StromError) as info:
         fake.client("a:1").call("CreatePartitions", CREATE)
     assert info.value.name == "UNSUPPORTED_VERSION"
     assert "CONTROLLER listener" in info.value.message
@@ -193,7 +193,7 @@ def test_an_operations_own_error_is_returned_at_once() -> None:
         )
     )
     fake = Controllers({"a:1": lambda method, request: refused})
-    with pytest.raises(AdminError) as info:
+    with pytest.raises(StromError) as info:
         fake.client("a:1").call("CreatePartitions", CREATE)
     assert (info.value.name, info.value.message) == ("INVALID_PARTITIONS", "Topic already")
     assert fake.sleeps == []
@@ -208,7 +208,7 @@ def test_other_retriable_errors_are_retried_a_few_times() -> None:
         )
     )
     fake = Controllers({"a:1": lambda method, request: timed_out})
-    with pytest.raises(AdminError) as info:
+    with pytest.raises(StromError) as info:
         fake.client("a:1").call("CreatePartitions", CREATE)
     assert info.value.name == "REQUEST_TIMED_OUT"
     assert len(fake.calls) == RETRIABLE_ATTEMPTS
@@ -230,7 +230,7 @@ def test_descriptions_come_from_any_controller_while_there_is_no_leader() -> Non
 
 def test_a_controller_failing_the_call_is_said_at_once() -> None:
     fake = Controllers({"a:1": down(grpc.StatusCode.UNKNOWN), "b:1": leader(2)})
-    with pytest.raises(AdminError) as info:
+    with pytest.raises(StromError) as info:
         fake.client("a:1,b:1").call("CreatePartitions", CREATE)
     assert info.value.name == "UNKNOWN_SERVER_ERROR"
     assert fake.targets() == ["a:1"]
@@ -239,9 +239,45 @@ def test_a_controller_failing_the_call_is_said_at_once() -> None:
 def test_a_dead_leader_named_by_the_standbys_ends_as_not_controller() -> None:
     fake = Controllers({"a:1": down(), "b:1": standby(active=1), "c:1": standby(active=1)})
     client = fake.client("1@a:1,2@b:1,3@c:1", timeout_s=3)
-    with pytest.raises(AdminError) as info:
+    with pytest.raises(StromError) as info:
         client.call("CreatePartitions", CREATE)
     assert info.value.name == "NOT_CONTROLLER"
     # Each round: the dead leader once, each standby once (the named leader is not retried).
     first_round = fake.targets()[:3]
     assert sorted(first_round) == ["a:1", "b:1", "c:1"]
+
+
+# One error family (issue 19): the admin stack raises the client's StromError classes, as
+# kafka-python's KafkaAdminClient raises kafka.errors', never an admin-only exception.
+
+
+def test_a_refusal_by_the_authorizer_is_kafka_pythons_authorization_error() -> None:
+    refused = cpb.CreatePartitionsResponse(
+        error=cpb.ControllerError(
+            error=common_pb2.Error(
+                code=common_pb2.CLUSTER_AUTHORIZATION_FAILED, message="no ALTER on the cluster"
+            )
+        )
+    )
+    fake = Controllers({"a:1": lambda method, request: refused})
+    with pytest.raises(ClusterAuthorizationFailedError) as info:
+        fake.client("a:1").call("CreatePartitions", CREATE)
+    assert info.value.name == "CLUSTER_AUTHORIZATION_FAILED"
+    assert not info.value.retriable
+
+
+def test_transport_failures_say_they_are_retriable_as_kafkas_exceptions_do() -> None:
+    fake = Controllers({"a:1": down()})
+    with pytest.raises(StromError) as info:
+        fake.client("a:1", timeout_s=1, unreachable_timeout_s=1).call("CreatePartitions", CREATE)
+    assert (info.value.name, info.value.retriable) == ("NETWORK_EXCEPTION", True)
+
+    def quorum_only(method: str, request: Any) -> Any:
+        if method == "DescribeQuorum":
+            return leader(1)(method, request)
+        raise FakeRpcError(grpc.StatusCode.DEADLINE_EXCEEDED)
+
+    slow = Controllers({"a:1": quorum_only})
+    with pytest.raises(KafkaTimeoutError) as timed_out:
+        slow.client("a:1").describe("DescribeCluster", cpb.DescribeClusterRequest())
+    assert (timed_out.value.name, timed_out.value.retriable) == ("REQUEST_TIMED_OUT", True)

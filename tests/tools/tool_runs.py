@@ -1,4 +1,4 @@
-"""Running `strom` as a user does, `python -m strom.cli ...` in a subprocess, for the tools'
+"""Running `strom` as a user does, `python -m strom_tools ...` in a subprocess, for the tools'
 cluster tests: the result, its output lines on success, its one error line on failure; and
 in-process (`run`) for the tests against a fake controller."""
 
@@ -10,13 +10,13 @@ import sys
 
 import pytest
 
-from strom import cli
+from strom_tools import cli
 from tests.node_integration.node_cluster import ROOT
 
 
 def strom(*args: str) -> subprocess.CompletedProcess[str]:
     result = subprocess.run(
-        [sys.executable, "-m", "strom.cli", *args],
+        [sys.executable, "-m", "strom_tools", *args],
         capture_output=True,
         text=True,
         cwd=ROOT,

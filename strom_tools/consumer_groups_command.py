@@ -13,11 +13,11 @@ import time
 from collections.abc import Callable
 from datetime import datetime
 
-from strom import command_config
 from strom.errors import StromError
 from strom.fetcher import EARLIEST, LATEST, TopicPartition
 from strom.group_admin import GroupAdmin, GroupDescription
-from strom.tool_logging import log_warnings_to_stderr
+from strom_tools import command_config
+from strom_tools.tool_logging import log_warnings_to_stderr
 
 Out = Callable[[str], None]
 

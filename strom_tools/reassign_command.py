@@ -33,8 +33,11 @@ import argparse
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from strom.admin_errors import AdminError, error_name, from_error_pb
-from strom.admin_parsing import (
+from strom.controller_client import ControllerClient
+from strom.errors import StromError, error_name, from_pb
+from strom_api.v1 import common_pb2, controller_pb2
+from strom_api.v1 import metadata_pb2 as mpb
+from strom_tools.admin_parsing import (
     TopicPartition,
     check_reassignment,
     parse_broker_list,
@@ -42,8 +45,7 @@ from strom.admin_parsing import (
     parse_topics_to_move,
     partition_name,
 )
-from strom.controller_client import ControllerClient
-from strom.formatting import (
+from strom_tools.formatting import (
     generated_assignment,
     reassignment_cancelled,
     reassignment_started,
@@ -52,8 +54,6 @@ from strom.formatting import (
     replication_factor,
     rollback_assignment,
 )
-from strom_api.v1 import common_pb2, controller_pb2
-from strom_api.v1 import metadata_pb2 as mpb
 
 ACTIONS = ("generate", "execute", "verify", "cancel", "list")
 # Besides the bootstrap options: what each action needs, and what else it may take.
@@ -168,7 +168,7 @@ def propose_assignment(
             for p, replicas in enumerate(_rack_unaware(*topics[topic], sorted(brokers)))
         }
     if len(known) < len(brokers):
-        raise AdminError("INVALID_REPLICA_ASSIGNMENT", NOT_ALL_RACKS)
+        raise StromError("INVALID_REPLICA_ASSIGNMENT", NOT_ALL_RACKS)
     return {
         (topic, p): replicas
         for topic in sorted(topics)
@@ -178,7 +178,7 @@ def propose_assignment(
 
 def _check_factor(factor: int, brokers: int) -> None:
     if factor > brokers:
-        raise AdminError(
+        raise StromError(
             "INVALID_REPLICATION_FACTOR",
             f"Replication factor: {factor} larger than available brokers: {brokers}.",
         )
@@ -236,9 +236,9 @@ def _rack_aware(partitions: int, factor: int, racks: Mapping[int, str]) -> list[
 # --- what the controller knows -----------------------------------------------------------------
 
 
-def _error_of(item: Any) -> AdminError | None:
+def _error_of(item: Any) -> StromError | None:
     if item.HasField("error") and item.error.code != common_pb2.NONE:
-        return from_error_pb(item.error)
+        return from_pb(item.error)
     return None
 
 
@@ -362,7 +362,7 @@ def _alter_configs(client: ControllerClient, changes: ConfigOps) -> None:
     response = client.call("IncrementalAlterConfigs", request)
     for result in response.results:
         if result.HasField("error") and result.error.code != common_pb2.NONE:
-            raise from_error_pb(result.error)
+            raise from_pb(result.error)
 
 
 def clear_throttles(
@@ -400,7 +400,7 @@ def generate(client: ControllerClient, args: argparse.Namespace, out: Out) -> No
     topics = _describe_topics(client, wanted)
     for name in wanted:
         if name not in topics:
-            raise AdminError("UNKNOWN_TOPIC_OR_PARTITION", f"Topic {name} not found.")
+            raise StromError("UNKNOWN_TOPIC_OR_PARTITION", f"Topic {name} not found.")
     current = _replicas(topics)
     racks = _broker_racks(client)
     unknown = [b for b in brokers if b not in racks]
@@ -408,7 +408,7 @@ def generate(client: ControllerClient, args: argparse.Namespace, out: Out) -> No
         # Kafka leaves them out and proposes fewer brokers than asked for (or a smaller
         # replication factor's worth of them); a typo deserves to be told instead.
         ids = ",".join(map(str, unknown))
-        raise AdminError(
+        raise StromError(
             "INVALID_REPLICA_ASSIGNMENT",
             f"Unknown broker id{'s' if len(unknown) > 1 else ''} {ids} in --broker-list: the "
             f"registered brokers are {','.join(map(str, sorted(racks)))}.",
@@ -427,19 +427,19 @@ def execute(client: ControllerClient, args: argparse.Namespace, out: Out) -> Non
     targets = check_reassignment(parse_reassignment(args.reassignment_json_file))
     ongoing = _ongoing(client)
     if not args.additional and ongoing:
-        raise AdminError("REASSIGNMENT_IN_PROGRESS", EXISTING_REASSIGNMENT)
+        raise StromError("REASSIGNMENT_IN_PROGRESS", EXISTING_REASSIGNMENT)
     registered = _registered_brokers(client)
     unknown = sorted({b for replicas in targets.values() for b in replicas} - registered)
     if unknown:
-        raise AdminError("INVALID_REPLICA_ASSIGNMENT", f"Unknown broker id {unknown[0]}")
+        raise StromError("INVALID_REPLICA_ASSIGNMENT", f"Unknown broker id {unknown[0]}")
     topics = _describe_topics(client, (topic for topic, _ in targets))
     for topic, _ in sorted(targets):
         if topic not in topics:
-            raise AdminError("UNKNOWN_TOPIC_OR_PARTITION", f"Topic {topic} not found.")
+            raise StromError("UNKNOWN_TOPIC_OR_PARTITION", f"Topic {topic} not found.")
     current = {tp: r for tp, r in _replicas(topics).items() if tp in targets}
     missing = sorted(set(targets) - set(current))
     if missing:
-        raise AdminError(
+        raise StromError(
             "UNKNOWN_TOPIC_OR_PARTITION",
             "Unable to find partition: " + ", ".join(partition_name(tp) for tp in missing),
         )
@@ -451,7 +451,7 @@ def execute(client: ControllerClient, args: argparse.Namespace, out: Out) -> Non
         out(f"The inter-broker throttle limit was set to {args.throttle} B/s")
     failure = _alter(client, targets)
     if failure is not None:
-        raise AdminError(failure[0], f"Error reassigning partition(s): {failure[1]}")
+        raise StromError(failure[0], f"Error reassigning partition(s): {failure[1]}")
     out(reassignment_started(targets))
 
 
@@ -482,7 +482,7 @@ def cancel(client: ControllerClient, args: argparse.Namespace, out: Out) -> None
         failure = _alter(client, dict.fromkeys(active))
         if failure is not None:
             plural = "" if failure[2] == 1 else "s"
-            raise AdminError(
+            raise StromError(
                 failure[0], f"Error cancelling partition reassignment{plural} for: {failure[1]}"
             )
         out(reassignment_cancelled(active))

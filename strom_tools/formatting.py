@@ -1,5 +1,7 @@
-"""What the admin tools print, in the layout of Kafka's tools: pure functions from the
-controller's answers (strom_api.v1.controller_pb2 messages) to lines of text.
+"""What the admin tools print, in the layout of Kafka's tools: pure functions from
+AdminClient's answers (the cluster and the quorum) or the controller's
+(strom_api.v1.controller_pb2 messages, for the commands not yet on AdminClient) to lines of
+text.
 
 - kafka-metadata-quorum.sh describe --status: `Key:` padded to 24 columns, then the value;
   CurrentVoters/CurrentObservers as Kafka 3.3-3.8 print them, `[1,2,3]` (Strom has no
@@ -23,9 +25,17 @@ import json
 from collections.abc import Iterable, Mapping, Sequence, Set
 from typing import Any
 
-from strom.admin_errors import error_name
-from strom.uuids import is_zero_uuid, kafka_uuid_from_bytes
-from strom_api.v1 import common_pb2
+from strom.admin import ConfigEntry, ConfigSynonym, TopicDescription
+from strom.consumer import TopicPartition
+from strom.errors import StromError
+from strom.uuids import kafka_uuid_from_bytes
+
+# AdminClient.describe_metadata_quorum's answer and one replica state in it.
+Quorum = Mapping[str, Any]
+Replica = Mapping[str, int]
+
+# Kafka's Uuid.ZERO_UUID as a string: a topic without an id shows none.
+_ZERO_TOPIC_ID = kafka_uuid_from_bytes(bytes(16))
 
 _KEY_WIDTH = 24  # "MaxFollowerLagTimeMs:   " is 24 wide in Kafka's status output
 
@@ -51,39 +61,41 @@ def id_list(ids: Iterable[int]) -> str:
 # --- kafka-metadata-quorum.sh ------------------------------------------------------------------
 
 
-def _leader_of(quorum: Any) -> Any | None:
-    return next((v for v in quorum.voters if v.replica_id == quorum.leader_id), None)
+def _leader_of(quorum: Quorum) -> Replica | None:
+    return next((v for v in quorum["voters"] if v["id"] == quorum["leader_id"]), None)
 
 
-def max_follower_lag(quorum: Any) -> tuple[int, int]:
+def max_follower_lag(quorum: Quorum) -> tuple[int, int]:
     """(MaxFollowerLag, MaxFollowerLagTimeMs) as Kafka computes them: the voter with the
     smallest log end offset against the leader; 0 ms when that is the leader itself, -1 when
     a caught-up time is unknown."""
     leader = _leader_of(quorum)
-    if leader is None or not quorum.voters:
+    if leader is None or not quorum["voters"]:
         return 0, -1
-    slowest = min(quorum.voters, key=lambda v: v.log_end_offset)
-    lag = leader.log_end_offset - slowest.log_end_offset
-    if slowest.replica_id == leader.replica_id:
+    slowest = min(quorum["voters"], key=lambda v: v["log_end_offset"])
+    lag = leader["log_end_offset"] - slowest["log_end_offset"]
+    if slowest["id"] == leader["id"]:
         return lag, 0
-    if leader.last_caught_up_timestamp >= 0 and slowest.last_caught_up_timestamp >= 0:
-        return lag, leader.last_caught_up_timestamp - slowest.last_caught_up_timestamp
+    leader_caught_up = leader["last_caught_up_timestamp"]
+    slowest_caught_up = slowest["last_caught_up_timestamp"]
+    if leader_caught_up >= 0 and slowest_caught_up >= 0:
+        return lag, leader_caught_up - slowest_caught_up
     return lag, -1
 
 
-def quorum_status(cluster_id: str, quorum: Any) -> list[str]:
-    """kafka-metadata-quorum.sh describe --status."""
+def quorum_status(cluster_id: str, quorum: Quorum) -> list[str]:
+    """kafka-metadata-quorum.sh describe --status, from AdminClient.describe_metadata_quorum."""
     lag, lag_ms = max_follower_lag(quorum)
     return [
         key_value("ClusterId", cluster_id),
-        key_value("LeaderId", quorum.leader_id),
-        key_value("LeaderEpoch", quorum.leader_epoch),
-        key_value("HighWatermark", quorum.high_watermark),
+        key_value("LeaderId", quorum["leader_id"]),
+        key_value("LeaderEpoch", quorum["leader_epoch"]),
+        key_value("HighWatermark", quorum["high_watermark"]),
         key_value("MaxFollowerLag", lag),
         key_value("MaxFollowerLagTimeMs", lag_ms),
-        key_value("CurrentVoters", f"[{id_list(sorted(v.replica_id for v in quorum.voters))}]"),
+        key_value("CurrentVoters", f"[{id_list(sorted(v['id'] for v in quorum['voters']))}]"),
         key_value(
-            "CurrentObservers", f"[{id_list(sorted(o.replica_id for o in quorum.observers))}]"
+            "CurrentObservers", f"[{id_list(sorted(o['id'] for o in quorum['observers']))}]"
         ),
     ]
 
@@ -98,22 +110,24 @@ def _timestamp(ms: int, human_readable: bool, now_ms: int) -> str:
     return str(ms)
 
 
-def quorum_replication(quorum: Any, *, human_readable: bool = False, now_ms: int = 0) -> list[str]:
+def quorum_replication(
+    quorum: Quorum, *, human_readable: bool = False, now_ms: int = 0
+) -> list[str]:
     """kafka-metadata-quorum.sh describe --replication: the leader, the other voters
     (Follower) and the observers, with each one's lag behind the leader's log end."""
     leader = _leader_of(quorum)
-    leader_end = leader.log_end_offset if leader is not None else 0
+    leader_end = leader["log_end_offset"] if leader is not None else 0
     replicas = [(leader, "Leader")] if leader is not None else []
-    followers = [v for v in quorum.voters if v.replica_id != quorum.leader_id]
-    replicas += [(v, "Follower") for v in sorted(followers, key=lambda v: v.replica_id)]
-    replicas += [(o, "Observer") for o in sorted(quorum.observers, key=lambda o: o.replica_id)]
+    followers = [v for v in quorum["voters"] if v["id"] != quorum["leader_id"]]
+    replicas += [(v, "Follower") for v in sorted(followers, key=lambda v: v["id"])]
+    replicas += [(o, "Observer") for o in sorted(quorum["observers"], key=lambda o: o["id"])]
     rows = [
         [
-            str(r.replica_id),
-            str(r.log_end_offset),
-            str(leader_end - r.log_end_offset),
-            _timestamp(r.last_fetch_timestamp, human_readable, now_ms),
-            _timestamp(r.last_caught_up_timestamp, human_readable, now_ms),
+            str(r["id"]),
+            str(r["log_end_offset"]),
+            str(leader_end - r["log_end_offset"]),
+            _timestamp(r["last_fetch_timestamp"], human_readable, now_ms),
+            _timestamp(r["last_caught_up_timestamp"], human_readable, now_ms),
             status,
         ]
         for r, status in replicas
@@ -137,36 +151,30 @@ def cluster_id_line(cluster_id: str) -> str:
     return f"Cluster ID: {cluster_id}"
 
 
-def broker_state(broker: Any) -> str:
-    if broker.in_controlled_shutdown:
+def broker_state(broker: Mapping[str, Any]) -> str:
+    if broker["in_controlled_shutdown"]:
         return "shutting down"
-    return "fenced" if broker.fenced else "unfenced"
+    return "fenced" if broker["fenced"] else "unfenced"
 
 
-def endpoint_string(endpoint: Any) -> str:
-    """Kafka's Endpoint form, LISTENER://host:port."""
-    host = f"[{endpoint.host}]" if ":" in endpoint.host else endpoint.host
-    return f"{endpoint.name}://{host}:{endpoint.port}"
-
-
-def cluster_description(cluster: Any) -> list[str]:
-    """strom cluster describe: the cluster id, the active controller, and every registered
-    broker with its state, rack (`null` for none, as Kafka's Node prints it), epoch and
-    listeners."""
+def cluster_description(cluster: Mapping[str, Any]) -> list[str]:
+    """strom cluster describe, from AdminClient.describe_cluster: the cluster id, the active
+    controller, and every registered broker with its state, rack (`null` for none, as Kafka's
+    Node prints it), epoch and listeners."""
     rows = [
         [
-            str(b.broker_id),
+            str(b["node_id"]),
             broker_state(b),
-            b.rack or "null",
-            str(b.broker_epoch),
-            ",".join(endpoint_string(e) for e in b.endpoints),
+            b["rack"] or "null",
+            str(b["broker_epoch"]),
+            ",".join(b["endpoints"]),
         ]
-        for b in sorted(cluster.brokers, key=lambda b: b.broker_id)
+        for b in sorted(cluster["brokers"], key=lambda b: b["node_id"])
     ]
     return [
-        key_value("ClusterId", cluster.cluster_id),
-        key_value("ControllerId", cluster.controller_id),
-        key_value("MetadataOffset", cluster.metadata_offset),
+        key_value("ClusterId", cluster["cluster_id"]),
+        key_value("ControllerId", cluster["controller_id"]),
+        key_value("MetadataOffset", cluster["metadata_offset"]),
         key_value("Brokers", len(rows)),
         *pretty_table(["BrokerId", "State", "Rack", "BrokerEpoch", "Endpoints"], rows),
     ]
@@ -192,14 +200,14 @@ def is_unavailable(partition: Any, live_brokers: Set[int]) -> bool:
     return partition.leader < 0 or partition.leader not in live_brokers
 
 
-def topic_line(topic: Any) -> str:
+def topic_line(topic: TopicDescription) -> str:
     """The topic's line of kafka-topics.sh --describe; Configs lists its dynamic configs."""
     partitions = sorted(topic.partitions, key=lambda p: p.partition)
     factor = replication_factor(partitions[0]) if partitions else 0
     configs = ",".join(f"{k}={v}" for k, v in sorted(topic.configs.items()))
     line = f"Topic: {topic.name}"
-    if len(topic.topic_id) == 16 and not is_zero_uuid(topic.topic_id):
-        line += f"\tTopicId: {kafka_uuid_from_bytes(topic.topic_id)}"
+    if topic.topic_id and topic.topic_id != _ZERO_TOPIC_ID:
+        line += f"\tTopicId: {topic.topic_id}"
     line += f"\tPartitionCount: {len(partitions)}\tReplicationFactor: {factor}"
     return f"{line}\tConfigs: {configs}"
 
@@ -222,7 +230,7 @@ def partition_line(topic_name: str, partition: Any) -> str:
 
 
 def topic_description(
-    topic: Any,
+    topic: TopicDescription,
     *,
     live_brokers: Set[int] = frozenset(),
     under_replicated: bool = False,
@@ -244,12 +252,12 @@ def topic_description(
 # --- kafka-configs.sh --------------------------------------------------------------------------
 
 
-def _config_value(holder: Any) -> str:
+def _config_value(holder: ConfigEntry | ConfigSynonym) -> str:
     """A config or synonym value as Kafka's ConfigEntry prints it: `null` when unset."""
-    return holder.value if holder.HasField("value") else "null"
+    return holder.value if holder.value is not None else "null"
 
 
-def config_entry_line(entry: Any) -> str:
+def config_entry_line(entry: ConfigEntry) -> str:
     """One config of kafka-configs.sh --describe: `  name=value sensitive=false
     synonyms={SOURCE:name=value, ...}`; a sensitive value shows as null, as Kafka's brokers
     never return it."""
@@ -284,18 +292,19 @@ def _partition_name(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"
 
 
-def election_lines(election_type: str, results: Iterable[Any]) -> tuple[list[str], list[Any]]:
-    """kafka-leader-election.sh's report of ElectLeaders PartitionResults: the partitions
-    elected, those that needed no election (ELECTION_NOT_NEEDED), then a line per failure;
-    and the failed results. Partitions in (topic, partition) order."""
-    ordered = sorted(results, key=lambda r: (r.partition.topic, r.partition.partition))
-    failed_codes = {common_pb2.NONE, common_pb2.ELECTION_NOT_NEEDED}
-    succeeded = [r for r in ordered if r.error.code == common_pb2.NONE]
-    noop = [r for r in ordered if r.error.code == common_pb2.ELECTION_NOT_NEEDED]
-    failed = [r for r in ordered if r.error.code not in failed_codes]
+def election_lines(
+    election_type: str, results: Mapping[TopicPartition, StromError | None]
+) -> tuple[list[str], list[tuple[TopicPartition, StromError]]]:
+    """kafka-leader-election.sh's report of AdminClient.elect_leaders(as_errors=True): the
+    partitions elected, those that needed no election (ELECTION_NOT_NEEDED), then a line per
+    failure; and the failures. Partitions in (topic, partition) order."""
+    ordered = sorted(results.items(), key=lambda item: (item[0].topic, item[0].partition))
+    succeeded = [tp for tp, e in ordered if e is None]
+    noop = [tp for tp, e in ordered if e is not None and e.name == "ELECTION_NOT_NEEDED"]
+    failed = [(tp, e) for tp, e in ordered if e is not None and e.name != "ELECTION_NOT_NEEDED"]
 
-    def names(items: list[Any]) -> str:
-        return ", ".join(_partition_name(r.partition.topic, r.partition.partition) for r in items)
+    def names(items: list[TopicPartition]) -> str:
+        return ", ".join(_partition_name(tp.topic, tp.partition) for tp in items)
 
     lines = []
     if succeeded:
@@ -305,11 +314,11 @@ def election_lines(election_type: str, results: Iterable[Any]) -> tuple[list[str
         )
     if noop:
         lines.append(f"Valid replica already elected for partitions {names(noop)}")
-    for r in failed:
-        name = _partition_name(r.partition.topic, r.partition.partition)
+    for tp, error in failed:
+        name = _partition_name(tp.topic, tp.partition)
         lines.append(
             f"Error completing leader election ({election_type}) for partition: {name}: "
-            f"{error_name(r.error.code)}: {r.error.message}"
+            f"{error.name}: {error.message}"
         )
     return lines, failed
 

@@ -1,6 +1,6 @@
-"""`--command-config FILE`: Kafka's client properties for the `strom` tools, as
-kafka-topics.sh and the others take them, read into the clients' kafka-python settings
-(strom/security.py):
+"""Kafka's client properties, read into the clients' kafka-python keyword arguments
+(strom/security.py): what the `strom` tools' `--command-config FILE` holds, as
+kafka-topics.sh and the others take it, and the Spark connector's kafka.* options:
 
     security.protocol=SSL
     ssl.truststore.location=/etc/strom/tls/ca.pem      # PEM CA certificates
@@ -21,11 +21,13 @@ kafka-topics.sh and the others take them, read into the clients' kafka-python se
 Stores are PEM (ssl.keystore.type / ssl.truststore.type PEM, the default here); a key this
 reader does not know is warned about, as Kafka's tools warn "supplied but isn't a known
 config", and ignored.
+
+Part of the public client API (Kafka's clients read these properties too): the tools
+(strom_tools) and the Spark connector build their clients' settings with it.
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 import re
 import urllib.parse
@@ -33,17 +35,11 @@ from typing import Any
 
 from strom.errors import StromError
 from strom.oauth_login import ClientCredentialsTokenProvider, FileTokenProvider
-from strom.security import client_security
 from strom_api.jaas import login_credentials, parse_jaas_config
-from strom_api.tls import ChannelSecurity, TlsConfigError, client_tls
+from strom_api.tls import TlsConfigError, client_tls
 
 log = logging.getLogger("strom.tools")
 
-HELP = (
-    "a file of Kafka client properties (security.protocol, ssl.truststore.location, "
-    "ssl.keystore.location, ssl.key.password, ssl.endpoint.identification.algorithm, "
-    "sasl.mechanism, sasl.jaas.config, sasl.oauthbearer.token.endpoint.url)"
-)
 KNOWN = (
     "security.protocol",
     "ssl.truststore.location",
@@ -65,21 +61,6 @@ LOGIN_HANDLERS = (
 )
 OAUTHBEARER_LOGIN_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 
-
-def add_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--command-config", metavar="FILE", help=HELP)
-
-
-def add_connection_options(parser: argparse.ArgumentParser) -> None:
-    """--bootstrap-server (required) and --command-config, as the console and perf tools
-    take them."""
-    parser.add_argument(
-        "--bootstrap-server",
-        required=True,
-        metavar="HOST:PORT[,...]",
-        help="the brokers to connect to",
-    )
-    add_option(parser)
 
 
 def _properties(path: str) -> dict[str, str]:
@@ -222,8 +203,3 @@ def _check_pem(settings: dict[str, Any], where: str) -> None:
         )
     except TlsConfigError as exc:
         raise StromError("INVALID_CONFIG", f"{exc} ({where})") from None
-
-
-def tls_of(args: argparse.Namespace) -> ChannelSecurity:
-    """How a tool dials, from its --command-config (None: PLAINTEXT; TLS, SASL or both)."""
-    return client_security(**client_settings(getattr(args, "command_config", None)))

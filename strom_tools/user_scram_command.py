@@ -22,19 +22,22 @@ import argparse
 import re
 from collections.abc import Callable
 
-from strom import scram_admin
-from strom.admin_errors import AdminError
-from strom.admin_parsing import (
+from strom.admin import (
+    AdminClient,
+    ScramCredentialInfo,
+    UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
+)
+from strom.errors import StromError
+from strom_api.scram_credential import DEFAULT_ITERATIONS, MECHANISMS
+from strom_tools.admin_parsing import (
     alter_option_given,
     alter_options_problem,
     parse_add_config,
     parse_delete_config,
     parse_properties,
 )
-from strom.controller_client import ControllerClient
-from strom.formatting import configs_altered
-from strom_api.scram_credential import DEFAULT_ITERATIONS, MECHANISMS
-from strom_api.v1 import controller_pb2
+from strom_tools.formatting import configs_altered
 
 Out = Callable[[str], None]
 
@@ -58,8 +61,8 @@ def usage_problem(args: argparse.Namespace) -> str | None:
     return alter_options_problem(args)
 
 
-def _unexpected(what: str, names: list[str]) -> AdminError:
-    return AdminError(
+def _unexpected(what: str, names: list[str]) -> StromError:
+    return StromError(
         "INVALID_CONFIG",
         f"Only SCRAM credential configs can be {what} for 'users' (Strom has no quotas). "
         f"Unexpected config names: {', '.join(names)}",
@@ -71,7 +74,7 @@ def _iterations_and_password(mechanism: str, value: str) -> tuple[int, bytes]:
     match = _CREDENTIAL.fullmatch(value)
     if match is None:
         # Kafka prints the whole value here; it holds the password, so Strom does not.
-        raise AdminError(
+        raise StromError(
             "INVALID_CONFIG",
             f"Invalid credential property {mechanism}: expected "
             f"{mechanism}=[iterations=N,password=...] or {mechanism}=[password=...]",
@@ -82,12 +85,12 @@ def _iterations_and_password(mechanism: str, value: str) -> tuple[int, bytes]:
     try:
         return int(text), password.encode()
     except ValueError:  # "iterations=," or "iterations=-,"
-        raise AdminError(
+        raise StromError(
             "INVALID_CONFIG", f"Invalid iterations '{text}' in the credential of {mechanism}"
         ) from None
 
 
-def alter(client: ControllerClient, args: argparse.Namespace, out: Out) -> None:
+def alter(admin: AdminClient, args: argparse.Namespace, out: Out) -> None:
     user = args.entity_name
     if args.add_config_file is not None:
         to_add = parse_properties(args.add_config_file)
@@ -102,27 +105,27 @@ def alter(client: ControllerClient, args: argparse.Namespace, out: Out) -> None:
     unknown = [k for k in to_delete if k not in MECHANISMS]
     if unknown:
         raise _unexpected("deleted", unknown)
-    request = controller_pb2.AlterUserScramCredentialsRequest(
-        deletions=[scram_admin.deletion(user, m) for m in to_delete],
-        upsertions=[
-            scram_admin.upsertion(user, m, *_iterations_and_password(m, value))
-            for m, value in to_add.items()
-        ],
-    )
-    scram_admin.check_altered(client.call("AlterUserScramCredentials", request))
+    alterations: list[UserScramCredentialDeletion | UserScramCredentialUpsertion] = [
+        UserScramCredentialDeletion(user, m) for m in to_delete
+    ]
+    for mechanism, value in to_add.items():
+        iterations, password = _iterations_and_password(mechanism, value)
+        alterations.append(
+            UserScramCredentialUpsertion(user, ScramCredentialInfo(mechanism, iterations), password)
+        )
+    admin.alter_user_scram_credentials(alterations)
     out(configs_altered("users", user))
 
 
-def describe(client: ControllerClient, args: argparse.Namespace, out: Out) -> None:
-    users = [args.entity_name] if args.entity_name else []
-    response = client.describe(
-        "DescribeUserScramCredentials",
-        controller_pb2.DescribeUserScramCredentialsRequest(users=users),
-    )
-    for user, infos in scram_admin.described(response).items():
-        text = ", ".join(f"{m}=iterations={i}" for m, i in infos)
+def describe(admin: AdminClient, args: argparse.Namespace, out: Out) -> None:
+    users = [args.entity_name] if args.entity_name else None
+    for user, description in admin.describe_user_scram_credentials(users).items():
+        text = ", ".join(
+            f"{info.mechanism}=iterations={info.iterations}"
+            for info in description.credential_infos
+        )
         out(f"SCRAM credential configs for user-principal '{user}' are {text}")
 
 
-def run(client: ControllerClient, args: argparse.Namespace, out: Out) -> None:
-    (describe if args.describe else alter)(client, args, out)
+def run(admin: AdminClient, args: argparse.Namespace, out: Out) -> None:
+    (describe if args.describe else alter)(admin, args, out)

@@ -1,5 +1,6 @@
-"""`strom acls`: kafka-acls.sh --add, --remove and --list over the controller API
-(CreateAcls, DeleteAcls, DescribeAcls), with Kafka's options, checks and output.
+"""`strom acls`: kafka-acls.sh --add, --remove and --list with AdminClient (create_acls,
+delete_acls, describe_acls, as kafka-acls.sh uses Kafka's Admin), with Kafka's options,
+checks and output.
 
 As Kafka's AclCommand:
 - resources: --topic, --group, --transactional-id (each repeatable) and --cluster, with
@@ -28,8 +29,8 @@ import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from strom.admin_errors import from_error_pb
-from strom.controller_client import ControllerClient
+from strom.admin import ACL, ACLFilter, AdminClient, ResourcePattern, ResourcePatternFilter
+from strom.errors import StromError
 from strom_api.acls import (
     CLUSTER_NAME,
     AclOperation,
@@ -37,7 +38,6 @@ from strom_api.acls import (
     PatternType,
     ResourceType,
 )
-from strom_api.v1 import common_pb2, controller_pb2
 
 Out = Callable[[str], None]
 Ask = Callable[[str], bool]
@@ -287,34 +287,20 @@ def usage_problem(args: argparse.Namespace) -> str | None:
     return None
 
 
-# --- talking to the controller -----------------------------------------------------------
+# --- asking AdminClient -----------------------------------------------------------------
 
 
-def _filter_pb(pattern: Pattern, entry: Entry | None = None) -> controller_pb2.AclBindingFilter:
-    out = controller_pb2.AclBindingFilter(
-        resource_type=pattern.resource_type,
-        pattern_type=pattern.pattern_type,
-        operation=AclOperation.ANY if entry is None else entry.operation,
-        permission_type=AclPermissionType.ANY if entry is None else entry.permission_type,
-    )
-    if pattern.name is not None:
-        out.resource_name = pattern.name
-    if entry is not None:
-        out.principal = entry.principal
-        out.host = entry.host
-    return out
+def _filter(pattern: Pattern, entry: Entry | None = None) -> ACLFilter:
+    resource = ResourcePatternFilter(pattern.resource_type, pattern.name, pattern.pattern_type)
+    if entry is None:
+        return ACLFilter(None, None, AclOperation.ANY, AclPermissionType.ANY, resource)
+    return ACLFilter(entry.principal, entry.host, entry.operation, entry.permission_type, resource)
 
 
-def _binding_pb(pattern: Pattern, entry: Entry) -> controller_pb2.AclBinding:
-    return controller_pb2.AclBinding(
-        resource_type=pattern.resource_type,
-        resource_name=pattern.name,
-        pattern_type=pattern.pattern_type,
-        principal=entry.principal,
-        host=entry.host,
-        operation=entry.operation,
-        permission_type=entry.permission_type,
-    )
+def _acl(pattern: Pattern, entry: Entry) -> ACL:
+    assert pattern.name is not None  # usage_problem: --add names its resources
+    resource = ResourcePattern(pattern.resource_type, pattern.name, pattern.pattern_type)
+    return ACL(entry.principal, entry.host, entry.operation, entry.permission_type, resource)
 
 
 def _block(header: str, acl_entries: Iterable[Entry]) -> str:
@@ -322,31 +308,23 @@ def _block(header: str, acl_entries: Iterable[Entry]) -> str:
     return f"{header} \n " + "\n".join(f"\t{e}" for e in acl_entries) + " \n"
 
 
-def _describe(client: ControllerClient, patterns: list[Pattern]) -> dict[Pattern, set[Entry]]:
-    filters = [_filter_pb(p) for p in patterns] or [
-        _filter_pb(Pattern(ResourceType.ANY, None, PatternType.ANY))
+def _describe(admin: AdminClient, patterns: list[Pattern]) -> dict[Pattern, set[Entry]]:
+    filters = [_filter(p) for p in patterns] or [
+        _filter(Pattern(ResourceType.ANY, None, PatternType.ANY))
     ]
     found: dict[Pattern, set[Entry]] = {}
     for acl_filter in filters:
-        response = client.call(
-            "DescribeAcls", controller_pb2.DescribeAclsRequest(filter=acl_filter)
-        )
-        for b in response.acls:
-            pattern = Pattern(
-                ResourceType(b.resource_type), b.resource_name, PatternType(b.pattern_type)
-            )
-            entry = Entry(
-                b.principal,
-                b.host,
-                AclOperation(b.operation),
-                AclPermissionType(b.permission_type),
-            )
+        acls, _ = admin.describe_acls(acl_filter)
+        for acl in acls:
+            resource = acl.resource_pattern
+            pattern = Pattern(resource.resource_type, resource.resource_name, resource.pattern_type)
+            entry = Entry(acl.principal, acl.host, acl.operation, acl.permission_type)
             found.setdefault(pattern, set()).add(entry)
     return found
 
 
-def list_acls(client: ControllerClient, args: argparse.Namespace, out: Out) -> None:
-    found = _describe(client, resource_patterns(args, required=False))
+def list_acls(admin: AdminClient, args: argparse.Namespace, out: Out) -> None:
+    found = _describe(admin, resource_patterns(args, required=False))
     principals = _principals(args.principal)
     if not principals:
         for pattern in sorted(found):
@@ -360,26 +338,23 @@ def list_acls(client: ControllerClient, args: argparse.Namespace, out: Out) -> N
                 out(_block(f"Current ACLs for resource `{pattern.text()}`:", mine))
 
 
-def _raise_first(errors: Iterable[common_pb2.Error | None]) -> None:
+def _raise_first(errors: Iterable[StromError | None]) -> None:
     """The first refusal among per-item results, as the tool's error (Kafka's
     `all().get()` raises the first failure)."""
     for error in errors:
-        if error is not None and error.code != common_pb2.NONE:
-            raise from_error_pb(error)
+        if error is not None:
+            raise error
 
 
-def add_acls(client: ControllerClient, args: argparse.Namespace, out: Out) -> None:
+def add_acls(admin: AdminClient, args: argparse.Namespace, out: Out) -> None:
     for pattern, acl_entries in pattern_entries(args).items():
         out(_block(f"Adding ACLs for resource `{pattern.text()}`:", acl_entries))
-        request = controller_pb2.CreateAclsRequest(
-            creations=[_binding_pb(pattern, e) for e in acl_entries]
-        )
-        response = client.call("CreateAcls", request)
-        _raise_first(r.error if r.HasField("error") else None for r in response.results)
-    list_acls(client, args, out)
+        created = admin.create_acls([_acl(pattern, e) for e in acl_entries])
+        _raise_first(error for _, error in created["failed"])
+    list_acls(admin, args, out)
 
 
-def remove_acls(client: ControllerClient, args: argparse.Namespace, out: Out, ask: Ask) -> None:
+def remove_acls(admin: AdminClient, args: argparse.Namespace, out: Out, ask: Ask) -> None:
     for pattern, acl_entries in pattern_entries(args).items():
         if acl_entries:
             question = (
@@ -387,18 +362,17 @@ def remove_acls(client: ControllerClient, args: argparse.Namespace, out: Out, as
                 + "\n".join(f"\t{e}" for e in acl_entries)
                 + f" \n from resource filter `{pattern.text(as_filter=True)}`? (y/n)"
             )
-            filters = [_filter_pb(pattern, e) for e in acl_entries]
+            filters = [_filter(pattern, e) for e in acl_entries]
         else:
             question = (
                 "Are you sure you want to delete all ACLs for resource filter "
                 f"`{pattern.text(as_filter=True)}`? (y/n)"
             )
-            filters = [_filter_pb(pattern)]
+            filters = [_filter(pattern)]
         if not args.force and not ask(question):
             continue
-        response = client.call("DeleteAcls", controller_pb2.DeleteAclsRequest(filters=filters))
-        _raise_first(r.error if r.HasField("error") else None for r in response.results)
-    list_acls(client, args, out)
+        _raise_first(error for _, _, error in admin.delete_acls(filters))
+    list_acls(admin, args, out)
 
 
 def _ask(question: str) -> bool:
@@ -412,10 +386,10 @@ def _ask(question: str) -> bool:
     return answer.strip().lower() == "y"
 
 
-def run(client: ControllerClient, args: argparse.Namespace, out: Out) -> None:
+def run(admin: AdminClient, args: argparse.Namespace, out: Out) -> None:
     if args.add:
-        add_acls(client, args, out)
+        add_acls(admin, args, out)
     elif args.remove:
-        remove_acls(client, args, out, _ask)
+        remove_acls(admin, args, out, _ask)
     else:
-        list_acls(client, args, out)
+        list_acls(admin, args, out)

@@ -27,13 +27,13 @@ from datetime import datetime
 
 import grpc
 
-from strom import command_config
 from strom._loop_thread import shared_loop
 from strom.cluster import Cluster, parse_bootstrap
 from strom.errors import StromError
 from strom.fetcher import EARLIEST, LATEST, FetchConfig, Fetcher, TopicPartition
 from strom_api.record_batch import LOG_OVERHEAD, parse_header
 from strom_api.v1 import client_pb2
+from strom_tools import command_config
 
 DEBUGGING_CONSUMER_ID = -2  # Kafka's replica id of a fetch that may read a follower
 # (base offset, last offset, crc) of one stored batch: what replicas must agree on.

@@ -26,14 +26,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from strom import command_config
-from strom._loop_thread import shared_loop
-from strom.cluster import Cluster, TopicInfo, parse_bootstrap
+from strom import client_properties
 from strom.consumer import Consumer, TopicPartition
 from strom.errors import StromError
 from strom.producer import Producer
-from strom.tool_logging import log_warnings_to_stderr
-from strom_api.tls import ChannelSecurity
+from strom_tools import command_config
+from strom_tools.tool_logging import log_warnings_to_stderr
 
 # --producer-property names Kafka users type, to the Producer's keyword arguments.
 _PRODUCER_KEYS: dict[str, Callable[[str], Any]] = {
@@ -155,7 +153,7 @@ def produce(args: argparse.Namespace) -> int:
         parse_key = props.get("parse.key", "false").lower() == "true"
         separator = props.get("key.separator", "\t")
         failures: list[BaseException] = []
-        config.update(command_config.client_settings(args.command_config))
+        config.update(client_properties.client_settings(args.command_config))
         with _sigterm_as_interrupt(), Producer(args.bootstrap_server, **config) as producer:
             try:
                 _send_lines(producer, args.topic, parse_key, separator, failures)
@@ -210,23 +208,20 @@ def _usage_problem(args: argparse.Namespace) -> str | None:
     return None
 
 
-def _topic_within(
-    bootstrap: str, topic: str, timeout_s: float, tls: ChannelSecurity
-) -> TopicInfo | StromError:
-    """The topic's metadata, or why it is not known within `timeout_s` (mistyped, or no
-    broker reachable)."""
-
-    async def look() -> TopicInfo | StromError:
-        cluster = Cluster(parse_bootstrap(bootstrap), tls=tls)
-        try:
-            return await cluster.topic(topic, timeout_s)
-        except StromError as exc:
-            return exc
-        finally:
-            await cluster.close()
-
-    result: TopicInfo | StromError = shared_loop().run(look())
-    return result
+def _partitions_within(
+    bootstrap: str, topic: str, timeout_s: float, settings: dict[str, Any]
+) -> set[int] | StromError:
+    """The topic's partitions, or why they are not known within `timeout_s` (mistyped, or no
+    broker reachable): Kafka's console consumer asks its consumer's partitionsFor."""
+    try:
+        with Consumer(
+            bootstrap_servers=bootstrap,
+            request_timeout_ms=max(1, int(timeout_s * 1000)),
+            **settings,
+        ) as consumer:
+            return consumer.partitions_for_topic(topic)
+    except StromError as exc:
+        return exc
 
 
 def consume(args: argparse.Namespace) -> int:
@@ -253,16 +248,17 @@ def _consume(args: argparse.Namespace, printed: list[int]) -> None:
         # Kafka's console consumer never waits longer than --timeout-ms, a mistyped topic
         # included; a --partition beyond the topic's count is refused rather than waited on.
         wait_s = args.timeout_ms / 1000 if args.timeout_ms is not None else 30.0
-        info = _topic_within(args.bootstrap_server, args.topic, wait_s, command_config.tls_of(args))
-        if isinstance(info, StromError):
+        settings = client_properties.client_settings(args.command_config)
+        partitions = _partitions_within(args.bootstrap_server, args.topic, wait_s, settings)
+        if isinstance(partitions, StromError):
             if args.timeout_ms is not None:
                 return  # Kafka: "Processed a total of 0 messages", the warnings said why
-            raise info
-        if args.partition is not None and args.partition not in info.partitions:
+            raise partitions
+        if args.partition is not None and args.partition not in partitions:
             raise StromError(
                 "UNKNOWN_TOPIC_OR_PARTITION",
                 f"partition {args.partition} of topic '{args.topic}' does not exist "
-                f"({len(info.partitions)} partitions)",
+                f"({len(partitions)} partitions)",
             )
     props = _properties(args.property)
     line_of = _formatter(props)
@@ -271,7 +267,7 @@ def _consume(args: argparse.Namespace, printed: list[int]) -> None:
         group_id=args.group,
         auto_offset_reset="earliest" if args.from_beginning else "latest",
         consumer_timeout_ms=args.timeout_ms if args.timeout_ms is not None else float("inf"),
-        **command_config.client_settings(args.command_config),
+        **client_properties.client_settings(args.command_config),
     )
     with consumer:
         if args.partition is not None:

@@ -14,11 +14,12 @@ import time
 from datetime import datetime
 from typing import Any
 
-from strom import command_config
-from strom.console_commands import _PRODUCER_KEYS
+from strom import client_properties
 from strom.consumer import Consumer
 from strom.errors import StromError
 from strom.producer import FutureRecordMetadata, Producer
+from strom_tools import command_config
+from strom_tools.console_commands import _PRODUCER_KEYS
 
 REPORT_INTERVAL_S = 5.0
 
@@ -142,7 +143,7 @@ def producer_perf(args: argparse.Namespace) -> int:
         stats = _Stats(args.record_size)
         errors: list[BaseException] = []
         interval = 1.0 / args.throughput if args.throughput > 0 else 0.0
-        config.update(command_config.client_settings(args.command_config))
+        config.update(client_properties.client_settings(args.command_config))
         with Producer(servers, **config) as producer:
             start = time.monotonic()
             futures: list[FutureRecordMetadata] = []
@@ -195,7 +196,7 @@ def consumer_perf(args: argparse.Namespace) -> int:
             auto_offset_reset="earliest",
             max_poll_records=5000,
             enable_auto_commit=args.group is not None,
-            **command_config.client_settings(args.command_config),
+            **client_properties.client_settings(args.command_config),
         )
         if args.reporting_interval < 1:
             raise StromError("INVALID_CONFIG", "--reporting-interval must be positive")

@@ -1,4 +1,5 @@
-"""`strom leader-election`: kafka-leader-election.sh over the controller API (ElectLeaders).
+"""`strom leader-election`: kafka-leader-election.sh with AdminClient.elect_leaders, as
+kafka-leader-election.sh uses Kafka's Admin.electLeaders.
 
 `--election-type preferred|unclean` (any case, as Kafka's enum converter) for one partition
 (`--topic T --partition P`), the partitions of a JSON file (`--path-to-json-file F`, Kafka's
@@ -17,11 +18,10 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from strom.admin_errors import AdminError, error_name
-from strom.admin_parsing import parse_election_partitions
-from strom.controller_client import ControllerClient
-from strom.formatting import election_lines
-from strom_api.v1 import controller_pb2
+from strom.admin import AdminClient
+from strom.errors import StromError
+from strom_tools.admin_parsing import parse_election_partitions
+from strom_tools.formatting import election_lines
 
 ELECTION_TYPES = ("PREFERRED", "UNCLEAN")
 
@@ -52,26 +52,24 @@ def usage_problem(args: argparse.Namespace) -> str | None:
     return None
 
 
-def request(args: argparse.Namespace) -> controller_pb2.ElectLeadersRequest:
-    out = controller_pb2.ElectLeadersRequest(election_type=args.election_type)
+def partitions(args: argparse.Namespace) -> list[tuple[str, int]] | None:
+    """The partitions to elect leaders for; None for every partition."""
     if args.all_topic_partitions:
-        out.all_partitions = True
-        return out
+        return None
     if args.path_to_json_file is not None:
-        partitions = parse_election_partitions(args.path_to_json_file)
-    else:
-        partitions = [(args.topic, args.partition)]
-    for topic, partition in partitions:
-        out.partitions.add(topic=topic, partition=partition)
-    return out
+        return parse_election_partitions(args.path_to_json_file)
+    return [(args.topic, args.partition)]
 
 
-def run(client: ControllerClient, args: argparse.Namespace, out: Out) -> None:
-    response = client.call("ElectLeaders", request(args))
-    lines, failed = election_lines(args.election_type, response.results)
+def run(admin: AdminClient, args: argparse.Namespace, out: Out) -> None:
+    wanted = partitions(args)
+    if wanted == []:
+        # `{"partitions": []}` elects nothing, as Kafka's tool; AdminClient.elect_leaders
+        # reads an empty list as every partition.
+        return
+    results = admin.elect_leaders(args.election_type, wanted, as_errors=True)
+    lines, failed = election_lines(args.election_type, results)
     for line in lines:
         out(line)
     if failed:
-        raise AdminError(
-            error_name(failed[0].error.code), f"{len(failed)} replica(s) could not be elected"
-        )
+        raise StromError(failed[0][1].name, f"{len(failed)} replica(s) could not be elected")

@@ -3,7 +3,7 @@
 work are registered: anything else is an invalid choice for argparse (exit code 2).
 
 The admin commands (`topics`, `metadata-quorum`, `cluster`, `configs`, `leader-election`,
-`reassign-partitions`, `acls`) live in strom/admin_tools.py; `server` and `storage format`
+`reassign-partitions`, `acls`) live in strom_tools/admin_tools.py; `server` and `storage format`
 hand over to the server side (broker.main), imported only when they run.
 """
 
@@ -14,14 +14,14 @@ import sys
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 
-from strom import (
+from strom.uuids import kafka_uuid_string, random_uuid
+from strom_tools import (
     console_commands,
     consumer_groups_command,
     perf_commands,
     replica_verification,
 )
-from strom.admin_tools import add_commands as add_admin_commands
-from strom.uuids import kafka_uuid_string, random_uuid
+from strom_tools.admin_tools import add_commands as add_admin_commands
 
 __all__ = ["build_parser", "kafka_uuid_string", "main", "random_uuid"]
 

@@ -1,6 +1,6 @@
-"""`strom configs`: kafka-configs.sh --describe and --alter for topics and brokers, over the
-controller API (DescribeConfigs, IncrementalAlterConfigs), and for users' SCRAM credentials
-(AlterUserScramCredentials, DescribeUserScramCredentials; strom/user_scram_command.py).
+"""`strom configs`: kafka-configs.sh --describe and --alter for topics and brokers, with
+AdminClient (describe_config_entries, incremental_alter_configs), and for users' SCRAM
+credentials (strom_tools/user_scram_command.py), as kafka-configs.sh uses Kafka's Admin.
 
 The entity is `--entity-type topics|brokers` with `--entity-name N` or, for brokers,
 `--entity-default` (the cluster-wide default, resource name ""); Kafka's shortcuts `--topic
@@ -11,8 +11,8 @@ T`, `--broker B` and `--broker-defaults` work too. As in Kafka:
   ...}`; without a name, every topic (every broker, then the default). A topic or broker
   that does not exist is an error (exit 1) in Kafka's words ("The topic 'nope' doesn't
   exist and doesn't have dynamic config."; Kafka's tool prints that line and exits 0);
-- --alter deletes (--delete-config) then sets (--add-config `k=v,k2=[a,b]`,
-  --add-config-file) in one IncrementalAlterConfigs, after checking that every key to
+- --alter sets (--add-config `k=v,k2=[a,b]`, --add-config-file) and deletes
+  (--delete-config) in one IncrementalAlterConfigs, after checking that every key to
   delete is set on the entity (`Invalid config(s): k`), and prints `Completed updating
   config for topic T.` / `Completed updating default config for brokers in the cluster.`.
 
@@ -24,24 +24,21 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from typing import Any
 
-from strom import user_scram_command
-from strom.admin_errors import AdminError, from_error_pb
-from strom.admin_parsing import (
+from strom.admin import AdminClient, ConfigEntry, ConfigResource
+from strom.errors import StromError
+from strom_tools import user_scram_command
+from strom_tools.admin_parsing import (
     alter_option_given,
     alter_options_problem,
     parse_add_config,
     parse_delete_config,
     parse_properties,
 )
-from strom.controller_client import ControllerClient
-from strom.formatting import config_entry_line, configs_altered, configs_header
-from strom_api.v1 import common_pb2, controller_pb2
-from strom_api.v1 import metadata_pb2 as mpb
+from strom_tools.formatting import config_entry_line, configs_altered, configs_header
 
 ENTITY_TYPES = ("topics", "brokers", "users")
-RESOURCE_TYPES = {"topics": mpb.TOPIC, "brokers": mpb.BROKER}
+RESOURCE_TYPES = {"topics": "topic", "brokers": "broker"}  # AdminClient's ConfigResource types
 
 Out = Callable[[str], None]
 
@@ -99,8 +96,8 @@ def usage_problem(args: argparse.Namespace) -> str | None:
     return alter_options_problem(args)
 
 
-def _resource(entity_type: str, name: str) -> controller_pb2.ConfigResource:
-    return controller_pb2.ConfigResource(type=RESOURCE_TYPES[entity_type], name=name)
+def _resource(entity_type: str, name: str) -> ConfigResource:
+    return ConfigResource(RESOURCE_TYPES[entity_type], name)
 
 
 def _own_source(entity_type: str, name: str) -> str:
@@ -110,52 +107,38 @@ def _own_source(entity_type: str, name: str) -> str:
     return "DYNAMIC_DEFAULT_BROKER_CONFIG" if name == "" else "DYNAMIC_BROKER_CONFIG"
 
 
-def entries(client: ControllerClient, entity_type: str, name: str, describe_all: bool) -> list[Any]:
+def entries(
+    admin: AdminClient, entity_type: str, name: str, describe_all: bool
+) -> list[ConfigEntry]:
     """The entity's configs by name: every one with `describe_all`, else its own."""
-    response = client.describe(
-        "DescribeConfigs",
-        controller_pb2.DescribeConfigsRequest(resources=[_resource(entity_type, name)]),
-    )
-    result = next(iter(response.results), None)
-    if result is None:
-        raise AdminError("UNKNOWN_SERVER_ERROR", "The controller did not describe the configs.")
-    if result.HasField("error") and result.error.code != common_pb2.NONE:
-        raise from_error_pb(result.error)
+    described = admin.describe_config_entries(_resource(entity_type, name))
     source = _own_source(entity_type, name)
-    selected = [e for e in result.entries if describe_all or e.source == source]
+    selected = [e for e in described if describe_all or e.source == source]
     return sorted(selected, key=lambda e: e.name)
 
 
-def _topic_names(client: ControllerClient, names: list[str] | None = None) -> list[str]:
-    response = client.describe(
-        "DescribeTopics", controller_pb2.DescribeTopicsRequest(names=names or [])
-    )
-    return sorted(
-        t.name
-        for t in response.topics
-        if not t.HasField("error") or t.error.code == common_pb2.NONE
-    )
+def _topic_names(admin: AdminClient) -> list[str]:
+    return sorted(admin.list_topics())
 
 
-def _broker_ids(client: ControllerClient) -> list[str]:
-    cluster = client.describe("DescribeCluster", controller_pb2.DescribeClusterRequest())
-    return [str(b.broker_id) for b in sorted(cluster.brokers, key=lambda b: b.broker_id)]
+def _broker_ids(admin: AdminClient) -> list[str]:
+    return [str(b) for b in sorted(b["node_id"] for b in admin.describe_cluster()["brokers"])]
 
 
-def describe(client: ControllerClient, args: argparse.Namespace, out: Out) -> None:
+def describe(admin: AdminClient, args: argparse.Namespace, out: Out) -> None:
     entity_type, name = entity(args)
     assert entity_type is not None
     if name is None:
-        names = _topic_names(client) if entity_type == "topics" else [*_broker_ids(client), ""]
+        names = _topic_names(admin) if entity_type == "topics" else [*_broker_ids(admin), ""]
     else:
         names = [name]
         if not args.all and name != "":
-            known = _topic_names(client, [name]) if entity_type == "topics" else _broker_ids(client)
+            known = _topic_names(admin) if entity_type == "topics" else _broker_ids(admin)
             if name not in known:
                 # Kafka prints this line and exits 0; Strom exits 1 with it, as it does
                 # with --all (the controller's error), so a script notices the mistyped
                 # name (issue 17).
-                raise AdminError(
+                raise StromError(
                     "UNKNOWN_TOPIC_OR_PARTITION"
                     if entity_type == "topics"
                     else "BROKER_NOT_AVAILABLE",
@@ -163,13 +146,13 @@ def describe(client: ControllerClient, args: argparse.Namespace, out: Out) -> No
                     "config.",
                 )
     for each in names:
-        described = entries(client, entity_type, each, args.all)  # fails before the header
+        described = entries(admin, entity_type, each, args.all)  # fails before the header
         out(configs_header(entity_type, each, args.all))
         for entry in described:
             out(config_entry_line(entry))
 
 
-def alter(client: ControllerClient, args: argparse.Namespace, out: Out) -> None:
+def alter(admin: AdminClient, args: argparse.Namespace, out: Out) -> None:
     entity_type, name = entity(args)
     assert entity_type is not None and name is not None
     if args.add_config_file is not None:
@@ -179,29 +162,16 @@ def alter(client: ControllerClient, args: argparse.Namespace, out: Out) -> None:
     else:
         to_set = {}
     to_delete = parse_delete_config(args.delete_config)
-    current = {e.name for e in entries(client, entity_type, name, describe_all=False)}
+    current = {e.name for e in entries(admin, entity_type, name, describe_all=False)}
     missing = [key for key in to_delete if key not in current]
     if missing:
-        raise AdminError("INVALID_CONFIG", "Invalid config(s): " + ",".join(missing))
-    Op = controller_pb2.IncrementalAlterConfigsRequest.Op
-    ops = [Op(name=key, op=controller_pb2.DELETE) for key in to_delete]
-    ops += [Op(name=key, op=controller_pb2.SET, value=value) for key, value in to_set.items()]
-    request = controller_pb2.IncrementalAlterConfigsRequest(
-        resources=[
-            controller_pb2.IncrementalAlterConfigsRequest.Resource(
-                resource=_resource(entity_type, name), ops=ops
-            )
-        ]
-    )
-    response = client.call("IncrementalAlterConfigs", request)
-    for result in response.results:
-        if result.HasField("error") and result.error.code != common_pb2.NONE:
-            raise from_error_pb(result.error)
+        raise StromError("INVALID_CONFIG", "Invalid config(s): " + ",".join(missing))
+    # The sets, then the deletions, as Kafka's ConfigCommand sends them (a key in both is the
+    # controller's INVALID_REQUEST either way).
+    admin.incremental_alter_configs(_resource(entity_type, name), set_=to_set, delete=to_delete)
     out(configs_altered(entity_type, name))
 
 
-def run(client: ControllerClient, args: argparse.Namespace, out: Out) -> None:
-    if entity(args)[0] == "users":
-        user_scram_command.run(client, args, out)
-        return
-    (describe if args.describe else alter)(client, args, out)
+def run(admin: AdminClient, args: argparse.Namespace, out: Out) -> None:
+    """Topics' and brokers' configs (users' SCRAM credentials: user_scram_command)."""
+    (describe if args.describe else alter)(admin, args, out)

@@ -1,5 +1,6 @@
-"""`strom topics`: kafka-topics.sh's --create, --list, --describe, --alter and --delete over
-the controller API (CreateTopics, DescribeTopics, CreatePartitions, DeleteTopics).
+"""`strom topics`: kafka-topics.sh's --create, --list, --describe, --alter and --delete with
+AdminClient (create_topics, describe_topics, create_partitions, delete_topics), as
+kafka-topics.sh uses Kafka's Admin.
 
 As in Kafka, --create prints `Created topic T.`, --alter and --delete print nothing on
 success, --list prints one name a line, and --topic is a regular expression for every action
@@ -11,21 +12,19 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Sequence
-from typing import Any
 
-from strom.admin_errors import AdminError, from_error_pb
-from strom.admin_parsing import (
+from strom.admin import AdminClient, NewTopic, TopicDescription
+from strom.errors import StromError
+from strom_tools.admin_parsing import (
     TopicFilter,
     check_new_topic_counts,
     has_collision_chars,
     parse_replica_assignment,
     parse_topic_configs,
 )
-from strom.controller_client import ControllerClient
-from strom.formatting import topic_description
-from strom_api.v1 import common_pb2, controller_pb2
+from strom_tools.formatting import topic_description
 
-USE_DEFAULT = -1  # CreatableTopic: the cluster's num.partitions / default.replication.factor
+USE_DEFAULT = -1  # NewTopic: the cluster's num.partitions / default.replication.factor
 ACTIONS = ("create", "list", "describe", "alter", "delete")
 
 Out = Callable[[str], None]
@@ -65,34 +64,27 @@ def usage_problem(args: argparse.Namespace) -> str | None:
     return next((c for c in checks if c), None)
 
 
-def _error_of(item: Any) -> AdminError | None:
-    if item.HasField("error") and item.error.code != common_pb2.NONE:
-        return from_error_pb(item.error)
-    return None
-
-
-def _all_topics(client: ControllerClient) -> dict[str, Any]:
-    response = client.describe("DescribeTopics", controller_pb2.DescribeTopicsRequest())
-    return {t.name: t for t in response.topics if _error_of(t) is None}
+def _all_topics(admin: AdminClient) -> dict[str, TopicDescription]:
+    return {t.name: t for t in admin.describe_topics()}
 
 
 def _selected(
-    client: ControllerClient, args: argparse.Namespace
-) -> tuple[list[str], dict[str, Any]]:
+    admin: AdminClient, args: argparse.Namespace
+) -> tuple[list[str], dict[str, TopicDescription]]:
     """The topics --topic names (every topic without it), sorted, after Kafka's
     ensureTopicExists check."""
-    topics = _all_topics(client)
+    topics = _all_topics(admin)
     names = sorted(topics)
     if args.topic:
         names = TopicFilter(args.topic).select(names)
         if not names and not args.if_exists:
-            raise AdminError(
+            raise StromError(
                 "UNKNOWN_TOPIC_OR_PARTITION", f"Topic '{args.topic}' does not exist as expected"
             )
     return names, topics
 
 
-def create(client: ControllerClient, args: argparse.Namespace, out: Out) -> None:
+def create(admin: AdminClient, args: argparse.Namespace, out: Out) -> None:
     name: str = args.topic
     configs = parse_topic_configs(args.config)
     if has_collision_chars(name):
@@ -102,42 +94,44 @@ def create(client: ControllerClient, args: argparse.Namespace, out: Out) -> None
             "not both."
         )
     check_new_topic_counts(args.partitions, args.replication_factor)
-    topic = controller_pb2.CreatableTopic(name=name, configs=configs)
     if args.replica_assignment:
-        for partition, brokers in parse_replica_assignment(args.replica_assignment).items():
-            topic.assignments[partition].ids.extend(brokers)
-        topic.num_partitions = topic.replication_factor = USE_DEFAULT
-    else:
-        topic.num_partitions = USE_DEFAULT if args.partitions is None else args.partitions
-        topic.replication_factor = (
-            USE_DEFAULT if args.replication_factor is None else args.replication_factor
+        topic = NewTopic(
+            name,
+            replica_assignments=parse_replica_assignment(args.replica_assignment),
+            topic_configs=configs,
         )
-    response = client.call("CreateTopics", controller_pb2.CreateTopicsRequest(topics=[topic]))
-    result = next((t for t in response.topics if t.name == name), None)
-    if result is None:
-        raise AdminError("UNKNOWN_SERVER_ERROR", f"The controller did not answer for '{name}'.")
-    error = _error_of(result)
-    if error is not None:
+    else:
+        topic = NewTopic(
+            name,
+            num_partitions=USE_DEFAULT if args.partitions is None else args.partitions,
+            replication_factor=(
+                USE_DEFAULT if args.replication_factor is None else args.replication_factor
+            ),
+            topic_configs=configs,
+        )
+    try:
+        admin.create_topics([topic])
+    except StromError as error:
         if error.name == "TOPIC_ALREADY_EXISTS" and args.if_not_exists:
             return
-        raise error
+        raise
     out(f"Created topic {name}.")
 
 
-def list_topics(client: ControllerClient, args: argparse.Namespace, out: Out) -> None:
-    names = sorted(_all_topics(client))
+def list_topics(admin: AdminClient, args: argparse.Namespace, out: Out) -> None:
+    names = sorted(_all_topics(admin))
     if args.topic:
         names = TopicFilter(args.topic).select(names)
     for name in names:
         out(name)
 
 
-def describe(client: ControllerClient, args: argparse.Namespace, out: Out) -> None:
-    names, topics = _selected(client, args)
+def describe(admin: AdminClient, args: argparse.Namespace, out: Out) -> None:
+    names, topics = _selected(admin, args)
     live: frozenset[int] = frozenset()
     if args.unavailable_partitions:
-        cluster = client.describe("DescribeCluster", controller_pb2.DescribeClusterRequest())
-        live = frozenset(b.broker_id for b in cluster.brokers if not b.fenced)
+        brokers = admin.describe_cluster()["brokers"]
+        live = frozenset(b["node_id"] for b in brokers if not b["fenced"])
     for name in names:
         for line in topic_description(
             topics[name],
@@ -148,34 +142,27 @@ def describe(client: ControllerClient, args: argparse.Namespace, out: Out) -> No
             out(line)
 
 
-def alter(client: ControllerClient, args: argparse.Namespace, out: Out) -> None:
-    names, topics = _selected(client, args)
+def alter(admin: AdminClient, args: argparse.Namespace, out: Out) -> None:
+    names, topics = _selected(admin, args)
     assignment = (
         parse_replica_assignment(args.replica_assignment) if args.replica_assignment else None
     )
     for name in names:
-        request = controller_pb2.CreatePartitionsRequest(name=name, count=args.partitions)
+        new: dict[str, list[list[int]]] = {}
         if assignment is not None:
             # As Kafka: the assignment lists every partition; the existing ones are skipped.
             current = len(topics[name].partitions)
-            for partition in sorted(assignment):
-                if partition >= current:
-                    request.assignments.add(ids=assignment[partition])
-        client.call("CreatePartitions", request)
+            new[name] = [list(assignment[p]) for p in sorted(assignment) if p >= current]
+        admin.create_partitions({name: args.partitions}, new)
 
 
-def delete(client: ControllerClient, args: argparse.Namespace, out: Out) -> None:
-    names, _ = _selected(client, args)
-    if not names:
-        return
-    response = client.call("DeleteTopics", controller_pb2.DeleteTopicsRequest(names=names))
-    for result in response.topics:
-        error = _error_of(result)
-        if error is not None:
-            raise error
+def delete(admin: AdminClient, args: argparse.Namespace, out: Out) -> None:
+    names, _ = _selected(admin, args)
+    if names:
+        admin.delete_topics(names)
 
 
-def run(client: ControllerClient, args: argparse.Namespace, out: Out) -> None:
+def run(admin: AdminClient, args: argparse.Namespace, out: Out) -> None:
     action = next(a for a in ACTIONS if getattr(args, a))
     {
         "create": create,
@@ -183,4 +170,4 @@ def run(client: ControllerClient, args: argparse.Namespace, out: Out) -> None:
         "describe": describe,
         "alter": alter,
         "delete": delete,
-    }[action](client, args, out)
+    }[action](admin, args, out)

@@ -19,27 +19,32 @@ import sys
 import time
 from collections.abc import Callable
 
-from strom import (
+from strom.admin import AdminClient
+from strom.client_properties import client_settings
+from strom.controller_client import ControllerAddress, ControllerClient, parse_bootstrap
+from strom.errors import StromError
+from strom_tools import (
     acl_command,
     command_config,
     config_command,
     leader_election_command,
     reassign_command,
     topic_command,
+    user_scram_command,
 )
-from strom.admin_errors import AdminError
-from strom.controller_client import ControllerAddress, ControllerClient, parse_bootstrap
-from strom.errors import StromError
-from strom.formatting import (
+from strom_tools.formatting import (
     cluster_description,
     cluster_id_line,
     quorum_replication,
     quorum_status,
 )
-from strom_api.v1 import controller_pb2
 
 Out = Callable[[str], None]
 Action = Callable[[ControllerClient, argparse.Namespace, Out], None]
+AdminAction = Callable[[AdminClient, argparse.Namespace, Out], None]
+# How long an admin command waits for an active controller (an election, a controller
+# restart fits well inside); the tools have always waited this long.
+ADMIN_TIMEOUT_MS = 15_000
 
 _BOOTSTRAP_CONTROLLER_HELP = (
     "comma-separated host:port pairs of controllers (their CONTROLLER listeners), as Kafka's "
@@ -52,11 +57,13 @@ _BOOTSTRAP_SERVER_HELP = (
 )
 
 
-def _addresses(text: str) -> list[ControllerAddress]:
+def _addresses(text: str) -> str:
+    """The option's text, checked while parsing so that a bad address is a usage error."""
     try:
-        return parse_bootstrap(text)
+        parse_bootstrap(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
 
 
 def add_bootstrap_options(parser: argparse.ArgumentParser) -> None:
@@ -78,11 +85,37 @@ def add_bootstrap_options(parser: argparse.ArgumentParser) -> None:
 
 def run_tool(tool: str, args: argparse.Namespace, action: Action) -> int:
     """Runs `action` against the controllers and turns any failure into Kafka's one line."""
-    addresses = args.bootstrap_controller or args.bootstrap_server
+    addresses = parse_bootstrap(args.bootstrap_controller or args.bootstrap_server)
+    return _reported(tool, lambda: _with_controllers(addresses, args, action))
+
+
+def _with_controllers(
+    addresses: list[ControllerAddress], args: argparse.Namespace, action: Action
+) -> None:
+    with ControllerClient(addresses, tls=command_config.tls_of(args)) as client:
+        action(client, args, print)
+
+
+def run_admin(tool: str, args: argparse.Namespace, action: AdminAction) -> int:
+    """Runs `action` with an AdminClient (the client library's one admin stack, as Kafka's
+    tools use Admin) on the controllers or brokers given, with --command-config's security;
+    any failure becomes Kafka's one line."""
+    return _reported(tool, lambda: _with_admin(args, action))
+
+
+def _with_admin(args: argparse.Namespace, action: AdminAction) -> None:
+    with AdminClient(
+        bootstrap_servers=args.bootstrap_controller or args.bootstrap_server,
+        request_timeout_ms=ADMIN_TIMEOUT_MS,
+        **client_settings(args.command_config),
+    ) as admin:
+        action(admin, args, print)
+
+
+def _reported(tool: str, run: Callable[[], None]) -> int:
     try:
-        with ControllerClient(addresses, tls=command_config.tls_of(args)) as client:
-            action(client, args, print)
-    except (AdminError, StromError) as error:
+        run()
+    except StromError as error:
         print(
             f"Error while executing {tool} command : {error.name}: {error.message}",
             file=sys.stderr,
@@ -109,7 +142,7 @@ def _topics(args: argparse.Namespace) -> int:
     problem = topic_command.usage_problem(args)
     if problem is not None:
         args.help_parser.error(problem)
-    return run_tool("topic", args, topic_command.run)
+    return run_admin("topic", args, topic_command.run)
 
 
 def _add_topics(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -184,11 +217,10 @@ def _add_topics(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
 # --- strom metadata-quorum ---------------------------------------------------------------------
 
 
-def _describe_quorum(client: ControllerClient, args: argparse.Namespace, out: Out) -> None:
-    quorum = client.call("DescribeQuorum", controller_pb2.DescribeQuorumRequest())
+def _describe_quorum(admin: AdminClient, args: argparse.Namespace, out: Out) -> None:
+    quorum = admin.describe_metadata_quorum()
     if args.status:
-        cluster = client.describe("DescribeCluster", controller_pb2.DescribeClusterRequest())
-        lines = quorum_status(cluster.cluster_id, quorum)
+        lines = quorum_status(admin.describe_cluster()["cluster_id"], quorum)
     else:
         now_ms = time.time_ns() // 1_000_000
         lines = quorum_replication(quorum, human_readable=args.human_readable, now_ms=now_ms)
@@ -201,7 +233,7 @@ def _metadata_quorum_describe(args: argparse.Namespace) -> int:
         args.help_parser.error(
             "The option --human-readable is only supported along with --replication"
         )
-    return run_tool("metadata-quorum", args, _describe_quorum)
+    return run_admin("metadata-quorum", args, _describe_quorum)
 
 
 def _add_metadata_quorum(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -232,14 +264,12 @@ def _add_metadata_quorum(commands: argparse._SubParsersAction[argparse.ArgumentP
 # --- strom cluster -----------------------------------------------------------------------------
 
 
-def _cluster_id(client: ControllerClient, args: argparse.Namespace, out: Out) -> None:
-    cluster = client.describe("DescribeCluster", controller_pb2.DescribeClusterRequest())
-    out(cluster_id_line(cluster.cluster_id))
+def _cluster_id(admin: AdminClient, args: argparse.Namespace, out: Out) -> None:
+    out(cluster_id_line(admin.describe_cluster()["cluster_id"]))
 
 
-def _cluster_describe(client: ControllerClient, args: argparse.Namespace, out: Out) -> None:
-    cluster = client.describe("DescribeCluster", controller_pb2.DescribeClusterRequest())
-    for line in cluster_description(cluster):
+def _cluster_describe(admin: AdminClient, args: argparse.Namespace, out: Out) -> None:
+    for line in cluster_description(admin.describe_cluster()):
         out(line)
 
 
@@ -257,7 +287,7 @@ def _add_cluster(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         sub = cluster_commands.add_parser(name, help=text)
         add_bootstrap_options(sub)
         sub.set_defaults(
-            handler=lambda args, action=action: run_tool("cluster", args, action),
+            handler=lambda args, action=action: run_admin("cluster", args, action),
             help_parser=sub,
         )
     cluster.set_defaults(help_parser=cluster)
@@ -281,7 +311,9 @@ def _configs(args: argparse.Namespace) -> int:
     problem = config_command.usage_problem(args)
     if problem is not None:
         args.help_parser.error(problem)
-    return run_tool("config", args, config_command.run)
+    if config_command.entity(args)[0] == "users":
+        return run_admin("config", args, user_scram_command.run)
+    return run_admin("config", args, config_command.run)
 
 
 def _add_configs(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -351,7 +383,7 @@ def _leader_election(args: argparse.Namespace) -> int:
     problem = leader_election_command.usage_problem(args)
     if problem is not None:
         args.help_parser.error(problem)
-    return run_tool("leader-election", args, leader_election_command.run)
+    return run_admin("leader-election", args, leader_election_command.run)
 
 
 def _add_leader_election(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -482,7 +514,7 @@ def _acls(args: argparse.Namespace) -> int:
         # kafka-acls.sh prints its sentence and exits 1 (CommandLineUtils.printUsageAndExit).
         print(problem, file=sys.stderr)
         return 1
-    return run_tool("ACL", args, acl_command.run)
+    return run_admin("ACL", args, acl_command.run)
 
 
 def _add_acls(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
