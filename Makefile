@@ -25,7 +25,7 @@ proto: venv
 
 lint: venv
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy storage strom_api strom raft metadata coordinator broker pyspark_strom strom_tools
+	$(VENV)/bin/mypy storage strom_api strom raft metadata coordinator broker server pyspark_strom strom_tools
 	$(VENV)/bin/lint-imports
 
 test: venv lint

@@ -1,2 +1,3 @@
-"""The data plane: node assembly, replica manager (ISR, high watermark), fetchers, purgatory,
-group coordinator, producer state, gRPC servicers and metrics."""
+"""Replication (docs/architecture.md §6): partitions and their logs, the replica manager (ISR,
+high watermark, the produce and fetch paths), the follower fetch session, ISR proposals, the
+broker's lifecycle with the controller, producer state and log maintenance."""

@@ -49,8 +49,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from broker.partition import Partition
+from broker.replica_config import ReplicaConfig
 from broker.replication_settings import ReplicationSettings
-from broker.server_config import ReplicaConfig
 from metadata.errors import ApiError
 from strom_api.error_codes import ErrorCode
 

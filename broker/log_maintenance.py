@@ -23,7 +23,7 @@ import os
 from collections.abc import Callable
 
 from broker.partition import Partition
-from broker.server_config import ReplicaConfig
+from broker.replica_config import ReplicaConfig
 from storage.cleaner import clean
 from storage.errors import StorageError
 from storage.log import CLEANED_SUFFIX

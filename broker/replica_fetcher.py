@@ -37,8 +37,8 @@ from broker.follower_fetch import (
     StreamKey,
 )
 from broker.partition import Partition
+from broker.replica_config import ReplicaConfig
 from broker.replication_settings import ReplicationSettings
-from broker.server_config import ReplicaConfig
 from metadata.errors import ApiError
 from strom_api.error_codes import ErrorCode
 from strom_api.sasl_client import stream_failed, stream_metadata

@@ -5,7 +5,7 @@ and the ISR changes leaders propose to the controller.
 Everything here runs on the node's event loop. Waiting (an acks=all produce until the high
 watermark passes it, a fetch until min_bytes are there) is a future per partition that the
 partition's `on_change` resolves: a waiter looks again whenever the partition moved, and
-gives up at its deadline. Metadata deltas arrive in log order (broker/node.py): first
+gives up at its deadline. Metadata deltas arrive in log order (server/node.py): first
 `detach` (stop serving what is deleted or moved away, before its files go), then the disk
 work off the loop (create and delete logs), then `attach` (roles from the new image).
 
@@ -30,8 +30,8 @@ from broker.partition import LeaderAppend, Partition, storage_error
 from broker.partition_leader import IsrChange
 from broker.produce_checks import PreparedBatches, producer_batches
 from broker.producer_expiration import run_producer_expiration
+from broker.replica_config import ReplicaConfig
 from broker.replication_settings import ReplicationSettings
-from broker.server_config import ReplicaConfig
 from broker.topic_settings import TopicSettings, topic_settings
 from metadata.delta import MetadataDelta
 from metadata.errors import ApiError

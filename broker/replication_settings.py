@@ -21,8 +21,8 @@ import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
 
+from broker.replica_config import ReplicaConfig
 from broker.replication_quota import Partitions, ReplicationQuota, throttled_partitions
-from broker.server_config import ReplicaConfig
 from metadata.image import MetadataImage
 from strom_api.v1 import metadata_pb2 as pb
 

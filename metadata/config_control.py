@@ -148,7 +148,7 @@ DYNAMIC_BROKER_CONFIGS: dict[str, BrokerConfig] = {
     ),
 }
 
-# Broker configs Strom knows that are read only at startup (broker/server_config.py reads
+# Broker configs Strom knows that are read only at startup (server/server_config.py reads
 # them; Kafka's defaults), so that setting one at runtime gets Kafka's "cannot be updated
 # dynamically" and not "unknown".
 # The coarser retention and roll units are among them: Kafka makes only the .ms forms

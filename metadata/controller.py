@@ -17,7 +17,7 @@ runs the periodic session check. Standby controllers replay the same log and tak
 without a reload.
 
 The first active controller of an empty metadata log appends its bootstrap records (the
---add-scram users of `strom storage format`, broker/bootstrap_checkpoint.py) in the same batch as
+--add-scram users of `strom storage format`, server/bootstrap_checkpoint.py) in the same batch as
 whatever it writes first, or on its own at the next periodic turn. Once any metadata record
 is committed the log is not empty, so the next controller (which replayed that batch
 before it became active) does not write its own copy.

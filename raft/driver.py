@@ -23,7 +23,7 @@ store is not thread-safe; one fsync, at the last chunk, rarely).
 Refused messages (raft/admission.py in the core, raft/wire_checks.py at the transport) are
 counted in stats() and logged at most once per sender per minute (raft/refusal_log.py). If
 the driver's task ever ends with an exception, the callbacks given to
-add_failure_callback() get it: the node ends the process (broker/node.py).
+add_failure_callback() get it: the node ends the process (server/node.py).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Anyone can send a node thousands of bad messages a second; a line (let alone a traceback)
 for each would fill the disk (98,000 fuzzed requests once grew a node's log from 61 KB to
 15.6 MB). Used by the Raft driver and transport for refused messages and by the broker's
-request guard (broker/rpc_guard.py). It lives here, in the lowest layer that logs, so both
+request guard (server/rpc_guard.py). It lives here, in the lowest layer that logs, so both
 share it. Causes are remembered up to `max_causes`; past that, new causes share one line
 per interval (a flood of made-up sender ids is one line, not one each).
 """

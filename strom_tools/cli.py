@@ -4,7 +4,7 @@ work are registered: anything else is an invalid choice for argparse (exit code 
 
 The admin commands (`topics`, `metadata-quorum`, `cluster`, `configs`, `leader-election`,
 `reassign-partitions`, `acls`) live in strom_tools/admin_tools.py; `server` and `storage format`
-hand over to the server side (broker.main), imported only when they run.
+hand over to the server side (server.main), imported only when they run.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def _storage_random_uuid(args: argparse.Namespace) -> int:
 
 
 def _storage_format(args: argparse.Namespace) -> int:
-    from broker.main import format_storage  # the server side, loaded only when asked for
+    from server.main import format_storage  # the server side, loaded only when asked for
 
     return format_storage(
         args.config, args.cluster_id, args.override, args.ignore_formatted, args.add_scram
@@ -47,7 +47,7 @@ def _storage_format(args: argparse.Namespace) -> int:
 
 
 def _server(args: argparse.Namespace) -> int:
-    from broker.main import run_server
+    from server.main import run_server
 
     return run_server(args.config, args.override)
 

@@ -24,6 +24,7 @@ PRODUCT = (
     "metadata",
     "coordinator",
     "broker",
+    "server",
     "strom",
     "pyspark_strom",
     "strom_api",
@@ -32,10 +33,10 @@ PRODUCT = (
 
 # (module, name) of the module-level tables that say which keys are accepted.
 ACCEPTANCE_TABLES = {
-    ("broker/server_config.py", name)
+    ("server/server_config.py", name)
     for name in ("_NODE_KEYS", "_REPLICA_KEYS", "_LOWEST", "_CONTROLLER_KEYS", "_RAFT_KEYS")
 } | {
-    ("broker/server_config.py", "_GROUP_KEYS"),
+    ("server/server_config.py", "_GROUP_KEYS"),
     ("metadata/config_control.py", "STATIC_BROKER_CONFIGS"),
     ("metadata/config_control.py", "DYNAMIC_BROKER_CONFIGS"),
     ("metadata/config_control.py", "_TOPIC_TO_BROKER"),
@@ -43,8 +44,8 @@ ACCEPTANCE_TABLES = {
     ("metadata/topic_configs.py", "REPLICATION_CONFIGS"),
     ("storage/config.py", "_SPECS"),
     ("raft/config.py", "_NAMES"),
-    ("broker/unapplied_configs.py", "NOT_APPLIED"),
-    ("broker/listener_security.py", "SSL_KEYS"),
+    ("server/unapplied_configs.py", "NOT_APPLIED"),
+    ("server/listener_security.py", "SSL_KEYS"),
 }
 
 

@@ -4,7 +4,7 @@ were validated, stored, reported as set, and did nothing).
 For every kind of setting — server.properties keys, dynamic broker configs, topic configs,
 client constructor parameters, Spark options and `strom` command-line options — the key
 must reach a reader in the product code (tests/config_readers.py says what counts as a
-read). A key Strom deliberately does not apply is in broker/unapplied_configs.py, is logged
+read). A key Strom deliberately does not apply is in server/unapplied_configs.py, is logged
 as such when set, and is listed in README. The check is by reading the code, so it catches
 a new key the day it is added without a reader; the behaviour of each key is tested where
 the key is applied."""
@@ -16,14 +16,14 @@ import dataclasses
 
 import pytest
 
-import broker.server_config as server_config
 import metadata.config_control as config_control
 import pyspark_strom.options as spark_options
 import raft.config as raft_config
+import server.server_config as server_config
 import storage.config as storage_config
 from broker.topic_settings import TopicSettings
-from broker.unapplied_configs import NOT_APPLIED, not_applied_warning
 from metadata.topic_configs import REPLICATION_CONFIGS
+from server.unapplied_configs import NOT_APPLIED, not_applied_warning
 from tests.config_readers import (
     ROOT,
     CodeIndex,
@@ -32,7 +32,7 @@ from tests.config_readers import (
     product_index,
 )
 
-SERVER_CONFIG = "broker/server_config.py"
+SERVER_CONFIG = "server/server_config.py"
 
 
 @pytest.fixture(scope="module")
@@ -83,9 +83,9 @@ def test_node_and_static_broker_keys_are_looked_up(index):
 def test_listener_security_keys_are_read(index):
     """Every ssl.* key a listener accepts (listener_security.SSL_KEYS, also under
     listener.name.<name>.) is looked up where the listener's TLS is built."""
-    from broker.listener_security import SSL_KEYS
+    from server.listener_security import SSL_KEYS
 
-    module = "broker/listener_security.py"
+    module = "server/listener_security.py"
     unread = [k for k in SSL_KEYS if module not in index.reads_string(k)]
     assert unread == [], "listener ssl.* keys accepted and never looked up"
     assert module in index.reads_string("listener.security.protocol.map")

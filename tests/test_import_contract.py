@@ -17,6 +17,7 @@ PACKAGES = [
     "metadata",
     "coordinator",
     "broker",
+    "server",
     "strom",
     "pyspark_strom",
     "strom_tools",
@@ -43,7 +44,7 @@ def test_contracts_can_break(tmp_path: Path) -> None:
     # A copy of the tree with three violations: storage importing a higher layer, the
     # storage core importing asyncio (a standard-library module, so an "external" one), and
     # health reaching into the node again (as it did, for typing only, before
-    # broker/node_status.py).
+    # server/node_status.py).
     shutil.copy(ROOT / "pyproject.toml", tmp_path)
     for package in PACKAGES:
         shutil.copytree(
@@ -51,9 +52,9 @@ def test_contracts_can_break(tmp_path: Path) -> None:
         )
     (tmp_path / "storage" / "_bad.py").write_text("import broker\n")
     (tmp_path / "storage" / "_bad_async.py").write_text("import asyncio\n")
-    health = tmp_path / "broker" / "health.py"
+    health = tmp_path / "server" / "health.py"
     health.write_text(
-        health.read_text() + "\nif TYPE_CHECKING:\n    from broker.node import Node\n"
+        health.read_text() + "\nif TYPE_CHECKING:\n    from server.node import Node\n"
     )
 
     result = lint_imports(tmp_path)
@@ -62,5 +63,5 @@ def test_contracts_can_break(tmp_path: Path) -> None:
     # The copy, not the installed tree, was analysed, and each contract caught its module.
     assert "storage._bad -> broker" in output, output
     assert "storage._bad_async -> asyncio" in output, output
-    assert "broker.health -> broker.node" in output, output
+    assert "server.health -> server.node" in output, output
     assert "3 broken" in output, output

@@ -1,5 +1,5 @@
 """The group coordinator's settings, with Kafka's defaults (the server.properties names are
-mapped in broker/server_config.py)."""
+mapped in server/server_config.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The group coordinator's inputs and outputs as plain frozen dataclasses: the requests the
-servicer (broker/group_service.py) converts from protobuf, the answers it converts back, and
+servicer (server/group_service.py) converts from protobuf, the answers it converts back, and
 the effects the core (coordinator/group/core.py) asks its pump to carry out.
 """
 

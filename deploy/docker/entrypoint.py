@@ -53,8 +53,8 @@ import sys
 import urllib.request
 from collections.abc import Mapping
 
-from broker import server_config
-from broker.main import format_storage
+from server import server_config
+from server.main import format_storage
 from storage import meta_properties
 from strom_api.scram_credential import DEFAULT_ITERATIONS, salted_password
 

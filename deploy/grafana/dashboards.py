@@ -2,7 +2,7 @@
 deploy/grafana/dashboards/<uid>.json (committed; tests/deploy checks they are current, that
 every expression parses and that every metric they name is emitted by a live cluster).
 
-Metric names are those of broker/metrics.py (Strimzi's names for Kafka's metrics, Python's
+Metric names are those of server/metrics.py (Strimzi's names for Kafka's metrics, Python's
 process and GC collectors instead of the JVM's; Kafka Exporter's for offsets and consumer lag,
 kafka_consumergroup_lag being recorded by deploy/prometheus/strom-rules.yml).
 `$__rate_interval`, `$topic` and `$consumergroup` are Grafana variables.

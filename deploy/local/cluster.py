@@ -45,7 +45,7 @@ import secure
 from guard import CannotStart, live_nodes, lock_directory, ports_in_use
 from supervisor import NodeSpec, RestartPolicy, Supervisor, is_ready
 
-from broker.main import format_storage
+from server.main import format_storage
 from strom.admin import AdminClient
 from strom.client_properties import client_settings
 from strom.errors import StromError

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-READY_SERVICE = "strom.ready"  # broker/health.py
+READY_SERVICE = "strom.ready"  # server/health.py
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ def _channel(address: str, ca: str | None) -> grpc.Channel:
 
 def is_ready(address: str, timeout_s: float = 1.0, ca: str | None = None) -> bool:
     """Whether the node at `address` answers strom.ready SERVING: registered under this
-    process, caught up and unfenced (broker/health.py). On a TLS listener (`ca` given) over
+    process, caught up and unfenced (server/health.py). On a TLS listener (`ca` given) over
     TLS only: health needs no SASL login and no client certificate on a SASL_SSL one."""
     with _channel(address, ca) as channel:
         stub = health_pb2_grpc.HealthStub(channel)

@@ -18,8 +18,8 @@ from broker.follower_fetch import (
     PartitionAnswer,
 )
 from broker.partition import Partition
+from broker.replica_config import ReplicaConfig
 from broker.replication_settings import ReplicationSettings
-from broker.server_config import ReplicaConfig
 from storage.clock import ManualClock
 from storage.log import Log
 from tests.broker.test_partition import NOW, TOPIC_ID, batch, elect, open_partition, topic_settings

@@ -10,9 +10,9 @@ import grpc
 import grpc.aio
 import pytest
 
-from broker import server_config
-from broker.listener_security import ANONYMOUS, ListenerTls, ssl_principal
-from broker.principal_mapping import NoMatchingRule, parse_rules
+from server import server_config
+from server.listener_security import ANONYMOUS, ListenerTls, ssl_principal
+from server.principal_mapping import NoMatchingRule, parse_rules
 from storage.errors import InvalidConfigError
 from strom_api.tls import ClientTls, aio_channel, client_tls
 from tests.tls_certs import ENCRYPTED_PASSWORD, SERVICE_CLIENT_DN, make_certs

@@ -1,13 +1,13 @@
 """listeners, advertised.listeners and inter.broker.listener.name as Kafka checks them
-(broker/listeners.py): what is bound, what is registered, and one clear line for each
+(server/listeners.py): what is bound, what is registered, and one clear line for each
 configuration Kafka refuses."""
 
 from __future__ import annotations
 
 import pytest
 
-from broker.listeners import Listener
-from broker.server_config import from_properties
+from server.listeners import Listener
+from server.server_config import from_properties
 from storage.errors import InvalidConfigError
 
 BASE = {
@@ -16,7 +16,7 @@ BASE = {
     "controller.quorum.voters": "1@127.0.0.1:9093",
     "listeners": "CLIENT://127.0.0.1:9092,REPLICATION://127.0.0.1:9094,CONTROLLER://127.0.0.1:9093",
     "controller.listener.names": "CONTROLLER",
-    # Kafka refuses listener names its default map lacks (broker/listener_security.py).
+    # Kafka refuses listener names its default map lacks (server/listener_security.py).
     "listener.security.protocol.map": "CLIENT:PLAINTEXT,REPLICATION:PLAINTEXT,CONTROLLER:PLAINTEXT",
     "log.dirs": "/tmp/strom-test",
 }

@@ -9,7 +9,7 @@ import time
 
 from broker.log_maintenance import LogMaintenance
 from broker.partition import Partition
-from broker.server_config import ReplicaConfig
+from broker.replica_config import ReplicaConfig
 from broker.topic_settings import TopicSettings
 from metadata.image import PartitionRegistration
 from storage.config import LogConfig

@@ -13,8 +13,8 @@ import jwt
 import pytest
 from cryptography.hazmat.primitives import serialization
 
-from broker.listener_sasl import is_sasl_key, listener_sasl
-from broker.oauthbearer_validator import (
+from server.listener_sasl import is_sasl_key, listener_sasl
+from server.oauthbearer_validator import (
     OAuthBearerRefused,
     OAuthBearerSettings,
     OAuthBearerValidator,

@@ -19,9 +19,9 @@ import pytest
 
 from broker.follower_fetch import Applied, FetchStream
 from broker.partition import Partition
+from broker.replica_config import ReplicaConfig
 from broker.replica_fetcher import response_of
 from broker.replication_settings import ReplicationSettings
-from broker.server_config import ReplicaConfig
 from storage.clock import ManualClock
 from storage.log import Log
 from storage.log_dir_failures import LogDirFailureChannel

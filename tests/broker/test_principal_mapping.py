@@ -1,4 +1,4 @@
-"""broker/principal_mapping.py: Kafka's SslPrincipalMapperTest cases, ported (valid and
+"""server/principal_mapping.py: Kafka's SslPrincipalMapperTest cases, ported (valid and
 invalid rules, mapping, Kafka's rule splitting as its toString shows it, commas inside a
 pattern), and the replacement rules Java's replaceAll applies."""
 
@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from broker.principal_mapping import (
+from server.principal_mapping import (
     DEFAULT_MAPPER,
     NoMatchingRule,
     parse_rules,

@@ -1,5 +1,5 @@
-"""The readiness decision of broker/health.py from the status snapshot a node publishes
-(broker/node_status.NodeStatus): each fact a role needs, false, makes the node not ready with
+"""The readiness decision of server/health.py from the status snapshot a node publishes
+(server/node_status.NodeStatus): each fact a role needs, false, makes the node not ready with
 its reason; facts of a role the node does not have are ignored."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import grpc.aio
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from broker.health import READY_SERVICE, NodeHealth, not_ready_reason
-from broker.node_status import NodeStatus
+from server.health import READY_SERVICE, NodeHealth, not_ready_reason
+from server.node_status import NodeStatus
 
 ALL_TRUE = dict(raft_leader_known=True, log_dirs_online=True, caught_up=True, unfenced=True)
 CONTROLLER = NodeStatus(controller_role=True, broker_role=False, **ALL_TRUE)

@@ -16,6 +16,7 @@ import pytest
 
 from broker.follower_fetch import FetchRequest, FetchResponse, FetchStream
 from broker.partition import Partition
+from broker.replica_config import ReplicaConfig
 from broker.replica_fetcher import FetcherManager, response_of
 from broker.replica_manager import ReplicaManager
 from broker.replication_quota import (
@@ -26,7 +27,6 @@ from broker.replication_quota import (
     throttled_partitions,
 )
 from broker.replication_settings import ReplicationSettings
-from broker.server_config import ReplicaConfig
 from metadata.delta import MetadataDelta
 from metadata.image import EMPTY_IMAGE, MetadataImage
 from storage.clock import ManualClock

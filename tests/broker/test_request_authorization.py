@@ -1,5 +1,5 @@
-"""The authorization rules of broker/request_authorization.py and
-broker/controller_authorization.py, over the real StandardAuthorizer and real protobuf
+"""The authorization rules of server/request_authorization.py and
+server/controller_authorization.py, over the real StandardAuthorizer and real protobuf
 messages: who is refused what, with which error and sentence, what is logged and counted,
 and what a listing leaves out. (tests/node_integration/test_authorization.py makes the
 same requests against real nodes.)"""
@@ -13,14 +13,14 @@ from typing import Any
 
 import pytest
 
-from broker.controller_authorization import authorized_call
-from broker.node_authorizer import NodeAuthorizer
-from broker.request_authorization import RequestAuthorizer
-from broker.request_session import Session, enter, leave
-from broker.server_config import from_properties
 from metadata.authorizer import AuthorizerSettings, StandardAcl, StandardAuthorizer
 from metadata.delta import MetadataDelta
 from metadata.image import EMPTY_IMAGE
+from server.controller_authorization import authorized_call
+from server.node_authorizer import NodeAuthorizer
+from server.request_authorization import RequestAuthorizer
+from server.request_session import Session, enter, leave
+from server.server_config import from_properties
 from storage.errors import InvalidConfigError
 from strom_api.acls import (
     CLUSTER_NAME,

@@ -1,4 +1,4 @@
-"""broker/rpc_guard.py with an admission (broker/request_session.py): every call of a
+"""server/rpc_guard.py with an admission (server/request_session.py): every call of a
 guarded server is admitted before the servicer runs and served with its Session; a caller
 the admission refuses never reaches the servicer. Real gRPC on loopback."""
 
@@ -11,9 +11,9 @@ import grpc
 import grpc.aio
 import pytest
 
-from broker.admission import AnonymousAdmission
-from broker.request_session import Session, current_session
-from broker.rpc_guard import guarded
+from server.admission import AnonymousAdmission
+from server.request_session import Session, current_session
+from server.rpc_guard import guarded
 from strom_api.v1 import client_pb2, client_pb2_grpc
 
 

@@ -1,12 +1,12 @@
-"""broker/rpc_guard.py: the rate limit on error logs (units, a fake clock); the guarded
+"""server/rpc_guard.py: the rate limit on error logs (units, a fake clock); the guarded
 server end to end is in tests/data_plane/test_hostile_requests.py."""
 
 from __future__ import annotations
 
 import logging
 
-from broker.rpc_guard import quiet_grpc_server_log
 from raft.rate_limited_log import RateLimitedLog
+from server.rpc_guard import quiet_grpc_server_log
 
 
 class Clock:
@@ -70,7 +70,7 @@ def test_grpcs_own_servicer_errors_are_rate_limited_without_a_traceback_for_bad_
 def test_strings_past_kafkas_int16_bound_are_found_at_any_depth_and_in_maps():
     import pytest
 
-    from broker.rpc_guard import MAX_STRING_BYTES, StringTooLong, check_strings
+    from server.rpc_guard import MAX_STRING_BYTES, StringTooLong, check_strings
     from strom_api.v1 import client_pb2, controller_pb2
 
     fine = controller_pb2.CreateTopicsRequest(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.server_config import ReplicaConfig, from_properties
+from server.server_config import ReplicaConfig, from_properties
 from storage.errors import InvalidConfigError
 
 BASE = {
@@ -20,7 +20,7 @@ BASE = {
 
 def test_defaults_are_kafkas():
     config = from_properties(BASE)
-    # Without inter.broker.listener.name, the first broker listener (broker/listeners.py).
+    # Without inter.broker.listener.name, the first broker listener (server/listeners.py).
     assert config.replica == ReplicaConfig(inter_broker_listener="PLAINTEXT")
     assert config.replica.replica_lag_time_max_ms == 30_000
     assert config.replica.fetch_wait_max_ms == 500

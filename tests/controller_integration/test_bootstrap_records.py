@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import asyncio
 
-from broker import bootstrap_checkpoint
 from metadata.broker_lifecycle import BrokerRegistrationRequest
 from metadata.controller import ControllerConfig, QuorumController
 from metadata.image import Endpoint, scram_record
 from metadata.loader import MetadataLoader
 from metadata.topic_control import NewTopic
 from raft.driver import RaftDriver
+from server import bootstrap_checkpoint
 from strom_api.scram_credential import new_credential
 from tests.controller_integration.test_controller_quorum import RAFT, active
 from tests.raft_integration.process_cluster import free_ports, wait_for

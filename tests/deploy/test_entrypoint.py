@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from broker import bootstrap_checkpoint
+from server import bootstrap_checkpoint
 from strom_api.scram_credential import MECHANISM_CODES, client_key, salted_password, stored_key
 from tests.deploy.deploy_files import DEPLOY
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker import server_config
+from server import server_config
 from storage.errors import InvalidConfigError
 
 FILE = """\

@@ -1,7 +1,7 @@
 """grpc.health.v1 on live node processes, as Kubernetes' gRPC probes ask it (deploy/k8s):
 liveness ("") answers SERVING on every listener while the process runs, even after the
 quorum is gone; readiness ("strom.ready") is SERVING only while the node is part of a
-working cluster (broker/health.py)."""
+working cluster (server/health.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import signal
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from broker.health import READY_SERVICE
+from server.health import READY_SERVICE
 from tests.node_integration.node_cluster import NodeCluster
 from tests.raft_integration.process_cluster import wait_until
 

@@ -2,7 +2,7 @@
 against Kubernetes 1.32's schemas (kubernetes-validate --strict, offline); and what each pod
 will run agrees with the manifests: strom-entrypoint's computation (deploy/docker/
 entrypoint.py) is run for every pod of every StatefulSet with the environment the manifests
-give it, and broker/server_config.py loads the result, as the pod will."""
+give it, and server/server_config.py loads the result, as the pod will."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 import yaml
 
-from broker import bootstrap_checkpoint
-from broker.health import READY_SERVICE
-from broker.node import CONTROLLED_SHUTDOWN_TIMEOUT_S
-from broker.server_config import ServerConfig, load
+from server import bootstrap_checkpoint
+from server.health import READY_SERVICE
+from server.node import CONTROLLED_SHUTDOWN_TIMEOUT_S
+from server.server_config import ServerConfig, load
 from tests.deploy.deploy_files import DEPLOY, RULES, tool
 
 K8S = DEPLOY / "k8s"

@@ -118,7 +118,7 @@ def _secure(rng: random.Random, case: Case, ctx: Context) -> None:
         case.metadata = ((SESSION_KEY, forged_token(rng, token)),)
 
 
-SESSION_KEY = "strom-sasl-session"  # broker/sasl_sessions.METADATA_KEY
+SESSION_KEY = "strom-sasl-session"  # server/sasl_sessions.METADATA_KEY
 
 
 def forged_token(rng: random.Random, genuine: str) -> str:

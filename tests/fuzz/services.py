@@ -77,7 +77,7 @@ READ_ONLY = {
     "AlterUserScramCredentials",  # SCRAM credentials are no topic state
 }
 
-# Served without a SASL session on a SASL listener (broker/admission.py): the handshake
+# Served without a SASL session on a SASL listener (server/admission.py): the handshake
 # itself and health. Every other call without one must be refused UNAUTHENTICATED.
 SERVED_UNAUTHENTICATED = {"SecurityService", "Health"}
 

@@ -153,7 +153,7 @@ def test_tracebacks_are_counted_per_cause_with_the_rpcs_that_raised_them():
     log = "".join(
         f"[t] ERROR grpc._cython.cygrpc: Unexpected [DecodeError] raised by servicer method "
         f"[/strom_api.v1.ClientService/{method}]\nTraceback (most recent call last):\n"
-        f'  File "/x/broker/client_service.py", line 12, in handle\n'
+        f'  File "/x/server/client_service.py", line 12, in handle\n'
         f"google.protobuf.message.DecodeError: Error parsing message with type "
         f"'strom_api.v1.{method}Request': Wire format was corrupt\n"
         for method in ("Produce", "Fetch", "Produce")

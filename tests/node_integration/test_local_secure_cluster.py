@@ -22,7 +22,7 @@ from test_local_cluster import LOCAL, MakeRun, free_range
 sys.path.insert(0, LOCAL)
 import secure  # noqa: E402
 
-from broker.health import READY_SERVICE  # noqa: E402
+from server.health import READY_SERVICE  # noqa: E402
 
 PROBE = os.path.join(ROOT, "deploy", "docker", "probe.py")
 

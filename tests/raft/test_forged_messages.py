@@ -182,7 +182,7 @@ def test_observer_fetch_never_moves_the_high_watermark() -> None:
 def test_a_node_at_the_last_epoch_stops_loudly_instead_of_overflowing() -> None:
     """2^31 real elections later (here: a single voter whose persisted epoch is MAX_EPOCH),
     standing again would need an epoch past int32's range: the core raises a clear error
-    (the node then ends, broker/node.py) rather than persist an overflowing epoch."""
+    (the node then ends, server/node.py) rather than persist an overflowing epoch."""
     cluster = Cluster()
     cluster.run("add-nodes voters=1")
     cluster.run(f"append-log 1 epoch={MAX_EPOCH} 0@1:x")

@@ -33,11 +33,11 @@ import grpc
 import grpc.aio
 import uvloop
 
-from broker.server_config import parse_voters
 from raft.config import RaftConfig
 from raft.core import NotLeaderError
 from raft.driver import RaftDriver
 from raft.messages import Entry, LeaderAndEpoch, SnapshotId
+from server.server_config import parse_voters
 
 SERVICE = "strom.test.RaftNode"
 

@@ -2,7 +2,7 @@
 a real Log, and around it what broker/ runs on an event loop, redone on the simulated clock
 step by step as the real code does it:
 
-- metadata (MetadataLoader, broker/node.py _apply_local_changes): the loader replays the
+- metadata (MetadataLoader, server/node.py _apply_local_changes): the loader replays the
   controller's committed images in order, at its own pace (a random lag, stalls, nothing
   while cut off from the controller), possibly skipping some (a delta covers several
   records), and after a restart possibly from an image older than the last one the previous
@@ -34,7 +34,7 @@ step by step as the real code does it:
   sent, what an answer does), pumped here as AlterPartitionSender pumps it (one request in
   flight, drained on the next turn of the loop), with the lifecycle client's retries
   (voters + 1 tries);
-- DeleteRecords (broker/client_service.py): the leader moves its log start, then writes the
+- DeleteRecords (server/client_service.py): the leader moves its log start, then writes the
   offset checkpoints before answering;
 - the process: a crash closes the files without a word (the page cache keeps every write) and
   loses everything in memory; a clean stop snapshots the producers, flushes and checkpoints;
@@ -64,9 +64,9 @@ from broker.isr_proposals import ISR_RETRY_BACKOFF_S, IsrProposals, Outcome
 from broker.lifecycle_state import BrokerLifecycle, BrokerState, RegisterBroker
 from broker.partition import LeaderAppend, Partition
 from broker.partition_leader import IsrChange
+from broker.replica_config import ReplicaConfig
 from broker.replica_manager import _replication_error
 from broker.replication_settings import ReplicationSettings
-from broker.server_config import ReplicaConfig
 from broker.topic_settings import TopicSettings
 from metadata.alter_partition import IsrProposal, IsrResult
 from metadata.broker_lifecycle import HeartbeatRequest, HeartbeatResponse
@@ -88,7 +88,7 @@ from tests.replication_sim.network import CONTROLLER
 if TYPE_CHECKING:
     from tests.replication_sim.world import World
 
-CONTROLLED_SHUTDOWN_TIMEOUT_MS = 30_000  # broker/node.py CONTROLLED_SHUTDOWN_TIMEOUT_S
+CONTROLLED_SHUTDOWN_TIMEOUT_MS = 30_000  # server/node.py CONTROLLED_SHUTDOWN_TIMEOUT_S
 NO_CONTROLLER_MS = 5_000  # LifecycleClient.controlled_shutdown's no_controller_s
 CONTROLLER_VOTERS = 1  # call_controller tries len(voters) + 1 times
 CONNECT_FAIL_MS = 20  # a connection refused by a dead process comes back about this fast
@@ -373,7 +373,7 @@ class SimBroker:
         self.world.checker.on_log_closed(self)
 
     def begin_controlled_shutdown(self) -> None:
-        """broker/node.py stop(): controlled shutdown first, then a clean stop."""
+        """server/node.py stop(): controlled shutdown first, then a clean stop."""
         self.trace("controlled shutdown begins")
         self.lifecycle.begin_controlled_shutdown(
             self.now / 1000, CONTROLLED_SHUTDOWN_TIMEOUT_MS / 1000, NO_CONTROLLER_MS / 1000

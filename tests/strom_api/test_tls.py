@@ -13,7 +13,7 @@ import grpc
 import grpc.aio
 import pytest
 
-from broker.listener_security import ssl_principal
+from server.listener_security import ssl_principal
 from strom_api.tls import (
     ClientTls,
     KeystoreSource,

@@ -10,9 +10,9 @@ fuzzed requests grew one node's log from 61 KB to 15.6 MB. Now:
   INVALID_ARGUMENT naming Kafka's CORRUPT_MESSAGE, and turns any exception a servicer lets
   escape into INTERNAL with one log line per cause. Kafka closes the connection on a
   request it cannot parse; over gRPC the status ends only that call.
-- `guarded(server, admission)` also asks the listener's admission (broker/admission.py) who
+- `guarded(server, admission)` also asks the listener's admission (server/admission.py) who
   the caller is before anything else is looked at, and serves the call with that Session
-  set (broker/request_session.py); a caller the admission refuses ends there.
+  set (server/request_session.py); a caller the admission refuses ends there.
 - `quiet_grpc_server_log()` rate-limits grpc's own "Unexpected ... raised by servicer" log
   for the services not wrapped here (Raft's, whose handler reads messages itself, and
   health), keeping one traceback per cause a minute.
@@ -29,8 +29,8 @@ from typing import Any
 import grpc
 import grpc.aio
 
-from broker.request_session import Admission, enter, leave
 from raft.rate_limited_log import RateLimitedLog
+from server.request_session import Admission, enter, leave
 
 log = logging.getLogger("strom.rpc")
 

@@ -14,10 +14,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from broker.api_errors import error_pb, make_error
 from broker.replica_manager import ReplicaManager
-from broker.request_authorization import RequestAuthorizer
-from broker.request_session import peer_host
 from coordinator.group.core import OFFSETS_TOPIC
 from coordinator.group.messages import (
     CommittedOffset,
@@ -32,6 +29,9 @@ from coordinator.group.messages import (
 )
 from coordinator.group.runtime import GroupCoordinator
 from metadata.errors import ApiError
+from server.api_errors import error_pb, make_error
+from server.request_authorization import RequestAuthorizer
+from server.request_session import peer_host
 from strom_api.error_codes import ErrorCode
 from strom_api.v1 import client_pb2
 

@@ -1,7 +1,7 @@
 """The authorization of ControllerService calls, the same on both sides of forwarding: a
 broker checks its client's principal before it forwards an admin request, and a
 controller checks its own caller, so a client calling a controller's listener directly is
-checked too (issue 18). The operations are broker/request_authorization.py's.
+checked too (issue 18). The operations are server/request_authorization.py's.
 
 What a call may do:
 - refused whole (CLUSTER_AUTHORIZATION_FAILED, or TOPIC_AUTHORIZATION_FAILED for
@@ -15,7 +15,7 @@ What a call may do:
 On a controller, a caller with CLUSTER_ACTION on the cluster is a broker forwarding a
 request it has already authorized for its client (Kafka's Envelope, which needs
 CLUSTER_ACTION): its admin calls are served as asked. DescribeCluster needs nothing, as in
-Kafka. RPCs not named in broker/request_authorization.py (added by later work) pass
+Kafka. RPCs not named in server/request_authorization.py (added by later work) pass
 unchecked until they are.
 """
 
@@ -24,9 +24,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from broker.api_errors import error_pb
-from broker.request_authorization import CLUSTER_OPERATION, RequestAuthorizer
 from metadata.errors import ApiError
+from server.api_errors import error_pb
+from server.request_authorization import CLUSTER_OPERATION, RequestAuthorizer
 from strom_api.acls import CLUSTER_NAME, AclOperation, ResourceType
 from strom_api.v1 import controller_pb2, controller_pb2_grpc
 from strom_api.v1 import metadata_pb2 as mpb

@@ -9,10 +9,10 @@ from typing import Any
 
 import grpc
 
-from broker.api_errors import error_pb
 from broker.replica_manager import ReplicaManager
-from broker.request_authorization import RequestAuthorizer
 from metadata.errors import ApiError
+from server.api_errors import error_pb
+from server.request_authorization import RequestAuthorizer
 from strom_api.v1 import replica_pb2, replica_pb2_grpc
 
 Response = replica_pb2.ReplicaFetchResponse

@@ -1,16 +1,16 @@
-"""Each listener's admission (broker/request_session.Admission): how the principal of a
+"""Each listener's admission (server/request_session.Admission): how the principal of a
 call is established on it, by the listener's security protocol.
 
 - PLAINTEXT: User:ANONYMOUS, as Kafka names unauthenticated connections.
 - SASL_PLAINTEXT / SASL_SSL: the session the client authenticated on this connection
-  with SecurityService.SaslAuthenticate (broker/sasl_service.py), whose token it carries in
-  every call (broker/sasl_sessions.py): `User:<SASL user name>`. A call without a valid
+  with SecurityService.SaslAuthenticate (server/sasl_service.py), whose token it carries in
+  every call (server/sasl_sessions.py): `User:<SASL user name>`. A call without a valid
   token is refused UNAUTHENTICATED with SASL_AUTHENTICATION_FAILED and a sentence; when the
   token is merely stale (another connection, expired, a restarted node) the trailer
   `strom-sasl-reauthenticate` tells the client to authenticate again. The handshake itself
   and the health service are the only calls served without a session.
 - SSL: the client certificate the TLS handshake verified names the principal
-  (broker/listener_security.ssl_principal: `User:<subject DN>` or what
+  (server/listener_security.ssl_principal: `User:<subject DN>` or what
   ssl.principal.mapping.rules make of it); without one (ssl.client.auth=none) ANONYMOUS.
 
 A broker listener admits no call at all before the broker has caught up with the metadata
@@ -30,10 +30,10 @@ from typing import Any
 
 import grpc
 
-from broker.listener_security import ListenerTls
-from broker.principal_mapping import NoMatchingRule
-from broker.request_session import Admission, Session, peer_host
-from broker.sasl_sessions import METADATA_KEY, InvalidSession, SessionSigner
+from server.listener_security import ListenerTls
+from server.principal_mapping import NoMatchingRule
+from server.request_session import Admission, Session, peer_host
+from server.sasl_sessions import METADATA_KEY, InvalidSession, SessionSigner
 from strom_api.acls import ANONYMOUS
 
 

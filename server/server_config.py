@@ -23,23 +23,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from broker.listener_sasl import ListenerSasl, is_sasl_key, listener_sasl
-from broker.listener_security import (
-    SSL_KEYS,
-    TLS_PROTOCOLS,
-    ListenerTls,
-    is_security_key,
-    listener_protocols,
-    listener_tls,
-)
-from broker.listeners import (
-    Listener,
-    broker_listeners,
-    check_controller_listeners,
-    check_controller_only,
-    parse_listeners,
-)
-from broker.unapplied_configs import NOT_APPLIED
+from broker.replica_config import ReplicaConfig
 from coordinator.group.config import GroupConfig
 from metadata.authorizer import (
     ALLOW_EVERYONE_IF_NO_ACL_FOUND_CONFIG,
@@ -49,6 +33,23 @@ from metadata.authorizer import (
 from metadata.config_control import DYNAMIC_BROKER_CONFIGS, STATIC_BROKER_CONFIGS
 from metadata.controller import ControllerConfig
 from raft.config import InvalidRaftConfigError, RaftConfig
+from server.listener_sasl import ListenerSasl, is_sasl_key, listener_sasl
+from server.listener_security import (
+    SSL_KEYS,
+    TLS_PROTOCOLS,
+    ListenerTls,
+    is_security_key,
+    listener_protocols,
+    listener_tls,
+)
+from server.listeners import (
+    Listener,
+    broker_listeners,
+    check_controller_listeners,
+    check_controller_only,
+    parse_listeners,
+)
+from server.unapplied_configs import NOT_APPLIED
 from storage.errors import InvalidConfigError
 
 _RAFT_KEYS = {
@@ -85,7 +86,7 @@ _NODE_KEYS = {
     "authorizer.class.name",
     SUPER_USERS_CONFIG,
     ALLOW_EVERYONE_IF_NO_ACL_FOUND_CONFIG,
-    *SSL_KEYS,  # broker/listener_security.py; each also as listener.name.<name>.<key>
+    *SSL_KEYS,  # server/listener_security.py; each also as listener.name.<name>.<key>
 }
 
 
@@ -121,34 +122,6 @@ _LOWEST = {
     "fetch.max.bytes": 1024,  # Kafka's lower bound
     "producer.id.expiration.check.interval.ms": 1,
 }
-
-
-@dataclass(frozen=True)
-class ReplicaConfig:
-    replica_lag_time_max_ms: int = 30_000
-    fetch_wait_max_ms: int = 500
-    fetch_min_bytes: int = 1
-    fetch_max_bytes: int = 1024 * 1024
-    fetch_response_max_bytes: int = 10 * 1024 * 1024
-    fetch_backoff_ms: int = 1000
-    num_fetchers: int = 1
-    checkpoint_interval_ms: int = 5000
-    flush_scheduler_interval_ms: int = 2**63 - 1
-    retention_check_interval_ms: int = 300_000
-    producer_id_expiration_ms: int = 86_400_000
-    producer_id_expiration_check_interval_ms: int = 600_000
-    # What one request may ask, Kafka's names (broker/memory_pool.py, broker/node.py):
-    socket_request_max_bytes: int = 100 * 1024 * 1024  # the largest request accepted
-    queued_max_requests: int = 500  # RPCs (streams included) served at once
-    # Kafka's default is -1 (unbounded): its responses are sent from the page cache by
-    # sendfile, Strom's are held in memory until sent, so Strom bounds them by default.
-    queued_max_request_bytes: int = 256 * 1024 * 1024
-    fetch_response_limit: int = 55 * 1024 * 1024  # fetch.max.bytes: one fetch response
-    # Replication throttles (KIP-73), bytes/s; Long.MAX_VALUE is none (Kafka's default).
-    leader_replication_throttled_rate: int = 2**63 - 1
-    follower_replication_throttled_rate: int = 2**63 - 1
-    auto_create_topics: bool = True
-    inter_broker_listener: str = ""  # resolved by broker/listeners.py; "": not a broker
 
 
 # The group coordinator's settings (coordinator/group/config.py), by Kafka's names.
@@ -192,7 +165,7 @@ class ServerConfig:
     node_id: int
     roles: frozenset[str]
     voters: Mapping[int, str]  # node id -> host:port of its CONTROLLER listener
-    listeners: Mapping[str, Listener]  # every one is bound (broker/listeners.py)
+    listeners: Mapping[str, Listener]  # every one is bound (server/listeners.py)
     controller_listener: str
     log_dirs: tuple[str, ...]
     metadata_log_dir: str

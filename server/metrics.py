@@ -1,5 +1,5 @@
 """Prometheus metrics of one node, on an HTTP listener (`prometheus.metrics.port`, default
-9404, the port Strimzi's JMX exporter uses; -1 turns it off; broker/metrics_listener.py).
+9404, the port Strimzi's JMX exporter uses; -1 turns it off; server/metrics_listener.py).
 
 Names are the ones Strimzi's JMX exporter rules give Kafka's MBeans (lower case, `-` to
 `_`, `PerSec` meters as `_total` counters), so Strimzi's Grafana dashboards and alert rules
@@ -17,7 +17,7 @@ kafka_consumergroup_lag): the coordinator of a group rarely leads all its partit
 scrape asks no other node. Strom's own are in base units: strom_request_duration_seconds{api},
 strom_replica_lag_records, strom_purgatory_size, strom_raft_messages_refused_total;
 kafka_server_authorizer_denied_total{operation} counts the requests the authorizer denied
-(broker/request_authorization.py), by Kafka's operation name (a dozen values at most).
+(server/request_authorization.py), by Kafka's operation name (a dozen values at most).
 kafka_network_socketserver_memorypool{available,used} for queued.max.request.bytes. The
 replication throttles report as Kafka's quota sensors: kafka_server_leaderreplication_byte_rate
 and kafka_server_followerreplication_byte_rate (bytes/s of throttled replicas moved, since the
@@ -26,7 +26,7 @@ Python's process and GC collectors replace the JVM ones.
 
 Gauges are computed at scrape time from the node's state: the HTTP server runs in a
 thread, so it asks the event loop for a snapshot instead of reading structures the loop
-is changing. The collector sees the node only through broker/node_status.MetricsSources
+is changing. The collector sees the node only through server/node_status.MetricsSources
 (this module never imports the node, which imports it).
 """
 
@@ -50,7 +50,7 @@ from prometheus_client.registry import Collector
 from raft.roles import Role
 
 if TYPE_CHECKING:
-    from broker.node_status import MetricsSources
+    from server.node_status import MetricsSources
 
 # Kafka's KafkaRaftMetrics current-state values.
 _RAFT_STATE = {
@@ -114,7 +114,7 @@ class NodeCollector(Collector):
 
     def _authentication(self) -> Iterator[Metric]:
         """Kafka's socket-server-metrics successful/failed-authentication-total, per
-        listener (broker/sasl_service.py counts SASL exchanges)."""
+        listener (server/sasl_service.py counts SASL exchanges)."""
         counts = self.node.authentications
         for name, text, per_listener in (
             (

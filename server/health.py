@@ -4,7 +4,7 @@ Two services, as the probes need them (deploy/k8s):
 - "" (the server as a whole, liveness and startup): SERVING while the process answers at
   all. It never depends on a leader or a quorum: a cluster that lost its quorum must not
   have its nodes restarted one after another by their liveness probes. After a fatal fault
-  (the node's Raft task died, broker/node.py) it answers NOT_SERVING until the process ends.
+  (the node's Raft task died, server/node.py) it answers NOT_SERVING until the process ends.
 - "strom.ready" (readiness): SERVING once the node is part of a working cluster:
   - a broker (broker or combined role) has registered, caught up with the metadata log and
     been unfenced by the controller (the broker lifecycle's `caught_up`, as Kafka's broker
@@ -19,7 +19,7 @@ Two services, as the probes need them (deploy/k8s):
   During shutdown it turns NOT_SERVING before the controlled shutdown starts.
 
 The status is recomputed every `interval_s` by a task on the node's event loop, which asks
-the node for its status snapshot (broker/node_status.NodeStatus; this module never imports
+the node for its status snapshot (server/node_status.NodeStatus; this module never imports
 the node), decides, and pushes the answer into grpc_health's servicer (which also answers
 Watch streams). Each change of the answer is logged with the reason the node is not ready.
 """
@@ -36,7 +36,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc  # type: ignore[import-un
 from grpc_health.v1.health import aio  # type: ignore[import-untyped]
 
 if TYPE_CHECKING:
-    from broker.node_status import NodeStatus
+    from server.node_status import NodeStatus
 
 log = logging.getLogger("strom.health")
 

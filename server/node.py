@@ -5,7 +5,7 @@ else as an observer) with a MetadataLoader keeping its image. With the controlle
 also runs a QuorumController and serves ControllerService beside RaftService on its
 CONTROLLER listener. With the broker role it registers and heartbeats
 (broker/lifecycle_client.py) with its advertised listeners, serves ClientService and
-ReplicaService on each of its broker listeners (broker/listeners.py), and acts on each
+ReplicaService on each of its broker listeners (server/listeners.py), and acts on each
 metadata delta, in log order: partitions deleted or moved away stop being served, their
 logs are deleted and new replicas' logs created (disk work, off the loop), then every
 touched replica takes the role the new image gives it and the replica fetchers follow the
@@ -36,37 +36,13 @@ from typing import Any
 import grpc
 import grpc.aio
 
-from broker import bootstrap_checkpoint
-from broker.admission import (
-    AnonymousAdmission,
-    CaughtUpAdmission,
-    CertificateAdmission,
-    SaslAdmission,
-)
-from broker.client_service import ClientServicer, auto_create
-from broker.controller_authorization import authorizing
-from broker.controller_forwarder import forwarding_servicer
-from broker.controller_service import ControllerServicer
 from broker.group_partitions import BrokerCoordinatorPartitions
-from broker.health import NodeHealth
 from broker.lifecycle_client import LifecycleClient
 from broker.log_maintenance import LogMaintenance
-from broker.metrics import NodeMetrics
-from broker.metrics_listener import MetricsListener
-from broker.node_authorizer import NodeAuthorizer
-from broker.node_status import NodeStatus
 from broker.partition import Partition
 from broker.producer_ids import ProducerIdManager
 from broker.replica_fetcher import FetcherManager
 from broker.replica_manager import ReplicaManager
-from broker.replica_service import ReplicaServicer
-from broker.request_authorization import RequestAuthorizer
-from broker.request_session import Admission, enter, leave
-from broker.rpc_guard import guarded, quiet_grpc_server_log
-from broker.sasl_service import AuthenticationCounts, SaslServicer
-from broker.sasl_sessions import SessionSigner
-from broker.server_config import ServerConfig
-from broker.unapplied_configs import not_applied_warning
 from coordinator.group.core import OFFSETS_TOPIC
 from coordinator.group.runtime import GroupCoordinator
 from metadata.controller import QuorumController
@@ -75,6 +51,30 @@ from metadata.image import EMPTY_IMAGE, Endpoint, MetadataImage
 from metadata.loader import MetadataLoader
 from raft.driver import RaftDriver
 from raft.transport import EXCLUSIVE_PORT, bind
+from server import bootstrap_checkpoint
+from server.admission import (
+    AnonymousAdmission,
+    CaughtUpAdmission,
+    CertificateAdmission,
+    SaslAdmission,
+)
+from server.client_service import ClientServicer, auto_create
+from server.controller_authorization import authorizing
+from server.controller_forwarder import forwarding_servicer
+from server.controller_service import ControllerServicer
+from server.health import NodeHealth
+from server.metrics import NodeMetrics
+from server.metrics_listener import MetricsListener
+from server.node_authorizer import NodeAuthorizer
+from server.node_status import NodeStatus
+from server.replica_service import ReplicaServicer
+from server.request_authorization import RequestAuthorizer
+from server.request_session import Admission, enter, leave
+from server.rpc_guard import guarded, quiet_grpc_server_log
+from server.sasl_service import AuthenticationCounts, SaslServicer
+from server.sasl_sessions import SessionSigner
+from server.server_config import ServerConfig
+from server.unapplied_configs import not_applied_warning
 from storage import meta_properties
 from storage.errors import LogDirError, StorageError
 from storage.log_manager import LogManager
@@ -105,7 +105,7 @@ def advertised_host(host: str) -> str:
 
 
 def advertised_endpoints(config: ServerConfig) -> list[Endpoint]:
-    """What the broker registers: its advertised listeners (broker/listeners.py)."""
+    """What the broker registers: its advertised listeners (server/listeners.py)."""
     return [
         Endpoint(x.name, advertised_host(x.host), x.port, config.protocols.get(x.name, "PLAINTEXT"))
         for x in config.advertised_listeners
@@ -139,7 +139,7 @@ class Node:
         self._disk_lock = asyncio.Lock()  # one thread at a time touches the LogManager
         self._applying = False  # caught up with the metadata log: deltas are being applied
         # The first image after the catch-up applied: the broker listeners admit calls
-        # (broker/admission.CaughtUpAdmission).
+        # (server/admission.CaughtUpAdmission).
         self._serving = False
         self._background: list[asyncio.Task[None]] = []
         self.metrics: NodeMetrics | None = None
@@ -147,7 +147,7 @@ class Node:
         self.metrics_port = 0
         self.health = NodeHealth(self.status)  # on every listener
         self.tls: dict[str, ServerTls] = {}  # SSL listener name -> its keys and truststore
-        # SASL listeners' session tokens (broker/sasl_sessions.py) and authentication counts.
+        # SASL listeners' session tokens (server/sasl_sessions.py) and authentication counts.
         self.sessions = SessionSigner(lambda: int(time.time() * 1000))
         self.authentications = AuthenticationCounts()
         # authorizer.class.name: one authorizer per image's ACLs, asked by every servicer
@@ -156,7 +156,7 @@ class Node:
         self.loader.publishers.append(lambda delta, image: self.authorizer.on_image(image))
 
     def status(self) -> NodeStatus:
-        """The readiness facts as they stand now, for the health service (broker/health.py)."""
+        """The readiness facts as they stand now, for the health service (server/health.py)."""
         driver = getattr(self, "driver", None)  # set by start()
         core = driver.core if driver is not None else None
         manager, lifecycle = self.log_manager, self.lifecycle
@@ -374,10 +374,10 @@ class Node:
             maximum_concurrent_rpcs=replica.queued_max_requests,
         )
 
-    # --- TLS (broker/listener_security.py) ---------------------------------------------------
+    # --- TLS (server/listener_security.py) ---------------------------------------------------
 
     def _admission(self, listener: str) -> Admission:
-        """How the callers of `listener` are named (broker/admission.py)."""
+        """How the callers of `listener` are named (server/admission.py)."""
         protocol = self.config.protocols.get(listener, "PLAINTEXT")
         if protocol.startswith("SASL_"):
             return SaslAdmission(listener, protocol, self.sessions)
@@ -420,7 +420,7 @@ class Node:
         when it is SSL, trusting the listener's truststore, presenting its keystore
         certificate (mTLS), the target host checked against the peer's certificate
         (ssl.endpoint.identification.algorithm); logging in with SASL when it is SASL_*
-        (broker/listener_sasl.py)."""
+        (server/listener_sasl.py)."""
         tls = self.tls.get(listener)
         settings = self.config.tls.get(listener)
         sasl = self.config.sasl.get(listener)
@@ -613,7 +613,7 @@ class Node:
         its heartbeat answers, as Kafka's broker waits for its initial catch-up): a
         restarted broker replaying old records must not lead on an ISR that has moved on.
         The broker listeners admit calls once the first image after the catch-up is applied
-        (broker/admission.CaughtUpAdmission), as Kafka's broker enables request processing.
+        (server/admission.CaughtUpAdmission), as Kafka's broker enables request processing.
         Deltas that queued up meanwhile are applied together: every deletion they carry,
         then the roles of the newest image."""
         replicas = self.replicas

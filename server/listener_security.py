@@ -14,7 +14,7 @@
   (controller.listener.names) it lacks is PLAINTEXT; any other listener name it lacks is
   refused ("No security protocol defined for listener ...").
 - All four are served: SSL and SASL_SSL with TLS (the ssl.* settings below), SASL_* with
-  the SASL settings of broker/listener_sasl.py.
+  the SASL settings of server/listener_sasl.py.
 - `listener.name.<lowercase name>.ssl.*` wins over `ssl.*` for that listener, for serving it
   and for dialling it on other nodes (Kafka reads the controller and inter-broker
   listeners' own settings when it connects to them).
@@ -29,7 +29,7 @@
   or not ask for one; "requested" therefore asks for none (clients with or without a
   certificate connect, as Kafka's "requested" lets them; no certificate principal is
   taken from them). Use "required" for mTLS.
-- `ssl.principal.mapping.rules` (broker/principal_mapping.py, Kafka's RULE syntax, default
+- `ssl.principal.mapping.rules` (server/principal_mapping.py, Kafka's RULE syntax, default
   DEFAULT) turns a client certificate's subject DN into the user of `User:<name>`; read
   per listener like every ssl.* key, checked at startup.
 - `ssl.endpoint.identification.algorithm` (default https): the host a node dials (the
@@ -42,7 +42,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from broker.principal_mapping import DEFAULT_MAPPER, PrincipalMapper, parse_rules
+from server.principal_mapping import DEFAULT_MAPPER, PrincipalMapper, parse_rules
 from storage.errors import InvalidConfigError
 from strom_api.tls import KeystoreSource, ServerTls, TlsConfigError, TruststoreSource
 

@@ -17,7 +17,7 @@
   log, `strom configs --entity-type users`), and PLAIN with the users a PlainLoginModule
   JAAS config declares (Kafka's way; meant for tests: the passwords sit in the file), and
   OAUTHBEARER: JWTs checked against a JWKS file as Kafka's OAuthBearerValidatorCallbackHandler
-  checks them (broker/oauthbearer_validator.py), its sasl.oauthbearer.* keys per listener
+  checks them (server/oauthbearer_validator.py), its sasl.oauthbearer.* keys per listener
   and mechanism (listener.name.<l>.oauthbearer.<key>) or global. GSSAPI is refused with
   one line. Kafka's default for
   sasl.enabled.mechanisms is GSSAPI, which Strom does not serve: here the default is
@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from broker.oauthbearer_validator import (
+from server.oauthbearer_validator import (
     JwksError,
     OAuthBearerSettings,
     OAuthBearerValidator,

@@ -8,10 +8,10 @@ over (`inter.broker.listener.name`).
     controller.listener.names=CONTROLLER
     listener.security.protocol.map=CLIENT:SSL,REPLICATION:SSL,CONTROLLER:SSL
 
-Each listener's protocol and TLS settings: broker/listener_security.py.
+Each listener's protocol and TLS settings: server/listener_security.py.
 
 Every listener of `listeners` is bound: the controller listener by the Raft server, each
-other one by a broker server of its own that serves every broker API (broker/node.py). A
+other one by a broker server of its own that serves every broker API (server/node.py). A
 broker registers its advertised listeners; a Metadata answer carries each broker's endpoint
 for the listener the request came in on, and followers fetch from their leader's endpoint
 for the inter-broker listener. As in Kafka:
@@ -19,7 +19,7 @@ for the inter-broker listener. As in Kafka:
   hosts and ports may differ: a pod binds 0.0.0.0 and advertises its stable DNS name);
 - 0.0.0.0 binds every interface and cannot be advertised (set advertised.listeners);
   an empty host (`PLAINTEXT://:9092`) binds every interface and advertises the machine's
-  canonical host name (broker/node.py resolves it);
+  canonical host name (server/node.py resolves it);
 - `inter.broker.listener.name` names an advertised broker listener; without it, the first
   one (Kafka takes the PLAINTEXT one by security.inter.broker.protocol);
 - a controller-only node has only controller listeners, a broker-only node none; a

@@ -1,11 +1,11 @@
 """Who sent the request being served: its principal, the host it came from, and the
 listener it came in on — Kafka's RequestContext.principal / clientAddress / listenerName.
 
-The guard in front of every servicer (broker/rpc_guard.py) asks the listener's admission
+The guard in front of every servicer (server/rpc_guard.py) asks the listener's admission
 (`Admission.admit`) for the Session of each call before the servicer runs, and sets it for
 the call; servicers and the authorizer's callers read it with `current_session()`. A
 listener's admission authenticates: on PLAINTEXT every caller is User:ANONYMOUS, on SSL
-the verified client certificate names it (broker/listener_security.ssl_principal), on
+the verified client certificate names it (server/listener_security.ssl_principal), on
 SASL_* the session the client authenticated (issue 18). A caller it refuses never reaches
 a servicer.
 """

@@ -1,10 +1,10 @@
 """What a running node shows its health service and its metrics collector, so that neither
-imports the node (broker/node.py imports both; docs/architecture.md §2):
+imports the node (server/node.py imports both; docs/architecture.md §2):
 
 - `NodeStatus`: the facts readiness is decided from, a frozen snapshot the node recomputes
-  each time its health service asks (broker/health.py holds the rule);
+  each time its health service asks (server/health.py holds the rule);
 - `MetricsSources`: the parts of the node the scrape-time collector reads
-  (broker/metrics.py), read-only, live at each scrape.
+  (server/metrics.py), read-only, live at each scrape.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from broker.replica_manager import ReplicaManager
-    from broker.sasl_service import AuthenticationCounts
     from coordinator.group.runtime import GroupCoordinator
     from metadata.controller import QuorumController
     from raft.core import RaftCore
     from raft.driver import DriverStats
+    from server.sasl_service import AuthenticationCounts
     from storage.log_manager import LogManager
 
 

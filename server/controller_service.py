@@ -12,7 +12,6 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
-from broker.api_errors import error_pb
 from metadata.acl_control import AclBindingFilter, from_code
 from metadata.alter_partition import IsrProposal
 from metadata.authorizer import StandardAcl
@@ -24,6 +23,7 @@ from metadata.image import Endpoint
 from metadata.partition_change import Election
 from metadata.scram_control import ScramDeletion, ScramUpsertion
 from metadata.topic_control import NewTopic
+from server.api_errors import error_pb
 from strom_api.acls import AclOperation, AclPermissionType, PatternType, ResourceType
 from strom_api.error_codes import ErrorCode
 from strom_api.v1 import controller_pb2, controller_pb2_grpc

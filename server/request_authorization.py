@@ -2,8 +2,8 @@
 KafkaApis / ControllerApis apply them (issue 18).
 
 Servicers ask a RequestAuthorizer before doing any work; it asks the node's authorizer
-(authorizer.class.name; broker/node_authorizer.py keeps one per metadata image) about the
-principal and host of the request being served (broker/request_session.current_session).
+(authorizer.class.name; server/node_authorizer.py keeps one per metadata image) about the
+principal and host of the request being served (server/request_session.current_session).
 - No authorizer configured (Kafka's default): everything is allowed.
 - No session (the node's own work: its timers, its metadata loader, a servicer called in a
   test): the node itself, allowed.
@@ -26,9 +26,9 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
-from broker.request_session import Session, current_session
 from metadata.errors import ApiError
 from raft.rate_limited_log import RateLimitedLog
+from server.request_session import Session, current_session
 from strom_api.acls import CLUSTER_NAME, AclOperation, ResourceType
 from strom_api.error_codes import ErrorCode
 

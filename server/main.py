@@ -1,4 +1,4 @@
-"""Entry points behind `strom server` and `strom storage format` (strom/cli.py imports this
+"""Entry points behind `strom server` and `strom storage format` (strom_tools/cli.py imports this
 lazily, so the client side never loads the server).
 
 A bad configuration or an unformatted directory ends the command with one line naming the
@@ -16,10 +16,10 @@ from collections.abc import Sequence
 
 import uvloop
 
-from broker import bootstrap_checkpoint, server_config
-from broker.node import Node
 from metadata import scram_parser
 from raft.transport import BindError
+from server import bootstrap_checkpoint, server_config
+from server.node import Node
 from storage import meta_properties
 from storage.errors import StorageError
 
@@ -37,7 +37,7 @@ def format_storage(
     add_scram: Sequence[str] = (),
 ) -> int:
     """kafka-storage.sh format: meta.properties into every log dir and the metadata dir, and
-    the bootstrap checkpoint (broker/bootstrap_checkpoint.py: the --add-scram users) into the
+    the bootstrap checkpoint (server/bootstrap_checkpoint.py: the --add-scram users) into the
     metadata dir. Bad --add-scram text fails before any directory is touched."""
     try:
         config = server_config.load(config_path, overrides)

@@ -1,6 +1,6 @@
 """SecurityService.SaslAuthenticate on a SASL listener: one stream is one SASL exchange
 (Kafka's SaslHandshake + SaslAuthenticate), ending in a session token
-(broker/sasl_sessions.py) or Kafka's error with a sentence.
+(server/sasl_sessions.py) or Kafka's error with a sentence.
 
 Every step is bounded before work is done: the mechanism must be one the listener enables
 (UNSUPPORTED_SASL_MECHANISM, listing them), each message at most
@@ -20,11 +20,11 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from broker.listener_sasl import ListenerSasl
-from broker.oauthbearer_validator import OAuthBearerRefused
-from broker.request_session import peer_host
-from broker.sasl_sessions import SessionSigner
 from raft.rate_limited_log import RateLimitedLog
+from server.listener_sasl import ListenerSasl
+from server.oauthbearer_validator import OAuthBearerRefused
+from server.request_session import peer_host
+from server.sasl_sessions import SessionSigner
 from strom_api.error_codes import ErrorCode
 from strom_api.oauthbearer import OAuthBearerError, parse_initial_response
 from strom_api.sasl_plain import PlainError, PlainServer, users_check

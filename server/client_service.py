@@ -10,8 +10,6 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from broker.api_errors import error_pb, make_error
-from broker.group_service import GroupApi
 from broker.producer_ids import ProducerIdManager
 from broker.replica_manager import (
     FetchItem,
@@ -20,11 +18,13 @@ from broker.replica_manager import (
     ReplicaManager,
     named_twice,
 )
-from broker.request_authorization import RequestAuthorizer
 from coordinator.group.runtime import GroupCoordinator
 from metadata.errors import ApiError
 from metadata.image import MetadataImage
 from metadata.topic_control import INTERNAL_TOPICS
+from server.api_errors import error_pb, make_error
+from server.group_service import GroupApi
+from server.request_authorization import RequestAuthorizer
 from storage.errors import StorageError
 from storage.leader_epoch_cache import UNDEFINED_EPOCH
 from storage.log import Log

@@ -2,7 +2,7 @@
 of the node's current metadata image, with the node's super.users and
 allow.everyone.if.no.acl.found. Built once per change of the image's ACLs (an image whose
 ACLs did not change shares their index), not once per request; every request of the node
-asks the one current (broker/request_authorization.py)."""
+asks the one current (server/request_authorization.py)."""
 
 from __future__ import annotations
 
