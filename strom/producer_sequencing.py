@@ -30,14 +30,16 @@ The rules (Kafka's producer's, unless said otherwise):
 - Idempotence: the producer gets an id and epoch and numbers each partition's batches; a
   retry carries the same numbers, so a batch the broker already wrote is answered with its
   original offsets, never written twice. A batch refused outright never used its numbers:
-  they are given back when no later batch was numbered, else the epoch is bumped.
+  they are given back when no later batch was numbered (and no earlier attempt of it went
+  unanswered), else the epoch is bumped.
   OUT_OF_ORDER_SEQUENCE_NUMBER behind an earlier batch of the partition that failed or is
   unanswered only means "after that one": the batch goes again behind it. When the broker
   lost track of the producer (UNKNOWN_PRODUCER_ID, OUT_OF_ORDER_SEQUENCE_NUMBER otherwise)
   or a batch's fate is unknown (it timed out), the epoch is bumped and numbering restarts
   (KIP-360), once every request in flight was answered and every batch of unknown fate was
   resolved under its old numbers; no batch of the new epoch is sent for a partition while
-  batches of the old one are in flight there.
+  batches of the old one are in flight there. A batch of unknown fate is never renumbered:
+  refused so itself (by a deposed leader, say), it fails, as Kafka's producer fails it.
 - A batch whose request got no answer is known to be written once a later batch of the same
   partition and epoch is acknowledged: the leader takes sequence n+1 only after n. Such a
   batch succeeds (offset unknown, -1, as Kafka's RecordMetadata without one) whatever its
@@ -294,8 +296,10 @@ class ProducerSequencing(Generic[B]):
         if self._known_written(batch):
             return self.acknowledged(batch, -1, -1)
         # Appended but not replicated in time: written on the leader, maybe kept. Any other
-        # error: refused, not written.
-        batch.fate_unknown = error.name in _APPENDED_ERRORS
+        # error: this attempt was refused, not written; an earlier attempt that got no
+        # answer may still be, whoever refuses this one (a deposed leader, say).
+        earlier_unknown = batch.fate_unknown
+        batch.fate_unknown = earlier_unknown or error.name in _APPENDED_ERRORS
         self._recovering.add(batch.tp)
         idempotent = self.config.idempotent
         if (
@@ -308,14 +312,19 @@ class ProducerSequencing(Generic[B]):
             return self._retry(batch, now_ms, RetryReason.BEHIND_EARLIER, error)
         if idempotent and error.name in _RESET_PRODUCER:
             # The broker lost this producer's state for the partition: a new epoch starts
-            # the numbering again (the batch was not written).
+            # the numbering again.
             self._bump_needed = True
+            if earlier_unknown:
+                # Renumbered under the new epoch, a batch an earlier attempt may have
+                # written would be written twice: it fails instead, as Kafka's producer
+                # fails a batch refused so while its partition has an unresolved sequence.
+                return Fail(batch, error)
             return self._retry(batch, now_ms, RetryReason.NEW_EPOCH, error)
         if error.retriable:
             return self._retry_or_fail(batch, error, now_ms)
         if idempotent and batch.epoch == self.producer_epoch:
             end = (batch.sequence + batch.record_count) % SEQUENCES
-            if self._next_sequence.get(batch.tp) == end:
+            if not earlier_unknown and self._next_sequence.get(batch.tp) == end:
                 # Refused before anything was written and nothing numbered after it: its
                 # numbers are free again.
                 self._next_sequence[batch.tp] = batch.sequence

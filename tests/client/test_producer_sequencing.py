@@ -313,7 +313,11 @@ def test_appended_but_not_replicated_is_a_batch_of_unknown_fate():
     assert isinstance(outcome, Retry) and a.fate_unknown
     send(core, a)
     answered(core, a, core.refused(a, error("NOT_LEADER_OR_FOLLOWER", True), 20))
-    assert not a.fate_unknown  # refused outright: not written
+    assert a.fate_unknown  # this attempt was refused; the first one may still be kept
+    b = B("b", tp=("u", 0))
+    send(core, b)
+    answered(core, b, core.refused(b, error("NOT_LEADER_OR_FOLLOWER", True), 20))
+    assert not b.fate_unknown  # refused outright: not written
 
 
 def test_sequences_wrap_at_two_to_the_31():
@@ -326,3 +330,38 @@ def test_sequences_wrap_at_two_to_the_31():
     # a's last sequence (0) comes before b's (1) across the wrap: a is known written.
     outcome = answered(core, a, core.no_answer(a, NETWORK, 10))
     assert isinstance(outcome, Succeed)
+
+
+@pytest.mark.parametrize("name", ["UNKNOWN_PRODUCER_ID", "OUT_OF_ORDER_SEQUENCE_NUMBER"])
+@pytest.mark.parametrize("between", [None, "NOT_LEADER_OR_FOLLOWER"])
+def test_a_batch_of_unknown_fate_refused_by_a_deposed_leader_fails_rather_than_renumbered(
+    name, between
+):
+    """Found by tests/replication_sim (seed 100): a batch whose request got no answer had been
+    written by the leader; its retry went to a deposed leader that did not know the producer
+    and answered UNKNOWN_PRODUCER_ID / OUT_OF_ORDER_SEQUENCE_NUMBER; the batch was sent again
+    under a new epoch and written a second time. A refusal of one attempt says nothing of an
+    earlier one: it fails (Kafka's producer fails a batch refused so while its partition has
+    an unresolved sequence), and the epoch is bumped for the batches after it."""
+    core = rules()
+    a = B("a")
+    send(core, a)
+    answered(core, a, core.no_answer(a, NETWORK, 10))
+    if between is not None:  # a refusal in between proves this attempt unwritten, not the first
+        send(core, a)
+        answered(core, a, core.refused(a, error(between, True), 20))
+    send(core, a)
+    outcome = answered(core, a, core.refused(a, error(name), 30))
+    assert isinstance(outcome, Fail) and outcome.error.name == name
+    assert core.send_step() is SendStep.INIT_PRODUCER_ID
+
+
+def test_numbers_of_a_batch_of_unknown_fate_are_never_given_back():
+    core = rules()
+    a = B("a")
+    send(core, a)
+    answered(core, a, core.no_answer(a, NETWORK, 10))
+    send(core, a)
+    outcome = answered(core, a, core.refused(a, error("INVALID_RECORD"), 20))
+    assert isinstance(outcome, Fail)
+    assert core.send_step() is SendStep.INIT_PRODUCER_ID  # its first attempt may be written
