@@ -198,6 +198,18 @@ class ProducerSequencing(Generic[B]):
             return SendStep.RESOLVE_UNKNOWN
         return SendStep.INIT_PRODUCER_ID
 
+    def resolving(self, batch: B) -> bool:
+        """In the RESOLVE_UNKNOWN step, whether `batch` (at the head of its partition's
+        queue) may leave: one of unknown fate, or one sent before a batch of unknown fate of
+        its partition. The latter go too, with their old numbers, in order: waiting, they
+        would hold the queue (and with it the epoch bump, every partition's sends) until
+        delivery.timeout.ms."""
+        if batch.fate_unknown:
+            return True
+        return any(
+            b.fate_unknown and b.order > batch.order for b in self._to_resend.get(batch.tp, ())
+        )
+
     def producer_id_granted(self, producer_id: int, epoch: int) -> None:
         """InitProducerId answered: numbering restarts at 0 on every partition."""
         self.producer_id, self.producer_epoch = producer_id, epoch
@@ -423,6 +435,3 @@ def _after(a: int, b: int) -> bool:
     return 0 < (a - b) % SEQUENCES < SEQUENCES // 2
 
 
-def fate_unknown(batch: Batch) -> bool:
-    """For the RESOLVE_UNKNOWN step: the batches that may leave the queue."""
-    return batch.fate_unknown

@@ -35,7 +35,6 @@ from strom.producer_sequencing import (
     SendStep,
     SequencingConfig,
     Succeed,
-    fate_unknown,
 )
 from strom.repeated_errors import RepeatedErrors
 from strom_api.records import encode_batch
@@ -190,7 +189,7 @@ class Sender:
                 return now + self.config.retry_backoff_ms / 1000
             self._reported.cleared("InitProducerId")
             rules.producer_id_granted(producer_id, epoch)
-        only = fate_unknown if step is SendStep.RESOLVE_UNKNOWN else None
+        only = rules.resolving if step is SendStep.RESOLVE_UNKNOWN else None
         batches, wake_at = self.accumulator.drain(now, rules.room, only)
         # Per leader, requests in order, each with at most one batch of a partition: the
         # k-th batch drained of a partition goes in the leader's k-th request.

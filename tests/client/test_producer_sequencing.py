@@ -365,3 +365,21 @@ def test_numbers_of_a_batch_of_unknown_fate_are_never_given_back():
     outcome = answered(core, a, core.refused(a, error("INVALID_RECORD"), 20))
     assert isinstance(outcome, Fail)
     assert core.send_step() is SendStep.INIT_PRODUCER_ID  # its first attempt may be written
+
+
+def test_batches_queued_before_one_of_unknown_fate_leave_with_it_before_a_bump():
+    """Seen in tests/replication_sim (seed 280) once its producers pipelined: a batch not of
+    unknown fate waiting ahead of one of unknown fate held its partition's queue in the
+    RESOLVE_UNKNOWN step, so the epoch bump, and with it every partition's sends, waited
+    until it expired at delivery.timeout.ms. Here another partition asks for the bump."""
+    core = rules()
+    a, b, c, other = B("a"), B("b"), B("c"), B("x", tp=("u", 0))
+    send(core, a, b, c, other)
+    answered(core, a, core.refused(a, error("NOT_LEADER_OR_FOLLOWER", True), 10))
+    answered(core, b, core.no_answer(b, NETWORK, 10))
+    answered(core, c, core.refused(c, error("OUT_OF_ORDER_SEQUENCE_NUMBER"), 10))
+    answered(core, other, core.refused(other, error("UNKNOWN_PRODUCER_ID"), 10))
+    assert core.send_step() is SendStep.RESOLVE_UNKNOWN
+    # The queue is a, b, c (first-sent order): a goes before b, old numbers; c waits.
+    assert [core.resolving(x) for x in (a, b, c, other)] == [True, True, False, False]
+    assert send(core, a, b) == [(7, 0, 0), (7, 0, 1)]
