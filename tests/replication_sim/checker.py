@@ -241,10 +241,9 @@ class Checker:
             or registration.leader != broker.id
             or partition is None
             or partition.leader_epoch != registration.leader_epoch
-            or request.producer.in_flight is not request
         ):
             return  # a deposed leader's producer state may be behind: refusing is fine
-        last = request.producer.last_acked_offset
+        last = request.producer.in_order_after_acks(request)
         if last is None or last < partition.log.log_start_offset:
             return  # nothing of this producer epoch left in the log (DeleteRecords took it)
         self.fail(
