@@ -17,7 +17,10 @@ them by hand):
   idempotent batch only with retriable or producer-state errors;
 - room() holding a partition while a batch of the old epoch is in flight: the epoch changes
   only with nothing in flight (send_step's WAIT, the mutation above) and a batch is
-  renumbered as it is dispatched, so no pump reaches that state."""
+  renumbered as it is dispatched, so no pump reaches that state;
+- batches queued ahead of one of unknown fate leaving with it before a bump (resolving()):
+  with one partition, what asks for the bump settles those batches first (no seed of 0-899
+  stalls without the rule); it needs a second partition asking for the bump."""
 
 from __future__ import annotations
 
