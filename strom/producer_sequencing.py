@@ -7,8 +7,8 @@ same class, so the simulator checks the rules the client ships (docs/architectur
 
 The pump's loop, and what this class answers at each point:
 - `send_step()`: send, wait for the answers in flight, send only the batches whose fate is
-  unknown, or first ask for a producer id / epoch (InitProducerId, then
-  `producer_id_granted`).
+  unknown and those queued before them (`resolving(batch)` says which may leave), or first
+  ask for a producer id / epoch (InitProducerId, then `producer_id_granted`).
 - `room(tp)`: how many more batches of a partition may leave now; `drained(batch)` as each
   leaves the queue, then `dispatched(batch)` (it joins the partition's batches in flight)
   or `put_back(batch, now_ms)` (no leader to send it to); `sending(batch)` as its request
@@ -433,5 +433,3 @@ def _last_sequence(batch: Batch) -> int:
 def _after(a: int, b: int) -> bool:
     """Sequence a comes after b (they wrap at 2**31)."""
     return 0 < (a - b) % SEQUENCES < SEQUENCES // 2
-
-
