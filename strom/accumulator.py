@@ -40,7 +40,8 @@ class ProducerBatch:
     closed: bool = False
     attempts: int = 0
     retry_at: float = 0.0
-    # Set when first sent: the producer epoch and first sequence this batch carries.
+    # attempts, epoch, sequence, order, fate_unknown and last_error are written by
+    # strom/producer_sequencing.py only. The producer epoch and first sequence it carries:
     epoch: int = -1
     sequence: int = -1
     encoded: bytes | None = None
@@ -52,6 +53,15 @@ class ProducerBatch:
     @property
     def tp(self) -> TopicPartition:
         return (self.topic, self.partition)
+
+    # What strom/producer_sequencing.py reads besides the fields above.
+    @property
+    def record_count(self) -> int:
+        return len(self.records)
+
+    @property
+    def created_ms(self) -> float:
+        return self.created * 1000
 
 
 class RecordAccumulator:

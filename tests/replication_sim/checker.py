@@ -132,6 +132,7 @@ class Checker:
         self.world = world
         self.mirrors: dict[int, Mirror] = {}
         self.must_stay: dict[int, Observation] = {}
+        self._must_stay_order: list[int] = []  # must_stay's offsets, in the order added
         self.acked_records = 0
         self.read_records = 0
         self.events = 0
@@ -147,8 +148,9 @@ class Checker:
         self.isr_view = True  # check (9); off to see what a violation leads to
         self.deleted_before = 0  # the highest log start a DeleteRecords asked for
         self.max_committed = -1  # the highest offset acknowledged or read by a consumer
-        # (10): per ISR member, what its log was last fully checked as
-        self._member_checked: dict[int, tuple[int, int, int, int]] = {}
+        # (10): per ISR member, what its log was last checked as, and how many of
+        # must_stay's offsets (in the order added) it was checked for
+        self._member_checked: dict[int, tuple[tuple[int, int, int], int]] = {}
 
     # --- the logs --------------------------------------------------------------------------
 
@@ -224,6 +226,7 @@ class Checker:
             self.fail(f"offset {offset}: {value!r} {what}, but {known.value!r} was {known.what}")
         if known is None:
             self.must_stay[offset] = Observation(value, what)
+            self._must_stay_order.append(offset)
             self.max_committed = max(self.max_committed, offset)
         ref = self.reference()
         if ref is not None:
@@ -238,10 +241,9 @@ class Checker:
             or registration.leader != broker.id
             or partition is None
             or partition.leader_epoch != registration.leader_epoch
-            or request.producer.in_flight is not request
         ):
             return  # a deposed leader's producer state may be behind: refusing is fine
-        last = request.producer.last_acked_offset
+        last = request.producer.in_order_after_acks(request)
         if last is None or last < partition.log.log_start_offset:
             return  # nothing of this producer epoch left in the log (DeleteRecords took it)
         self.fail(
@@ -427,17 +429,21 @@ class Checker:
                     f"{reg.partition_epoch}) but its log ends at {mirror.end}, before offset "
                     f"{self.max_committed} ({seen.what})"
                 )
-            key = (id(mirror), mirror.generation, reg.partition_epoch, len(self.must_stay))
-            if self._member_checked.get(member) == key:
-                continue
-            for offset, seen in self.must_stay.items():
+            # A log that lost nothing it held (same mirror generation) still holds what it
+            # was checked to hold: only offsets added to must_stay since need a look.
+            key = (id(mirror), mirror.generation, reg.partition_epoch)
+            checked_key, checked = self._member_checked.get(member, (key, 0))
+            if checked_key != key:
+                checked = 0
+            for offset in self._must_stay_order[checked:]:
+                seen = self.must_stay[offset]
                 if offset >= mirror.start and mirror.value(offset) != seen.value:
                     self.fail(
                         f"ISR MEMBER [{self._member_cause(member, reg)}]: b{member} is in the "
                         f"controller's ISR {list(reg.isr)} but has {mirror.value(offset)!r} at "
                         f"offset {offset}, which held {seen.value!r} ({seen.what})"
                     )
-            self._member_checked[member] = key
+            self._member_checked[member] = (key, len(self._must_stay_order))
 
     def _member_cause(self, member: int, reg: Any) -> str:
         """When `member` last joined the controller's ISR (for the trace to be read from)."""

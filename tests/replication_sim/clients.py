@@ -4,14 +4,21 @@ A client learns the leader as a real one does, from some live broker's metadata 
 the controller's), and refreshes it after NOT_LEADER_OR_FOLLOWER and friends. Requests and
 answers cross the simulated network as RPCs (they may be lost; the client then times out).
 
-Producers, one request in flight each:
-- plain ones send acks=all or acks=1 batches of 1-3 records, every value unique in the run,
-  and never resend a failed batch (the next batch has new values), so no value may ever
-  appear twice in a log;
-- idempotent ones (producer id, epoch, sequence; acks=all, as Kafka requires) resend a failed
-  batch unchanged, same sequence, until it is acknowledged or its delivery timeout passes;
-  then, as Kafka's idempotent producer does with an unresolved sequence (KIP-360), they bump
-  their epoch and start again at sequence 0.
+Producers run strom/sender.py's loop for the partition on the simulated clock (a queue of
+batches, requests in flight) and follow the client's own sending rules: they drive
+strom/producer_sequencing.py, the class strom/sender.py pumps, with answers decoded as the
+client decodes the servicer's (broker.api_errors.make_error, then strom.errors.from_pb). What
+to send and resend, with which producer id, epoch and sequence, and when to give up or bump
+the epoch is decided there, not here:
+- plain ones (retries=0, one batch at a time) send acks=all or acks=1 batches of 1-3 records,
+  every value unique in the run, and never resend a failed batch (the next batch has new
+  values), so no value may ever appear twice in a log;
+- idempotent ones (acks=all, as Kafka requires; retries until delivery.timeout.ms) have up to
+  5 batches in flight (max.in.flight.requests.per.connection; half of them 1), which is where
+  most of the rules show: out of order behind an earlier batch, a batch known written by a
+  later acknowledgement, batches of unknown fate resolved before an epoch bump. InitProducerId
+  is answered by a stand-in for the broker's coordinator, which the simulation does not
+  model: the producer's fixed id, the next epoch (KIP-360).
 Consumers read from the leader at random offsets up to the high watermark they last saw.
 What the brokers acknowledge and serve is recorded by the checker when the broker decides it,
 not when the answer arrives.
@@ -19,12 +26,25 @@ not when the answer arrives.
 
 from __future__ import annotations
 
+import math
 import random
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from broker.api_errors import make_error
 from broker.partition import LeaderAppend
+from strom.errors import StromError, from_pb
+from strom.producer_sequencing import (
+    STALE_METADATA,
+    Numbers,
+    Outcome,
+    ProducerSequencing,
+    Retry,
+    SendStep,
+    SequencingConfig,
+    Succeed,
+)
 from strom_api.records import Record, encode_batch
 from tests.replication_sim.controller import PARTITION, TOPIC
 from tests.replication_sim.network import CLIENTS
@@ -34,23 +54,11 @@ if TYPE_CHECKING:
     from tests.replication_sim.world import World
 
 RETRY_BACKOFF_MS = 100
+MAX_IN_FLIGHT = 5  # Kafka's default max.in.flight.requests.per.connection
+TP = (TOPIC, PARTITION)
 CLIENT_TIMEOUT_EXTRA_MS = 1_000
-# Errors after which an idempotent producer resends the same batch (Kafka: retriable).
-RETRIABLE = frozenset(
-    {
-        "NOT_LEADER_OR_FOLLOWER",
-        "UNKNOWN_TOPIC_OR_PARTITION",
-        "LEADER_NOT_AVAILABLE",
-        "NOT_ENOUGH_REPLICAS",
-        "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
-        "REQUEST_TIMED_OUT",
-        "FENCED_LEADER_EPOCH",
-        "UNKNOWN_LEADER_EPOCH",
-        "connection reset",
-        "connection refused",
-        "client timeout",
-    }
-)
+# Kafka's default retries: an idempotent producer retries until delivery.timeout.ms.
+IDEMPOTENT_RETRIES = 2**31 - 1
 # Errors that say the producer's state on the partition is not what it wrote: never expected
 # from the current leader, whose log holds every acknowledged batch (checker.py (8)).
 PRODUCER_STATE_ERRORS = frozenset(
@@ -83,23 +91,39 @@ class ClientStats:
     abandoned: int = 0
 
 
-@dataclass
+@dataclass(eq=False)
 class Batch:
+    """A producer's batch: its values, and the fields the sequencing rules keep
+    (strom.producer_sequencing.Batch)."""
+
     number: int
     values: list[bytes]
     acks: int
-    producer_epoch: int = -1
-    sequence: int = -1
-    first_sent_ms: int = 0
+    created_ms: float
+    retry_at_ms: float = 0.0  # when it may leave again, after a retry was decided
     attempts: int = 0
+    epoch: int = -1
+    sequence: int = -1
+    order: int = -1
+    fate_unknown: bool = False
+    last_error: Exception | None = None
+
+    @property
+    def tp(self) -> tuple[str, int]:
+        return (TOPIC, PARTITION)
+
+    @property
+    def record_count(self) -> int:
+        return len(self.values)
 
 
 class ProduceRequest:
     def __init__(
-        self, producer: Producer, batch: Batch, broker: SimBroker, timeout_ms: int
+        self, producer: Producer, batch: Batch, broker: SimBroker, timeout_ms: int, numbers: Numbers
     ) -> None:
         self.producer = producer
         self.batch = batch
+        self.numbers = numbers
         self.broker_id = broker.id
         self.incarnation = broker.incarnation
         self.acks = batch.acks
@@ -107,21 +131,18 @@ class ProduceRequest:
         self.timeout_ms = timeout_ms
         world = producer.world
         records = [Record(i, world.wall_ms, None, v) for i, v in enumerate(batch.values)]
-        if producer.idempotent:
-            self.records = encode_batch(
-                records,
-                producer_id=producer.producer_id,
-                producer_epoch=batch.producer_epoch,
-                base_sequence=batch.sequence,
-            )
-        else:
-            self.records = encode_batch(records)
+        self.records = encode_batch(
+            records,
+            producer_id=numbers.producer_id,
+            producer_epoch=numbers.epoch,
+            base_sequence=numbers.sequence,
+        )
 
     def describe(self) -> str:
-        p = self.producer
+        p, n = self.producer, self.numbers
         text = f"p{p.index}#{self.batch.number} acks={self.acks} x{len(self.values)}"
         if p.idempotent:
-            text += f" pid={p.producer_id} e{self.batch.producer_epoch} seq={self.batch.sequence}"
+            text += f" pid={n.producer_id} e{n.epoch} seq={n.sequence}"
         return text
 
     def answer(self, broker: SimBroker, append: LeaderAppend | None, error: str | None) -> None:
@@ -136,127 +157,244 @@ class ProduceRequest:
 
 
 class Producer:
+    """strom/sender.py's loop for one partition, on the simulated clock: a queue of batches
+    (RecordAccumulator's, resends ahead of new batches in first-sent order), requests in
+    flight, and the rules deciding what leaves and what each answer means."""
+
     def __init__(self, world: World, index: int, idempotent: bool, rng: random.Random) -> None:
         self.world = world
         self.index = index
         self.idempotent = idempotent
         self.rng = rng
+        # Kafka's max.in.flight.requests.per.connection, for idempotent producers (whose
+        # sequencing rules pipelining exercises): its default, or one at a time. Plain ones
+        # send one batch at a time, so that a run's volume stays about what it was.
+        self.max_in_flight = rng.choice((1, MAX_IN_FLIGHT)) if idempotent else 1
+        # The id the coordinator stand-in grants (_init_producer_id).
         self.producer_id = 1000 + index if idempotent else -1
-        self.producer_epoch = 0
-        self.sequence = 0
         self.batches = 0
-        self.batch: Batch | None = None
-        self.in_flight: ProduceRequest | None = None
+        self.unsettled = 0  # batches made and not yet acknowledged or failed
+        self.queue: list[Batch] = []  # waiting to be sent (again)
+        self.requests: list[ProduceRequest] = []  # in flight
         self.leader: int | None = None
         self.active = False
         self.stats = world.client_stats
         self.delivery_timeout_ms = 4 * world.plan.produce_timeout_ms
-        # where the last batch acknowledged in the current producer epoch ends
+        self.rules: ProducerSequencing[Batch] = self._rules()
+        # In the current producer epoch: the last sequence acknowledged, and where the last
+        # batch acknowledged with its offsets ends (checker.py (8)).
+        self.acked_sequence = -1
         self.last_acked_offset: int | None = None
         self.limit: int | None = None  # stop after this many acknowledged batches
         self.acked = 0
+        self._ticking = False  # a _next is scheduled
+        self._wake_at: int | None = None  # a _send_ready is scheduled then
+
+    def _rules(self) -> ProducerSequencing[Batch]:
+        return ProducerSequencing(
+            SequencingConfig(
+                idempotent=self.idempotent,
+                retries=IDEMPOTENT_RETRIES if self.idempotent else 0,
+                delivery_timeout_ms=self.delivery_timeout_ms,
+                retry_backoff_ms=RETRY_BACKOFF_MS,
+                max_in_flight=self.max_in_flight,
+            )
+        )
 
     def start(self) -> None:
         self.active = True
-        self._later(self.rng.randint(0, self.world.plan.produce_every_ms), self._next)
+        self.rules = self._rules()  # with the delivery timeout as set by now
+        self._tick(self.rng.randint(0, self.world.plan.produce_every_ms))
 
     def stop(self) -> None:
         self.active = False
 
-    def _later(self, delay_ms: int, action: Any, *args: Any) -> None:
-        self.world.queue.after(delay_ms, action, *args)
+    def _later(self, delay_ms: float, action: Any, *args: Any) -> None:
+        self.world.queue.after(max(0, math.ceil(delay_ms)), action, *args)
 
     @property
     def idle(self) -> bool:
-        return self.batch is None and self.in_flight is None
+        return self.unsettled == 0
+
+    def in_order_after_acks(self, request: ProduceRequest) -> int | None:
+        """For checker.py (8): when `request` is still awaited and every batch of its producer
+        epoch numbered before it was acknowledged, where the last one acknowledged with its
+        offsets ends; else None."""
+        n = request.numbers
+        if (
+            request not in self.requests
+            or n.epoch != self.rules.producer_epoch
+            or n.sequence != self.acked_sequence + 1
+        ):
+            return None
+        return self.last_acked_offset
+
+    def _think_ms(self) -> int:
+        """The pause before the next batch: about produce_every_ms; twice that for a
+        pipelining producer, which does not wait for answers in between, so that a run's
+        volume (and its checking time) stays about what it was with one batch at a time."""
+        pause = self.rng.randint(1, 2 * self.world.plan.produce_every_ms)
+        return pause if self.max_in_flight == 1 else 2 * pause
+
+    def _tick(self, delay_ms: int) -> None:
+        if not self._ticking:
+            self._ticking = True
+            self._later(delay_ms, self._next)
 
     def _next(self) -> None:
+        """A new batch now and then, while fewer than max_in_flight are unsettled (the
+        ticking resumes when one settles)."""
+        self._ticking = False
         if self.limit is not None and self.acked >= self.limit:
             self.active = False
-        if self.batch is None and self.active:
+        if not self.active:
+            return
+        if self.unsettled < self.max_in_flight:
             self.batches += 1
             self.stats.batches += 1
+            self.unsettled += 1
             count = self.rng.randint(1, 3)
             values = [f"p{self.index}-{self.batches}-{i}".encode() for i in range(count)]
             acks = -1 if self.idempotent or self.rng.random() < self.world.plan.acks_all else 1
-            batch = Batch(self.batches, values, acks, first_sent_ms=self.world.now_ms)
-            if self.idempotent:
-                batch.producer_epoch = self.producer_epoch
-                batch.sequence = self.sequence
-            self.batch = batch
-        if self.batch is not None and self.in_flight is None:
-            self._send()
+            self.queue.append(Batch(self.batches, values, acks, created_ms=self.world.now_ms))
+        if self.unsettled < self.max_in_flight:
+            self._tick(self._think_ms())
+        self._send_ready()
 
-    def _send(self) -> None:
-        batch = self.batch
-        assert batch is not None
-        if self.leader is None:
+    def _wake(self, at_ms: float) -> None:
+        """_send_ready at `at_ms`, unless one is due by then already."""
+        at = math.ceil(at_ms)
+        if self._wake_at is not None and self.world.now_ms <= self._wake_at <= at:
+            return
+        self._wake_at = at
+        self._later(at - self.world.now_ms, self._woken, at)
+
+    def _woken(self, at: int) -> None:
+        if self._wake_at == at:
+            self._wake_at = None
+        self._send_ready()
+
+    def _send_ready(self) -> None:
+        """One turn of strom/sender.py's loop: expire, ask the rules, drain, send."""
+        rules, now = self.rules, self.world.now_ms
+        while self.queue and not self.requests:  # RecordAccumulator.expire: not while busy
+            if now - self.queue[0].created_ms <= self.delivery_timeout_ms:
+                break
+            batch = self.queue.pop(0)
+            leader = -1 if self.leader is None else self.leader
+            self._settle(rules.expired(batch, now, leader))
+        step = rules.send_step()
+        if step is SendStep.WAIT:
+            return
+        if step is SendStep.INIT_PRODUCER_ID:
+            self._init_producer_id()
+        free = rules.room(TP)
+        drained: list[Batch] = []
+        while free > 0 and self.queue:
+            batch = self.queue[0]
+            if step is SendStep.RESOLVE_UNKNOWN and not rules.resolving(batch):
+                break
+            if batch.retry_at_ms > now:
+                self._wake(batch.retry_at_ms)
+                break
+            drained.append(self.queue.pop(0))
+            free -= 1
+        if drained and self.leader is None:  # one metadata look per turn, as the Sender's
             self.leader = leader_from_metadata(self.world, self.rng)
+        for batch in drained:
+            rules.drained(batch)
             if self.leader is None:
-                self._retry_later()
-                return
-        broker = self.world.brokers[self.leader]
-        batch.attempts += 1
-        request = ProduceRequest(self, batch, broker, self.world.plan.produce_timeout_ms)
-        self.in_flight = request
+                batch.retry_at_ms = rules.put_back(batch, now)
+                self._requeue(batch)
+                self._wake(batch.retry_at_ms)
+                continue
+            rules.dispatched(batch)
+            self._send(batch, self.world.brokers[self.leader], rules.sending(batch))
+
+    def _send(self, batch: Batch, broker: SimBroker, numbers: Numbers) -> None:
+        request = ProduceRequest(self, batch, broker, self.world.plan.produce_timeout_ms, numbers)
+        self.requests.append(request)
+        timeout = request.timeout_ms + CLIENT_TIMEOUT_EXTRA_MS
         if not broker.alive:
             request.fail("connection refused")
         else:
-            timeout = request.timeout_ms + CLIENT_TIMEOUT_EXTRA_MS
             deadline = self.world.now_ms + timeout
             self.world.network.send(
                 CLIENTS, broker.id, broker.handle_produce, request, lossy=True, deadline_ms=deadline
             )
-        self._later(request.timeout_ms + CLIENT_TIMEOUT_EXTRA_MS, self._client_timeout, request)
+        self._later(timeout, self._client_timeout, request)
+
+    def _requeue(self, batch: Batch) -> None:
+        """RecordAccumulator.requeue: in first-sent order, ahead of batches never sent."""
+        at = 0
+        while at < len(self.queue) and 0 <= self.queue[at].order < batch.order:
+            at += 1
+        self.queue.insert(at, batch)
+
+    def _init_producer_id(self) -> None:
+        """The coordinator stand-in: the first epoch, then the next one (KIP-360's bump)."""
+        rules = self.rules
+        epoch = 0 if rules.producer_id < 0 else rules.producer_epoch + 1
+        rules.producer_id_granted(self.producer_id, epoch)
+        self.world.trace.record(f"p{self.index}: producer id {self.producer_id} epoch {epoch}")
+        self.acked_sequence, self.last_acked_offset = -1, None
 
     def _client_timeout(self, request: ProduceRequest) -> None:
-        if self.in_flight is request:
+        if request in self.requests:
             self.on_answer(request, None, "client timeout")
-
-    def _retry_later(self) -> None:
-        self._later(RETRY_BACKOFF_MS, self._next)
 
     def on_answer(
         self, request: ProduceRequest, append: LeaderAppend | None, error: str | None
     ) -> None:
-        if self.in_flight is not request:
+        if request not in self.requests:
             return  # a late answer to a request the producer gave up on
-        self.in_flight = None
-        batch = request.batch
+        self.requests.remove(request)
+        batch, rules, now = request.batch, self.rules, self.world.now_ms
+        outcome: Outcome[Batch]
         if error is None:
             assert append is not None
+            self.stats.duplicates_answered += int(append.duplicate)
+            n = request.numbers
+            if self.idempotent and n.epoch == rules.producer_epoch:
+                last = n.sequence + len(batch.values) - 1
+                if last > self.acked_sequence:
+                    self.acked_sequence, self.last_acked_offset = last, append.next_offset - 1
+            outcome = rules.acknowledged(batch, append.base_offset, -1)
+        elif error.startswith(("connection", "client")):  # the RPC failed: no answer
+            self.stats.errors[error] += 1
+            self.leader = None
+            failed = StromError("NETWORK_EXCEPTION", f"broker {request.broker_id}: {error}", True)
+            outcome = rules.no_answer(batch, failed, now)
+        else:
+            self.stats.errors[error] += 1
+            answered = from_pb(make_error(error, "refused by the simulated broker"))
+            outcome = rules.refused(batch, answered, now)
+            if not isinstance(outcome, Succeed) and answered.name in STALE_METADATA:
+                self.leader = None
+        rules.request_ended([batch])
+        self._settle(outcome)
+        self._send_ready()
+
+    def _settle(self, outcome: Outcome[Batch]) -> None:
+        batch = outcome.batch
+        if isinstance(outcome, Retry):
+            batch.retry_at_ms = outcome.at_ms
+            self._requeue(batch)
+            self._wake(outcome.at_ms)
+            return
+        self.unsettled -= 1
+        if isinstance(outcome, Succeed):
             if batch.acks == -1:
                 self.stats.acked_all += 1
             else:
                 self.stats.acked_one += 1
             self.stats.acked_records += len(batch.values)
-            self.stats.duplicates_answered += int(append.duplicate)
             self.acked += 1
-            if self.idempotent:
-                self.sequence += len(batch.values)
-                self.last_acked_offset = append.next_offset - 1
-            self.batch = None
-            self._later(self.rng.randint(1, 2 * self.world.plan.produce_every_ms), self._next)
-            return
-        self.stats.errors[error] += 1
-        if error in (
-            "NOT_LEADER_OR_FOLLOWER",
-            "UNKNOWN_TOPIC_OR_PARTITION",
-            "LEADER_NOT_AVAILABLE",
-        ) or error.startswith(("connection", "client")):
-            self.leader = None
-        expired = self.world.now_ms - batch.first_sent_ms > self.delivery_timeout_ms
-        if self.idempotent and error in RETRIABLE and not expired:
-            self._retry_later()
+            self._tick(self._think_ms())
             return
         if self.idempotent:
-            # the batch's outcome is unknown (or it was refused): a new epoch, sequences anew
             self.stats.abandoned += 1
-            self.producer_epoch += 1
-            self.sequence = 0
-            self.last_acked_offset = None
-        self.batch = None
-        self._retry_later()
+        self._tick(RETRY_BACKOFF_MS)
 
 
 class ConsumeRequest:
