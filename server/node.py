@@ -39,6 +39,7 @@ import grpc.aio
 from broker.group_partitions import BrokerCoordinatorPartitions
 from broker.lifecycle_client import LifecycleClient
 from broker.log_maintenance import LogMaintenance
+from broker.metadata_gate import full_delta
 from broker.partition import Partition
 from broker.producer_ids import ProducerIdManager
 from broker.replica_fetcher import FetcherManager
@@ -47,7 +48,7 @@ from coordinator.group.core import OFFSETS_TOPIC
 from coordinator.group.runtime import GroupCoordinator
 from metadata.controller import QuorumController
 from metadata.delta import MetadataDelta
-from metadata.image import EMPTY_IMAGE, Endpoint, MetadataImage
+from metadata.image import Endpoint, MetadataImage
 from metadata.loader import MetadataLoader
 from raft.driver import RaftDriver
 from raft.transport import EXCLUSIVE_PORT, bind
@@ -83,12 +84,6 @@ from strom_api.tls import ServerTls, aio_channel
 from strom_api.v1 import client_pb2_grpc, controller_pb2_grpc, replica_pb2_grpc, security_pb2_grpc
 
 log = logging.getLogger("strom.node")
-
-
-def full_delta(image: MetadataImage) -> MetadataDelta:
-    """A delta that takes an empty image to `image`: every topic and partition in it is
-    'changed', so applying it sets every local replica's role from `image`."""
-    return MetadataDelta(EMPTY_IMAGE).replay_all(image.records())
 
 
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 30.0
