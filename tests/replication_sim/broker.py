@@ -11,10 +11,10 @@ step by step as the real code does it:
   deltas loaded meanwhile as one, then each as it is loaded), pumped here as server/node.py
   pumps it (_apply_local_changes: told of the catch-up when the lifecycle core has it, looked
   at every CAUGHT_UP_POLL_S; its batches carried out at once, the simulated disk being
-  instant). Carrying out a batch, for the one partition: when its registration in the
-  batch's image changed, Partition.apply_registration, and a re-plan of the fetcher when the
-  role or the leader changed (ReplicaManager.attach / _apply); clients' metadata and the ISR
-  eligibility check read the applied image, heartbeats the loaded one;
+  instant). Carrying out a batch, for the one partition: when the batch's delta touched it,
+  Partition.apply_registration of the registration the delta gives it, and a re-plan of the
+  fetcher when the role or the leader changed (ReplicaManager.attach / _apply); clients'
+  metadata and the ISR eligibility check read the applied image, heartbeats the loaded one;
 - lifecycle: the product's BrokerLifecycle (broker/lifecycle_state.py: when to register and
   heartbeat, want_fence until the broker applies metadata, what an answer does, whether a
   STALE_BROKER_EPOCH / BROKER_ID_NOT_REGISTERED to any call drops the registration, when a
@@ -584,19 +584,18 @@ class SimBroker:
             self.gate.batch_applied()
 
     def _apply_batch(self, batch: ApplyBatch) -> None:
-        """ReplicaManager.detach of every delta (the partition is never deleted, nor moved
-        away: nothing to stop), then attach, for our partition."""
+        """ReplicaManager.detach of every delta of the batch (the partition is never deleted,
+        nor moved away: nothing to stop), then ReplicaManager.attach of its delta for our
+        partition: the registration the delta gives it, if the delta touched it (a full
+        delta touches it whatever changed; Partition.apply_registration of an unchanged
+        registration changes nothing, so it is skipped here)."""
         assert not any(delta.topics.deleted for delta in batch.detach)
-        self.apply_image(batch.image)
-
-    def apply_image(self, image: MetadataImage) -> None:
-        """ReplicaManager.attach for our partition, when the delta touched it (a full delta
-        touches it whatever changed; Partition.apply_registration of an unchanged
-        registration changes nothing)."""
-        self.image = image
-        registration = image.topics.partition(TOPIC, PARTITION)
+        image = self.image = batch.image
+        change = batch.delta.topics.changed.get(TOPIC_ID)
+        registration = None if change is None else change.partitions.get(PARTITION)
         if registration is None or registration == self.applied:
             return
+        assert self.id in registration.replicas  # never moved away
         self.applied = registration
         if self.partition is None:
             assert self.log is not None
