@@ -12,6 +12,7 @@ from metadata.image import EMPTY_IMAGE, MetadataImage
 from strom_api.v1 import metadata_pb2 as pb
 
 ORDERS_ID = b"orders".ljust(16, b"\0")
+AUDIT_ID = b"audit".ljust(16, b"\0")
 
 
 def load(gate: MetadataGate, image: MetadataImage, *records) -> tuple[MetadataDelta, MetadataImage]:
@@ -46,17 +47,18 @@ def test_nothing_reaches_the_replicas_before_the_broker_caught_up() -> None:
 def test_deltas_queued_before_the_catch_up_apply_as_one_full_delta_of_the_newest_image() -> None:
     gate = MetadataGate()
     first, image = load(gate, EMPTY_IMAGE, *topic())
-    second, newest = load(gate, image, new_leader(2))
+    second, image = load(gate, image, new_leader(2))
+    third, newest = load(gate, image, *topic("audit", AUDIT_ID))
     gate.broker_caught_up()
     step = gate.poll()
     assert not step.start_serving  # not before the queued image is applied
     batch = step.batch
     assert batch is not None
-    assert batch.detach == (first, second)  # every deletion they carry goes first
+    assert batch.detach == (first, second, third)  # every deletion they carry goes first
     assert batch.image is newest
-    # The roles of the newest image: the partition changed, its leader the newest one.
-    change = batch.delta.topics.changed[ORDERS_ID]
-    assert change.partitions[0].leader == 2
+    # The roles of the newest image, for every partition in it, whichever delta touched it.
+    assert set(batch.delta.topics.changed) == {ORDERS_ID, AUDIT_ID}
+    assert batch.delta.topics.changed[ORDERS_ID].partitions[0].leader == 2
     assert gate.poll() == GateStep()  # one batch at a time
     gate.batch_applied()
     assert gate.poll() == GateStep(start_serving=True)
@@ -97,8 +99,12 @@ def test_deltas_loaded_during_an_apply_are_coalesced_into_the_next_batch() -> No
     _, newest = load(gate, image, *topic(topic_id=again))
     assert gate.poll().batch is None
     gate.batch_applied()
+    assert not gate.idle  # what the node's stop() waits for: these two applied as well
     batch = gate.poll().batch
     assert batch is not None and batch.image is newest
+    assert not gate.idle  # being applied
+    gate.batch_applied()
+    assert gate.idle and gate.poll() == GateStep()
     assert ORDERS_ID in batch.detach[0].topics.deleted
     assert again in batch.delta.topics.changed
 
@@ -129,9 +135,9 @@ def test_batch_applied_without_a_batch_is_a_bug_of_the_pump() -> None:
 
 
 def test_full_delta_changes_every_partition_of_the_image() -> None:
-    _, image = load(MetadataGate(), EMPTY_IMAGE, *topic(), *topic("audit", b"audit".ljust(16)))
+    _, image = load(MetadataGate(), EMPTY_IMAGE, *topic(), *topic("audit", AUDIT_ID))
     delta = full_delta(image)
-    assert set(delta.topics.changed) == {ORDERS_ID, b"audit".ljust(16)}
+    assert set(delta.topics.changed) == {ORDERS_ID, AUDIT_ID}
     assert delta.apply(image.offset, 1).topics.partition("orders", 0) == image.topics.partition(
         "orders", 0
     )
