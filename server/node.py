@@ -39,6 +39,7 @@ import grpc.aio
 from broker.group_partitions import BrokerCoordinatorPartitions
 from broker.lifecycle_client import LifecycleClient
 from broker.log_maintenance import LogMaintenance
+from broker.metadata_gate import CAUGHT_UP_POLL_S, ApplyBatch, MetadataGate
 from broker.partition import Partition
 from broker.producer_ids import ProducerIdManager
 from broker.replica_fetcher import FetcherManager
@@ -47,7 +48,7 @@ from coordinator.group.core import OFFSETS_TOPIC
 from coordinator.group.runtime import GroupCoordinator
 from metadata.controller import QuorumController
 from metadata.delta import MetadataDelta
-from metadata.image import EMPTY_IMAGE, Endpoint, MetadataImage
+from metadata.image import Endpoint, MetadataImage
 from metadata.loader import MetadataLoader
 from raft.driver import RaftDriver
 from raft.transport import EXCLUSIVE_PORT, bind
@@ -83,12 +84,6 @@ from strom_api.tls import ServerTls, aio_channel
 from strom_api.v1 import client_pb2_grpc, controller_pb2_grpc, replica_pb2_grpc, security_pb2_grpc
 
 log = logging.getLogger("strom.node")
-
-
-def full_delta(image: MetadataImage) -> MetadataDelta:
-    """A delta that takes an empty image to `image`: every topic and partition in it is
-    'changed', so applying it sets every local replica's role from `image`."""
-    return MetadataDelta(EMPTY_IMAGE).replay_all(image.records())
 
 
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 30.0
@@ -134,13 +129,14 @@ class Node:
         self._offsets_topic_task: asyncio.Task[list[str]] | None = None
         self.broker_servers: list[grpc.aio.Server] = []  # one per broker listener
         self.broker_ports: dict[str, int] = {}  # listener name -> bound port
-        self._local_changes: asyncio.Queue[tuple[MetadataDelta, MetadataImage]] = asyncio.Queue()
+        # Which metadata deltas reach the local replicas, and when the broker listeners admit
+        # calls (server/admission.CaughtUpAdmission): broker/metadata_gate.py decides, the
+        # task of _apply_local_changes pumps it.
+        self.gate = MetadataGate()
+        self._deltas_loaded = asyncio.Event()  # set when the loader published a delta
+        self._gate_idle = asyncio.Event()  # nothing queued, nothing being applied
         self._local_changes_task: asyncio.Task[None] | None = None
         self._disk_lock = asyncio.Lock()  # one thread at a time touches the LogManager
-        self._applying = False  # caught up with the metadata log: deltas are being applied
-        # The first image after the catch-up applied: the broker listeners admit calls
-        # (server/admission.CaughtUpAdmission).
-        self._serving = False
         self._background: list[asyncio.Task[None]] = []
         self.metrics: NodeMetrics | None = None
         self.metrics_listener: MetricsListener | None = None
@@ -386,12 +382,11 @@ class Node:
         return AnonymousAdmission(listener)
 
     def _is_serving(self) -> bool:
-        return self._serving
+        return self.gate.serving
 
     def _start_serving(self) -> None:
-        """The broker listeners admit calls; then the broker asks to be unfenced (Kafka's
-        BrokerServer enables request processing, then setReadyToUnfence)."""
-        self._serving = True
+        """The gate lets the broker listeners admit calls; then the broker asks to be
+        unfenced (Kafka's BrokerServer enables request processing, then setReadyToUnfence)."""
         if self.lifecycle is not None:
             self.lifecycle.ready_to_unfence = True
 
@@ -558,8 +553,8 @@ class Node:
             await self.replicas.stop()
         await self.driver.stop(graceful=True)
         if self.log_manager is not None:
-            if self._applying:  # finish the disk work under way; else nothing was applied
-                await self._local_changes.join()
+            if self.gate.caught_up:  # finish the disk work under way; else nothing was applied
+                await self._gate_idle.wait()
             if self._local_changes_task is not None:
                 self._local_changes_task.cancel()
             async with self._disk_lock:
@@ -605,42 +600,47 @@ class Node:
     def _queue_local_changes(self, delta: MetadataDelta, image: MetadataImage) -> None:
         # Creating a log is disk work (directories, files, fsyncs): done off the loop, in
         # log order, so a combined node's Raft and controller never wait for it.
-        self._local_changes.put_nowait((delta, image))
+        self.gate.delta_loaded(delta, image)
+        self._gate_idle.clear()
+        self._deltas_loaded.set()
 
     async def _apply_local_changes(self) -> None:
-        """Applies metadata deltas to the local replicas, in log order. Nothing is applied
-        until the broker has caught up with the metadata log (the controller says so in
-        its heartbeat answers, as Kafka's broker waits for its initial catch-up): a
-        restarted broker replaying old records must not lead on an ISR that has moved on.
-        The broker listeners admit calls once the first image after the catch-up is applied
-        (server/admission.CaughtUpAdmission), as Kafka's broker enables request processing.
-        Deltas that queued up meanwhile are applied together: every deletion they carry,
-        then the roles of the newest image."""
-        replicas = self.replicas
-        lifecycle = self.lifecycle
-        assert replicas is not None and lifecycle is not None
+        """Pumps the metadata gate (broker/metadata_gate.py: nothing applied before the
+        broker caught up with the metadata log, then the deltas queued meanwhile as one, then
+        each as it is loaded; the listeners serve once the first batch is applied): tells it
+        when the controller said the broker caught up (looking every CAUGHT_UP_POLL_S), and
+        carries out its batches, the disk work in a worker thread."""
+        gate, lifecycle = self.gate, self.lifecycle
+        assert lifecycle is not None
         while not lifecycle.caught_up:
-            await asyncio.sleep(0.05)
-        self._applying = True
-        if self._local_changes.empty():  # else once the queued image is applied
-            self._start_serving()
+            await asyncio.sleep(CAUGHT_UP_POLL_S)
+        gate.broker_caught_up()
         while True:
-            items = [await self._local_changes.get()]
-            while not self._local_changes.empty():
-                items.append(self._local_changes.get_nowait())
+            step = gate.poll()
+            if step.start_serving:
+                self._start_serving()
+            if step.batch is None:
+                if gate.idle:
+                    self._gate_idle.set()
+                await self._deltas_loaded.wait()
+                self._deltas_loaded.clear()
+                continue
             try:
-                doomed = [tp for delta, _ in items for tp in replicas.detach(delta)]
-                image = items[-1][1]
-                delta = items[0][0] if len(items) == 1 else full_delta(image)
-                async with self._disk_lock:
-                    await asyncio.to_thread(self._apply_to_local_logs, delta, image, doomed)
-                replicas.attach(delta, image)
+                await self._apply_batch(step.batch)
             except Exception:
                 log.exception("could not apply a metadata change to the local replicas")
             finally:
-                self._start_serving()
-                for _ in items:
-                    self._local_changes.task_done()
+                gate.batch_applied()
+
+    async def _apply_batch(self, batch: ApplyBatch) -> None:
+        """Every deletion of the batch stops being served, the logs it deletes and creates
+        are deleted and created, then every replica its delta touches takes its role."""
+        replicas = self.replicas
+        assert replicas is not None
+        doomed = [tp for delta in batch.detach for tp in replicas.detach(delta)]
+        async with self._disk_lock:
+            await asyncio.to_thread(self._apply_to_local_logs, batch.delta, batch.image, doomed)
+        replicas.attach(batch.delta, batch.image)
 
     def _apply_to_local_logs(
         self, delta: MetadataDelta, image: MetadataImage, doomed: list[tuple[str, int]]

@@ -2,15 +2,17 @@
 a real Log, and around it what broker/ runs on an event loop, redone on the simulated clock
 step by step as the real code does it:
 
-- metadata (MetadataLoader, server/node.py _apply_local_changes): the loader replays the
-  controller's committed images in order, at its own pace (a random lag, stalls, nothing
-  while cut off from the controller), possibly skipping some (a delta covers several
-  records), and after a restart possibly from an image older than the last one the previous
-  incarnation acted on (plan.restart_replay). Nothing reaches the replicas until the broker
-  is caught up (LifecycleClient.caught_up, the controller's is_caught_up in a heartbeat
-  answer, looked at every 50 ms); the deltas loaded meanwhile are then applied as one, the
-  newest image (full_delta), and from then on each as it is loaded. Applying one: when the
-  partition's registration changed, Partition.apply_registration, and a re-plan of the
+- metadata: the loader (MetadataLoader) replays the controller's committed images in order,
+  at its own pace (a random lag, stalls, nothing while cut off from the controller), possibly
+  skipping some (a delta covers several records), and after a restart possibly from an image
+  older than the last one the previous incarnation acted on (plan.restart_replay). What
+  reaches the replica, when, and when the broker serves is not redone: the product's
+  MetadataGate (broker/metadata_gate.py: nothing before the broker caught up, then the
+  deltas loaded meanwhile as one, then each as it is loaded), pumped here as server/node.py
+  pumps it (_apply_local_changes: told of the catch-up when the lifecycle core has it, looked
+  at every CAUGHT_UP_POLL_S; its batches carried out at once, the simulated disk being
+  instant). Carrying out a batch, for the one partition: when the batch's delta touched it,
+  Partition.apply_registration of the registration the delta gives it, and a re-plan of the
   fetcher when the role or the leader changed (ReplicaManager.attach / _apply); clients'
   metadata and the ISR eligibility check read the applied image, heartbeats the loaded one;
 - lifecycle: the product's BrokerLifecycle (broker/lifecycle_state.py: when to register and
@@ -62,6 +64,7 @@ from broker.follower_fetch import (
 )
 from broker.isr_proposals import ISR_RETRY_BACKOFF_S, IsrProposals, Outcome
 from broker.lifecycle_state import BrokerLifecycle, BrokerState, RegisterBroker
+from broker.metadata_gate import CAUGHT_UP_POLL_S, ApplyBatch, MetadataGate
 from broker.partition import LeaderAppend, Partition
 from broker.partition_leader import IsrChange
 from broker.replica_config import ReplicaConfig
@@ -92,7 +95,7 @@ CONTROLLED_SHUTDOWN_TIMEOUT_MS = 30_000  # server/node.py CONTROLLED_SHUTDOWN_TI
 NO_CONTROLLER_MS = 5_000  # LifecycleClient.controlled_shutdown's no_controller_s
 CONTROLLER_VOTERS = 1  # call_controller tries len(voters) + 1 times
 CONNECT_FAIL_MS = 20  # a connection refused by a dead process comes back about this fast
-CAUGHT_UP_POLL_MS = 50  # Node._apply_local_changes: asyncio.sleep(0.05) until caught up
+CAUGHT_UP_POLL_MS = round(CAUGHT_UP_POLL_S * 1000)
 ISR_RETRY_BACKOFF_MS = round(ISR_RETRY_BACKOFF_S * 1000)
 
 
@@ -212,8 +215,8 @@ class SimBroker:
         self.applied: PartitionRegistration | None = None
         self.md_scheduled = False
         self.md_stalled_until = 0
-        self.md_queued = 0  # deltas loaded but not applied yet (before caught up)
-        self.applying = False  # Node._applying: caught up, deltas reach the replicas
+        # The product's metadata gate: what reaches the replica, and when the broker serves.
+        self.gate = MetadataGate()
         # The product's lifecycle decisions, and the pump's run (a controlled shutdown
         # starts a new one, as LifecycleClient cancels its task: the old one's timers and
         # answers are dropped)
@@ -302,17 +305,18 @@ class SimBroker:
         ckpt.clean = False
         if broker_epoch >= 0:
             # The cluster as it stands at t=0 (World.start): registered, caught up and
-            # serving already (the product's core, fed its registration and a first
-            # answer), heartbeating at the fenced pace until the controller's first answer.
+            # serving already (the product's cores, the lifecycle fed its registration and a
+            # first answer, the gate the catch-up), heartbeating at the fenced pace until the
+            # controller's first answer.
             core, now_s = self.lifecycle, self.now / 1000
-            core.set_ready_to_unfence()
             step = core.poll(now_s)
             assert step.send is not None
             core.registered(step.send.request_id, broker_epoch, now_s)
             step = core.poll(now_s)
             assert step.send is not None
             core.heartbeat_answered(step.send.request_id, True, True, False, now_s)
-            self.applying = True
+            self.gate.broker_caught_up()
+            self._run_gate()
         # The local metadata log survives: the first image applied is no older than the
         # last one applied before (the Raft observer commits its whole local log at once).
         self.md_pos = -1
@@ -331,7 +335,7 @@ class SimBroker:
         self.later(0, self._lifecycle, self.pump_run)
         self.later(max(plan.replica_lag_time_max_ms // 2, 50), self._isr_expiration)
         self.later(plan.hw_checkpoint_ms, self._checkpoint_loop)
-        if not self.applying:
+        if not self.gate.caught_up:
             self.later(CAUGHT_UP_POLL_MS, self._await_caught_up)
         self.schedule_metadata()
 
@@ -538,48 +542,60 @@ class SimBroker:
             target = last  # the first image after a start: the newest there is
         else:
             target = last if rng.random() < 0.5 else rng.randint(low, last)
-        self.md_pos = target
-        self.load_image(history[target])
+        self.load_metadata(target)
         self.schedule_metadata()
 
-    def load_image(self, image: MetadataImage) -> None:
-        """MetadataLoader._publish -> Node._queue_local_changes: applied now once the broker
-        applies deltas, else queued until it is caught up."""
-        self.loaded = image
-        if self.applying:
-            self.apply_image(image)
-        else:
-            self.md_queued += 1
+    def load_metadata(self, target: int) -> None:
+        """MetadataLoader._publish -> Node._queue_local_changes: the loader goes from the
+        image it has to history[target] and hands the gate the delta and the image."""
+        controller = self.world.controller
+        delta = controller.delta(self.md_pos, target)
+        self.md_pos = target
+        self.loaded = image = controller.history[target]
+        self.gate.delta_loaded(delta, image)
+        self._run_gate()
 
     def _await_caught_up(self) -> None:
-        """Node._apply_local_changes: waits (polling every 50 ms) until the controller said
-        the broker is caught up, then applies every delta queued meanwhile as one: all their
-        deletions (none here: the partition is never deleted), then full_delta of the newest
-        image, which sets the partition's role from that image whatever it was before."""
+        """Node._apply_local_changes: looks every CAUGHT_UP_POLL_S whether the controller
+        said the broker caught up, then tells the gate."""
         if not self.caught_up:
             self.later(CAUGHT_UP_POLL_MS, self._await_caught_up)
             return
-        self.applying = True
-        # Node._start_serving: heartbeats stop asking to stay fenced (the product sets it once
-        # the image queued meanwhile is applied, which here is just below, at once)
-        self.lifecycle.set_ready_to_unfence()
-        if self.md_queued:
-            self.trace(
-                f"caught up: applies {self.md_queued} queued deltas as metadata offset "
-                f"{self.loaded.offset}"
-            )
-            self.stats.coalesced_deltas += self.md_queued
-            self.md_queued = 0
-            self.apply_image(self.loaded)
+        self.gate.broker_caught_up()
+        self._run_gate()
 
-    def apply_image(self, image: MetadataImage) -> None:
-        """ReplicaManager.attach for our partition, when the delta touched it (a full delta
-        touches it whatever changed; Partition.apply_registration of an unchanged
-        registration changes nothing)."""
-        self.image = image
-        registration = image.topics.partition(TOPIC, PARTITION)
+    def _run_gate(self) -> None:
+        """Node._apply_local_changes: carries out what the gate decides, at once."""
+        while True:
+            serving = self.gate.serving
+            step = self.gate.poll()
+            if step.start_serving:  # Node._start_serving
+                self.lifecycle.set_ready_to_unfence()
+            batch = step.batch
+            if batch is None:
+                return
+            if not serving:
+                self.trace(
+                    f"caught up: applies {len(batch.detach)} queued deltas as metadata offset "
+                    f"{batch.image.offset}"
+                )
+                self.stats.coalesced_deltas += len(batch.detach)
+            self._apply_batch(batch)
+            self.gate.batch_applied()
+
+    def _apply_batch(self, batch: ApplyBatch) -> None:
+        """ReplicaManager.detach of every delta of the batch (the partition is never deleted,
+        nor moved away: nothing to stop), then ReplicaManager.attach of its delta for our
+        partition: the registration the delta gives it, if the delta touched it (a full
+        delta touches it whatever changed; Partition.apply_registration of an unchanged
+        registration changes nothing, so it is skipped here)."""
+        assert not any(delta.topics.deleted for delta in batch.detach)
+        image = self.image = batch.image
+        change = batch.delta.topics.changed.get(TOPIC_ID)
+        registration = None if change is None else change.partitions.get(PARTITION)
         if registration is None or registration == self.applied:
             return
+        assert self.id in registration.replicas  # never moved away
         self.applied = registration
         if self.partition is None:
             assert self.log is not None

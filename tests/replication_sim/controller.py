@@ -11,12 +11,14 @@ the partition epoch and every leader change the leader epoch; an unfenced broker
 offline partition its leader back; AlterPartition is accepted only with the current leader
 epoch and partition epoch and eligible (unfenced, not shutting down) members.
 
-Every committed image is kept (`history`): brokers replay it in order, each at its own pace
-(broker.py), which is how the metadata reaches them late and out of step with each other.
+Every committed image is kept (`history`), with the records that made it: brokers replay it
+in order, each at its own pace (broker.py), which is how the metadata reaches them late and
+out of step with each other; `delta` is what their MetadataLoader publishes for a step.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -24,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from google.protobuf.message import Message
 
+from broker.metadata_gate import full_delta
 from metadata.alter_partition import IsrProposal, IsrResult, alter_partition
 from metadata.broker_lifecycle import (
     BrokerRegistrationRequest,
@@ -75,6 +78,7 @@ class SimController:
     def __init__(self, world: World) -> None:
         self.world = world
         self.history: list[MetadataImage] = [MetadataImage()]
+        self.records: list[Sequence[Message]] = [()]  # what took history[i - 1] to history[i]
         self.tracker = HeartbeatTracker(world.plan.session_timeout_ms)
         self.stats = ControllerStats()
 
@@ -84,6 +88,14 @@ class SimController:
 
     def registration(self, image: MetadataImage | None = None) -> PartitionRegistration | None:
         return (image or self.image).topics.partition(TOPIC, PARTITION)
+
+    def delta(self, since: int, target: int) -> MetadataDelta:
+        """The delta a broker's loader publishes when it goes from history[since] (-1: a
+        process that has loaded nothing yet) to history[target], skipping what is between."""
+        if since < 0:
+            return full_delta(self.history[target])
+        records = itertools.chain.from_iterable(self.records[since + 1 : target + 1])
+        return MetadataDelta(self.history[since]).replay_all(records)
 
     # --- committing ----------------------------------------------------------------------------
 
@@ -122,6 +134,7 @@ class SimController:
         before = self.image
         image = MetadataDelta(before).replay_all(records).apply(before.offset + len(records), 1)
         self.history.append(image)
+        self.records.append(records)
         self.stats.commits += 1
         old, new = self.registration(before), self.registration(image)
         changed = old != new

@@ -60,7 +60,7 @@ class Plan:
     # After a restart, the first image the broker's MetadataLoader publishes: False, the
     # newest it can fetch; True, any image from the one it last loaded before (Strom's loader
     # publishes a snapshot it loads, and each commit batch). Either way the broker applies
-    # none until the controller says it is caught up (server/node.py _apply_local_changes).
+    # none until the controller says it is caught up (broker/metadata_gate.py).
     restart_replay: bool
     delete_records_every_ms: int | None  # DeleteRecords on the leader, up to its hw
 

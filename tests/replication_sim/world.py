@@ -86,8 +86,7 @@ class World:
         image = controller.image
         for broker in self.brokers.values():
             broker.start(image.cluster.brokers[broker.id].epoch)
-            broker.md_pos = len(controller.history) - 1
-            broker.load_image(image)
+            broker.load_metadata(len(controller.history) - 1)
         controller.start()
         self.after_event()
 
