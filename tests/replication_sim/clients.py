@@ -7,7 +7,7 @@ answers cross the simulated network as RPCs (they may be lost; the client then t
 Producers run strom/sender.py's loop for the partition on the simulated clock (a queue of
 batches, requests in flight) and follow the client's own sending rules: they drive
 strom/producer_sequencing.py, the class strom/sender.py pumps, with answers decoded as the
-client decodes the servicer's (broker.api_errors.make_error, then strom.errors.from_pb). What
+client decodes the servicer's (server.api_errors.make_error, then strom.errors.from_pb). What
 to send and resend, with which producer id, epoch and sequence, and when to give up or bump
 the epoch is decided there, not here:
 - plain ones (retries=0, one batch at a time) send acks=all or acks=1 batches of 1-3 records,
@@ -32,8 +32,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from broker.api_errors import make_error
 from broker.partition import LeaderAppend
+from server.api_errors import make_error
 from strom.errors import StromError, from_pb
 from strom.producer_sequencing import (
     STALE_METADATA,
