@@ -64,8 +64,8 @@ from broker.isr_proposals import ISR_RETRY_BACKOFF_S, IsrProposals, Outcome
 from broker.lifecycle_state import BrokerLifecycle, BrokerState, RegisterBroker
 from broker.partition import LeaderAppend, Partition
 from broker.partition_leader import IsrChange
+from broker.purgatory import replication_error
 from broker.replica_config import ReplicaConfig
-from broker.replica_manager import _replication_error
 from broker.replication_settings import ReplicationSettings
 from broker.topic_settings import TopicSettings
 from metadata.alter_partition import IsrProposal, IsrResult
@@ -996,7 +996,7 @@ class SimBroker:
         """ReplicaManager._await_replication, for every waiting produce."""
         still = []
         for waiting in self.waiting:
-            error = _replication_error(waiting.partition, waiting.append)
+            error = replication_error(waiting.partition, waiting.append)
             if error is not None:
                 waiting.request.answer(self, None, error.error_name)
             elif waiting.partition.high_watermark >= waiting.append.next_offset:
