@@ -22,6 +22,8 @@ in-memory state (high watermark, leader epoch, ISR). Not thread-safe: one pump d
 
 from __future__ import annotations
 
+import heapq
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -122,18 +124,17 @@ DelayedOperation = DelayedProduce | DelayedFetch
 
 class Purgatory:
     def __init__(self) -> None:
-        self._watchers: dict[TopicPartition, list[DelayedOperation]] = {}
-        self._parked: dict[DelayedOperation, None] = {}  # in the order they were parked
+        # Each parked operation with the number of its parking (in the order they parked);
+        # the operations waiting on each partition, in that order; and the wake-ups as a
+        # heap of (when, parking number, operation), an entry stale once the operation is
+        # no longer parked under that number (dropped when it reaches the top). So a
+        # thousand produces waiting on one hot partition cost no more per event than one.
+        self._parked: dict[DelayedOperation, int] = {}
+        self._watchers: dict[TopicPartition, dict[DelayedOperation, None]] = {}
+        self._wakes: list[tuple[int, int, DelayedOperation]] = []
+        self._parkings = itertools.count()
 
     # --- what waits ---------------------------------------------------------------------
-
-    @property
-    def produces(self) -> int:
-        return sum(isinstance(op, DelayedProduce) for op in self._parked)
-
-    @property
-    def fetches(self) -> int:
-        return sum(isinstance(op, DelayedFetch) for op in self._parked)
 
     def watched(self, key: TopicPartition) -> bool:
         """Whether an operation waits on the partition (a change of one nobody waits on
@@ -145,8 +146,10 @@ class Purgatory:
 
     def next_wake_ms(self) -> int | None:
         """When `expire` has something to do next: the earliest deadline or early look."""
-        wakes = [_wake_of(op) for op in self._parked]
-        return min(wakes) if wakes else None
+        wakes = self._wakes
+        while wakes and self._parked.get(wakes[0][2]) != wakes[0][1]:
+            heapq.heappop(wakes)
+        return wakes[0][0] if wakes else None
 
     # --- events in ----------------------------------------------------------------------
 
@@ -203,7 +206,8 @@ class Purgatory:
         """The time is now: produces past their deadline are decided (REQUEST_TIMED_OUT for
         what is still waiting), fetches past their deadline or early look read again."""
         woken: list[DelayedOperation] = []
-        for op in [op for op in self._parked if _wake_of(op) <= now_ms]:
+        while (at := self.next_wake_ms()) is not None and at <= now_ms:
+            op = heapq.heappop(self._wakes)[2]
             if isinstance(op, DelayedProduce):
                 self._try_produce(op, now_ms)
             self._unpark(op)
@@ -220,6 +224,7 @@ class Purgatory:
         ops = list(self._parked)
         self._parked.clear()
         self._watchers.clear()
+        self._wakes.clear()
         return ops
 
     # --- the rules ----------------------------------------------------------------------
@@ -248,16 +253,17 @@ class Purgatory:
     # --- bookkeeping --------------------------------------------------------------------
 
     def _park(self, op: DelayedOperation) -> None:
-        self._parked[op] = None
-        for key in dict.fromkeys(op.keys):
-            self._watchers.setdefault(key, []).append(op)
+        parking = self._parked[op] = next(self._parkings)
+        heapq.heappush(self._wakes, (_wake_of(op), parking, op))
+        for key in op.keys:
+            self._watchers.setdefault(key, {})[op] = None
 
     def _unpark(self, op: DelayedOperation) -> None:
-        del self._parked[op]
-        for key in dict.fromkeys(op.keys):
+        del self._parked[op]  # its wake-up entry goes stale
+        for key in op.keys:
             watchers = self._watchers.get(key)
-            if watchers is not None and op in watchers:
-                watchers.remove(op)
+            if watchers is not None:
+                watchers.pop(op, None)
                 if not watchers:
                     del self._watchers[key]
 
