@@ -127,8 +127,9 @@ class Purgatory:
         # Each parked operation with the number of its parking (in the order they parked);
         # the operations waiting on each partition, in that order; and the wake-ups as a
         # heap of (when, parking number, operation), an entry stale once the operation is
-        # no longer parked under that number (dropped when it reaches the top). So a
-        # thousand produces waiting on one hot partition cost no more per event than one.
+        # no longer parked under that number (dropped when it reaches the top, or when
+        # stale ones outnumber the live). So a thousand produces waiting on one hot
+        # partition cost no more per event than one.
         self._parked: dict[DelayedOperation, int] = {}
         self._watchers: dict[TopicPartition, dict[DelayedOperation, None]] = {}
         self._wakes: list[tuple[int, int, DelayedOperation]] = []
@@ -255,6 +256,11 @@ class Purgatory:
     def _park(self, op: DelayedOperation) -> None:
         parking = self._parked[op] = next(self._parkings)
         heapq.heappush(self._wakes, (_wake_of(op), parking, op))
+        if len(self._wakes) > 2 * len(self._parked) + 64:
+            # Mostly stale (produces done long before their deadline): rebuilt, so the heap
+            # holds no finished operation for long (amortized O(1) a parking).
+            self._wakes = [e for e in self._wakes if self._parked.get(e[2]) == e[1]]
+            heapq.heapify(self._wakes)
         for key in op.keys:
             self._watchers.setdefault(key, {})[op] = None
 

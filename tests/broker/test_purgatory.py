@@ -130,3 +130,18 @@ def test_an_acks_all_produce_times_out_at_its_bounded_deadline(tmp_path):
     assert purgatory.expire(MAX_PRODUCE_WAIT_MS) == [op]
     assert op.results[TP].error_name == "REQUEST_TIMED_OUT"
     assert purgatory.parked() == []
+
+
+def test_operations_done_before_their_deadline_are_not_held_until_it(tmp_path):
+    rs = three_replicas(tmp_path)
+    purgatory = Purgatory()
+    for i in range(1_000):  # each completes at once when leadership moves, long before 30 s
+        append = rs[1].append_as_leader(batch(), -1, NOW)
+        op = purgatory.produce([(TP, rs[1], append)], 30_000, now_ms=i)
+        assert not op.done
+        if i % 4:  # three in four callers go away
+            purgatory.cancel(op)
+    assert len(purgatory._wakes) <= 2 * len(purgatory.parked()) + 65
+    elect(rs.values(), 2, 2)
+    assert len(purgatory.changed(TP, 1_000)) == 250
+    assert purgatory.next_wake_ms() is None and purgatory.parked() == []
