@@ -2,12 +2,17 @@
 ReplicaManager): produce with acks 0/1/all, consumer and follower fetches with long polls,
 and the ISR changes leaders propose to the controller.
 
-Everything here runs on the node's event loop. Waiting (an acks=all produce until the high
-watermark passes it, a fetch until min_bytes are there) is a future per partition that the
-partition's `on_change` resolves: a waiter looks again whenever the partition moved, and
-gives up at its deadline. Metadata deltas arrive in log order (server/node.py): first
-`detach` (stop serving what is deleted or moved away, before its files go), then the disk
-work off the loop (create and delete logs), then `attach` (roles from the new image).
+Everything here runs on the node's event loop. Waiting is decided in the purgatory
+(broker/purgatory.py: an acks=all produce until the high watermark passes it, a follower's
+fetch until min_bytes are there, each up to its deadline); this class pumps it: a partition's
+`on_change` reaches it on the next turn of the loop, one timer wakes it at its next deadline,
+and a future per parked request resumes the request when the purgatory is done with it or
+says to read again. A consumer's fetch (held to the memory pool) waits on a future per
+partition that `on_change` resolves, and looks again whenever the partition moved.
+
+Metadata deltas arrive in log order (server/node.py): first `detach` (stop serving what is
+deleted or moved away, before its files go), then the disk work off the loop (create and
+delete logs), then `attach` (roles from the new image).
 
 A failed log directory (storage.log_dir_failures): `stop_serving_dir` takes its partitions
 out of service, as Kafka's handleLogDirFailure does; they answer KAFKA_STORAGE_ERROR to
@@ -18,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -30,6 +36,12 @@ from broker.partition import LeaderAppend, Partition, storage_error
 from broker.partition_leader import IsrChange
 from broker.produce_checks import PreparedBatches, producer_batches
 from broker.producer_expiration import run_producer_expiration
+from broker.purgatory import (
+    DelayedOperation,
+    FollowerRead,
+    Purgatory,
+    fetch_wait_ms,
+)
 from broker.replica_config import ReplicaConfig
 from broker.replication_settings import ReplicationSettings
 from broker.topic_settings import TopicSettings, topic_settings
@@ -50,16 +62,6 @@ ControllerCall = Callable[[str, Any], Awaitable[Any | None]]
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
-
-# A long poll holds a request, and its memory, for up to max_wait_ms. Kafka bounds it only by
-# the int32 field; Strom answers after at most this long however much is asked (a fetch may
-# always be answered early), so no request can park for days. Clients ask 500 ms by default.
-MAX_FETCH_WAIT_MS = 60_000
-
-
-# Likewise an acks=all produce waits for its replicas at most this long, whatever timeout_ms
-# says (Kafka's producer asks 30 s, request.timeout.ms).
-MAX_PRODUCE_WAIT_MS = 300_000
 
 # A produced batch at least this large is validated in a worker thread (_validate_large);
 # smaller ones cost less than the hop (about 0.5 us a record on the loop). Where the
@@ -84,7 +86,7 @@ def named_twice(keys: Iterable[Key]) -> set[Key]:
 
 def fetch_wait_s(max_wait_ms: int) -> float:
     """A fetch's max_wait_ms as seconds to wait: negative as 0, at most MAX_FETCH_WAIT_MS."""
-    return min(max(max_wait_ms, 0), MAX_FETCH_WAIT_MS) / 1000
+    return fetch_wait_ms(max_wait_ms) / 1000
 
 
 @dataclass(slots=True)
@@ -153,7 +155,15 @@ class ReplicaManager:
         # Called with a partition whose role or leader changed (the fetchers re-plan).
         self.on_role_change: Callable[[Partition], None] = lambda p: None
         self.on_removed: Callable[[Partition], None] = lambda p: None
+        # Consumer fetches wait on these; follower fetches and acks=all produces in the
+        # purgatory (broker/purgatory.py), which this class pumps: the partitions that
+        # changed on the next turn of the loop, its deadlines on one timer.
         self._signals: dict[TopicPartition, asyncio.Future[None]] = {}
+        self.purgatory = Purgatory()
+        self._parked: dict[DelayedOperation, asyncio.Future[None]] = {}
+        self._changed: dict[TopicPartition, None] = {}
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at: int | None = None
         self._settings: dict[str, TopicSettings] = {}
         self._isr_task: asyncio.Task[None] | None = None
         self._producer_expiration: asyncio.Task[None] | None = None
@@ -183,6 +193,9 @@ class ReplicaManager:
         await self.isr_sender.stop()
         for key in list(self._signals):
             self._fire(key)
+        for op in self.purgatory.parked():
+            for key in op.keys:
+                self._fire(key)
 
     # --- metadata ---------------------------------------------------------------------------
 
@@ -302,12 +315,66 @@ class ReplicaManager:
         future = self._signals.pop(key, None)
         if future is not None and not future.done():
             future.set_result(None)
+        if self.purgatory.watched(key):
+            # Looked at on the next turn of the loop, as a woken waiter would: the
+            # partition may be in the middle of a change now.
+            if not self._changed:
+                asyncio.get_running_loop().call_soon(self._drain_changes)
+            self._changed[key] = None
 
     def _signal(self, key: TopicPartition) -> asyncio.Future[None]:
         future = self._signals.get(key)
         if future is None:
             future = self._signals[key] = asyncio.get_running_loop().create_future()
         return future
+
+    @staticmethod
+    def _clock_ms() -> int:
+        """The purgatory's clock: the loop's (monotonic), in whole milliseconds."""
+        return int(asyncio.get_running_loop().time() * 1000)
+
+    def _drain_changes(self) -> None:
+        changed, self._changed = self._changed, {}
+        now = self._clock_ms()
+        for key in changed:
+            self._wake(self.purgatory.changed(key, now))
+        self._arm()
+
+    def _expire(self) -> None:
+        self._timer = self._timer_at = None
+        self._wake(self.purgatory.expire(self._clock_ms()))
+        self._arm()
+
+    def _wake(self, ops: list[DelayedOperation]) -> None:
+        for op in ops:
+            future = self._parked.pop(op, None)
+            if future is not None and not future.done():
+                future.set_result(None)
+
+    def _arm(self) -> None:
+        """One timer, at the purgatory's next deadline."""
+        at = self.purgatory.next_wake_ms()
+        if at == self._timer_at:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = self._timer_at = None
+        if at is not None:
+            delay_s = max(at - self._clock_ms(), 0) / 1000
+            self._timer = asyncio.get_running_loop().call_later(delay_s, self._expire)
+            self._timer_at = at
+
+    async def _until_woken(self, op: DelayedOperation) -> None:
+        """Waits until the purgatory decides the parked operation or says to look again;
+        a caller that goes away takes its operation out."""
+        future = self._parked[op] = asyncio.get_running_loop().create_future()
+        self._arm()
+        try:
+            await future
+        finally:
+            if self._parked.pop(op, None) is not None:
+                self.purgatory.cancel(op)
+                self._arm()
 
     async def _wait_any(self, keys: Iterable[TopicPartition], timeout_s: float) -> bool:
         """Waits until one of the partitions moves or the time is up; False at once when
@@ -439,40 +506,18 @@ class ReplicaManager:
         timeout_ms: int,
     ) -> None:
         """acks=all: until every partition's high watermark passes its batches (Kafka's
-        DelayedProduce). Decided for Strom: when the ISR shrinks below min.insync.replicas
-        while a produce waits, it fails at once with NOT_ENOUGH_REPLICAS_AFTER_APPEND (the
-        high watermark cannot move then, so waiting out the timeout would only hide why)."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + min(max(timeout_ms, 0), MAX_PRODUCE_WAIT_MS) / 1000
+        DelayedProduce, decided by broker/purgatory.py)."""
+        op = self.purgatory.produce(waiting, timeout_ms, self._clock_ms())
         count = len(waiting)
         self.stats.produce_waiting += count
         try:
-            while waiting:
-                still = []
-                for key, partition, append in waiting:
-                    error = _replication_error(partition, append)
-                    if error is not None:
-                        results[key] = ProduceResult(error=error)
-                    elif partition.high_watermark < append.next_offset:
-                        still.append((key, partition, append))
-                waiting = still
-                remaining = deadline - loop.time()
-                if not waiting:
-                    return
-                if remaining <= 0:
-                    break
-                await self._wait_any((k for k, _, _ in waiting), remaining)  # never empty here
-            for key, partition, append in waiting:
-                results[key] = ProduceResult(
-                    error=ApiError(
-                        ErrorCode.REQUEST_TIMED_OUT,
-                        f"{partition.name}: the in-sync replicas {list(partition.isr)} did not "
-                        f"all reach offset {append.next_offset} within {timeout_ms} ms "
-                        f"(high watermark {partition.high_watermark}).",
-                    )
-                )
+            while not op.done:
+                await self._until_woken(op)
         finally:
             self.stats.produce_waiting -= count
+        for key, error in op.results.items():
+            if error is not None:
+                results[key] = ProduceResult(error=error)
 
     # --- consumer fetch ---------------------------------------------------------------------
 
@@ -589,25 +634,32 @@ class ReplicaManager:
     async def replica_fetch(self, request: Any) -> list[tuple[Any, Partition | None, Any]]:
         """Serves one ReplicaFetchRequest: (request partition, partition, FollowerRead or
         ApiError) per partition, after waiting up to max_wait_ms for min_bytes."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + fetch_wait_s(request.max_wait_ms)
+        fetch = self.purgatory.follower_fetch(
+            request.max_wait_ms, request.min_bytes, self._clock_ms()
+        )
         while True:
             answers, throttled = self._read_for_follower(request)
-            total = 0
-            stop = False
-            for _, _, answer in answers:
-                if isinstance(answer, ApiError) or answer.diverging is not None:
-                    stop = True
-                else:
-                    total += len(answer.records)
-            remaining = deadline - loop.time()
-            if total >= max(request.min_bytes, 1) or stop or remaining <= 0:
+            if self.purgatory.fetch_read(
+                fetch, self._follower_read(answers, throttled), self._clock_ms()
+            ):
                 return answers
-            keys = [(p.topic, p.index) for _, p, _ in answers if p is not None]
-            if throttled:  # look again once the leader's quota has paid its debt
-                remaining = min(remaining, max(self.replication.leader.delay_s(), 0.001))
-            if not await self._wait_any(keys, remaining) and not throttled:
-                return answers  # no partition to wait on (Kafka answers at once)
+            await self._until_woken(fetch)
+
+    def _follower_read(
+        self, answers: list[tuple[Any, Partition | None, Any]], throttled: bool
+    ) -> FollowerRead:
+        """What the purgatory needs of a read: its bytes, whether a partition erred or
+        diverged, the partitions to wait on, and when the leader's quota may let go."""
+        total = 0
+        stopped = False
+        for _, _, answer in answers:
+            if isinstance(answer, ApiError) or answer.diverging is not None:
+                stopped = True
+            else:
+                total += len(answer.records)
+        keys = tuple((p.topic, p.index) for _, p, _ in answers if p is not None)
+        delay_ms = math.ceil(self.replication.leader.delay_s() * 1000) if throttled else None
+        return FollowerRead(total, stopped, keys, delay_ms)
 
     def _read_for_follower(
         self, request: Any
@@ -720,25 +772,3 @@ class ReplicaManager:
             for partition in list(self.partitions.values()):
                 if partition.is_leader:
                     self._maybe_change_isr(partition, now)
-
-
-def _replication_error(partition: Partition, append: LeaderAppend) -> ApiError | None:
-    if partition.offline:
-        # Kafka's DelayedProduce answers the partition's error: the records may be on the
-        # other replicas, but this leader can no longer tell.
-        return partition.offline_error()
-    leader = partition.leader
-    if leader is None or partition.leader_epoch != append.leader_epoch:
-        return ApiError(
-            ErrorCode.NOT_LEADER_OR_FOLLOWER,
-            f"Leadership of {partition.name} changed while the produce waited for its "
-            f"replicas; the records may or may not have been kept.",
-        )
-    if len(leader.isr) < partition.settings.min_insync_replicas:
-        return ApiError(
-            ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-            f"The ISR {list(leader.isr)} of {partition.name} shrank below "
-            f"min.insync.replicas={partition.settings.min_insync_replicas} after the "
-            f"records were written.",
-        )
-    return None

@@ -27,15 +27,15 @@ step by step as the real code does it:
   CONNECT_FAIL_MS when that process is dead; a reply never reaches another incarnation of
   the follower), the read gives up after the core's read timeout, a wake-up is set for when
   the core says a fetch may be due; what the answers did is counted and traced;
-- leader side (broker/replica_manager.py, replica_service.py): follower fetches long-poll up
-  to replica.fetch.wait.max.ms, each read followed by the ISR check; acks=all produces wait
-  until the high watermark passes them (failing with NOT_LEADER_OR_FOLLOWER or
-  NOT_ENOUGH_REPLICAS_AFTER_APPEND as _replication_error says, or REQUEST_TIMED_OUT); the
-  isr-expiration task every replica.lag.time.max.ms / 2; ISR changes and their answers run
-  through the product's own IsrProposals (broker/isr_proposals.py: what is queued, what is
-  sent, what an answer does), pumped here as AlterPartitionSender pumps it (one request in
-  flight, drained on the next turn of the loop), with the lifecycle client's retries
-  (voters + 1 tries);
+- leader side: follower fetches and acks=all produces wait in the product's Purgatory
+  (broker/purgatory.py: when a long poll is answered, what a waiting produce answers and
+  when), pumped here as ReplicaManager pumps it: a partition's change reaches it on the next
+  turn of the loop, a wake-up is set at its next deadline; each read of a follower fetch is
+  followed by the ISR check; the isr-expiration task every replica.lag.time.max.ms / 2; ISR
+  changes and their answers run through the product's own IsrProposals
+  (broker/isr_proposals.py: what is queued, what is sent, what an answer does), pumped here
+  as AlterPartitionSender pumps it (one request in flight, drained on the next turn of the
+  loop), with the lifecycle client's retries (voters + 1 tries);
 - DeleteRecords (server/client_service.py): the leader moves its log start, then writes the
   offset checkpoints before answering;
 - the process: a crash closes the files without a word (the page cache keeps every write) and
@@ -67,8 +67,8 @@ from broker.lifecycle_state import BrokerLifecycle, BrokerState, RegisterBroker
 from broker.metadata_gate import CAUGHT_UP_POLL_S, ApplyBatch, MetadataGate
 from broker.partition import LeaderAppend, Partition
 from broker.partition_leader import IsrChange
+from broker.purgatory import DelayedFetch, DelayedOperation, DelayedProduce, FollowerRead, Purgatory
 from broker.replica_config import ReplicaConfig
-from broker.replica_manager import _replication_error
 from broker.replication_settings import ReplicationSettings
 from broker.topic_settings import TopicSettings
 from metadata.alter_partition import IsrProposal, IsrResult
@@ -135,20 +135,6 @@ class FetchReply:
     correlation_id: int
     broken: str | None = None
     response: FetchResponse = FetchResponse()
-
-
-@dataclass
-class ParkedFetch:
-    call: FetchCall
-    deadline_ms: int
-
-
-@dataclass
-class WaitingProduce:
-    request: Any  # clients.ProduceRequest
-    partition: Partition
-    append: LeaderAppend
-    deadline_ms: int
 
 
 @dataclass
@@ -229,8 +215,12 @@ class SimBroker:
         self.fetch = FollowerFetch(self.id, self.replica_config, replication)
         self.connected_to: dict[StreamKey, int] = {}
         self.wakes: dict[StreamKey, int] = {}
-        self.parked: list[ParkedFetch] = []
-        self.waiting: list[WaitingProduce] = []
+        # The product's purgatory, the requests of its parked operations (a produce: the
+        # clients.ProduceRequest and its append), and the wake-up set
+        self.purgatory = Purgatory()
+        self.fetches: dict[DelayedFetch, FetchCall] = {}
+        self.produces: dict[DelayedProduce, tuple[Any, LeaderAppend]] = {}
+        self.purgatory_wake: int | None = None
         # calls to the controller awaiting an answer: token -> (done, the request's broker epoch)
         self.calls: dict[int, tuple[Callable[[Any], None], int | None]] = {}
         # The product's ISR proposals (in memory: a crash loses them, as the process's do),
@@ -368,11 +358,13 @@ class SimBroker:
     def _die(self) -> None:
         self.alive = False
         network = self.world.network
-        for parked in self.parked:  # their streams break: the followers see a reset
-            follower = self.world.brokers[parked.call.follower]
-            network.send(self.id, follower.id, follower.handle_fetch_answer, _reset(parked.call))
-        for waiting in self.waiting:
-            waiting.request.fail("connection reset")
+        for op in self.purgatory.drop_all():
+            if isinstance(op, DelayedFetch):  # their streams break: the followers see a reset
+                call = self.fetches[op]
+                follower = self.world.brokers[call.follower]
+                network.send(self.id, follower.id, follower.handle_fetch_answer, _reset(call))
+            else:
+                self.produces[op][0].fail("connection reset")
         self._reset_memory()
         self.world.checker.on_log_closed(self)
 
@@ -637,10 +629,31 @@ class SimBroker:
 
     def _signalled(self) -> None:
         self.signal_scheduled = False
-        self._check_produces()
-        parked, self.parked = self.parked, []
-        for p in parked:
-            self._serve_fetch(p.call, p.deadline_ms)
+        self._purgatory_decided(self.purgatory.changed((TOPIC, PARTITION), self.now))
+
+    # --- leader: the purgatory (ReplicaManager's pump of broker/purgatory.py) ---------------
+
+    def _purgatory_decided(self, ops: list[DelayedOperation]) -> None:
+        """What the purgatory decided: produces to answer, fetches to read again."""
+        for op in ops:
+            if isinstance(op, DelayedFetch):
+                self._serve_fetch(op)
+            else:
+                self._answer_produce(op, *self.produces.pop(op))
+        self._arm_purgatory()
+
+    def _arm_purgatory(self) -> None:
+        """ReplicaManager._arm: one wake-up, at the purgatory's next deadline."""
+        at = self.purgatory.next_wake_ms()
+        if at is not None and at != self.purgatory_wake:
+            self.purgatory_wake = at
+            self.later(at - self.now, self._purgatory_expire, at)
+
+    def _purgatory_expire(self, at: int) -> None:
+        if self.purgatory_wake != at:
+            return  # a wake-up set again since
+        self.purgatory_wake = None
+        self._purgatory_decided(self.purgatory.expire(self.now))
 
     # --- follower: the replica fetcher (the product's FollowerFetch over the network) ---------
 
@@ -787,18 +800,15 @@ class SimBroker:
             reset = _reset(call)
             self.world.network.send(self.id, follower.id, follower.handle_fetch_answer, reset)
             return
-        self._serve_fetch(call, self.now + call.request.max_wait_ms)
-        if self.parked and self.parked[-1].call is call:
-            self.later(call.request.max_wait_ms, self._fetch_deadline, call)
+        request = call.request
+        fetch = self.purgatory.follower_fetch(request.max_wait_ms, request.min_bytes, self.now)
+        self.fetches[fetch] = call
+        self._serve_fetch(fetch)
+        self._arm_purgatory()
 
-    def _fetch_deadline(self, call: FetchCall) -> None:
-        for i, parked in enumerate(self.parked):
-            if parked.call is call:
-                del self.parked[i]
-                self._serve_fetch(call, parked.deadline_ms)
-                return
-
-    def _serve_fetch(self, call: FetchCall, deadline_ms: int) -> None:
+    def _serve_fetch(self, fetch: DelayedFetch) -> None:
+        """One read of ReplicaManager.replica_fetch; answered if the purgatory says so."""
+        call = self.fetches[fetch]
         partition = self.partition
         request = call.request
         (asked,) = request.partitions  # one partition in this model
@@ -836,19 +846,23 @@ class SimBroker:
                     log_end_offset=read.log_end_offset,
                     diverging=read.diverging,
                 )
-        stop = answer.error is not None or answer.diverging is not None
-        if answer.records or stop or self.now >= deadline_ms:
-            follower = self.world.brokers[call.follower]
-            reply = FetchReply(
-                self.id,
-                call.follower_incarnation,
-                call.stream,
-                request.correlation_id,
-                response=FetchResponse((answer,)),
-            )
-            self.world.network.send(self.id, follower.id, follower.handle_fetch_answer, reply)
-            return
-        self.parked.append(ParkedFetch(call, deadline_ms))
+        # No replication quota in this model: nothing is held back.
+        stopped = answer.error is not None or answer.diverging is not None
+        keys = () if partition is None else ((TOPIC, PARTITION),)
+        if not self.purgatory.fetch_read(
+            fetch, FollowerRead(len(answer.records), stopped, keys), self.now
+        ):
+            return  # parked
+        del self.fetches[fetch]
+        follower = self.world.brokers[call.follower]
+        reply = FetchReply(
+            self.id,
+            call.follower_incarnation,
+            call.stream,
+            request.correlation_id,
+            response=FetchResponse((answer,)),
+        )
+        self.world.network.send(self.id, follower.id, follower.handle_fetch_answer, reply)
 
     # --- leader: the ISR ---------------------------------------------------------------------
 
@@ -1002,27 +1016,23 @@ class SimBroker:
         if request.acks != -1:
             request.answer(self, append, None)
             return
-        self.waiting.append(
-            WaitingProduce(request, partition, append, self.now + request.timeout_ms)
+        op = self.purgatory.produce(
+            [((TOPIC, PARTITION), partition, append)], request.timeout_ms, self.now
         )
-        self._check_produces()
-        self.later(request.timeout_ms, self._check_produces)
+        if op.done:
+            self._answer_produce(op, request, append)
+            return
+        self.produces[op] = (request, append)
+        self._arm_purgatory()
 
-    def _check_produces(self) -> None:
-        """ReplicaManager._await_replication, for every waiting produce."""
-        still = []
-        for waiting in self.waiting:
-            error = _replication_error(waiting.partition, waiting.append)
-            if error is not None:
-                waiting.request.answer(self, None, error.error_name)
-            elif waiting.partition.high_watermark >= waiting.append.next_offset:
-                self.world.checker.acknowledged(self, waiting.request, waiting.append)
-                waiting.request.answer(self, waiting.append, None)
-            elif self.now >= waiting.deadline_ms:
-                waiting.request.answer(self, None, "REQUEST_TIMED_OUT")
-            else:
-                still.append(waiting)
-        self.waiting = still
+    def _answer_produce(self, op: DelayedProduce, request: Any, append: LeaderAppend) -> None:
+        """ReplicaManager._await_replication's answer, as the purgatory decided it."""
+        error = op.results[(TOPIC, PARTITION)]
+        if error is not None:
+            request.answer(self, None, error.error_name)
+            return
+        self.world.checker.acknowledged(self, request, append)
+        request.answer(self, append, None)
 
     def delete_records(self, offset: int) -> int:
         """ClientServicer.DeleteRecords for the partition (an admin's request; its answer is

@@ -10,7 +10,11 @@ The mutations:
 - a follower ignores the diverging epoch in a fetch answer (KIP-320) and takes the answer as
   one without records. It keeps the records the leader does not have, so it never catches
   up (the leader answers the same divergence at every fetch) and learns a high watermark
-  over records that differ from the leader's.
+  over records that differ from the leader's;
+- the purgatory (broker/purgatory.py) answers a waiting acks=all produce success though
+  leadership moved while it waited (replication_error's NOT_LEADER_OR_FOLLOWER rule dropped),
+  or before the high watermark passes it: acknowledged records are then missing from the
+  log the new leader keeps.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import dataclasses
 
 import pytest
 
-from broker import isr_proposals
+from broker import isr_proposals, purgatory
 from broker.follower_fetch import FetchStream
 from broker.isr_proposals import IsrProposals, Outcome
 from tests.replication_sim.simulation import run_seed
@@ -55,6 +59,26 @@ def test_a_diverging_epoch_ignored_by_the_follower_is_caught(monkeypatch):
     result = next((r for r in map(run_seed, DIVERGENCE_SEEDS) if r.failure is not None), None)
     assert result is not None, "the simulator did not notice a follower ignoring divergence"
     assert result.kind == "invariant", result.failure
+
+
+def test_an_acks_all_produce_answered_after_leadership_moved_is_caught(monkeypatch):
+    rule = purgatory.replication_error
+
+    def leadership_ignored(partition, append):
+        error = rule(partition, append)
+        return None if error is not None and error.error_name == "NOT_LEADER_OR_FOLLOWER" else error
+
+    monkeypatch.setattr(purgatory, "replication_error", leadership_ignored)
+    # Seeds 1, 2, 4 and 6 of SEEDS (which pass intact, below) acknowledge records that the
+    # new leader's log does not hold at their offsets.
+    failures = [run_seed(seed).failure for seed in (1, 2, 4, 6)]
+    assert all(f is not None and "acked by" in f.split("\n", 1)[0] for f in failures), failures
+
+
+def test_an_acks_all_produce_answered_before_the_high_watermark_passes_it_is_caught(monkeypatch):
+    monkeypatch.setattr(purgatory, "replicated", lambda partition, append: True)
+    failure = run_seed(0).failure  # as every seed of SEEDS
+    assert failure is not None, "the simulator did not notice acks=all answered early"
 
 
 @pytest.mark.parametrize("seed", SEEDS)

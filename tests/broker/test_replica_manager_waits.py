@@ -1,0 +1,108 @@
+"""ReplicaManager as the pump of the purgatory (broker/purgatory.py), on a real event loop
+over real partitions: a partition's change wakes what waits on it, the timer answers at the
+deadline, and a request whose caller went away leaves nothing parked."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from typing import Any
+
+from broker.partition import Partition
+from broker.replica_config import ReplicaConfig
+from broker.replica_manager import ReplicaManager
+from broker.replication_settings import ReplicationSettings
+from strom_api.v1 import replica_pb2
+from tests.broker.test_partition import NOW, batch, elect, open_partition
+from tests.broker.test_replication_quota import TOPIC_ID
+
+KEY = ("orders", 0)
+
+
+def leading(tmp_path: os.PathLike[str], isr: list[int]) -> tuple[ReplicaManager, Partition]:
+    async def no_controller(method: str, request: Any) -> None:
+        return None
+
+    partition = open_partition(os.path.join(tmp_path, "leader"), 1)
+    elect([partition], leader=1, epoch=1, isr=isr, replicas=[1, 2])
+    config = ReplicaConfig()
+    manager = ReplicaManager(1, None, config, {}, no_controller, lambda: 1)  # type: ignore[arg-type]
+    manager.partitions[KEY] = partition
+    manager.by_id[TOPIC_ID, 0] = partition
+    manager.replication = ReplicationSettings(1, config)
+    partition.on_change = lambda: manager._fire(KEY)  # as ReplicaManager._apply wires it
+    return manager, partition
+
+
+def follower_fetch(offset: int, max_wait_ms: int) -> Any:
+    return replica_pb2.ReplicaFetchRequest(
+        replica_id=2,
+        max_wait_ms=max_wait_ms,
+        min_bytes=1,
+        max_bytes=1 << 20,
+        partitions=[
+            replica_pb2.ReplicaFetchRequest.Partition(
+                topic_id=TOPIC_ID,
+                partition=0,
+                current_leader_epoch=1,
+                fetch_offset=offset,
+                last_fetched_epoch=1 if offset else -1,
+                partition_max_bytes=1 << 20,
+            )
+        ],
+    )
+
+
+def test_a_long_poll_is_answered_when_records_arrive_and_at_its_deadline(tmp_path):
+    manager, partition = leading(tmp_path, [1])
+
+    async def scenario() -> None:
+        start = time.monotonic()
+        [(_, _, empty)] = await manager.replica_fetch(follower_fetch(0, 100))
+        assert empty.records == b"" and time.monotonic() - start >= 0.09
+        poll = asyncio.create_task(manager.replica_fetch(follower_fetch(0, 5_000)))
+        await asyncio.sleep(0.05)
+        assert manager.purgatory.watched(KEY)
+        partition.append_as_leader(batch(2), 1, NOW)
+        [(_, _, answer)] = await asyncio.wait_for(poll, 1)
+        assert answer.records
+        assert manager.purgatory.parked() == []
+        await manager.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_long_poll_whose_caller_went_away_leaves_nothing_parked(tmp_path):
+    manager, _ = leading(tmp_path, [1])
+
+    async def scenario() -> None:
+        poll = asyncio.create_task(manager.replica_fetch(follower_fetch(0, 5_000)))
+        await asyncio.sleep(0.02)
+        assert manager.purgatory.parked()
+        poll.cancel()
+        await asyncio.sleep(0)
+        assert manager.purgatory.parked() == [] and not manager.purgatory.watched(KEY)
+        assert manager.purgatory.next_wake_ms() is None
+        await manager.stop()
+
+    asyncio.run(scenario())
+
+
+def test_an_acks_all_produce_completes_when_the_follower_fetch_moves_the_high_watermark(
+    tmp_path,
+):
+    manager, partition = leading(tmp_path, [1, 2])
+
+    async def scenario() -> None:
+        produce = asyncio.create_task(manager.produce(-1, 5_000, [("orders", 0, batch(3))]))
+        await asyncio.sleep(0.02)
+        assert not produce.done() and manager.stats.produce_waiting == 1
+        await manager.replica_fetch(follower_fetch(0, 0))  # copies the batch
+        await manager.replica_fetch(follower_fetch(3, 0))  # at the log end: the hw moves
+        result = (await asyncio.wait_for(produce, 1))[KEY]
+        assert result.error is None and result.append is not None
+        assert partition.high_watermark == 3 and manager.stats.produce_waiting == 0
+        await manager.stop()
+
+    asyncio.run(scenario())
