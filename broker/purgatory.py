@@ -80,7 +80,7 @@ def replicated(partition: Partition, append: LeaderAppend) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
-class FollowerRead:
+class FetchReadSummary:
     """What one read of a follower fetch found: the record bytes, whether a partition erred
     or diverged (the follower must hear of it now), the partitions to wait on (those this
     broker holds), and, when the leader's replication quota held records back, how long
@@ -174,7 +174,7 @@ class Purgatory:
         """A follower's fetch arrived; the pump reads it next (`fetch_read`)."""
         return DelayedFetch(max(min_bytes, 1), now_ms + fetch_wait_ms(max_wait_ms))
 
-    def fetch_read(self, op: DelayedFetch, read: FollowerRead, now_ms: int) -> bool:
+    def fetch_read(self, op: DelayedFetch, read: FetchReadSummary, now_ms: int) -> bool:
         """What a read of the fetch found. True: answer it now with that read. False: it is
         parked until a partition changes or `expire` says to look again."""
         if read.record_bytes >= op.min_bytes or read.stopped or now_ms >= op.deadline_ms:

@@ -30,15 +30,16 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from broker.alter_partition_sender import AlterPartitionSender
+from broker.follower_fetch import FetchRequest, PartitionFetch
 from broker.isr_proposals import ISR_RETRY_BACKOFF_S, Outcome
 from broker.memory_pool import MemoryPool
-from broker.partition import LeaderAppend, Partition, storage_error
+from broker.partition import FollowerRead, LeaderAppend, Partition, storage_error
 from broker.partition_leader import IsrChange
 from broker.produce_checks import PreparedBatches, producer_batches
 from broker.producer_expiration import run_producer_expiration
 from broker.purgatory import (
     DelayedOperation,
-    FollowerRead,
+    FetchReadSummary,
     Purgatory,
     fetch_wait_ms,
 )
@@ -52,6 +53,10 @@ from storage.errors import StorageError
 from storage.log_manager import LogManager
 from strom_api.error_codes import ErrorCode
 from strom_api.v1 import common_pb2
+
+# One partition of a follower fetch served: the request's partition, the replica (None when
+# this broker holds none), and what was read or why not.
+FollowerAnswer = tuple[PartitionFetch, Partition | None, FollowerRead | ApiError]
 
 log = logging.getLogger("strom.replicas")
 
@@ -631,9 +636,10 @@ class ReplicaManager:
 
     # --- follower fetch (leader side) -------------------------------------------------------
 
-    async def replica_fetch(self, request: Any) -> list[tuple[Any, Partition | None, Any]]:
-        """Serves one ReplicaFetchRequest: (request partition, partition, FollowerRead or
-        ApiError) per partition, after waiting up to max_wait_ms for min_bytes."""
+    async def replica_fetch(self, request: FetchRequest) -> list[FollowerAnswer]:
+        """Serves one follower fetch (the servicer's conversion of a ReplicaFetchRequest):
+        (request partition, partition, its read or ApiError) per partition, after waiting up
+        to max_wait_ms for min_bytes."""
         fetch = self.purgatory.follower_fetch(
             request.max_wait_ms, request.min_bytes, self._clock_ms()
         )
@@ -645,9 +651,7 @@ class ReplicaManager:
                 return answers
             await self._until_woken(fetch)
 
-    def _follower_read(
-        self, answers: list[tuple[Any, Partition | None, Any]], throttled: bool
-    ) -> FollowerRead:
+    def _follower_read(self, answers: list[FollowerAnswer], throttled: bool) -> FetchReadSummary:
         """What the purgatory needs of a read: its bytes, whether a partition erred or
         diverged, the partitions to wait on, and when the leader's quota may let go."""
         total = 0
@@ -659,16 +663,14 @@ class ReplicaManager:
                 total += len(answer.records)
         keys = tuple((p.topic, p.index) for _, p, _ in answers if p is not None)
         delay_ms = math.ceil(self.replication.leader.delay_s() * 1000) if throttled else None
-        return FollowerRead(total, stopped, keys, delay_ms)
+        return FetchReadSummary(total, stopped, keys, delay_ms)
 
-    def _read_for_follower(
-        self, request: Any
-    ) -> tuple[list[tuple[Any, Partition | None, Any]], bool]:
+    def _read_for_follower(self, request: FetchRequest) -> tuple[list[FollowerAnswer], bool]:
         """Each partition's answer, and whether a partition's records were held back by
         the leader's replication quota (Kafka's shouldLeaderThrottle: a throttled replica
         not in the ISR while the quota is exceeded). The bytes of throttled partitions are
         recorded against the quota as they are read."""
-        answers: list[tuple[Any, Partition | None, Any]] = []
+        answers: list[FollowerAnswer] = []
         quota = self.replication.leader
         held_back = False
         # Followers are few (one stream per follower broker and fetcher), so their answers

@@ -9,11 +9,11 @@ import os
 import time
 from typing import Any
 
+from broker.follower_fetch import FetchRequest, PartitionFetch
 from broker.partition import Partition
 from broker.replica_config import ReplicaConfig
 from broker.replica_manager import ReplicaManager
 from broker.replication_settings import ReplicationSettings
-from strom_api.v1 import replica_pb2
 from tests.broker.test_partition import NOW, batch, elect, open_partition
 from tests.broker.test_replication_quota import TOPIC_ID
 
@@ -35,22 +35,25 @@ def leading(tmp_path: os.PathLike[str], isr: list[int]) -> tuple[ReplicaManager,
     return manager, partition
 
 
-def follower_fetch(offset: int, max_wait_ms: int) -> Any:
-    return replica_pb2.ReplicaFetchRequest(
+def follower_fetch(offset: int, max_wait_ms: int) -> FetchRequest:
+    return FetchRequest(
+        correlation_id=0,
+        broker_epoch=-1,
         replica_id=2,
         max_wait_ms=max_wait_ms,
         min_bytes=1,
         max_bytes=1 << 20,
-        partitions=[
-            replica_pb2.ReplicaFetchRequest.Partition(
+        partitions=(
+            PartitionFetch(
                 topic_id=TOPIC_ID,
                 partition=0,
                 current_leader_epoch=1,
                 fetch_offset=offset,
                 last_fetched_epoch=1 if offset else -1,
+                log_start_offset=0,
                 partition_max_bytes=1 << 20,
-            )
-        ],
+            ),
+        ),
     )
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from broker.follower_fetch import FetchRequest, FetchResponse, FetchStream
+from broker.follower_fetch import FetchRequest, FetchResponse, FetchStream, PartitionFetch
 from broker.partition import Partition
 from broker.replica_config import ReplicaConfig
 from broker.replica_fetcher import FetcherManager, response_of
@@ -189,22 +189,25 @@ def manager_leading(partition: Partition, settings: ReplicationSettings) -> Repl
     return manager
 
 
-def follower_fetch(max_wait_ms: int = 0) -> Any:
-    return replica_pb2.ReplicaFetchRequest(
+def follower_fetch(max_wait_ms: int = 0) -> FetchRequest:
+    return FetchRequest(
+        correlation_id=0,
+        broker_epoch=-1,
         replica_id=2,
         max_wait_ms=max_wait_ms,
         min_bytes=1,
         max_bytes=10 * MIB,
-        partitions=[
-            replica_pb2.ReplicaFetchRequest.Partition(
+        partitions=(
+            PartitionFetch(
                 topic_id=TOPIC_ID,
                 partition=0,
                 current_leader_epoch=1,
                 fetch_offset=0,
                 last_fetched_epoch=-1,
+                log_start_offset=0,
                 partition_max_bytes=MIB,
-            )
-        ],
+            ),
+        ),
     )
 
 

@@ -67,7 +67,13 @@ from broker.lifecycle_state import BrokerLifecycle, BrokerState, RegisterBroker
 from broker.metadata_gate import CAUGHT_UP_POLL_S, ApplyBatch, MetadataGate
 from broker.partition import LeaderAppend, Partition
 from broker.partition_leader import IsrChange
-from broker.purgatory import DelayedFetch, DelayedOperation, DelayedProduce, FollowerRead, Purgatory
+from broker.purgatory import (
+    DelayedFetch,
+    DelayedOperation,
+    DelayedProduce,
+    FetchReadSummary,
+    Purgatory,
+)
 from broker.replica_config import ReplicaConfig
 from broker.replication_settings import ReplicationSettings
 from broker.topic_settings import TopicSettings
@@ -850,7 +856,7 @@ class SimBroker:
         stopped = answer.error is not None or answer.diverging is not None
         keys = () if partition is None else ((TOPIC, PARTITION),)
         if not self.purgatory.fetch_read(
-            fetch, FollowerRead(len(answer.records), stopped, keys), self.now
+            fetch, FetchReadSummary(len(answer.records), stopped, keys), self.now
         ):
             return  # parked
         del self.fetches[fetch]
