@@ -220,6 +220,9 @@ async def controller_ops_per_second(callers: int, seconds: float) -> float:
 
 
 class _NoListener:
+    """The reference's state machine: none. It measures the driver alone, so committed
+    entries, snapshots and leader changes are not acted on."""
+
     def handle_commit(self, entries: Any) -> None:
         pass
 

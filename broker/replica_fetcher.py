@@ -19,7 +19,6 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
 
 import grpc
 import grpc.aio
@@ -29,20 +28,19 @@ from broker.follower_fetch import (
     Answered,
     Applied,
     FetchRequest,
-    FetchResponse,
     FetchStream,
     FollowerFetch,
-    PartitionAnswer,
     Placement,
     StreamKey,
 )
 from broker.partition import Partition
 from broker.replica_config import ReplicaConfig
+from broker.replica_wire import request_pb, response_of
 from broker.replication_settings import ReplicationSettings
 from metadata.errors import ApiError
 from strom_api.error_codes import ErrorCode
 from strom_api.sasl_client import stream_failed, stream_metadata
-from strom_api.v1 import common_pb2, replica_pb2, replica_pb2_grpc
+from strom_api.v1 import replica_pb2_grpc
 
 log = logging.getLogger("strom.fetcher")
 
@@ -56,63 +54,6 @@ OpenChannel = Callable[..., grpc.aio.Channel]
 
 def now_ms() -> int:
     return int(time.monotonic() * 1000)
-
-
-# --- the wire -------------------------------------------------------------------------------
-
-
-def request_pb(request: FetchRequest) -> Any:
-    return replica_pb2.ReplicaFetchRequest(
-        replica_id=request.replica_id,
-        broker_epoch=request.broker_epoch,
-        max_wait_ms=request.max_wait_ms,
-        min_bytes=request.min_bytes,
-        max_bytes=request.max_bytes,
-        partitions=[
-            replica_pb2.ReplicaFetchRequest.Partition(
-                topic_id=p.topic_id,
-                partition=p.partition,
-                current_leader_epoch=p.current_leader_epoch,
-                fetch_offset=p.fetch_offset,
-                last_fetched_epoch=p.last_fetched_epoch,
-                log_start_offset=p.log_start_offset,
-                partition_max_bytes=p.partition_max_bytes,
-            )
-            for p in request.partitions
-        ],
-    )
-
-
-def _error_name(message: Any) -> str | None:
-    if message.HasField("error") and message.error.code != 0:
-        return str(common_pb2.ErrorCode.Name(message.error.code))
-    return None
-
-
-def response_of(response: Any) -> FetchResponse:
-    """A ReplicaFetchResponse as the core takes it."""
-    error = _error_name(response)
-    if error is not None:
-        return FetchResponse(error=error, message=response.error.message)
-    return FetchResponse(
-        tuple(
-            PartitionAnswer(
-                topic_id=item.topic_id,
-                partition=item.partition,
-                error=_error_name(item),
-                records=item.records,
-                high_watermark=item.high_watermark,
-                log_start_offset=item.log_start_offset,
-                log_end_offset=item.log_end_offset,
-                diverging=(
-                    (item.diverging_epoch.epoch, item.diverging_epoch.end_offset)
-                    if item.HasField("diverging_epoch")
-                    else None
-                ),
-            )
-            for item in response.partitions
-        )
-    )
 
 
 class StreamGivenUp(ConnectionError):

@@ -9,8 +9,8 @@ from typing import Any
 
 import grpc
 
-from broker.follower_fetch import FetchRequest, PartitionFetch
 from broker.replica_manager import ReplicaManager
+from broker.replica_wire import fetch_request_of
 from metadata.errors import ApiError
 from server.api_errors import error_pb
 from server.request_authorization import RequestAuthorizer
@@ -65,28 +65,3 @@ class ReplicaServicer(replica_pb2_grpc.ReplicaServiceServicer):
                 out.diverging_epoch.epoch, out.diverging_epoch.end_offset = answer.diverging
             out.records = answer.records
         return response
-
-
-def fetch_request_of(request: Any) -> FetchRequest:
-    """A ReplicaFetchRequest as the replica manager takes it: protobuf stays at this edge.
-    (correlation_id numbers a follower's own fetches and is not on the wire.)"""
-    return FetchRequest(
-        correlation_id=0,
-        replica_id=request.replica_id,
-        broker_epoch=request.broker_epoch,
-        max_wait_ms=request.max_wait_ms,
-        min_bytes=request.min_bytes,
-        max_bytes=request.max_bytes,
-        partitions=tuple(
-            PartitionFetch(
-                topic_id=p.topic_id,
-                partition=p.partition,
-                current_leader_epoch=p.current_leader_epoch,
-                fetch_offset=p.fetch_offset,
-                last_fetched_epoch=p.last_fetched_epoch,
-                log_start_offset=p.log_start_offset,
-                partition_max_bytes=p.partition_max_bytes,
-            )
-            for p in request.partitions
-        ),
-    )

@@ -20,7 +20,7 @@ import pytest
 from broker.follower_fetch import Applied, FetchStream
 from broker.partition import Partition
 from broker.replica_config import ReplicaConfig
-from broker.replica_fetcher import response_of
+from broker.replica_wire import response_of
 from broker.replication_settings import ReplicationSettings
 from storage.clock import ManualClock
 from storage.log import Log

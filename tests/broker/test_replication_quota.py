@@ -17,8 +17,9 @@ import pytest
 from broker.follower_fetch import FetchRequest, FetchResponse, FetchStream, PartitionFetch
 from broker.partition import Partition
 from broker.replica_config import ReplicaConfig
-from broker.replica_fetcher import FetcherManager, response_of
+from broker.replica_fetcher import FetcherManager
 from broker.replica_manager import ReplicaManager
+from broker.replica_wire import response_of
 from broker.replication_quota import (
     ALL,
     MAX_DELAY_S,
