@@ -29,7 +29,7 @@ from strom.admin import (
 from strom.errors import AuthenticationError, TopicAuthorizationFailedError
 from strom.producer import Producer
 from strom_api.sasl_client import SaslLogin, sync_authenticate, sync_sasl_channel
-from tests.broker.oauth_tokens import AUDIENCE, ISSUER, Keys, TokenEndpoint
+from tests.server.oauth_tokens import AUDIENCE, ISSUER, Keys, TokenEndpoint
 
 TOPIC = "oauth-orders"
 TOKEN_LIFETIME_S = 4

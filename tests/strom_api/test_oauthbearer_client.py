@@ -18,7 +18,7 @@ from strom.oauth_login import TokenUnavailable
 from strom.security import client_security
 from strom_api.sasl_client import SaslLogin, _Exchange
 from strom_api.tls import SaslSecurity
-from tests.broker.oauth_tokens import Keys, TokenEndpoint
+from tests.server.oauth_tokens import Keys, TokenEndpoint
 
 
 class Provider:

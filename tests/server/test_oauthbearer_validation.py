@@ -25,7 +25,7 @@ from strom_api.oauthbearer import (
     client_initial_response,
     parse_initial_response,
 )
-from tests.broker.oauth_tokens import AUDIENCE, ISSUER, Keys
+from tests.server.oauth_tokens import AUDIENCE, ISSUER, Keys
 
 
 @pytest.fixture(scope="module")
