@@ -25,9 +25,10 @@ from strom_api.v1 import client_pb2, client_pb2_grpc, common_pb2
 class ScriptedBroker(client_pb2_grpc.ClientServiceServicer):
     """One broker leading the one partition of topic t. Sequence 0's first request fails as
     a broken connection; its retry is answered OUT_OF_ORDER_SEQUENCE_NUMBER, as a leader
-    that no longer remembers it would. `hang`: the first request fails only once sequence 1
-    was acknowledged (the chaos run's order); else it fails once sequence 1 arrived, and
-    sequence 1 is answered after the retry arrived (so the retry is answered after it)."""
+    that no longer remembers it would. `hang`: the first request fails only once the
+    producer has taken in sequence 1's acknowledgement (the chaos run's order; the test says
+    when); else it fails once sequence 1 arrived, and sequence 1 is answered after the retry
+    arrived (so the retry is answered after it)."""
 
     def __init__(self, hang: bool) -> None:
         self.hang = hang
@@ -36,6 +37,7 @@ class ScriptedBroker(client_pb2_grpc.ClientServiceServicer):
         self.produced: list[tuple[int, int]] = []  # (producer epoch, base sequence)
         self.second_arrived = threading.Event()
         self.second_acked = threading.Event()
+        self.client_has_second = threading.Event()  # set by the test: second's answer taken in
         self.retry_arrived = threading.Event()
         self.lock = threading.Lock()
 
@@ -62,7 +64,9 @@ class ScriptedBroker(client_pb2_grpc.ClientServiceServicer):
         part = answer.topics.add(name="t").partitions.add(partition=0, base_offset=-1)
         if header.base_sequence == 0 and header.producer_epoch == 0:
             if first_try:
-                (self.second_acked if self.hang else self.second_arrived).wait(10)
+                # hang: fail only once the producer has taken in sequence 1's answer (the
+                # broker's own "answered" is not enough: the abort could overtake it)
+                (self.client_has_second if self.hang else self.second_arrived).wait(10)
                 context.abort(grpc.StatusCode.UNAVAILABLE, "the leader went away")
             self.retry_arrived.set()
             self.second_acked.wait(10)
@@ -102,6 +106,7 @@ def test_a_batch_of_unknown_fate_before_an_acknowledged_one_is_written_not_resen
                 threading.Event().wait(0.01)
             second = producer.send("t", b"second", partition=0)
             assert second.get(timeout=10).offset == 1
+            broker.client_has_second.set()
             assert first.get(timeout=10).offset == -1  # written; where, the answer never said
         assert broker.init_calls == [(-1, -1)]  # no epoch bump
         assert (1, 0) not in broker.produced  # never renumbered under a new epoch
