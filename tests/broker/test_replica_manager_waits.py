@@ -16,8 +16,12 @@ from broker.partition import Partition
 from broker.replica_config import ReplicaConfig
 from broker.replica_manager import FetchItem, ReplicaManager
 from broker.replication_settings import ReplicationSettings
-from tests.broker.test_partition import NOW, batch, elect, open_partition
+from metadata.delta import MetadataDelta
+from storage.log_manager import LogManager
+from strom_api.v1 import metadata_pb2 as pb
+from tests.broker.test_partition import NOW, batch, elect, open_partition, registration
 from tests.broker.test_replication_quota import TOPIC_ID
+from tests.metadata.image_builder import build, topic_id
 
 KEY = ("orders", 0)
 
@@ -201,6 +205,30 @@ def test_a_consumer_long_poll_whose_caller_went_away_leaves_nothing_parked_or_re
         poll.cancel()
         await asyncio.sleep(0)
         assert manager.memory.in_use == 100 and manager.purgatory.parked() == []
+        await manager.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_debugging_consumers_long_poll_is_answered_when_its_replica_is_deleted(tmp_path):
+    manager, partition = leading(tmp_path, [1, 2])
+    manager.log_manager = LogManager([os.path.join(tmp_path, "logs")])
+    image = build({KEY: registration(2, 2, isr=[1, 2], replicas=[1, 2])})
+    manager.image = image
+    elect([partition], leader=2, epoch=2, isr=[1, 2], replicas=[1, 2])  # we follow broker 2
+
+    async def scenario() -> None:
+        start = time.monotonic()
+        item = FetchItem("orders", 0, 0, 1 << 20)
+        poll = asyncio.create_task(manager.fetch([item], 5_000, 1, 1 << 20, any_replica=True))
+        await asyncio.sleep(0.02)
+        assert manager.purgatory.watched(KEY)
+        delta = MetadataDelta(image).replay_all([pb.RemoveTopicRecord(topic_id=topic_id("orders"))])
+        assert manager.detach(delta) == [KEY]
+        result = (await asyncio.wait_for(poll, 1))[KEY]
+        # Detached before the new image is attached: "Broker 1 holds no replica".
+        assert result.error is not None and result.error.error_name == "NOT_LEADER_OR_FOLLOWER"
+        assert time.monotonic() - start < 1 and manager.purgatory.parked() == []
         await manager.stop()
 
     asyncio.run(scenario())
