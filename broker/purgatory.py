@@ -7,17 +7,25 @@ completion rule and its deadline. One class, two kinds of operation:
   offline: its error; leadership moved: NOT_LEADER_OR_FOLLOWER; the ISR shrank below
   min.insync.replicas: NOT_ENOUGH_REPLICAS_AFTER_APPEND); what is still waiting at the
   deadline fails REQUEST_TIMED_OUT;
-- a DelayedFetch (a follower's long poll) is answered once a read found min_bytes, a
-  partition erred or diverged, the deadline passed, or there is no partition to wait on;
-  else it parks until one of its partitions changes, or until the leader's replication
-  quota may let held-back records go (then it looks again early), or the deadline.
+- a DelayedFetch, a follower's long poll or a consumer's, is answered once a read found
+  min_bytes, a partition erred (or diverged, for a follower), the deadline passed, or there
+  is no partition to wait on; else it parks until one of its partitions changes, or until
+  the leader's replication quota may let held-back records go (then it looks again early),
+  or the deadline. A follower's fetch reads again on any change of its partitions (it
+  reads up to the log end, so every append may answer it); a consumer's only on a change
+  that could answer it (`consumer_may_complete`, Kafka's DelayedFetch.tryComplete): the
+  partition went offline, its leadership or leader epoch changed, the broker stopped
+  holding it, its fetch offset left the log, or its high watermark passed what the last
+  read saw. An append that does not move the high watermark (the followers have not
+  copied it yet) or an ISR change wakes no consumer.
 
 No event loop, no clock, no reads: the pump (broker/replica_manager.py on asyncio, the
 replication simulator on its own clock) passes the time in, reads the records (file I/O)
 and hands in what a read found, and tells the purgatory which partition changed (a
 Partition's on_change). The purgatory answers which operations are done and with what,
 which must read again, and when to wake it next (`next_wake_ms`). It reads only partitions'
-in-memory state (high watermark, leader epoch, ISR). Not thread-safe: one pump drives it.
+in-memory state (high watermark, log start and end, leader epoch, ISR). Not thread-safe:
+one pump drives it.
 """
 
 from __future__ import annotations
@@ -92,6 +100,57 @@ class FetchReadSummary:
     throttled_for_ms: int | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class ConsumerPartitionRead:
+    """What one read of a consumer fetch saw of one partition it was served: the replica,
+    where the fetch reads from, and the replica's state then (leader epoch, whether this
+    broker led it, high watermark). `filled`: the read already brought as many bytes as the
+    partition's limit allows, so more records there would add nothing (Kafka counts a
+    partition's available bytes up to its partition_max_bytes)."""
+
+    key: TopicPartition
+    partition: Partition
+    fetch_offset: int
+    leader_epoch: int
+    leading: bool
+    high_watermark: int
+    filled: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerReadSummary:
+    """What one read of a consumer fetch found: the record bytes, whether a partition
+    erred (the consumer must hear of it now), and each partition it was served (those to
+    wait on). Consumers read up to the high watermark; Strom has no transactions, so the
+    last stable offset of read_committed is the high watermark too."""
+
+    record_bytes: int
+    stopped: bool
+    partitions: tuple[ConsumerPartitionRead, ...]
+
+
+def consumer_may_complete(seen: ConsumerPartitionRead) -> bool:
+    """Whether a change of a partition may answer a consumer fetch parked on it (Kafka's
+    DelayedFetch.tryComplete, a partition at a time): it went offline, leadership moved or
+    its leader epoch changed (a read now answers the error, or FENCED_LEADER_EPOCH), the
+    fetch offset left the log (records deleted before it, or the log cut below it: a read
+    answers OFFSET_OUT_OF_RANGE), or new records became readable (its high watermark passed
+    both the fetch offset and what the last read saw) where the partition's limit still has
+    room. Reading again finds how many bytes: Strom's log keeps no file position for its
+    high watermark (Kafka's LogOffsetMetadata), so the read counts them, per batch."""
+    partition = seen.partition
+    if partition.offline or partition.leader_epoch != seen.leader_epoch:
+        return True
+    if partition.is_leader != seen.leading:
+        return True
+    log = partition.log
+    if not log.log_start_offset <= seen.fetch_offset <= log.log_end_offset:
+        return True
+    if seen.filled:
+        return False
+    return partition.high_watermark > max(seen.high_watermark, seen.fetch_offset)
+
+
 @dataclass(eq=False, slots=True)
 class DelayedProduce:
     """An acks=all produce: the batches still waiting, and each partition's outcome once
@@ -110,13 +169,15 @@ class DelayedProduce:
 
 @dataclass(eq=False, slots=True)
 class DelayedFetch:
-    """A follower's long poll between two reads: answered at `deadline_ms` at the latest;
-    parked on `keys` until `wake_ms`."""
+    """A long poll between two reads: answered at `deadline_ms` at the latest; parked on
+    `keys` until `wake_ms`. A consumer's fetch keeps what its last read saw of each
+    partition (`seen`), which decides whether a change wakes it; a follower's has none."""
 
     min_bytes: int
     deadline_ms: int
     keys: tuple[TopicPartition, ...] = ()
     wake_ms: int | None = None
+    seen: dict[TopicPartition, ConsumerPartitionRead] | None = None
 
 
 DelayedOperation = DelayedProduce | DelayedFetch
@@ -188,12 +249,37 @@ class Purgatory:
         self._park(op)
         return False
 
-    def changed(self, key: TopicPartition, now_ms: int) -> list[DelayedOperation]:
-        """A partition changed (high watermark, leadership, ISR, offline). Returns the
-        produces it decided (answer them from `results`) and the fetches to read again."""
+    def consumer_fetch(self, max_wait_ms: int, min_bytes: int, now_ms: int) -> DelayedFetch:
+        """A consumer's fetch arrived; the pump reads it next (`consumer_read`). min_bytes
+        is taken as asked: 0 (or less) answers the first read, as Kafka does."""
+        return DelayedFetch(min_bytes, now_ms + fetch_wait_ms(max_wait_ms), seen={})
+
+    def consumer_read(self, op: DelayedFetch, read: ConsumerReadSummary, now_ms: int) -> bool:
+        """What a read of a consumer fetch found. True: answer it now with that read
+        (min_bytes reached, a partition erred, the deadline passed, or no partition to wait
+        on). False: it is parked until a change of a partition may answer it
+        (`consumer_may_complete`) or its deadline."""
+        if read.record_bytes >= op.min_bytes or read.stopped or now_ms >= op.deadline_ms:
+            return True
+        if not read.partitions:
+            return True  # nothing to wait on (Kafka answers at once)
+        op.seen = {seen.key: seen for seen in read.partitions}
+        op.keys = tuple(op.seen)
+        op.wake_ms = None
+        self._park(op)
+        return False
+
+    def changed(
+        self, key: TopicPartition, now_ms: int, gone: bool = False
+    ) -> list[DelayedOperation]:
+        """A partition changed (high watermark, leadership, ISR, offline), or, `gone`, the
+        broker no longer holds it (deleted, moved away). Returns the produces it decided
+        (answer them from `results`) and the fetches to read again."""
         woken: list[DelayedOperation] = []
         for op in list(self._watchers.get(key, ())):
             if isinstance(op, DelayedFetch):
+                if op.seen is not None and not gone and not consumer_may_complete(op.seen[key]):
+                    continue  # a consumer's fetch that no read could answer yet
                 self._unpark(op)
                 woken.append(op)
                 continue

@@ -4,11 +4,11 @@ and the ISR changes leaders propose to the controller.
 
 Everything here runs on the node's event loop. Waiting is decided in the purgatory
 (broker/purgatory.py: an acks=all produce until the high watermark passes it, a follower's
-fetch until min_bytes are there, each up to its deadline); this class pumps it: a partition's
-`on_change` reaches it on the next turn of the loop, one timer wakes it at its next deadline,
-and a future per parked request resumes the request when the purgatory is done with it or
-says to read again. A consumer's fetch (held to the memory pool) waits on a future per
-partition that `on_change` resolves, and looks again whenever the partition moved.
+or a consumer's fetch until min_bytes are there, each up to its deadline); this class pumps
+it: a partition's `on_change` reaches it on the next turn of the loop, one timer wakes it at
+its next deadline, and a future per parked request resumes the request when the purgatory is
+done with it or says to read again. A consumer's fetch reserves memory in the pool
+(queued.max.request.bytes) only to read; while parked it holds none.
 
 Metadata deltas arrive in log order (server/node.py): first `detach` (stop serving what is
 deleted or moved away, before its files go), then the disk work off the loop (create and
@@ -38,10 +38,11 @@ from broker.partition_leader import IsrChange
 from broker.produce_checks import PreparedBatches, producer_batches
 from broker.producer_expiration import run_producer_expiration
 from broker.purgatory import (
+    ConsumerPartitionRead,
+    ConsumerReadSummary,
     DelayedOperation,
     FetchReadSummary,
     Purgatory,
-    fetch_wait_ms,
 )
 from broker.replica_config import ReplicaConfig
 from broker.replication_settings import ReplicationSettings
@@ -87,11 +88,6 @@ def named_twice(keys: Iterable[Key]) -> set[Key]:
     for key in keys:
         (twice if key in seen else seen).add(key)
     return twice
-
-
-def fetch_wait_s(max_wait_ms: int) -> float:
-    """A fetch's max_wait_ms as seconds to wait: negative as 0, at most MAX_FETCH_WAIT_MS."""
-    return fetch_wait_ms(max_wait_ms) / 1000
 
 
 @dataclass(slots=True)
@@ -160,13 +156,12 @@ class ReplicaManager:
         # Called with a partition whose role or leader changed (the fetchers re-plan).
         self.on_role_change: Callable[[Partition], None] = lambda p: None
         self.on_removed: Callable[[Partition], None] = lambda p: None
-        # Consumer fetches wait on these; follower fetches and acks=all produces in the
-        # purgatory (broker/purgatory.py), which this class pumps: the partitions that
-        # changed on the next turn of the loop, its deadlines on one timer.
-        self._signals: dict[TopicPartition, asyncio.Future[None]] = {}
+        # Fetches and acks=all produces wait in the purgatory (broker/purgatory.py), which
+        # this class pumps: the partitions that changed on the next turn of the loop (True:
+        # the broker no longer holds it), its deadlines on one timer.
         self.purgatory = Purgatory()
         self._parked: dict[DelayedOperation, asyncio.Future[None]] = {}
-        self._changed: dict[TopicPartition, None] = {}
+        self._changed: dict[TopicPartition, bool] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: int | None = None
         self._settings: dict[str, TopicSettings] = {}
@@ -196,8 +191,6 @@ class ReplicaManager:
             if task is not None:
                 task.cancel()
         await self.isr_sender.stop()
-        for key in list(self._signals):
-            self._fire(key)
         for op in self.purgatory.parked():
             for key in op.keys:
                 self._fire(key)
@@ -220,7 +213,7 @@ class ReplicaManager:
                 self.by_id.pop((partition.topic_id, partition.index), None)
                 partition.leader = None  # waiting produces fail with NOT_LEADER_OR_FOLLOWER
                 self.on_removed(partition)
-                self._fire(key)
+                self._fire(key, gone=True)
         return doomed
 
     def settings_for(self, image: MetadataImage, topic: str) -> TopicSettings:
@@ -316,22 +309,14 @@ class ReplicaManager:
 
     # --- waiting ----------------------------------------------------------------------------
 
-    def _fire(self, key: TopicPartition) -> None:
-        future = self._signals.pop(key, None)
-        if future is not None and not future.done():
-            future.set_result(None)
+    def _fire(self, key: TopicPartition, gone: bool = False) -> None:
+        """The partition changed; `gone`: this broker no longer holds it."""
         if self.purgatory.watched(key):
             # Looked at on the next turn of the loop, as a woken waiter would: the
             # partition may be in the middle of a change now.
             if not self._changed:
                 asyncio.get_running_loop().call_soon(self._drain_changes)
-            self._changed[key] = None
-
-    def _signal(self, key: TopicPartition) -> asyncio.Future[None]:
-        future = self._signals.get(key)
-        if future is None:
-            future = self._signals[key] = asyncio.get_running_loop().create_future()
-        return future
+            self._changed[key] = gone or self._changed.get(key, False)
 
     @staticmethod
     def _clock_ms() -> int:
@@ -341,8 +326,8 @@ class ReplicaManager:
     def _drain_changes(self) -> None:
         changed, self._changed = self._changed, {}
         now = self._clock_ms()
-        for key in changed:
-            self._wake(self.purgatory.changed(key, now))
+        for key, gone in changed.items():
+            self._wake(self.purgatory.changed(key, now, gone))
         self._arm()
 
     def _expire(self) -> None:
@@ -380,15 +365,6 @@ class ReplicaManager:
             if self._parked.pop(op, None) is not None:
                 self.purgatory.cancel(op)
                 self._arm()
-
-    async def _wait_any(self, keys: Iterable[TopicPartition], timeout_s: float) -> bool:
-        """Waits until one of the partitions moves or the time is up; False at once when
-        there is nothing to wait on, so a caller's loop never spins on an empty wait."""
-        futures = {self._signal(k) for k in keys}
-        if not futures or timeout_s <= 0:
-            return False
-        await asyncio.wait(futures, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
-        return True
 
     # --- lookups ----------------------------------------------------------------------------
 
@@ -541,38 +517,32 @@ class ReplicaManager:
         At most fetch.max.bytes are read (KIP-74: the first batch may pass it), and only once
         the memory pool grants them; the bytes returned stay reserved in `self.memory` until
         the caller releases them (the response was handed over). When the pool stays full
-        for the whole wait, the answer carries no records."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + fetch_wait_s(max_wait_ms)
+        for the whole wait, the answer carries no records. Between reads the fetch waits in
+        the purgatory (Kafka's DelayedFetch) holding no memory: each read reserves anew."""
+        fetch = self.purgatory.consumer_fetch(max_wait_ms, min_bytes, self._clock_ms())
         # Never below 0: a negative max_bytes (a fuzzer sent -2^31) must not reserve a
         # negative amount, which the caller's release would then leak from the pool.
         budget = max(min(max_bytes, self.config.fetch_response_limit), 0)
         held = 0  # reserved here; released here on any way out but a normal return
         try:
             while True:
-                if not await self.memory.reserve(budget, deadline - loop.time()):
+                wait_s = max(fetch.deadline_ms - self._clock_ms(), 0) / 1000
+                if not await self.memory.reserve(budget, wait_s):
                     return self._counted(self._without_records(items, any_replica))
                 held = budget
-                results = self._read_for_consumers(items, budget, any_replica)
-                total = sum(len(r.records) for r in results.values())
-                self.memory.adjust(budget, total)
-                held = total
-                errors = any(r.error is not None for r in results.values())
-                remaining = deadline - loop.time()
-                if total >= min_bytes or errors or remaining <= 0:
+                results, read = self._read_for_consumers(items, budget, any_replica)
+                self.memory.adjust(budget, read.record_bytes)
+                held = read.record_bytes
+                if self.purgatory.consumer_read(fetch, read, self._clock_ms()):
                     held = 0  # the caller's to release now
                     return self._counted(results)
-                self.memory.release(total)
+                self.memory.release(held)  # parked: it holds no memory while it waits
                 held = 0
                 self.stats.fetch_waiting += 1
                 try:
-                    waited = await self._wait_any(
-                        ((i.topic, i.partition) for i in items), remaining
-                    )
+                    await self._until_woken(fetch)
                 finally:
                     self.stats.fetch_waiting -= 1
-                if not waited:
-                    deadline = 0.0  # nothing to wait on: answer what there is
         finally:
             self.memory.release(held)
 
@@ -607,9 +577,14 @@ class ReplicaManager:
 
     def _read_for_consumers(
         self, items: Sequence[FetchItem], max_bytes: int, any_replica: bool = False
-    ) -> dict[TopicPartition, FetchResult]:
+    ) -> tuple[dict[TopicPartition, FetchResult], ConsumerReadSummary]:
+        """Each partition's answer, and what the purgatory needs of the read: its bytes,
+        whether a partition erred, and what it saw of each partition served."""
         results: dict[TopicPartition, FetchResult] = {}
+        seen: list[ConsumerPartitionRead] = []
         budget = max_bytes
+        total = 0
+        stopped = False
         for item in items:
             key = (item.topic, item.partition)
             try:
@@ -624,15 +599,29 @@ class ReplicaManager:
                     records = partition.read_for_consumer(
                         item.fetch_offset, limit, item.current_leader_epoch
                     )
+                filled = len(records) >= limit
                 if budget < max_bytes and len(records) > budget:
                     records = b""
             except ApiError as exc:
                 results[key] = FetchResult(error=exc)
+                stopped = True
                 continue
             budget -= len(records)
+            total += len(records)
             log_ = partition.log
             results[key] = FetchResult(records, log_.high_watermark, log_.log_start_offset)
-        return results
+            seen.append(
+                ConsumerPartitionRead(
+                    key,
+                    partition,
+                    item.fetch_offset,
+                    partition.leader_epoch,
+                    partition.is_leader,
+                    log_.high_watermark,
+                    filled,
+                )
+            )
+        return results, ConsumerReadSummary(total, stopped, tuple(seen))
 
     # --- follower fetch (leader side) -------------------------------------------------------
 

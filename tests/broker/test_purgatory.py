@@ -1,25 +1,36 @@
 """The purgatory's rules (broker/purgatory.py), event by event: follower fetches with reads
-described, acks=all produces on real partitions over real logs (tests/broker/test_partition.py's
-helpers)."""
+described, consumer fetches and acks=all produces on real partitions over real logs
+(tests/broker/test_partition.py's helpers)."""
 
 from __future__ import annotations
 
+import os
+
+from broker.partition import Partition
 from broker.purgatory import (
     MAX_FETCH_WAIT_MS,
     MAX_PRODUCE_WAIT_MS,
+    ConsumerPartitionRead,
+    ConsumerReadSummary,
     DelayedFetch,
     FetchReadSummary,
     Purgatory,
 )
+from metadata.errors import ApiError
+from storage.log_dir_failures import LogDirFailureChannel
 from tests.broker.test_partition import (
+    BIG,
     NOW,
     batch,
     catch_up,
     elect,
     fetch_once,
+    refused,
     replicas,
     topic_settings,
 )
+from tests.broker.test_partition_disk_errors import partition_in
+from tests.storage.test_log_dir_failures import swap_fd
 
 TP = ("t", 0)
 
@@ -145,3 +156,171 @@ def test_operations_done_before_their_deadline_are_not_held_until_it(tmp_path):
     elect(rs.values(), 2, 2)
     assert len(purgatory.changed(TP, 1_000)) == 250
     assert purgatory.next_wake_ms() is None and purgatory.parked() == []
+
+
+# --- consumer fetches ------------------------------------------------------------------------
+
+
+def consumer_read(
+    purgatory: Purgatory,
+    fetch: DelayedFetch,
+    partition: Partition,
+    offset: int,
+    now: int,
+    limit: int = BIG,
+    debugging: bool = False,
+) -> bool:
+    """One read of a consumer fetch of TP, as ReplicaManager._read_for_consumers does it,
+    handed to the purgatory; an error of the read stops the fetch. `debugging`: Kafka's
+    debugging consumer, which reads any replica."""
+    try:
+        if debugging:
+            records = partition.read_local_replica(offset, limit)
+        else:
+            records = partition.read_for_consumer(offset, limit)
+    except ApiError:
+        return purgatory.consumer_read(fetch, ConsumerReadSummary(0, True, ()), now)
+    seen = ConsumerPartitionRead(
+        TP,
+        partition,
+        offset,
+        partition.leader_epoch,
+        partition.is_leader,
+        partition.high_watermark,
+        filled=len(records) >= limit,
+    )
+    return purgatory.consumer_read(fetch, ConsumerReadSummary(len(records), False, (seen,)), now)
+
+
+def test_a_consumer_fetch_is_answered_at_once_with_min_bytes_an_error_or_nothing_to_wait_on(
+    tmp_path,
+):
+    rs = three_replicas(tmp_path)
+    leader = rs[1]
+    purgatory = Purgatory()
+    assert consumer_read(purgatory, purgatory.consumer_fetch(500, 1, 0), leader, 0, 0) is False
+    purgatory.drop_all()
+    # min_bytes 0 (or less) answers the first read, empty or not, as Kafka does.
+    assert consumer_read(purgatory, purgatory.consumer_fetch(500, 0, 0), leader, 0, 0)
+    fetch = purgatory.consumer_fetch(500, 1, 0)
+    assert purgatory.consumer_read(fetch, ConsumerReadSummary(0, True, ()), 0)  # an error
+    assert purgatory.consumer_read(fetch, ConsumerReadSummary(0, False, ()), 0)  # no partition
+    leader.append_as_leader(batch(2), 1, NOW)
+    catch_up(rs[2], leader)
+    catch_up(rs[3], leader)
+    assert leader.high_watermark == 2
+    assert consumer_read(purgatory, purgatory.consumer_fetch(500, 1, 0), leader, 0, 0)
+    assert purgatory.parked() == [] and purgatory.next_wake_ms() is None
+
+
+def test_a_parked_consumer_fetch_reads_again_only_when_its_high_watermark_moves(tmp_path):
+    rs = three_replicas(tmp_path)
+    leader = rs[1]
+    purgatory = Purgatory()
+    fetch = purgatory.consumer_fetch(500, 1, now_ms=1_000)
+    assert not consumer_read(purgatory, fetch, leader, 0, 1_000)
+    assert purgatory.watched(TP) and purgatory.next_wake_ms() == 1_500
+    # Appended, but no follower has it: nothing a consumer may read yet. A follower's fetch
+    # on the same partition would read again here; a consumer's stays parked.
+    leader.append_as_leader(batch(3), -1, NOW)
+    assert purgatory.changed(TP, 1_010) == []
+    catch_up(rs[2], leader)
+    assert leader.high_watermark == 0 and purgatory.changed(TP, 1_020) == []
+    catch_up(rs[3], leader)
+    fetch_once(rs[2], leader)
+    assert leader.high_watermark == 3
+    assert purgatory.changed(TP, 1_030) == [fetch] and not purgatory.watched(TP)
+    assert consumer_read(purgatory, fetch, leader, 0, 1_030)
+
+
+def test_a_parked_consumer_fetch_is_answered_at_its_deadline(tmp_path):
+    leader = three_replicas(tmp_path)[1]
+    purgatory = Purgatory()
+    fetch = purgatory.consumer_fetch(10**9, 1, now_ms=0)
+    assert fetch.deadline_ms == MAX_FETCH_WAIT_MS
+    assert not consumer_read(purgatory, fetch, leader, 0, 0)
+    assert purgatory.expire(MAX_FETCH_WAIT_MS - 1) == []
+    assert purgatory.expire(MAX_FETCH_WAIT_MS) == [fetch]
+    assert consumer_read(purgatory, fetch, leader, 0, MAX_FETCH_WAIT_MS)
+    assert purgatory.parked() == []
+
+
+def test_a_parked_consumer_fetch_is_answered_when_leadership_moves(tmp_path):
+    rs = three_replicas(tmp_path)
+    purgatory = Purgatory()
+    fetch = purgatory.consumer_fetch(500, 1, now_ms=0)
+    assert not consumer_read(purgatory, fetch, rs[1], 0, 0)
+    elect(rs.values(), 1, 1, isr=(1, 2), partition_epoch=2)  # the ISR shrinks: no matter
+    assert purgatory.changed(TP, 5) == []
+    elect(rs.values(), 1, 2)  # the same leader in a new epoch
+    assert purgatory.changed(TP, 10) == [fetch]
+    assert not consumer_read(purgatory, fetch, rs[1], 0, 10)
+    elect(rs.values(), 2, 3)  # another broker leads: the read answers NOT_LEADER_OR_FOLLOWER
+    assert purgatory.changed(TP, 20) == [fetch]
+    refused("NOT_LEADER_OR_FOLLOWER", rs[1].read_for_consumer, 0, BIG)
+    assert consumer_read(purgatory, fetch, rs[1], 0, 20)
+
+
+def test_a_parked_consumer_fetch_is_answered_when_its_offset_leaves_the_log(tmp_path):
+    rs = three_replicas(tmp_path)
+    leader = rs[1]
+    leader.append_as_leader(batch(4), -1, NOW)
+    catch_up(rs[2], leader)
+    catch_up(rs[3], leader)
+    fetch_once(rs[2], leader)
+    purgatory = Purgatory()
+    fetch = purgatory.consumer_fetch(500, 10**6, now_ms=0)  # more than there is
+    assert not consumer_read(purgatory, fetch, leader, 1, 0)
+    leader.delete_records_before(2)  # the records it reads from are deleted
+    assert purgatory.changed(TP, 5) == [fetch]
+    refused("OFFSET_OUT_OF_RANGE", leader.read_for_consumer, 1, BIG)
+
+
+def test_a_consumer_fetch_whose_partition_is_full_is_not_read_again_for_more_there(tmp_path):
+    rs = three_replicas(tmp_path)
+    leader = rs[1]
+    leader.append_as_leader(batch(2), -1, NOW)
+    catch_up(rs[2], leader)
+    catch_up(rs[3], leader)
+    fetch_once(rs[2], leader)
+    purgatory = Purgatory()
+    fetch = purgatory.consumer_fetch(500, 10**6, now_ms=0)
+    assert not consumer_read(purgatory, fetch, leader, 0, 0, limit=1)  # KIP-74: one batch
+    leader.append_as_leader(batch(2), -1, NOW)
+    catch_up(rs[2], leader)
+    catch_up(rs[3], leader)
+    fetch_once(rs[2], leader)
+    assert leader.high_watermark == 4
+    assert purgatory.changed(TP, 5) == []  # its partition_max_bytes is spent already
+    assert purgatory.expire(500) == [fetch]
+
+
+def test_a_debugging_consumers_fetch_is_answered_when_its_replica_goes(tmp_path):
+    rs = three_replicas(tmp_path)
+    follower = rs[2]
+    purgatory = Purgatory()
+    fetch = purgatory.consumer_fetch(500, 1, now_ms=0)
+    assert not consumer_read(purgatory, fetch, follower, 0, 0, debugging=True)
+    assert purgatory.changed(TP, 5) == []  # nothing moved
+    assert purgatory.changed(TP, 10, gone=True) == [fetch]  # deleted, or moved away
+
+
+def test_a_parked_consumer_fetch_is_answered_when_its_leader_stops_serving_it(tmp_path):
+    leader = three_replicas(tmp_path)[1]
+    purgatory = Purgatory()
+    fetch = purgatory.consumer_fetch(500, 1, now_ms=0)
+    assert not consumer_read(purgatory, fetch, leader, 0, 0)
+    leader.leader = None  # as ReplicaManager.detach and stop_serving_dir do, epoch unchanged
+    assert purgatory.changed(TP, 5) == [fetch]
+
+
+def test_a_parked_consumer_fetch_is_answered_when_its_log_directory_fails(tmp_path):
+    leader = partition_in(str(tmp_path), 1, 0, LogDirFailureChannel())
+    elect([leader], leader=1, epoch=1, isr=[1, 2], replicas=[1, 2])
+    purgatory = Purgatory()
+    fetch = purgatory.consumer_fetch(500, 1, now_ms=0)
+    assert not consumer_read(purgatory, fetch, leader, 0, 0)
+    swap_fd(leader.log, os.O_RDONLY)
+    refused("KAFKA_STORAGE_ERROR", leader.append_as_leader, batch(), 1, NOW)
+    assert leader.offline
+    assert purgatory.changed(TP, 5) == [fetch]

@@ -1,6 +1,7 @@
 """ReplicaManager as the pump of the purgatory (broker/purgatory.py), on a real event loop
 over real partitions: a partition's change wakes what waits on it, the timer answers at the
-deadline, and a request whose caller went away leaves nothing parked."""
+deadline, and a request whose caller went away leaves nothing parked. A consumer's fetch
+holds no pool memory while it waits, and only the records of its answer after."""
 
 from __future__ import annotations
 
@@ -10,12 +11,17 @@ import time
 from typing import Any
 
 from broker.follower_fetch import FetchRequest, PartitionFetch
+from broker.memory_pool import MemoryPool
 from broker.partition import Partition
 from broker.replica_config import ReplicaConfig
-from broker.replica_manager import ReplicaManager
+from broker.replica_manager import FetchItem, ReplicaManager
 from broker.replication_settings import ReplicationSettings
-from tests.broker.test_partition import NOW, batch, elect, open_partition
+from metadata.delta import MetadataDelta
+from storage.log_manager import LogManager
+from strom_api.v1 import metadata_pb2 as pb
+from tests.broker.test_partition import NOW, batch, elect, open_partition, registration
 from tests.broker.test_replication_quota import TOPIC_ID
+from tests.metadata.image_builder import build, topic_id
 
 KEY = ("orders", 0)
 
@@ -106,6 +112,123 @@ def test_an_acks_all_produce_completes_when_the_follower_fetch_moves_the_high_wa
         result = (await asyncio.wait_for(produce, 1))[KEY]
         assert result.error is None and result.append is not None
         assert partition.high_watermark == 3 and manager.stats.produce_waiting == 0
+        await manager.stop()
+
+    asyncio.run(scenario())
+
+
+# --- consumer fetches -------------------------------------------------------------------------
+
+
+def counting_reads(partition: Partition) -> list[int]:
+    """The fetch offsets of the partition's consumer reads, as they happen (the real read)."""
+    offsets: list[int] = []
+    read = partition.read_for_consumer
+
+    def counted(fetch_offset: int, max_bytes: int, current_leader_epoch: int = -1) -> bytes:
+        offsets.append(fetch_offset)
+        return read(fetch_offset, max_bytes, current_leader_epoch)
+
+    partition.read_for_consumer = counted  # type: ignore[method-assign]
+    return offsets
+
+
+def consumer_fetch(manager: ReplicaManager, max_wait_ms: int = 5_000) -> Any:
+    return manager.fetch([FetchItem("orders", 0, 0, 1 << 20)], max_wait_ms, 1, 1 << 20)
+
+
+def test_a_consumer_long_poll_waits_in_the_purgatory_and_reads_again_when_the_hw_moves(
+    tmp_path,
+):
+    manager, partition = leading(tmp_path, [1, 2])
+    reads = counting_reads(partition)
+
+    async def scenario() -> None:
+        poll = asyncio.create_task(consumer_fetch(manager))
+        await asyncio.sleep(0.02)
+        assert manager.purgatory.watched(KEY) and manager.stats.fetch_waiting == 1
+        assert manager.memory.in_use == 0  # parked: it holds no memory
+        partition.append_as_leader(batch(3), 1, NOW)  # broker 2 has not copied it: hw 0
+        await asyncio.sleep(0.02)
+        assert not poll.done() and reads == [0]  # not read again: nothing to read yet
+        await manager.replica_fetch(follower_fetch(0, 0))  # copies the batch
+        await manager.replica_fetch(follower_fetch(3, 0))  # at the log end: the hw moves
+        result = (await asyncio.wait_for(poll, 1))[KEY]
+        assert result.error is None and result.high_watermark == 3 and reads == [0, 0]
+        # The records stay reserved until the caller hands the response over.
+        assert manager.memory.in_use == len(result.records) > 0
+        manager.memory.release(len(result.records))
+        assert manager.purgatory.parked() == [] and manager.stats.fetch_waiting == 0
+        await manager.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_consumer_long_poll_is_answered_when_leadership_moves(tmp_path):
+    manager, partition = leading(tmp_path, [1, 2])
+
+    async def scenario() -> None:
+        start = time.monotonic()
+        poll = asyncio.create_task(consumer_fetch(manager))
+        await asyncio.sleep(0.02)
+        elect([partition], leader=2, epoch=2, isr=[1, 2], replicas=[1, 2])
+        result = (await asyncio.wait_for(poll, 1))[KEY]
+        # The error of a partition this broker no longer leads (this manager has no
+        # metadata image, so it names no leader: UNKNOWN_TOPIC_OR_PARTITION).
+        assert result.error is not None and not result.records
+        assert time.monotonic() - start < 1 and manager.memory.in_use == 0
+        await manager.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_consumer_long_poll_whose_caller_went_away_leaves_nothing_parked_or_reserved(
+    tmp_path,
+):
+    manager, _ = leading(tmp_path, [1])
+
+    async def scenario() -> None:
+        poll = asyncio.create_task(consumer_fetch(manager))
+        await asyncio.sleep(0.02)
+        parked = manager.purgatory.parked()
+        assert parked and manager.memory.in_use == 0
+        poll.cancel()
+        await asyncio.sleep(0)
+        assert manager.purgatory.parked() == [] and not manager.purgatory.watched(KEY)
+        assert manager.purgatory.next_wake_ms() is None and manager.stats.fetch_waiting == 0
+        # Cancelled while it waits for memory: nothing reserved, nothing parked.
+        manager.memory = MemoryPool(100)
+        assert manager.memory.try_reserve(100)
+        poll = asyncio.create_task(consumer_fetch(manager))
+        await asyncio.sleep(0.02)
+        assert manager.memory.waiting == 1
+        poll.cancel()
+        await asyncio.sleep(0)
+        assert manager.memory.in_use == 100 and manager.purgatory.parked() == []
+        await manager.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_debugging_consumers_long_poll_is_answered_when_its_replica_is_deleted(tmp_path):
+    manager, partition = leading(tmp_path, [1, 2])
+    manager.log_manager = LogManager([os.path.join(tmp_path, "logs")])
+    image = build({KEY: registration(2, 2, isr=[1, 2], replicas=[1, 2])})
+    manager.image = image
+    elect([partition], leader=2, epoch=2, isr=[1, 2], replicas=[1, 2])  # we follow broker 2
+
+    async def scenario() -> None:
+        start = time.monotonic()
+        item = FetchItem("orders", 0, 0, 1 << 20)
+        poll = asyncio.create_task(manager.fetch([item], 5_000, 1, 1 << 20, any_replica=True))
+        await asyncio.sleep(0.02)
+        assert manager.purgatory.watched(KEY)
+        delta = MetadataDelta(image).replay_all([pb.RemoveTopicRecord(topic_id=topic_id("orders"))])
+        assert manager.detach(delta) == [KEY]
+        result = (await asyncio.wait_for(poll, 1))[KEY]
+        # Detached before the new image is attached: "Broker 1 holds no replica".
+        assert result.error is not None and result.error.error_name == "NOT_LEADER_OR_FOLLOWER"
+        assert time.monotonic() - start < 1 and manager.purgatory.parked() == []
         await manager.stop()
 
     asyncio.run(scenario())
