@@ -61,6 +61,7 @@ __all__ = [
     "UserScramCredentialDeletion",
     "UserScramCredentialUpsertion",
     "UserScramCredentialsDescription",
+    "validate_bootstrap_servers",
 ]
 
 _RESOURCE_TYPES = {"topic": mpb.TOPIC, "broker": mpb.BROKER}
@@ -248,6 +249,16 @@ class AlterConfigOp:
         if op != controller_pb2.DELETE:
             item.value = str(self.value)
         return item
+
+
+def validate_bootstrap_servers(servers: str) -> None:
+    """Checks bootstrap_servers as AdminClient reads them (`host:port[,...]`, each optionally
+    `id@host:port`, an IPv6 host in brackets) without connecting: INVALID_CONFIG naming the
+    bad entry. The tools check their --bootstrap-* options with it while parsing."""
+    try:
+        parse_bootstrap(servers)
+    except ValueError as exc:
+        raise StromError(ErrorCode.INVALID_CONFIG, str(exc)) from None
 
 
 def _endpoint(endpoint: Any) -> str:
