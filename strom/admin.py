@@ -8,7 +8,8 @@
 
 Brokers forward the controller's operations to the active controller (KIP-590), so the
 bootstrap servers may be brokers (or controllers). Consumer-group operations go to each
-group's coordinator (strom.group_admin). A failure raises StromError with Kafka's name.
+group's coordinator (strom.group_admin), list_offsets to each partition's leader. A failure
+raises StromError with Kafka's name.
 """
 
 from __future__ import annotations
