@@ -8,7 +8,8 @@
 
 Brokers forward the controller's operations to the active controller (KIP-590), so the
 bootstrap servers may be brokers (or controllers). Consumer-group operations go to each
-group's coordinator (strom.group_admin). A failure raises StromError with Kafka's name.
+group's coordinator (strom.group_admin), list_offsets to each partition's leader. A failure
+raises StromError with Kafka's name.
 """
 
 from __future__ import annotations
@@ -30,11 +31,12 @@ from strom.acl_binding import (
 )
 from strom.controller_client import ControllerClient, parse_bootstrap
 from strom.errors import StromError, error_for, error_name, from_pb
-from strom.fetcher import TopicPartition
+from strom.fetcher import EARLIEST, LATEST, TopicPartition
 from strom.group_admin import GroupAdmin, GroupDescription, GroupListing, PartitionLag
 from strom.security import client_security
 from strom.uuids import kafka_uuid_from_bytes
 from strom_api import scram_credential
+from strom_api.error_codes import ErrorCode
 from strom_api.v1 import controller_pb2
 from strom_api.v1 import metadata_pb2 as mpb
 
@@ -45,10 +47,16 @@ __all__ = [
     "ACLPermissionType",
     "ACLResourcePatternType",
     "AdminClient",
+    "AlterConfigOp",
     "ConfigEntry",
     "ConfigResource",
     "ConfigSynonym",
+    "GroupDescription",
+    "GroupListing",
+    "ListOffsetsResultInfo",
     "NewTopic",
+    "OffsetSpec",
+    "PartitionLag",
     "ResourcePattern",
     "ResourcePatternFilter",
     "ResourceType",
@@ -57,6 +65,7 @@ __all__ = [
     "UserScramCredentialDeletion",
     "UserScramCredentialUpsertion",
     "UserScramCredentialsDescription",
+    "validate_bootstrap_servers",
 ]
 
 _RESOURCE_TYPES = {"topic": mpb.TOPIC, "broker": mpb.BROKER}
@@ -158,6 +167,102 @@ class UserScramCredentialsDescription:
 
     name: str
     credential_infos: tuple[ScramCredentialInfo, ...]
+
+
+# Kafka's ListOffsets timestamp for the offset of the record with the largest timestamp.
+MAX_TIMESTAMP = -3
+
+
+@dataclass(frozen=True)
+class OffsetSpec:
+    """Kafka's OffsetSpec, what list_offsets looks up for a partition: OffsetSpec.earliest()
+    (the log start offset), latest() (the high watermark, the offset the next record
+    consumed will get), max_timestamp() (the record with the largest timestamp) or
+    for_timestamp(ms) (the first record whose timestamp is at least ms)."""
+
+    timestamp: int  # what ListOffsets carries: a time in ms, or Kafka's -1, -2, -3
+
+    @classmethod
+    def earliest(cls) -> OffsetSpec:
+        return cls(EARLIEST)
+
+    @classmethod
+    def latest(cls) -> OffsetSpec:
+        return cls(LATEST)
+
+    @classmethod
+    def max_timestamp(cls) -> OffsetSpec:
+        return cls(MAX_TIMESTAMP)
+
+    @classmethod
+    def for_timestamp(cls, timestamp_ms: int) -> OffsetSpec:
+        if isinstance(timestamp_ms, bool) or not isinstance(timestamp_ms, int) or timestamp_ms < 0:
+            # Kafka's brokers read a negative time as one of their special offsets; a
+            # caller means a time here, so a negative one is refused rather than reread.
+            raise StromError(
+                ErrorCode.INVALID_REQUEST,
+                f"OffsetSpec.for_timestamp takes a time in ms since the epoch (>= 0), not "
+                f"{timestamp_ms!r}; earliest(), latest() and max_timestamp() name the others",
+            )
+        return cls(timestamp_ms)
+
+
+@dataclass(frozen=True)
+class ListOffsetsResultInfo:
+    """Kafka's ListOffsetsResultInfo: the offset found (-1 when no record is that recent),
+    the timestamp of its record (-1 for earliest and latest, which name no record), and
+    the leader epoch of the batch holding it (None when unknown)."""
+
+    offset: int
+    timestamp: int
+    leader_epoch: int | None
+
+
+_OP_TYPES = {
+    "SET": controller_pb2.SET,
+    "DELETE": controller_pb2.DELETE,
+    "APPEND": controller_pb2.APPEND,
+    "SUBTRACT": controller_pb2.SUBTRACT,
+}
+
+
+@dataclass(frozen=True)
+class AlterConfigOp:
+    """Kafka's AlterConfigOp, one change incremental_alter_configs makes to a resource's
+    configs: op_type SET (the value), DELETE (back to the default), APPEND or SUBTRACT
+    (an item of a list-valued config, e.g. cleanup.policy)."""
+
+    name: str
+    value: str | None = None
+    op_type: str = "SET"
+
+    def to_pb(self) -> Any:
+        op = _OP_TYPES.get(str(self.op_type).upper())
+        if op is None:
+            raise StromError(
+                ErrorCode.INVALID_REQUEST,
+                f"AlterConfigOp {self.name}: op_type must be one of {', '.join(_OP_TYPES)}, "
+                f"not {self.op_type!r}",
+            )
+        if op != controller_pb2.DELETE and self.value is None:
+            raise StromError(
+                ErrorCode.INVALID_REQUEST,
+                f"AlterConfigOp {self.name}: {self.op_type} needs a value",
+            )
+        item = controller_pb2.IncrementalAlterConfigsRequest.Op(name=self.name, op=op)
+        if op != controller_pb2.DELETE:
+            item.value = str(self.value)
+        return item
+
+
+def validate_bootstrap_servers(servers: str) -> None:
+    """Checks bootstrap_servers as AdminClient reads them (`host:port[,...]`, each optionally
+    `id@host:port`, an IPv6 host in brackets) without connecting: INVALID_CONFIG naming the
+    bad entry. The tools check their --bootstrap-* options with it while parsing."""
+    try:
+        parse_bootstrap(servers)
+    except ValueError as exc:
+        raise StromError(ErrorCode.INVALID_CONFIG, str(exc)) from None
 
 
 def _endpoint(endpoint: Any) -> str:
@@ -399,22 +504,33 @@ class AdminClient:
 
     def incremental_alter_configs(
         self,
-        resource: ConfigResource,
+        resource: ConfigResource | Mapping[ConfigResource, Iterable[AlterConfigOp]],
         set_: Mapping[str, str] | None = None,
         delete: Iterable[str] = (),
     ) -> None:
-        ops = [
-            controller_pb2.IncrementalAlterConfigsRequest.Op(name=k, op=controller_pb2.SET, value=v)
-            for k, v in (set_ or {}).items()
-        ] + [
-            controller_pb2.IncrementalAlterConfigsRequest.Op(name=k, op=controller_pb2.DELETE)
-            for k in delete
-        ]
+        """Sets (set_) and deletes (delete) configs of one resource; or, given
+        {ConfigResource: [AlterConfigOp, ...]} as Kafka's Admin.incrementalAlterConfigs
+        takes it, changes several resources in one request. Every resource is tried; the
+        first one refused is raised (INVALID_CONFIG, ...)."""
+        if isinstance(resource, ConfigResource):
+            changes: Mapping[ConfigResource, Iterable[AlterConfigOp]] = {
+                resource: [AlterConfigOp(k, v) for k, v in (set_ or {}).items()]
+                + [AlterConfigOp(k, op_type="DELETE") for k in delete]
+            }
+        elif set_ or delete:
+            raise StromError(
+                ErrorCode.INVALID_REQUEST,
+                "set_ and delete go with one ConfigResource; with several resources, give "
+                "each its AlterConfigOps",
+            )
+        else:
+            changes = resource
         request = controller_pb2.IncrementalAlterConfigsRequest(
             resources=[
                 controller_pb2.IncrementalAlterConfigsRequest.Resource(
-                    resource=self._resource(resource), ops=ops
+                    resource=self._resource(r), ops=[op.to_pb() for op in ops]
                 )
+                for r, ops in changes.items()
             ]
         )
         response = self._call("IncrementalAlterConfigs", request)
@@ -550,10 +666,33 @@ class AdminClient:
             return errors
         return {tp: "NONE" if e is None else e.name for tp, e in errors.items()}
 
+    @overload
     def alter_partition_reassignments(
-        self, reassignments: Mapping[tuple[str, int], Sequence[int] | None]
-    ) -> None:
-        """Moves partitions to new replica lists (None cancels a move in progress)."""
+        self,
+        reassignments: Mapping[tuple[str, int], Sequence[int] | None],
+        *,
+        as_errors: Literal[False] = False,
+    ) -> None: ...
+
+    @overload
+    def alter_partition_reassignments(
+        self,
+        reassignments: Mapping[tuple[str, int], Sequence[int] | None],
+        *,
+        as_errors: Literal[True],
+    ) -> dict[TopicPartition, StromError | None]: ...
+
+    def alter_partition_reassignments(
+        self,
+        reassignments: Mapping[tuple[str, int], Sequence[int] | None],
+        *,
+        as_errors: bool = False,
+    ) -> dict[TopicPartition, StromError | None] | None:
+        """Moves partitions to new replica lists (None cancels a move in progress), Kafka's
+        alterPartitionReassignments (KIP-455); the first partition refused is raised
+        (UNKNOWN_TOPIC_OR_PARTITION, INVALID_REPLICA_ASSIGNMENT, NO_REASSIGNMENT_IN_PROGRESS,
+        ...) after every other was tried. With as_errors=True, Kafka's per-partition result
+        instead: {partition: None when accepted, else its StromError}."""
         request = controller_pb2.AlterPartitionReassignmentsRequest(
             reassignments=[
                 controller_pb2.AlterPartitionReassignmentsRequest.Reassignment(
@@ -564,14 +703,31 @@ class AdminClient:
             ]
         )
         response = self._call("AlterPartitionReassignments", request)
-        for result in response.results:
-            if result.HasField("error"):
-                _raise(result.error)
+        errors = {
+            TopicPartition(r.partition.topic, r.partition.partition): (
+                from_pb(r.error) if r.HasField("error") and r.error.code != 0 else None
+            )
+            for r in response.results
+        }
+        if as_errors:
+            return errors
+        for error in errors.values():
+            if error is not None:
+                raise error
+        return None
 
-    def list_partition_reassignments(self) -> dict[TopicPartition, dict[str, list[int]]]:
-        response = self._call(
-            "ListPartitionReassignments", controller_pb2.ListPartitionReassignmentsRequest()
+    def list_partition_reassignments(
+        self, partitions: Iterable[tuple[str, int]] | None = None
+    ) -> dict[TopicPartition, dict[str, list[int]]]:
+        """The reassignments in progress (of the partitions given; all for None), Kafka's
+        listPartitionReassignments: per partition its "replicas" and the replicas it is
+        "adding" and "removing"."""
+        request = controller_pb2.ListPartitionReassignmentsRequest(
+            partitions=[
+                controller_pb2.TopicPartition(topic=t, partition=p) for t, p in partitions or ()
+            ]
         )
+        response = self._call("ListPartitionReassignments", request)
         return {
             TopicPartition(r.partition.topic, r.partition.partition): {
                 "replicas": list(r.replicas),
@@ -581,12 +737,51 @@ class AdminClient:
             for r in response.reassignments
         }
 
+    # --- offsets --------------------------------------------------------------------
+
+    def list_offsets(
+        self, topic_partition_offsets: Mapping[tuple[str, int], OffsetSpec]
+    ) -> dict[TopicPartition, ListOffsetsResultInfo]:
+        """Kafka's Admin.listOffsets: per partition, the offset its OffsetSpec names, from
+        the partition's leader (the call waits while a leader moves). A topic or partition
+        the controller does not know is UNKNOWN_TOPIC_OR_PARTITION at once."""
+        wanted: dict[TopicPartition, int] = {}
+        for tp, spec in topic_partition_offsets.items():
+            if not isinstance(spec, OffsetSpec):
+                raise StromError(
+                    ErrorCode.INVALID_REQUEST,
+                    f"list_offsets takes an OffsetSpec per partition (OffsetSpec.earliest(), "
+                    f"latest(), max_timestamp(), for_timestamp(ms)), not {spec!r}",
+                )
+            wanted[TopicPartition(*tp)] = spec.timestamp
+        if not wanted:
+            return {}
+        # The controller's metadata settles whether a partition exists (a broker may not
+        # have learned a topic just created yet: the leaders are waited for, not refused).
+        counts = {
+            t.name: len(t.partitions)
+            for t in self.describe_topics(sorted({tp.topic for tp in wanted}))
+        }
+        for tp in sorted(wanted):
+            if not 0 <= tp.partition < counts[tp.topic]:
+                raise StromError(
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    f"Partition {tp.topic}-{tp.partition} does not exist: topic {tp.topic} "
+                    f"has {counts[tp.topic]} partition{'' if counts[tp.topic] == 1 else 's'}.",
+                )
+        return {
+            tp: ListOffsetsResultInfo(offset, timestamp, None if epoch < 0 else epoch)
+            for tp, (offset, timestamp, epoch) in self._groups.list_offsets(wanted).items()
+        }
+
     # --- consumer groups ------------------------------------------------------------
 
     def list_consumer_groups(self) -> list[GroupListing]:
         return self._groups.list_groups()
 
     def describe_consumer_groups(self, group_ids: Iterable[str]) -> list[GroupDescription]:
+        """Kafka's describeConsumerGroups: each group's state, protocol, members with their
+        assignments, and coordinator (its broker id, and coordinator_address host:port)."""
         return [self._groups.describe_group(g) for g in group_ids]
 
     def list_consumer_group_offsets(self, group_id: str) -> dict[TopicPartition, int]:

@@ -164,7 +164,15 @@ class Fetcher:
     ) -> dict[TopicPartition, tuple[int, int]]:
         """(offset, timestamp) per partition for a timestamp or EARLIEST/LATEST, from each
         partition's leader, refreshing metadata when a leader moved."""
-        out: dict[TopicPartition, tuple[int, int]] = {}
+        found = await self.list_offsets_and_epochs(wanted)
+        return {tp: (offset, timestamp) for tp, (offset, timestamp, _) in found.items()}
+
+    async def list_offsets_and_epochs(
+        self, wanted: dict[TopicPartition, int]
+    ) -> dict[TopicPartition, tuple[int, int, int]]:
+        """list_offsets with the leader epoch of the batch holding each offset (-1 unknown),
+        as Kafka's Admin.listOffsets answers it (ListOffsetsResultInfo)."""
+        out: dict[TopicPartition, tuple[int, int, int]] = {}
         deadline = time.monotonic() + self.config.request_timeout_ms / 1000
         todo = dict(wanted)
         while todo:
@@ -206,7 +214,7 @@ class Fetcher:
                     for p in topic.partitions:
                         tp = TopicPartition(topic.name, p.partition)
                         if p.error.code == 0:
-                            out[tp] = (p.offset, p.timestamp)
+                            out[tp] = (p.offset, p.timestamp, p.leader_epoch)
                             todo.pop(tp, None)
                         elif p.error.retriable:
                             retry = True

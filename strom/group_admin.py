@@ -48,6 +48,7 @@ class GroupDescription:
     protocol: str
     coordinator: int
     members: tuple[MemberDescription, ...]
+    coordinator_address: str = ""  # host:port of the coordinator (Kafka's Node), "" unknown
 
 
 @dataclass(frozen=True)
@@ -191,7 +192,8 @@ class GroupAdmin:
                 )
                 for m in g.members
             )
-            return GroupDescription(g.group_id, g.state, g.protocol, coordinator, members)
+            address = self._cluster.brokers.get(coordinator, "")
+            return GroupDescription(g.group_id, g.state, g.protocol, coordinator, members, address)
 
         return self._run(run())  # type: ignore[no-any-return]
 
@@ -213,8 +215,9 @@ class GroupAdmin:
 
     def list_offsets(
         self, wanted: dict[TopicPartition, int]
-    ) -> dict[TopicPartition, tuple[int, int]]:
-        return self._run(self._fetcher.list_offsets(wanted))  # type: ignore[no-any-return]
+    ) -> dict[TopicPartition, tuple[int, int, int]]:
+        """(offset, timestamp, leader epoch) per partition, from each partition's leader."""
+        return self._run(self._fetcher.list_offsets_and_epochs(wanted))  # type: ignore[no-any-return]
 
     def lag(self, group_id: str, partitions: Iterable[TopicPartition] = ()) -> list[PartitionLag]:
         committed = self.committed_offsets(group_id)

@@ -3,9 +3,10 @@
 (kafka-configs.sh), `leader-election` (kafka-leader-election.sh), `reassign-partitions`
 (kafka-reassign-partitions.sh) and `acls` (kafka-acls.sh).
 
-Each talks to the controllers named by --bootstrap-controller (Kafka 3.7+'s option), or to
-the brokers named by --bootstrap-server, which forward the admin API to the active
-controller (KIP-590); the same ControllerService answers on both. Exit codes: 0 on
+Each runs on AdminClient, as Kafka's tools run on its Admin client, talking to the
+controllers named by --bootstrap-controller (Kafka 3.7+'s option), or to the brokers named
+by --bootstrap-server, which forward the admin API to the active controller (KIP-590); the
+same ControllerService answers on both. Exit codes: 0 on
 success, 1 when the operation fails (one line on stderr, `Error while executing <tool>
 command : <ERROR_NAME>: <message>`, never a traceback), 2 for a usage error (argparse's, as
 for every `strom` command).
@@ -19,9 +20,8 @@ import sys
 import time
 from collections.abc import Callable
 
-from strom.admin import AdminClient
+from strom.admin import AdminClient, validate_bootstrap_servers
 from strom.client_properties import client_settings
-from strom.controller_client import ControllerAddress, ControllerClient, parse_bootstrap
 from strom.errors import StromError
 from strom_tools import (
     acl_command,
@@ -40,7 +40,6 @@ from strom_tools.formatting import (
 )
 
 Out = Callable[[str], None]
-Action = Callable[[ControllerClient, argparse.Namespace, Out], None]
 AdminAction = Callable[[AdminClient, argparse.Namespace, Out], None]
 # How long an admin command waits for an active controller (an election, a controller
 # restart fits well inside); the tools have always waited this long.
@@ -60,9 +59,9 @@ _BOOTSTRAP_SERVER_HELP = (
 def _addresses(text: str) -> str:
     """The option's text, checked while parsing so that a bad address is a usage error."""
     try:
-        parse_bootstrap(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+        validate_bootstrap_servers(text)
+    except StromError as exc:
+        raise argparse.ArgumentTypeError(exc.message) from None
     return text
 
 
@@ -81,19 +80,6 @@ def add_bootstrap_options(parser: argparse.ArgumentParser) -> None:
         help=_BOOTSTRAP_SERVER_HELP,
     )
     command_config.add_option(parser)
-
-
-def run_tool(tool: str, args: argparse.Namespace, action: Action) -> int:
-    """Runs `action` against the controllers and turns any failure into Kafka's one line."""
-    addresses = parse_bootstrap(args.bootstrap_controller or args.bootstrap_server)
-    return _reported(tool, lambda: _with_controllers(addresses, args, action))
-
-
-def _with_controllers(
-    addresses: list[ControllerAddress], args: argparse.Namespace, action: Action
-) -> None:
-    with ControllerClient(addresses, tls=command_config.tls_of(args)) as client:
-        action(client, args, print)
 
 
 def run_admin(tool: str, args: argparse.Namespace, action: AdminAction) -> int:
@@ -425,7 +411,7 @@ def _reassign_partitions(args: argparse.Namespace) -> int:
     problem = reassign_command.usage_problem(args)
     if problem is not None:
         args.help_parser.error(problem)
-    return run_tool("reassign-partitions", args, reassign_command.run)
+    return run_admin("reassign-partitions", args, reassign_command.run)
 
 
 def _add_reassign_partitions(

@@ -6,10 +6,6 @@ from __future__ import annotations
 
 import argparse
 
-from strom.client_properties import client_settings
-from strom.security import client_security
-from strom_api.tls import ChannelSecurity
-
 HELP = (
     "a file of Kafka client properties (security.protocol, ssl.truststore.location, "
     "ssl.keystore.location, ssl.key.password, ssl.endpoint.identification.algorithm, "
@@ -31,8 +27,3 @@ def add_connection_options(parser: argparse.ArgumentParser) -> None:
         help="the brokers to connect to",
     )
     add_option(parser)
-
-
-def tls_of(args: argparse.Namespace) -> ChannelSecurity:
-    """How a tool dials, from its --command-config (None: PLAINTEXT; TLS, SASL or both)."""
-    return client_security(**client_settings(getattr(args, "command_config", None)))

@@ -1,7 +1,9 @@
 """`strom consumer-groups`, after kafka-consumer-groups.sh: --list, --describe (offsets and
 lag, --members, --state), --reset-offsets (--to-earliest, --to-latest, --to-offset,
 --shift-by, --to-datetime, --by-duration; --dry-run or --execute) and --delete, through
-the brokers named by --bootstrap-server. Output is laid out as Kafka's tool lays it out.
+the brokers named by --bootstrap-server. It runs on AdminClient (the groups, their committed
+offsets, list_offsets for the log ends and reset targets), as Kafka's tool runs on its Admin
+client, and lays its output out as Kafka's tool does.
 """
 
 from __future__ import annotations
@@ -13,9 +15,10 @@ import time
 from collections.abc import Callable
 from datetime import datetime
 
+from strom import TopicPartition
+from strom.admin import AdminClient, GroupDescription, OffsetSpec
+from strom.client_properties import client_settings
 from strom.errors import StromError
-from strom.fetcher import EARLIEST, LATEST, TopicPartition
-from strom.group_admin import GroupAdmin, GroupDescription
 from strom_tools import command_config
 from strom_tools.tool_logging import log_warnings_to_stderr
 
@@ -80,7 +83,9 @@ def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
 def main(args: argparse.Namespace) -> int:
     log_warnings_to_stderr()  # a broker not reachable is said while the tool waits
     try:
-        with GroupAdmin(args.bootstrap_server, tls=command_config.tls_of(args)) as admin:
+        with AdminClient(
+            bootstrap_servers=args.bootstrap_server, **client_settings(args.command_config)
+        ) as admin:
             return _dispatch(admin, args, print)
     except StromError as exc:
         print(
@@ -90,17 +95,17 @@ def main(args: argparse.Namespace) -> int:
         return 1
 
 
-def _groups(admin: GroupAdmin, args: argparse.Namespace) -> list[str]:
+def _groups(admin: AdminClient, args: argparse.Namespace) -> list[str]:
     if args.all_groups:
-        return [g.group_id for g in admin.list_groups()]
+        return [g.group_id for g in admin.list_consumer_groups()]
     if not args.group:
         raise StromError("INVALID_REQUEST", "--group or --all-groups is required")
     return list(args.group)
 
 
-def _dispatch(admin: GroupAdmin, args: argparse.Namespace, out: Out) -> int:
+def _dispatch(admin: AdminClient, args: argparse.Namespace, out: Out) -> int:
     if args.list:
-        groups = admin.list_groups()
+        groups = admin.list_consumer_groups()
         if args.state:
             width = max([15, *(len(g.group_id) for g in groups)])
             out(f"{'GROUP':<{width}} STATE")
@@ -127,13 +132,13 @@ def _table(rows: list[list[str]], widths: list[int], out: Out) -> None:
         out(" ".join([*cells, row[-1]]).rstrip())
 
 
-def _describe(admin: GroupAdmin, group_id: str, args: argparse.Namespace, out: Out) -> bool:
+def _describe(admin: AdminClient, group_id: str, args: argparse.Namespace, out: Out) -> bool:
     """Prints the group; False when it does not exist."""
-    description = admin.describe_group(group_id)
+    [description] = admin.describe_consumer_groups([group_id])
     if description.state == "Dead":
         return False
     if args.state:
-        coordinator = admin._cluster.brokers.get(description.coordinator, "?")
+        coordinator = description.coordinator_address or "?"
         width = max(15, len(group_id))
         out("")
         _table(
@@ -158,7 +163,9 @@ def _describe(admin: GroupAdmin, group_id: str, args: argparse.Namespace, out: O
         _describe_members(description, args.verbose, out)
         return True
     owner = {tp: m for m in description.members for tp in m.assignment}
-    lags = {lag.tp: lag for lag in admin.lag(group_id, owner)}
+    committed = admin.list_consumer_group_offsets(group_id)
+    partitions = sorted(set(committed) | set(owner))
+    log_ends = _log_end_offsets(admin, partitions)
     header = [
         "GROUP",
         "TOPIC",
@@ -171,17 +178,18 @@ def _describe(admin: GroupAdmin, group_id: str, args: argparse.Namespace, out: O
         "CLIENT-ID",
     ]
     rows = []
-    for tp in sorted(lags):
-        lag = lags[tp]
+    for tp in partitions:
+        current, log_end = committed.get(tp), log_ends.get(tp)
+        lag = None if current is None or log_end is None else max(log_end - current, 0)
         member = owner.get(tp)
         rows.append(
             [
                 group_id,
                 tp.topic,
                 str(tp.partition),
-                _or_dash(lag.committed),
-                _or_dash(lag.log_end),
-                _or_dash(lag.lag),
+                _or_dash(current),
+                _or_dash(log_end),
+                _or_dash(lag),
                 member.member_id if member else "-",
                 f"/{member.host}" if member else "-",
                 member.client_id if member else "-",
@@ -191,6 +199,19 @@ def _describe(admin: GroupAdmin, group_id: str, args: argparse.Namespace, out: O
     out("")
     _table([header, *rows], widths, out)
     return True
+
+
+def _log_end_offsets(
+    admin: AdminClient, partitions: list[TopicPartition]
+) -> dict[TopicPartition, int]:
+    """Each partition's log end offset (its high watermark); as in Kafka's tool, a partition
+    whose topic is gone (committed offsets outlive their topic) has none and shows "-"."""
+    if not partitions:
+        return {}
+    counts = {t.name: len(t.partitions) for t in admin.describe_topics()}
+    known = [tp for tp in partitions if tp.partition < counts.get(tp.topic, 0)]
+    found = admin.list_offsets(dict.fromkeys(known, OffsetSpec.latest())) if known else {}
+    return {tp: info.offset for tp, info in found.items()}
 
 
 def _describe_members(description: GroupDescription, verbose: bool, out: Out) -> None:
@@ -220,11 +241,11 @@ def _or_dash(value: int | None) -> str:
     return "-" if value is None else str(value)
 
 
-def _delete(admin: GroupAdmin, groups: list[str], out: Out) -> int:
+def _delete(admin: AdminClient, groups: list[str], out: Out) -> int:
     failed = {}
     for group in groups:
         try:
-            admin.delete_group(group)
+            admin.delete_consumer_groups([group])
         except StromError as exc:
             failed[group] = f"{exc.name}: {exc.message}"
     done = [g for g in groups if g not in failed]
@@ -239,7 +260,7 @@ def _delete(admin: GroupAdmin, groups: list[str], out: Out) -> int:
     return 0
 
 
-def _reset(admin: GroupAdmin, args: argparse.Namespace, out: Out) -> int:
+def _reset(admin: AdminClient, args: argparse.Namespace, out: Out) -> int:
     groups = _groups(admin, args)
     if len(groups) != 1:
         raise StromError("INVALID_REQUEST", "--reset-offsets works on one --group at a time")
@@ -263,7 +284,7 @@ def _reset(admin: GroupAdmin, args: argparse.Namespace, out: Out) -> int:
         when = _datetime_ms(args.to_datetime)
     elif args.by_duration:
         when = int(time.time() * 1000) - _duration_ms(args.by_duration)
-    description = admin.describe_group(group)
+    [description] = admin.describe_consumer_groups([group])
     if description.state not in ("Empty", "Dead"):
         raise StromError(
             "INVALID_REQUEST",
@@ -283,10 +304,10 @@ def _reset(admin: GroupAdmin, args: argparse.Namespace, out: Out) -> int:
             ),
             file=sys.stderr,
         )
-    committed = admin.committed_offsets(group)
+    committed = admin.list_consumer_group_offsets(group)
     tps = _partitions(admin, args, committed)
-    earliest = admin.list_offsets(dict.fromkeys(tps, EARLIEST))
-    latest = admin.list_offsets(dict.fromkeys(tps, LATEST))
+    earliest = admin.list_offsets(dict.fromkeys(tps, OffsetSpec.earliest()))
+    latest = admin.list_offsets(dict.fromkeys(tps, OffsetSpec.latest()))
     target: dict[TopicPartition, int] = {}
     if args.to_datetime or args.by_duration:
         when = (
@@ -294,9 +315,9 @@ def _reset(admin: GroupAdmin, args: argparse.Namespace, out: Out) -> int:
             if args.to_datetime
             else int(time.time() * 1000) - _duration_ms(args.by_duration)
         )
-        found = admin.list_offsets(dict.fromkeys(tps, when))
+        found = admin.list_offsets(dict.fromkeys(tps, OffsetSpec.for_timestamp(when)))
     for tp in tps:
-        low, high = earliest[tp][0], latest[tp][0]
+        low, high = earliest[tp].offset, latest[tp].offset
         current = committed.get(tp, low)
         if args.to_earliest:
             new = low
@@ -309,7 +330,7 @@ def _reset(admin: GroupAdmin, args: argparse.Namespace, out: Out) -> int:
         elif args.shift_by is not None:
             new = current + args.shift_by
         else:
-            offset = found[tp][0]
+            offset = found[tp].offset
             new = offset if offset >= 0 else high
         target[tp] = min(max(new, low), high)  # Kafka clamps to the log's range
     if not args.execute and not args.dry_run:
@@ -322,7 +343,7 @@ def _reset(admin: GroupAdmin, args: argparse.Namespace, out: Out) -> int:
             file=sys.stderr,
         )
     if args.execute:
-        admin.commit_offsets(group, target)
+        admin.alter_consumer_group_offsets(group, target)
     out("")
     _table(
         [
@@ -339,11 +360,11 @@ def _reset(admin: GroupAdmin, args: argparse.Namespace, out: Out) -> int:
 
 
 def _partitions(
-    admin: GroupAdmin, args: argparse.Namespace, committed: dict[TopicPartition, int]
+    admin: AdminClient, args: argparse.Namespace, committed: dict[TopicPartition, int]
 ) -> list[TopicPartition]:
     if args.all_topics:
         topics = sorted({tp.topic for tp in committed})
-        return [tp for t in topics for tp in admin.partitions_of(t)]
+        return [tp for t in topics for tp in _partitions_of(admin, t)]
     if not args.topic:
         raise StromError(
             "INVALID_REQUEST", "--topic or --all-topics is required with --reset-offsets"
@@ -359,8 +380,17 @@ def _partitions(
                     "INVALID_REQUEST", f"--topic {spec}: partitions must be numbers"
                 ) from None
         else:
-            out += admin.partitions_of(topic)
+            out += _partitions_of(admin, topic)
     return out
+
+
+def _partitions_of(admin: AdminClient, topic: str) -> list[TopicPartition]:
+    """The topic's partitions (UNKNOWN_TOPIC_OR_PARTITION for a topic that does not exist)."""
+    [described] = admin.describe_topics([topic])
+    return [
+        TopicPartition(topic, p.partition)
+        for p in sorted(described.partitions, key=lambda p: p.partition)
+    ]
 
 
 def _datetime_ms(text: str) -> int:

@@ -94,9 +94,7 @@ def quorum_status(cluster_id: str, quorum: Quorum) -> list[str]:
         key_value("MaxFollowerLag", lag),
         key_value("MaxFollowerLagTimeMs", lag_ms),
         key_value("CurrentVoters", f"[{id_list(sorted(v['id'] for v in quorum['voters']))}]"),
-        key_value(
-            "CurrentObservers", f"[{id_list(sorted(o['id'] for o in quorum['observers']))}]"
-        ),
+        key_value("CurrentObservers", f"[{id_list(sorted(o['id'] for o in quorum['observers']))}]"),
     ]
 
 
@@ -407,16 +405,16 @@ def reassignment_status(
     return lines
 
 
-def reassignments_list(ongoing: Iterable[Any]) -> list[str]:
-    """kafka-reassign-partitions.sh --list from ListPartitionReassignments' answer."""
+def reassignments_list(ongoing: Mapping[TopicPartition, Mapping[str, Sequence[int]]]) -> list[str]:
+    """kafka-reassign-partitions.sh --list from AdminClient.list_partition_reassignments'
+    answer."""
     lines = []
-    for r in sorted(ongoing, key=lambda r: (r.partition.topic, r.partition.partition)):
-        line = f"{_partition_name(r.partition.topic, r.partition.partition)}: replicas: "
-        line += f"{id_list(r.replicas)}."
-        if r.adding_replicas:
-            line += f" adding: {id_list(r.adding_replicas)}."
-        if r.removing_replicas:
-            line += f" removing: {id_list(r.removing_replicas)}."
+    for (topic, partition), r in sorted(ongoing.items()):
+        line = f"{_partition_name(topic, partition)}: replicas: {id_list(r['replicas'])}."
+        if r["adding"]:
+            line += f" adding: {id_list(r['adding'])}."
+        if r["removing"]:
+            line += f" removing: {id_list(r['removing'])}."
         lines.append(line)
     if not lines:
         return ["No partition reassignments found."]

@@ -1,6 +1,6 @@
-"""`strom reassign-partitions`: kafka-reassign-partitions.sh over the controller API
-(DescribeTopics, DescribeCluster, AlterPartitionReassignments, ListPartitionReassignments),
-with Kafka's JSON files and messages:
+"""`strom reassign-partitions`: kafka-reassign-partitions.sh on AdminClient (describe_topics,
+describe_cluster, alter/list_partition_reassignments, incremental_alter_configs for the
+throttles), as Kafka's tool runs on its Admin client, with Kafka's JSON files and messages:
 - --generate --topics-to-move-json-file F --broker-list 1,2,3: prints the topics' current
   assignment and a proposed one as reassignment JSON (version 1, log dirs "any"). The
   proposal is Kafka's placement (AdminUtils.assignReplicasToBrokers): rack-aware when the
@@ -31,12 +31,10 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
 
-from strom.controller_client import ControllerClient
-from strom.errors import StromError, error_name, from_pb
-from strom_api.v1 import common_pb2, controller_pb2
-from strom_api.v1 import metadata_pb2 as mpb
+from strom import TopicPartition as ClientPartition
+from strom.admin import AdminClient, AlterConfigOp, ConfigResource, TopicDescription
+from strom.errors import StromError
 from strom_tools.admin_parsing import (
     TopicPartition,
     check_reassignment,
@@ -235,23 +233,22 @@ def _rack_aware(partitions: int, factor: int, racks: Mapping[int, str]) -> list[
 
 # --- what the controller knows -----------------------------------------------------------------
 
-
-def _error_of(item: Any) -> StromError | None:
-    if item.HasField("error") and item.error.code != common_pb2.NONE:
-        return from_pb(item.error)
-    return None
+# A reassignment in progress as AdminClient.list_partition_reassignments answers it: the
+# partition's "replicas", and those it is "adding" and "removing".
+Ongoing = Mapping[ClientPartition, Mapping[str, Sequence[int]]]
 
 
-def _describe_topics(client: ControllerClient, names: Iterable[str]) -> dict[str, Any]:
-    """The topics named (none: none), each existing one's description."""
-    wanted = sorted(set(names))
+def _describe_topics(admin: AdminClient, names: Iterable[str]) -> dict[str, TopicDescription]:
+    """The topics named that exist (none named: none), each one's description."""
+    wanted = set(names)
     if not wanted:
         return {}
-    response = client.describe("DescribeTopics", controller_pb2.DescribeTopicsRequest(names=wanted))
-    return {t.name: t for t in response.topics if _error_of(t) is None}
+    # Every topic in one request, the missing ones left out (Kafka's tool reads the
+    # describeTopics futures one by one; AdminClient raises the first missing one).
+    return {t.name: t for t in admin.describe_topics() if t.name in wanted}
 
 
-def _replicas(topics: Mapping[str, Any]) -> dict[TopicPartition, list[int]]:
+def _replicas(topics: Mapping[str, TopicDescription]) -> dict[TopicPartition, list[int]]:
     return {
         (name, p.partition): list(p.replicas)
         for name, topic in topics.items()
@@ -259,45 +256,31 @@ def _replicas(topics: Mapping[str, Any]) -> dict[TopicPartition, list[int]]:
     }
 
 
-def _registered_brokers(client: ControllerClient) -> set[int]:
-    return set(_broker_racks(client))
+def _registered_brokers(admin: AdminClient) -> set[int]:
+    return set(_broker_racks(admin))
 
 
-def _broker_racks(client: ControllerClient) -> dict[int, str | None]:
+def _broker_racks(admin: AdminClient) -> dict[int, str | None]:
     """Every registered broker and its rack (None without one)."""
-    cluster = client.describe("DescribeCluster", controller_pb2.DescribeClusterRequest())
-    return {b.broker_id: b.rack or None for b in cluster.brokers}
+    return {b["node_id"]: b["rack"] for b in admin.describe_cluster()["brokers"]}
 
 
-def _ongoing(client: ControllerClient, partitions: Iterable[TopicPartition] = ()) -> list[Any]:
-    request = controller_pb2.ListPartitionReassignmentsRequest()
-    for topic, partition in partitions:
-        request.partitions.add(topic=topic, partition=partition)
-    return list(client.call("ListPartitionReassignments", request).reassignments)
-
-
-def _key(item: Any) -> TopicPartition:
-    return (item.partition.topic, item.partition.partition)
+def _ongoing(admin: AdminClient, partitions: Iterable[TopicPartition] = ()) -> Ongoing:
+    return admin.list_partition_reassignments(list(partitions) or None)
 
 
 def _alter(
-    client: ControllerClient, targets: Mapping[TopicPartition, Sequence[int] | None]
+    admin: AdminClient, targets: Mapping[TopicPartition, Sequence[int] | None]
 ) -> tuple[str, str, int] | None:
-    """AlterPartitionReassignments (None: cancel). For the partitions that failed: the first
-    one's error name, `orders-0: message; orders-1: message` and how many; None when none
-    failed."""
-    request = controller_pb2.AlterPartitionReassignmentsRequest()
-    for (topic, partition), replicas in sorted(targets.items()):
-        item = request.reassignments.add()
-        item.partition.topic, item.partition.partition = topic, partition
-        if replicas is not None:
-            item.replicas.ids.extend(replicas)
-    response = client.call("AlterPartitionReassignments", request)
-    failed = sorted((r for r in response.results if r.error.code != common_pb2.NONE), key=_key)
+    """alter_partition_reassignments (None: cancel). For the partitions that failed: the
+    first one's error name, `orders-0: message; orders-1: message` and how many; None when
+    none failed."""
+    errors = admin.alter_partition_reassignments(dict(sorted(targets.items())), as_errors=True)
+    failed = sorted((tp, e) for tp, e in errors.items() if e is not None)
     if not failed:
         return None
-    details = "; ".join(f"{partition_name(_key(r))}: {r.error.message}" for r in failed)
-    return error_name(failed[0].error.code), details, len(failed)
+    details = "; ".join(f"{partition_name(tp)}: {e.message}" for tp, e in failed)
+    return failed[0][1].name, details, len(failed)
 
 
 # --- the throttles -----------------------------------------------------------------------------
@@ -305,11 +288,11 @@ def _alter(
 # A partition's move (Kafka's PartitionMove): the replicas it has (its sources, which serve
 # the new ones as leader) and the replicas it gains (its destinations, which follow).
 Move = tuple[frozenset[int], frozenset[int]]
-ConfigOps = dict[tuple[int, str], list[tuple[str, int, str | None]]]
+ConfigOps = dict[ConfigResource, list[AlterConfigOp]]
 
 
 def move_map(
-    ongoing: Iterable[Any],
+    ongoing: Ongoing,
     targets: Mapping[TopicPartition, Sequence[int]],
     current: Mapping[TopicPartition, Sequence[int]],
 ) -> dict[TopicPartition, Move]:
@@ -317,9 +300,9 @@ def move_map(
     replicas to the ones being added), with the file's partitions over them (a partition
     being moved keeps its original replicas as sources)."""
     moves: dict[TopicPartition, Move] = {}
-    for r in ongoing:
-        adding = frozenset(r.adding_replicas)
-        moves[_key(r)] = (frozenset(r.replicas) - adding, adding)
+    for moving, r in ongoing.items():
+        adding = frozenset(r["adding"])
+        moves[moving] = (frozenset(r["replicas"]) - adding, adding)
     for tp, replicas in targets.items():
         sources = moves[tp][0] if tp in moves else frozenset(current[tp])
         moves[tp] = (sources, frozenset(replicas) - sources)
@@ -335,38 +318,21 @@ def throttle_configs(moves: Mapping[TopicPartition, Move], rate: int) -> ConfigO
         parts = sorted((p, move) for (t, p), move in moves.items() if t == topic)
         leaders = ",".join(f"{p}:{b}" for p, (sources, _) in parts for b in sorted(sources))
         followers = ",".join(f"{p}:{b}" for p, (_, dests) in parts for b in sorted(dests))
-        ops[mpb.TOPIC, topic] = [
-            (LEADER_REPLICAS, controller_pb2.SET, leaders),
-            (FOLLOWER_REPLICAS, controller_pb2.SET, followers),
+        ops[ConfigResource("topic", topic)] = [
+            AlterConfigOp(LEADER_REPLICAS, leaders),
+            AlterConfigOp(FOLLOWER_REPLICAS, followers),
         ]
     brokers = {b for sources, dests in moves.values() for b in sources | dests}
     for broker in sorted(brokers):
-        ops[mpb.BROKER, str(broker)] = [
-            (LEADER_RATE, controller_pb2.SET, str(rate)),
-            (FOLLOWER_RATE, controller_pb2.SET, str(rate)),
+        ops[ConfigResource("broker", str(broker))] = [
+            AlterConfigOp(LEADER_RATE, str(rate)),
+            AlterConfigOp(FOLLOWER_RATE, str(rate)),
         ]
     return ops
 
 
-def _alter_configs(client: ControllerClient, changes: ConfigOps) -> None:
-    """One IncrementalAlterConfigs; the first resource that failed is the error."""
-    request = controller_pb2.IncrementalAlterConfigsRequest()
-    for (resource_type, name), ops in changes.items():
-        resource = request.resources.add(
-            resource=controller_pb2.ConfigResource(type=resource_type, name=name)  # type: ignore[arg-type]
-        )
-        for key, op, value in ops:
-            item = resource.ops.add(name=key, op=op)
-            if value is not None:
-                item.value = value
-    response = client.call("IncrementalAlterConfigs", request)
-    for result in response.results:
-        if result.HasField("error") and result.error.code != common_pb2.NONE:
-            raise from_pb(result.error)
-
-
 def clear_throttles(
-    client: ControllerClient, topics: Iterable[str], brokers: Iterable[int], out: Out
+    admin: AdminClient, topics: Iterable[str], brokers: Iterable[int], out: Out
 ) -> None:
     """Kafka's clearAllThrottles: the rates off every broker given, the throttled replicas
     off every topic given."""
@@ -375,16 +341,16 @@ def clear_throttles(
     if names:  # the file's topics that exist (a deleted one took its configs with it)
         out(f"Clearing topic-level throttles on topic{_s(names)} {','.join(names)}")
     changes: ConfigOps = {
-        (mpb.BROKER, str(b)): [
-            (k, controller_pb2.DELETE, None) for k in (LEADER_RATE, FOLLOWER_RATE)
+        ConfigResource("broker", str(b)): [
+            AlterConfigOp(k, op_type="DELETE") for k in (LEADER_RATE, FOLLOWER_RATE)
         ]
         for b in ids
     }
     for topic in names:
-        changes[mpb.TOPIC, topic] = [
-            (k, controller_pb2.DELETE, None) for k in (LEADER_REPLICAS, FOLLOWER_REPLICAS)
+        changes[ConfigResource("topic", topic)] = [
+            AlterConfigOp(k, op_type="DELETE") for k in (LEADER_REPLICAS, FOLLOWER_REPLICAS)
         ]
-    _alter_configs(client, changes)
+    admin.incremental_alter_configs(changes)
 
 
 def _s(items: Sequence[object]) -> str:
@@ -394,15 +360,15 @@ def _s(items: Sequence[object]) -> str:
 # --- the actions -------------------------------------------------------------------------------
 
 
-def generate(client: ControllerClient, args: argparse.Namespace, out: Out) -> None:
+def generate(admin: AdminClient, args: argparse.Namespace, out: Out) -> None:
     wanted = parse_topics_to_move(args.topics_to_move_json_file)
     brokers = parse_broker_list(args.broker_list)
-    topics = _describe_topics(client, wanted)
+    topics = _describe_topics(admin, wanted)
     for name in wanted:
         if name not in topics:
             raise StromError("UNKNOWN_TOPIC_OR_PARTITION", f"Topic {name} not found.")
     current = _replicas(topics)
-    racks = _broker_racks(client)
+    racks = _broker_racks(admin)
     unknown = [b for b in brokers if b not in racks]
     if unknown:
         # Kafka leaves them out and proposes fewer brokers than asked for (or a smaller
@@ -423,16 +389,16 @@ def generate(client: ControllerClient, args: argparse.Namespace, out: Out) -> No
         out(line)
 
 
-def execute(client: ControllerClient, args: argparse.Namespace, out: Out) -> None:
+def execute(admin: AdminClient, args: argparse.Namespace, out: Out) -> None:
     targets = check_reassignment(parse_reassignment(args.reassignment_json_file))
-    ongoing = _ongoing(client)
+    ongoing = _ongoing(admin)
     if not args.additional and ongoing:
         raise StromError("REASSIGNMENT_IN_PROGRESS", EXISTING_REASSIGNMENT)
-    registered = _registered_brokers(client)
+    registered = _registered_brokers(admin)
     unknown = sorted({b for replicas in targets.values() for b in replicas} - registered)
     if unknown:
         raise StromError("INVALID_REPLICA_ASSIGNMENT", f"Unknown broker id {unknown[0]}")
-    topics = _describe_topics(client, (topic for topic, _ in targets))
+    topics = _describe_topics(admin, (topic for topic, _ in targets))
     for topic, _ in sorted(targets):
         if topic not in topics:
             raise StromError("UNKNOWN_TOPIC_OR_PARTITION", f"Topic {topic} not found.")
@@ -447,18 +413,20 @@ def execute(client: ControllerClient, args: argparse.Namespace, out: Out) -> Non
         out(line)
     if args.throttle is not None and args.throttle >= 0:  # Kafka's default -1: none
         out(VERIFY_PERIODICALLY)
-        _alter_configs(client, throttle_configs(move_map(ongoing, targets, current), args.throttle))
+        admin.incremental_alter_configs(
+            throttle_configs(move_map(ongoing, targets, current), args.throttle)
+        )
         out(f"The inter-broker throttle limit was set to {args.throttle} B/s")
-    failure = _alter(client, targets)
+    failure = _alter(admin, targets)
     if failure is not None:
         raise StromError(failure[0], f"Error reassigning partition(s): {failure[1]}")
     out(reassignment_started(targets))
 
 
-def verify(client: ControllerClient, args: argparse.Namespace, out: Out) -> None:
+def verify(admin: AdminClient, args: argparse.Namespace, out: Out) -> None:
     targets = dict(parse_reassignment(args.reassignment_json_file))
-    ongoing = {_key(r) for r in _ongoing(client)}
-    topics = _describe_topics(client, (topic for topic, _ in targets))
+    ongoing = set(_ongoing(admin))
+    topics = _describe_topics(admin, (topic for topic, _ in targets))
     current = _replicas(topics)
     for line in reassignment_status(targets, ongoing, current):
         out(line)
@@ -468,18 +436,16 @@ def verify(client: ControllerClient, args: argparse.Namespace, out: Out) -> None
     if done and not args.preserve_throttles:
         # Kafka clears every registered broker's rates: which brokers an earlier
         # reassignment throttled is not known here.
-        clear_throttles(client, topics, _registered_brokers(client), out)
+        clear_throttles(admin, topics, _registered_brokers(admin), out)
 
 
-def cancel(client: ControllerClient, args: argparse.Namespace, out: Out) -> None:
+def cancel(admin: AdminClient, args: argparse.Namespace, out: Out) -> None:
     targets = dict(parse_reassignment(args.reassignment_json_file))
     active = sorted(
-        _key(r)
-        for r in _ongoing(client, sorted(targets))
-        if r.adding_replicas or r.removing_replicas
+        tp for tp, r in _ongoing(admin, sorted(targets)).items() if r["adding"] or r["removing"]
     )
     if active:
-        failure = _alter(client, dict.fromkeys(active))
+        failure = _alter(admin, dict.fromkeys(active))
         if failure is not None:
             plural = "" if failure[2] == 1 else "s"
             raise StromError(
@@ -490,16 +456,16 @@ def cancel(client: ControllerClient, args: argparse.Namespace, out: Out) -> None
         out("None of the specified partition reassignments are active.")
     out("None of the specified partition moves are active.")
     if not args.preserve_throttles:
-        topics = _describe_topics(client, (topic for topic, _ in targets))
-        clear_throttles(client, topics, _registered_brokers(client), out)
+        topics = _describe_topics(admin, (topic for topic, _ in targets))
+        clear_throttles(admin, topics, _registered_brokers(admin), out)
 
 
-def list_reassignments(client: ControllerClient, args: argparse.Namespace, out: Out) -> None:
-    for line in reassignments_list(_ongoing(client)):
+def list_reassignments(admin: AdminClient, args: argparse.Namespace, out: Out) -> None:
+    for line in reassignments_list(_ongoing(admin)):
         out(line)
 
 
-def run(client: ControllerClient, args: argparse.Namespace, out: Out) -> None:
+def run(admin: AdminClient, args: argparse.Namespace, out: Out) -> None:
     action = next(a for a in ACTIONS if getattr(args, a))
     {
         "generate": generate,
@@ -507,4 +473,4 @@ def run(client: ControllerClient, args: argparse.Namespace, out: Out) -> None:
         "verify": verify,
         "cancel": cancel,
         "list": list_reassignments,
-    }[action](client, args, out)
+    }[action](admin, args, out)

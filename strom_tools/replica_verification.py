@@ -6,6 +6,9 @@
 Reads every replica of the matching topics' partitions side by side, as Kafka's tool does:
 one fetch per broker per round with Kafka's debugging-consumer replica id (-2), which a broker
 answers from the replica it holds, follower or leader, up to that replica's high watermark.
+The partitions, their replicas and where to start come from AdminClient (describe_topics,
+list_offsets); the fetches go below the client API, as Kafka's tool runs its own fetchers
+(the contract in pyproject.toml says why).
 Batches at the same position must agree in base offset, last offset and CRC-32C (Kafka
 compares offsets and checksums); the first disagreement is printed and the tool exits 1.
 Every report interval it prints the largest lag seen (the highest replica high watermark
@@ -21,16 +24,20 @@ import os
 import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
 import grpc
 
+from strom import TopicPartition
 from strom._loop_thread import shared_loop
+from strom.admin import AdminClient, OffsetSpec
+from strom.client_properties import client_settings
 from strom.cluster import Cluster, parse_bootstrap
 from strom.errors import StromError
-from strom.fetcher import EARLIEST, LATEST, FetchConfig, Fetcher, TopicPartition
+from strom.security import client_security
+from strom_api.error_codes import ErrorCode
 from strom_api.record_batch import LOG_OVERHEAD, parse_header
 from strom_api.v1 import client_pb2
 from strom_tools import command_config
@@ -63,44 +70,25 @@ class ReplicaVerifier:
     def __init__(
         self,
         cluster: Cluster,
-        topics_include: re.Pattern[str],
-        start_time: int,
+        starts: Mapping[TopicPartition, tuple[tuple[int, ...], int]],
         fetch_size: int,
         max_wait_ms: int,
     ) -> None:
+        """`starts`: each partition's replicas and the offset to verify from."""
         self.cluster = cluster
-        self.topics_include = topics_include
-        self.start_time = start_time
         self.fetch_size = fetch_size
         self.max_wait_ms = max_wait_ms
-        self.partitions: dict[TopicPartition, _PartitionState] = {}
+        self.partitions = {
+            tp: _PartitionState(replicas, offset)
+            for tp, (replicas, offset) in sorted(starts.items())
+        }
         self.max_lag = -1
         self.max_lag_partition: TopicPartition | None = None
         self.max_lag_offset = -1
 
     async def start(self) -> None:
-        names = [
-            n
-            for n in await self.cluster.topic_names()
-            if self.topics_include.fullmatch(n) and not n.startswith("__")
-        ]
-        tps = {
-            TopicPartition(name, index): info.replicas
-            for name in names
-            for index, info in self.cluster.topics[name].partitions.items()
-        }
-        if not tps:
-            raise StromError(
-                "UNKNOWN_TOPIC_OR_PARTITION",
-                f"no topic matches --topics-include {self.topics_include.pattern!r}",
-            )
-        fetcher = Fetcher(self.cluster, FetchConfig())
-        offsets = await fetcher.list_offsets(dict.fromkeys(tps, self.start_time))
-        for tp, replicas in sorted(tps.items()):
-            offset = offsets[tp][0]
-            if offset < 0:  # a timestamp later than every record: start at the end
-                offset = (await fetcher.list_offsets({tp: LATEST}))[tp][0]
-            self.partitions[tp] = _PartitionState(replicas, offset)
+        """Learns the brokers' addresses (the metadata of the cluster)."""
+        await self.cluster.refresh()
 
     async def round(self) -> int:
         """Fetches every partition from every replica once, then verifies what all replicas
@@ -178,6 +166,39 @@ class ReplicaVerifier:
         )
         self.max_lag, self.max_lag_partition, self.max_lag_offset = -1, None, -1
         return line
+
+
+def starting_points(
+    admin: AdminClient, topics_include: re.Pattern[str], start_time: int
+) -> dict[TopicPartition, tuple[tuple[int, ...], int]]:
+    """Every partition of the matching topics (internal ones left out), its replicas and
+    where verifying starts: the offset of --time (-2 earliest, -1 latest, or the first
+    record at or after a time; the end for a time later than every record)."""
+    replicas = {
+        TopicPartition(t.name, p.partition): tuple(p.replicas)
+        for t in admin.describe_topics()
+        if topics_include.fullmatch(t.name) and not t.name.startswith("__")
+        for p in t.partitions
+    }
+    if not replicas:
+        raise StromError(
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+            f"no topic matches --topics-include {topics_include.pattern!r}",
+        )
+    if start_time == -2:
+        spec = OffsetSpec.earliest()
+    elif start_time == -1:
+        spec = OffsetSpec.latest()
+    else:
+        spec = OffsetSpec.for_timestamp(start_time)
+    found = {
+        tp: info.offset for tp, info in admin.list_offsets(dict.fromkeys(replicas, spec)).items()
+    }
+    late = [tp for tp, offset in found.items() if offset < 0]
+    if late:
+        ends = admin.list_offsets(dict.fromkeys(late, OffsetSpec.latest()))
+        found.update((tp, info.offset) for tp, info in ends.items())
+    return {tp: (replicas[tp], found[tp]) for tp in replicas}
 
 
 def _batches(records: bytes) -> list[BatchId]:
@@ -264,7 +285,9 @@ def _verify(args: argparse.Namespace, out: Callable[[str], None]) -> int:
         raise StromError(
             "INVALID_CONFIG", f"--topics-include is not a regular expression: {exc}"
         ) from None
-    start = {-2: EARLIEST, -1: LATEST}.get(args.time, args.time)
+    settings = client_settings(args.command_config)
+    with AdminClient(bootstrap_servers=args.bootstrap_server, **settings) as admin:
+        starts = starting_points(admin, pattern, args.time)
     io = shared_loop()
 
     async def build() -> ReplicaVerifier:
@@ -273,9 +296,9 @@ def _verify(args: argparse.Namespace, out: Callable[[str], None]) -> int:
             30_000,
             100,
             300_000,
-            tls=command_config.tls_of(args),
+            tls=client_security(**settings),
         )
-        verifier = ReplicaVerifier(cluster, pattern, start, args.fetch_size, args.max_wait_ms)
+        verifier = ReplicaVerifier(cluster, starts, args.fetch_size, args.max_wait_ms)
         await verifier.start()
         return verifier
 
@@ -300,4 +323,4 @@ def _verify(args: argparse.Namespace, out: Callable[[str], None]) -> int:
             io.run(verifier.cluster.close(), 5)
 
 
-__all__ = ["ReplicaVerifier", "ReplicasDisagree", "add_command", "main"]
+__all__ = ["ReplicaVerifier", "ReplicasDisagree", "add_command", "main", "starting_points"]

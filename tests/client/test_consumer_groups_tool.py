@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 
+from strom.admin import AdminClient
 from strom.consumer import Consumer, TopicPartition
 from strom.producer import Producer
 from tests.client.cluster_helpers import FAST, bootstrap, create_topic
@@ -47,6 +48,9 @@ def test_list_describe_reset_and_delete(cluster):
         assert all(r[6].startswith("auditor-1") and r[8] == "auditor-1" for r in table)
         state = rows(ok(*b, "--describe", "--group", "auditors", "--state"))
         assert state[0][-2:] == ["Stable", "1"] and "range" in state[0]
+        # COORDINATOR (ID): the coordinator's host:port, as Kafka's Node prints it.
+        coordinator_id = int(state[0][2].strip("()"))
+        assert state[0][1] == f"127.0.0.1:{cluster.broker_port[coordinator_id]}"
         members = rows(ok(*b, "--describe", "--group", "auditors", "--members", "--verbose"))
         assert members[0][-2:] == ["3", "audited(0,1,2)"]
         error = fails(
@@ -133,3 +137,17 @@ def test_a_missing_group_is_an_error_to_describe_and_a_said_creation_to_reset(cl
     assert "seeded-readers" in ok(*b, "--list")
     again = strom(*reset, "--to-latest", "--execute")  # it exists now: nothing to say
     assert again.returncode == 0 and "does not exist" not in again.stderr
+
+
+def test_the_offsets_of_a_deleted_topic_show_no_log_end(cluster):
+    # Committed offsets outlive their topic; Kafka's tool shows "-" for what it cannot list.
+    create_topic(cluster, "fleeting", partitions=1)
+    create_topic(cluster, "lasting", partitions=1)
+    with AdminClient(bootstrap(cluster)) as admin:
+        admin.alter_consumer_group_offsets("survivors", {("fleeting", 0): 0, ("lasting", 0): 0})
+        admin.delete_topics(["fleeting"])
+    b = ["consumer-groups", "--bootstrap-server", bootstrap(cluster)]
+    assert rows(ok(*b, "--describe", "--group", "survivors")) == [
+        ["survivors", "fleeting", "0", "0", "-", "-", "-", "-", "-"],
+        ["survivors", "lasting", "0", "0", "0", "0", "-", "-", "-"],
+    ]

@@ -13,7 +13,13 @@ import sys
 import threading
 import time
 
+import pytest
+
+from strom import TopicPartition
+from strom.admin import AdminClient
+from strom.errors import StromError
 from strom.producer import Producer
+from strom_tools.replica_verification import starting_points
 from tests.client.cluster_helpers import bootstrap, create_topic, reader
 from tests.node_integration.node_cluster import ROOT
 
@@ -163,3 +169,28 @@ def test_bad_options_are_one_line_errors(cluster):
     assert result.returncode == 1
     assert result.stderr.strip().startswith("Error: UNKNOWN_TOPIC_OR_PARTITION")
     assert "Traceback" not in result.stderr
+
+
+def test_where_verifying_starts_comes_from_list_offsets(cluster):
+    create_topic(cluster, "started", partitions=1)
+    base = int(time.time() * 1000) - 60_000
+    with Producer(bootstrap(cluster), acks="all") as producer:
+        for i in range(5):
+            producer.send("started", b"%d" % i, partition=0, timestamp_ms=base + i * 1000)
+        producer.flush()
+    tp = TopicPartition("started", 0)
+    with AdminClient(bootstrap(cluster)) as admin:
+        replicas = tuple(admin.describe_topics(["started"])[0].partitions[0].replicas)
+
+        def start(time_ms: int) -> int:
+            points = starting_points(admin, re.compile("start.*"), time_ms)
+            assert points.keys() == {tp} and points[tp][0] == replicas
+            return points[tp][1]
+
+        assert (start(-2), start(-1)) == (0, 5)
+        assert start(base + 2500) == 3  # the first record at or after the time
+        assert start(base + 600_000) == 5  # later than every record: the end
+        with pytest.raises(StromError, match="INVALID_REQUEST"):
+            start(-7)
+        with pytest.raises(StromError, match="UNKNOWN_TOPIC_OR_PARTITION"):
+            starting_points(admin, re.compile("nothing-like-it"), -1)

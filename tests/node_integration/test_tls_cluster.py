@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -230,6 +231,41 @@ def test_strom_commands_take_a_command_config(cluster, certs, tmp_path):
     )
     assert consumed.returncode == 0, consumed.stderr
     assert len(consumed.stdout.splitlines()) == 1
+    # The admin tools build their AdminClient from the same client properties.
+    groups = strom(
+        "consumer-groups", "--bootstrap-server", server, "--list",
+        "--command-config", str(properties),
+    )  # fmt: skip
+    assert groups.returncode == 0, groups.stderr
+    moves = strom(
+        "reassign-partitions", "--bootstrap-server", server, "--list",
+        "--command-config", str(properties),
+    )  # fmt: skip
+    assert (moves.returncode, moves.stdout) == (0, "No partition reassignments found.\n")
+    # replica-verification: AdminClient for where to start, its own fetchers over TLS too.
+    verifying = subprocess.Popen(
+        [
+            sys.executable, "-m", "strom_tools", "replica-verification", "--bootstrap-server",
+            server, "--topics-include", TOPIC, "--time", "-2", "--report-interval-ms", "200",
+            "--command-config", str(properties),
+        ],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+    )  # fmt: skip
+    watchdog = threading.Timer(30, verifying.kill)  # replicas never read: no lag 0 line
+    watchdog.start()
+    try:
+        assert verifying.stdout is not None
+        for line in verifying.stdout:
+            if " max lag is 0 for partition " in line:
+                break
+            assert "max lag" in line or "verification process is started" in line, line
+        else:
+            raise AssertionError("replica-verification read no replica over TLS in 30 s")
+    finally:
+        watchdog.cancel()
+        verifying.kill()
+        _, stderr = verifying.communicate(timeout=20)
+    assert "Error" not in stderr, stderr
 
 
 def test_a_bad_command_config_is_one_line(cluster, certs, tmp_path):

@@ -11,7 +11,6 @@ import pytest
 import strom.admin
 from strom_api.v1 import common_pb2
 from strom_api.v1 import controller_pb2 as cpb
-from strom_tools import admin_tools
 from tests.tools.tool_runs import run
 
 BOOT = ["--bootstrap-controller", "127.0.0.1:9093"]
@@ -99,8 +98,7 @@ class FakeController:
 @pytest.fixture
 def controller(monkeypatch: pytest.MonkeyPatch) -> FakeController:
     fake = FakeController()
-    monkeypatch.setattr(admin_tools, "ControllerClient", fake)
-    # The commands on AdminClient (metadata-quorum, cluster) reach it through strom.admin.
+    # Every command runs on AdminClient, which reaches it through strom.admin.
     monkeypatch.setattr(strom.admin, "ControllerClient", fake)
     return fake
 

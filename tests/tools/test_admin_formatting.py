@@ -8,7 +8,6 @@ from strom.admin import ConfigEntry, ConfigSynonym, PartitionDescription, TopicD
 from strom.consumer import TopicPartition
 from strom.errors import StromError
 from strom.uuids import kafka_uuid_string
-from strom_api.v1 import controller_pb2 as cpb
 from strom_tools.formatting import (
     cluster_description,
     cluster_id_line,
@@ -363,23 +362,14 @@ class TestReassignment:
         ]
 
     def test_list(self) -> None:
-        Ongoing = cpb.ListPartitionReassignmentsResponse.Ongoing
-        ongoing = [
-            Ongoing(
-                partition=cpb.TopicPartition(topic="b", partition=0),
-                replicas=[3, 2, 1],
-                adding_replicas=[3],
-                removing_replicas=[1],
-            ),
-            Ongoing(
-                partition=cpb.TopicPartition(topic="a", partition=4),
-                replicas=[2, 1],
-                removing_replicas=[1],
-            ),
-        ]
+        # AdminClient.list_partition_reassignments' answer
+        ongoing = {
+            TopicPartition("b", 0): {"replicas": [3, 2, 1], "adding": [3], "removing": [1]},
+            TopicPartition("a", 4): {"replicas": [2, 1], "adding": [], "removing": [1]},
+        }
         assert reassignments_list(ongoing) == [
             "Current partition reassignments:",
             "a-4: replicas: 2,1. removing: 1.",
             "b-0: replicas: 3,2,1. adding: 3. removing: 1.",
         ]
-        assert reassignments_list([]) == ["No partition reassignments found."]
+        assert reassignments_list({}) == ["No partition reassignments found."]

@@ -17,7 +17,6 @@ from strom.errors import StromError
 from strom_api.v1 import common_pb2
 from strom_api.v1 import controller_pb2 as cpb
 from strom_api.v1 import metadata_pb2 as mpb
-from strom_tools import admin_tools
 from strom_tools.reassign_command import propose_assignment
 from tests.tools.tool_runs import run
 
@@ -50,7 +49,7 @@ class FakeController:
         self.ongoing: dict[tuple[str, int], Ongoing] = {}
         self.reassign_errors: dict[tuple[str, int], common_pb2.Error] = {}
 
-    # the ControllerClient interface the tools and AdminClient use
+    # the ControllerClient interface AdminClient uses
     def __call__(self, addresses: list[Any], tls: Any = None, **kw: Any) -> FakeController:
         return self
 
@@ -134,8 +133,7 @@ class FakeController:
 @pytest.fixture
 def controller(monkeypatch: pytest.MonkeyPatch) -> FakeController:
     fake = FakeController()
-    monkeypatch.setattr(admin_tools, "ControllerClient", fake)
-    # The commands on AdminClient (configs) reach it through strom.admin.
+    # Every command runs on AdminClient, which reaches it through strom.admin.
     monkeypatch.setattr(strom.admin, "ControllerClient", fake)
     return fake
 
