@@ -35,6 +35,7 @@ from typing import Any
 
 from strom.controller_client import ControllerClient
 from strom.errors import StromError, error_name, from_pb
+from strom_api.error_codes import ErrorCode
 from strom_api.v1 import common_pb2, controller_pb2
 from strom_api.v1 import metadata_pb2 as mpb
 from strom_tools.admin_parsing import (
@@ -168,7 +169,7 @@ def propose_assignment(
             for p, replicas in enumerate(_rack_unaware(*topics[topic], sorted(brokers)))
         }
     if len(known) < len(brokers):
-        raise StromError("INVALID_REPLICA_ASSIGNMENT", NOT_ALL_RACKS)
+        raise StromError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, NOT_ALL_RACKS)
     return {
         (topic, p): replicas
         for topic in sorted(topics)
@@ -179,7 +180,7 @@ def propose_assignment(
 def _check_factor(factor: int, brokers: int) -> None:
     if factor > brokers:
         raise StromError(
-            "INVALID_REPLICATION_FACTOR",
+            ErrorCode.INVALID_REPLICATION_FACTOR,
             f"Replication factor: {factor} larger than available brokers: {brokers}.",
         )
 
@@ -282,7 +283,7 @@ def _key(item: Any) -> TopicPartition:
 
 def _alter(
     client: ControllerClient, targets: Mapping[TopicPartition, Sequence[int] | None]
-) -> tuple[str, str, int] | None:
+) -> tuple[ErrorCode, str, int] | None:
     """AlterPartitionReassignments (None: cancel). For the partitions that failed: the first
     one's error name, `orders-0: message; orders-1: message` and how many; None when none
     failed."""
@@ -400,7 +401,7 @@ def generate(client: ControllerClient, args: argparse.Namespace, out: Out) -> No
     topics = _describe_topics(client, wanted)
     for name in wanted:
         if name not in topics:
-            raise StromError("UNKNOWN_TOPIC_OR_PARTITION", f"Topic {name} not found.")
+            raise StromError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} not found.")
     current = _replicas(topics)
     racks = _broker_racks(client)
     unknown = [b for b in brokers if b not in racks]
@@ -409,7 +410,7 @@ def generate(client: ControllerClient, args: argparse.Namespace, out: Out) -> No
         # replication factor's worth of them); a typo deserves to be told instead.
         ids = ",".join(map(str, unknown))
         raise StromError(
-            "INVALID_REPLICA_ASSIGNMENT",
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
             f"Unknown broker id{'s' if len(unknown) > 1 else ''} {ids} in --broker-list: the "
             f"registered brokers are {','.join(map(str, sorted(racks)))}.",
         )
@@ -427,20 +428,20 @@ def execute(client: ControllerClient, args: argparse.Namespace, out: Out) -> Non
     targets = check_reassignment(parse_reassignment(args.reassignment_json_file))
     ongoing = _ongoing(client)
     if not args.additional and ongoing:
-        raise StromError("REASSIGNMENT_IN_PROGRESS", EXISTING_REASSIGNMENT)
+        raise StromError(ErrorCode.REASSIGNMENT_IN_PROGRESS, EXISTING_REASSIGNMENT)
     registered = _registered_brokers(client)
     unknown = sorted({b for replicas in targets.values() for b in replicas} - registered)
     if unknown:
-        raise StromError("INVALID_REPLICA_ASSIGNMENT", f"Unknown broker id {unknown[0]}")
+        raise StromError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Unknown broker id {unknown[0]}")
     topics = _describe_topics(client, (topic for topic, _ in targets))
     for topic, _ in sorted(targets):
         if topic not in topics:
-            raise StromError("UNKNOWN_TOPIC_OR_PARTITION", f"Topic {topic} not found.")
+            raise StromError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {topic} not found.")
     current = {tp: r for tp, r in _replicas(topics).items() if tp in targets}
     missing = sorted(set(targets) - set(current))
     if missing:
         raise StromError(
-            "UNKNOWN_TOPIC_OR_PARTITION",
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
             "Unable to find partition: " + ", ".join(partition_name(tp) for tp in missing),
         )
     for line in rollback_assignment(current):

@@ -31,6 +31,7 @@ from strom._loop_thread import shared_loop
 from strom.cluster import Cluster, parse_bootstrap
 from strom.errors import StromError
 from strom.fetcher import EARLIEST, LATEST, FetchConfig, Fetcher, TopicPartition
+from strom_api.error_codes import ErrorCode
 from strom_api.record_batch import LOG_OVERHEAD, parse_header
 from strom_api.v1 import client_pb2
 from strom_tools import command_config
@@ -91,7 +92,7 @@ class ReplicaVerifier:
         }
         if not tps:
             raise StromError(
-                "UNKNOWN_TOPIC_OR_PARTITION",
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                 f"no topic matches --topics-include {self.topics_include.pattern!r}",
             )
         fetcher = Fetcher(self.cluster, FetchConfig())
@@ -257,12 +258,14 @@ def main(args: argparse.Namespace, out: Callable[[str], None] = print) -> int:
 def _verify(args: argparse.Namespace, out: Callable[[str], None]) -> int:
     for option in ("fetch_size", "max_wait_ms", "report_interval_ms"):
         if getattr(args, option) <= 0:
-            raise StromError("INVALID_CONFIG", f"--{option.replace('_', '-')} must be positive")
+            raise StromError(
+                ErrorCode.INVALID_CONFIG, f"--{option.replace('_', '-')} must be positive"
+            )
     try:
         pattern = re.compile(args.topics_include)
     except re.error as exc:
         raise StromError(
-            "INVALID_CONFIG", f"--topics-include is not a regular expression: {exc}"
+            ErrorCode.INVALID_CONFIG, f"--topics-include is not a regular expression: {exc}"
         ) from None
     start = {-2: EARLIEST, -1: LATEST}.get(args.time, args.time)
     io = shared_loop()
