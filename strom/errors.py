@@ -5,8 +5,8 @@ One family. `StromError` is the base; its `name` is a member of
 `strom_api.error_codes.ErrorCode` (Kafka's error codes, common.proto), or of `ClientErrorName`
 for the two errors the client raises itself that Kafka has no code for. Both are StrEnums, so
 `error.name` is still a str: user code comparing it with "NOT_LEADER_OR_FOLLOWER", printing
-it or using it as a dict key keeps working, while the library itself names errors by member.
-The subclasses are kafka-python's
+it or using it as a dict key keeps working, while the library itself names errors by member
+(tests/test_error_names.py keeps string literals out). The subclasses are kafka-python's
 names for the errors its users catch by class: `KafkaTimeoutError` when a send or call ran
 out of time (`delivery.timeout.ms`, `request.timeout.ms`), `AuthenticationError`, and the
 authorization failures, which `error_for` picks by name.
