@@ -21,6 +21,7 @@ from strom.cluster import parse_bootstrap
 from strom.errors import StromError
 from strom.fetcher import EARLIEST, LATEST, TopicPartition
 from strom.security import client_security
+from strom_api.error_codes import ErrorCode
 from strom_api.tls import ChannelSecurity
 
 BOOTSTRAP_KEYS = ("strom.bootstrap.servers", "kafka.bootstrap.servers")
@@ -91,7 +92,7 @@ def _warn_unapplied(opts: Mapping[str, str], read: set[str]) -> None:
 
 
 def invalid(message: str) -> StromError:
-    return StromError("INVALID_CONFIG", message)
+    return StromError(ErrorCode.INVALID_CONFIG, message)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from pyspark.sql.datasource import InputPartition
 from pyspark_strom.options import OffsetSpec, Options, invalid
 from strom.errors import StromError
 from strom.range_reader import EARLIEST, LATEST, SyncCluster, TopicPartition
+from strom_api.error_codes import ErrorCode
 
 
 class OffsetRange(InputPartition):
@@ -54,7 +55,7 @@ def topic_partitions(cluster: SyncCluster, opts: Options) -> list[TopicPartition
     for tp in opts.assign:
         if tp.partition not in cluster.partitions(tp.topic):
             raise StromError(
-                "UNKNOWN_TOPIC_OR_PARTITION",
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                 f"partition {tp.partition} of topic '{tp.topic}' does not exist (option 'assign')",
             )
     return list(dict.fromkeys(opts.assign))
@@ -113,7 +114,7 @@ def resolve(
         if offset < 0:  # no record that recent
             if option.startswith("starting") and strategy == "error":
                 raise StromError(
-                    "OFFSET_OUT_OF_RANGE",
+                    ErrorCode.OFFSET_OUT_OF_RANGE,
                     f"{tp.topic}-{tp.partition} has no record at or after timestamp "
                     f"{stamps[tp]} (option '{option}'); set "
                     f"startingOffsetsByTimestampStrategy=latest to start at the end instead",
@@ -125,7 +126,7 @@ def resolve(
 
 def data_loss(tp: TopicPartition, offset: int, log_start: int) -> StromError:
     return StromError(
-        "OFFSET_OUT_OF_RANGE",
+        ErrorCode.OFFSET_OUT_OF_RANGE,
         f"{tp.topic}-{tp.partition}: offsets {offset}..{log_start - 1} are no longer in the log "
         f"(log start {log_start}); some data may have been lost. Set failOnDataLoss=false to "
         "read from the log start instead",
@@ -158,13 +159,13 @@ def batch_ranges(cluster: SyncCluster, opts: Options) -> list[OffsetRange]:
             first = earliest[tp]
         if last > latest[tp]:
             raise StromError(
-                "OFFSET_OUT_OF_RANGE",
+                ErrorCode.OFFSET_OUT_OF_RANGE,
                 f"{tp.topic}-{tp.partition}: endingOffsets {last} is past the end of the log "
                 f"({latest[tp]})",
             )
         if first > last:
             raise StromError(
-                "OFFSET_OUT_OF_RANGE",
+                ErrorCode.OFFSET_OUT_OF_RANGE,
                 f"{tp.topic}-{tp.partition}: the starting offset {first} is after the ending "
                 f"offset {last}",
             )

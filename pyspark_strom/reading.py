@@ -14,6 +14,7 @@ from pyspark_strom.planning import OffsetRange, data_loss
 from pyspark_strom.schema import arrow_schema, read_schema
 from strom.errors import StromError
 from strom.range_reader import EARLIEST, SyncCluster, TopicPartition, read_range
+from strom_api.error_codes import ErrorCode
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,7 @@ def read_offset_range(settings: TaskSettings, r: OffsetRange) -> Iterator[pa.Rec
                     if batch is not None and batch.num_rows:
                         yield batch
             except StromError as exc:
-                if exc.name != "OFFSET_OUT_OF_RANGE":
+                if exc.name != ErrorCode.OFFSET_OUT_OF_RANGE:
                     raise
                 log_start = cluster.list_offsets({tp: EARLIEST})[tp][0]
                 if log_start <= position:

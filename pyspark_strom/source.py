@@ -28,6 +28,7 @@ from pyspark_strom.streaming import StromStreamReader
 from pyspark_strom.writing import StromStreamWriter, StromWriter, check_write_schema
 from strom.errors import StromError
 from strom.range_reader import SyncCluster
+from strom_api.error_codes import ErrorCode
 
 
 class StromBatchReader(DataSourceReader):
@@ -88,7 +89,7 @@ class DefaultSource(DataSource):
             # replace it. (Its default, ErrorIfExists, Spark 4 refuses for every Python data
             # source before the connector is asked: `.mode("append")` is needed; README.md.)
             raise StromError(
-                "INVALID_CONFIG",
+                ErrorCode.INVALID_CONFIG,
                 "Save mode Overwrite not allowed for strom: records are appended to a topic, "
                 'never replace it. Use .mode("append").',
             )

@@ -39,6 +39,7 @@ from pyspark_strom.planning import (
 from pyspark_strom.reading import TaskSettings, read_offset_range
 from strom.errors import StromError
 from strom.range_reader import EARLIEST, LATEST, SyncCluster, TopicPartition
+from strom_api.error_codes import ErrorCode
 
 Offsets = dict[TopicPartition, int]
 
@@ -77,7 +78,7 @@ def rate_limit(begin: Offsets, latest: Offsets, limit: int) -> Offsets:
 
 def added_partition_loss(tp: TopicPartition, first: int) -> StromError:
     return StromError(
-        "OFFSET_OUT_OF_RANGE",
+        ErrorCode.OFFSET_OUT_OF_RANGE,
         f"added partition {tp.topic}-{tp.partition} starts from offset {first} instead of 0: "
         "some data may have been missed. Set failOnDataLoss=false to read it from there",
     )

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 from strom.errors import StromError
 from strom_api.acls import AclOperation, AclPermissionType, PatternType, ResourceType
+from strom_api.error_codes import ErrorCode
 from strom_api.v1 import controller_pb2
 
 __all__ = [
@@ -42,12 +43,12 @@ def _enum(enum: type[E], value: Any, what: str) -> E:
         return enum(value)
     except ValueError:
         raise StromError(
-            "INVALID_REQUEST", f"{what} must be one of {', '.join(m.name for m in enum)}"
+            ErrorCode.INVALID_REQUEST, f"{what} must be one of {', '.join(m.name for m in enum)}"
         ) from None
 
 
 def _refuse(message: str) -> None:
-    raise StromError("INVALID_REQUEST", message)
+    raise StromError(ErrorCode.INVALID_REQUEST, message)
 
 
 @dataclass(frozen=True)

@@ -321,7 +321,7 @@ class AdminClient:
         try:
             addresses = parse_bootstrap(text)
         except ValueError as exc:
-            raise StromError("INVALID_CONFIG", str(exc)) from None
+            raise StromError(ErrorCode.INVALID_CONFIG, str(exc)) from None
         self._controllers = ControllerClient(
             addresses, timeout_s=request_timeout_ms / 1000, tls=tls
         )
@@ -361,7 +361,9 @@ class AdminClient:
             for t in new_topics
         ]
         if validate_only:
-            raise StromError("UNSUPPORTED_VERSION", "validate_only is not supported by Strom")
+            raise StromError(
+                ErrorCode.UNSUPPORTED_VERSION, "validate_only is not supported by Strom"
+            )
         response = self._call("CreateTopics", controller_pb2.CreateTopicsRequest(topics=topics))
         for result in response.topics:
             if result.HasField("error"):
@@ -465,7 +467,7 @@ class AdminClient:
         kind = _RESOURCE_TYPES.get(resource.resource_type)
         if kind is None:
             raise StromError(
-                "INVALID_REQUEST",
+                ErrorCode.INVALID_REQUEST,
                 f"resource type must be topic or broker, not {resource.resource_type!r}",
             )
         return controller_pb2.ConfigResource(type=kind, name=resource.name)
@@ -484,7 +486,9 @@ class AdminClient:
         request = controller_pb2.DescribeConfigsRequest(resources=[self._resource(resource)])
         results = self._call("DescribeConfigs", request, describe=True).results
         if not results:
-            raise StromError("UNKNOWN_SERVER_ERROR", "The controller did not describe the configs.")
+            raise StromError(
+                ErrorCode.UNKNOWN_SERVER_ERROR, "The controller did not describe the configs."
+            )
         if results[0].HasField("error"):
             _raise(results[0].error)
         return [
@@ -580,7 +584,7 @@ class AdminClient:
         wanted = list(acls)
         for acl in wanted:
             if not isinstance(acl, ACL):
-                raise StromError("INVALID_REQUEST", f"not an ACL: {acl!r}")
+                raise StromError(ErrorCode.INVALID_REQUEST, f"not an ACL: {acl!r}")
         request = controller_pb2.CreateAclsRequest(creations=[a.binding_pb() for a in wanted])
         response = self._call("CreateAcls", request)
         out: dict[str, list[Any]] = {"succeeded": [], "failed": []}
@@ -648,7 +652,9 @@ class AdminClient:
             election_type.lower()
         )
         if kind is None:
-            raise StromError("INVALID_REQUEST", "election_type must be preferred or unclean")
+            raise StromError(
+                ErrorCode.INVALID_REQUEST, "election_type must be preferred or unclean"
+            )
         tps = list(partitions or [])
         request = controller_pb2.ElectLeadersRequest(
             election_type=kind,
@@ -664,7 +670,11 @@ class AdminClient:
         }
         if as_errors:
             return errors
-        return {tp: "NONE" if e is None else e.name for tp, e in errors.items()}
+        # Members, which are str: the public type says str, as kafka-python users expect.
+        names: dict[TopicPartition, str] = {
+            tp: ErrorCode.NONE if e is None else e.name for tp, e in errors.items()
+        }
+        return names
 
     @overload
     def alter_partition_reassignments(

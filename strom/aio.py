@@ -27,7 +27,7 @@ from typing import Any
 
 from strom.admin import AdminClient
 from strom.consumer import Consumer, ConsumerRecord, TopicPartition
-from strom.errors import ClosedError, StromError
+from strom.errors import ClientErrorName, ClosedError, StromError
 from strom.producer import FutureRecordMetadata, Producer, RecordMetadata
 
 __all__ = ["AIOAdminClient", "AIOConsumer", "AIOProducer"]
@@ -194,7 +194,7 @@ class AIOAdminClient:
             # As AIOProducer and AIOConsumer (aiokafka's shape): no I/O before start(), and
             # a call before it says so rather than failing as a missing attribute.
             raise StromError(
-                "ILLEGAL_STATE",
+                ClientErrorName.ILLEGAL_STATE,
                 f"AIOAdminClient.{name}() before start(): await admin.start() first, or use "
                 "'async with AIOAdminClient(...) as admin'",
             )

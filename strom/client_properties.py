@@ -35,6 +35,7 @@ from typing import Any
 
 from strom.errors import StromError
 from strom.oauth_login import ClientCredentialsTokenProvider, FileTokenProvider
+from strom_api.error_codes import ErrorCode
 from strom_api.jaas import login_credentials, parse_jaas_config
 from strom_api.tls import TlsConfigError, client_tls
 
@@ -69,7 +70,7 @@ def _properties(path: str) -> dict[str, str]:
             lines = f.read().splitlines()
     except OSError as exc:
         raise StromError(
-            "INVALID_CONFIG", f"cannot read --command-config {path}: {exc.strerror}"
+            ErrorCode.INVALID_CONFIG, f"cannot read --command-config {path}: {exc.strerror}"
         ) from None
     props = {}
     for raw in lines:
@@ -101,7 +102,7 @@ def settings_from_properties(props: dict[str, str], where: str) -> dict[str, Any
     for store in ("ssl.truststore.type", "ssl.keystore.type"):
         if props.get(store, "PEM").upper() != "PEM":
             raise StromError(
-                "INVALID_CONFIG",
+                ErrorCode.INVALID_CONFIG,
                 f"{store}={props[store]} in {where}: Strom's clients read PEM stores only",
             )
     settings: dict[str, Any] = {}
@@ -117,7 +118,7 @@ def settings_from_properties(props: dict[str, str], where: str) -> dict[str, Any
         algorithm = props["ssl.endpoint.identification.algorithm"].lower()
         if algorithm not in ("https", ""):
             raise StromError(
-                "INVALID_CONFIG",
+                ErrorCode.INVALID_CONFIG,
                 f"ssl.endpoint.identification.algorithm must be https or empty, not {algorithm!r}",
             )
         settings["ssl_check_hostname"] = algorithm == "https"
@@ -139,7 +140,9 @@ def _sasl_settings(props: dict[str, str], where: str) -> dict[str, Any]:
         try:
             username, password = login_credentials(parse_jaas_config(props["sasl.jaas.config"]))
         except ValueError as exc:
-            raise StromError("INVALID_CONFIG", f"sasl.jaas.config in {where}: {exc}") from None
+            raise StromError(
+                ErrorCode.INVALID_CONFIG, f"sasl.jaas.config in {where}: {exc}"
+            ) from None
         settings["sasl_plain_username"], settings["sasl_plain_password"] = username, password
     if props.get("sasl.username"):
         settings["sasl_plain_username"] = props["sasl.username"]
@@ -153,7 +156,7 @@ def _token_provider(props: dict[str, str], where: str) -> Any:
     (strom/oauth_login.py)."""
 
     def invalid(message: str) -> StromError:
-        return StromError("INVALID_CONFIG", f"{message} ({where})")
+        return StromError(ErrorCode.INVALID_CONFIG, f"{message} ({where})")
 
     handler = props.get("sasl.login.callback.handler.class", "").strip()
     if handler and handler not in LOGIN_HANDLERS:
@@ -202,4 +205,4 @@ def _check_pem(settings: dict[str, Any], where: str) -> None:
             ca_setting="ssl.truststore.location",
         )
     except TlsConfigError as exc:
-        raise StromError("INVALID_CONFIG", f"{exc} ({where})") from None
+        raise StromError(ErrorCode.INVALID_CONFIG, f"{exc} ({where})") from None

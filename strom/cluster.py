@@ -35,6 +35,7 @@ from strom.errors import (
     error_name,
 )
 from strom.repeated_errors import RepeatedErrors
+from strom_api.error_codes import ErrorCode
 from strom_api.tls import ChannelSecurity, aio_channel, handshake_failure, refused_authentication
 from strom_api.v1 import client_pb2, client_pb2_grpc
 
@@ -73,7 +74,7 @@ class PartitionInfo:
 
 @dataclass(slots=True)
 class TopicInfo:
-    error: str  # "NONE", or why the topic cannot be used now
+    error: ErrorCode  # NONE, or why the topic cannot be used now
     message: str = ""
     partitions: dict[int, PartitionInfo] = field(default_factory=dict)
     topic_id: bytes = b""
@@ -108,18 +109,22 @@ def topic_info(topic: Any, known: TopicInfo | None) -> TopicInfo:
 def _usable(info: TopicInfo) -> bool:
     """Whether a topic can be consumed and produced: it has partitions, even if some
     leader is being elected."""
-    return bool(info.partitions) and info.error in ("NONE", "LEADER_NOT_AVAILABLE")
+    return bool(info.partitions) and info.error in (ErrorCode.NONE, ErrorCode.LEADER_NOT_AVAILABLE)
 
 
 def parse_bootstrap(servers: str | Sequence[str]) -> list[str]:
     items = servers.split(",") if isinstance(servers, str) else list(servers)
     addresses = [s.strip() for s in items if s.strip()]
     if not addresses:
-        raise StromError("INVALID_CONFIG", "bootstrap_servers is empty: give host:port[,...]")
+        raise StromError(
+            ErrorCode.INVALID_CONFIG, "bootstrap_servers is empty: give host:port[,...]"
+        )
     for address in addresses:
         host, _, port = address.rpartition(":")
         if not host or not port.isdigit():
-            raise StromError("INVALID_CONFIG", f"bootstrap server '{address}' is not host:port")
+            raise StromError(
+                ErrorCode.INVALID_CONFIG, f"bootstrap server '{address}' is not host:port"
+            )
     return addresses
 
 
@@ -177,7 +182,7 @@ class Cluster:
         address = self.brokers.get(broker_id)
         if address is None:
             raise StromError(
-                "BROKER_NOT_AVAILABLE", f"broker {broker_id} is not in the metadata", True
+                ErrorCode.BROKER_NOT_AVAILABLE, f"broker {broker_id} is not in the metadata", True
             )
         return self.stub_for(address)
 
@@ -278,7 +283,7 @@ class Cluster:
             f"no broker reachable ({', '.join(ready)}); last error: {self.last_error}"
         )
         raise StromError(
-            "NETWORK_EXCEPTION",
+            ErrorCode.NETWORK_EXCEPTION,
             f"no broker answered a metadata request ({', '.join(ready)}); last error: "
             f"{self.last_error}",
             retriable=True,
@@ -295,11 +300,11 @@ class Cluster:
         self._updated = time.monotonic()
         self._stale = False
 
-    def _warn_topic_error(self, name: str, error: str) -> None:
+    def _warn_topic_error(self, name: str, error: ErrorCode) -> None:
         """Kafka's NetworkClient warns "Error while fetching metadata ... : {t=ERROR}" for a
         topic the client uses; here once per topic and cause. LEADER_NOT_AVAILABLE is left
         out: it is a topic being created or failing over, gone within moments."""
-        if error in ("NONE", "LEADER_NOT_AVAILABLE"):
+        if error in (ErrorCode.NONE, ErrorCode.LEADER_NOT_AVAILABLE):
             self._topic_errors.cleared(name)
         elif name in self.wanted and self._topic_errors.first_time(name, error):
             network_log.warning("Error while fetching metadata: {%s=%s}", name, error)
@@ -331,8 +336,8 @@ class Cluster:
                 why = info.message if info is not None else "no metadata"
                 raise StromError(
                     info.error
-                    if info is not None and info.error != "NONE"
-                    else "UNKNOWN_TOPIC_OR_PARTITION",
+                    if info is not None and info.error != ErrorCode.NONE
+                    else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                     f"topic '{name}' not available within {timeout_s:g} s: {why}",
                     retriable=True,
                 )

@@ -41,10 +41,11 @@ from typing import Any
 from strom._loop_thread import shared_loop
 from strom.assignors import COOPERATIVE, by_name
 from strom.cluster import Cluster, parse_bootstrap
-from strom.errors import ClosedError, StromError
+from strom.errors import ClientErrorName, ClosedError, StromError
 from strom.fetcher import EARLIEST, LATEST, ConsumerRecord, FetchConfig, Fetcher, TopicPartition
 from strom.membership import CommitFailedError, GroupMembership, GroupSettings
 from strom.security import client_security
+from strom_api.error_codes import ErrorCode
 
 __all__ = ["CommitFailedError", "Consumer", "ConsumerRecord", "TopicPartition"]
 
@@ -97,41 +98,45 @@ class Consumer:
         value_deserializer: Callable[[bytes], Any] | None = None,
     ) -> None:
         if group_id is not None and not group_id:
-            raise StromError("INVALID_GROUP_ID", "group_id must not be empty (or None: no group)")
+            raise StromError(
+                ErrorCode.INVALID_GROUP_ID, "group_id must not be empty (or None: no group)"
+            )
         if heartbeat_interval_ms >= session_timeout_ms:
             raise StromError(
-                "INVALID_CONFIG", "heartbeat_interval_ms must be lower than session_timeout_ms"
+                ErrorCode.INVALID_CONFIG,
+                "heartbeat_interval_ms must be lower than session_timeout_ms",
             )
         try:
             assignors = tuple(by_name(name) for name in partition_assignment_strategy)
         except ValueError as exc:
-            raise StromError("INVALID_CONFIG", str(exc)) from None
+            raise StromError(ErrorCode.INVALID_CONFIG, str(exc)) from None
         if not assignors:
-            raise StromError("INVALID_CONFIG", "partition_assignment_strategy is empty")
+            raise StromError(ErrorCode.INVALID_CONFIG, "partition_assignment_strategy is empty")
         if len({a.protocol for a in assignors}) > 1 and assignors[0].protocol == COOPERATIVE:
             raise StromError(
-                "INVALID_CONFIG",
+                ErrorCode.INVALID_CONFIG,
                 "cooperative-sticky can be combined with eager assignors only after them "
                 "(Kafka's upgrade order)",
             )
         if auto_offset_reset not in ("earliest", "latest", "none"):
             raise StromError(
-                "INVALID_CONFIG",
+                ErrorCode.INVALID_CONFIG,
                 f"auto_offset_reset must be earliest, latest or none, not {auto_offset_reset!r}",
             )
         if isolation_level not in ("read_uncommitted", "read_committed"):
             raise StromError(
-                "INVALID_CONFIG",
+                ErrorCode.INVALID_CONFIG,
                 f"isolation_level must be read_uncommitted or read_committed, not "
                 f"{isolation_level!r}",
             )
         if max_poll_records < 1:
-            raise StromError("INVALID_CONFIG", "max_poll_records must be >= 1")
+            raise StromError(ErrorCode.INVALID_CONFIG, "max_poll_records must be >= 1")
         if metadata_max_age_ms < 0:
-            raise StromError("INVALID_CONFIG", "metadata_max_age_ms must be >= 0")
+            raise StromError(ErrorCode.INVALID_CONFIG, "metadata_max_age_ms must be >= 0")
         if reconnect_backoff_ms < 0 or reconnect_backoff_max_ms < 0:
             raise StromError(
-                "INVALID_CONFIG", "reconnect_backoff_ms and reconnect_backoff_max_ms must be >= 0"
+                ErrorCode.INVALID_CONFIG,
+                "reconnect_backoff_ms and reconnect_backoff_max_ms must be >= 0",
             )
         self.client_id = client_id
         self.max_poll_records = max_poll_records
@@ -219,7 +224,9 @@ class Consumer:
         try:
             return self._io.run(coroutine, timeout)
         except concurrent.futures.TimeoutError:
-            raise StromError("REQUEST_TIMED_OUT", f"no answer within {timeout} s", True) from None
+            raise StromError(
+                ErrorCode.REQUEST_TIMED_OUT, f"no answer within {timeout} s", True
+            ) from None
 
     # --- what to consume -------------------------------------------------------------
 
@@ -233,7 +240,7 @@ class Consumer:
         names = [topics] if isinstance(topics, str) else list(topics)
         if bool(names) == (pattern is not None):
             raise StromError(
-                "INVALID_CONFIG", "subscribe needs either topics or a pattern (not both)"
+                ErrorCode.INVALID_CONFIG, "subscribe needs either topics or a pattern (not both)"
             )
         self._listener = listener
         self._pattern = None
@@ -242,7 +249,8 @@ class Consumer:
                 self._pattern = re.compile(pattern)
             except re.error as exc:
                 raise StromError(
-                    "INVALID_CONFIG", f"pattern {pattern!r} is not a regular expression: {exc}"
+                    ErrorCode.INVALID_CONFIG,
+                    f"pattern {pattern!r} is not a regular expression: {exc}",
                 ) from None
             names = self._matching(self._run(self._cluster.topic_names()))
         self._follow(names)
@@ -379,13 +387,13 @@ class Consumer:
 
     def topics(self) -> set[str]:
         self._run(self._cluster.refresh())
-        return {t for t, i in self._cluster.topics.items() if i.error == "NONE"}
+        return {t for t, i in self._cluster.topics.items() if i.error == ErrorCode.NONE}
 
     # --- positions -------------------------------------------------------------------
 
     def seek(self, partition: TopicPartition, offset: int) -> None:
         if offset < 0:
-            raise StromError("INVALID_CONFIG", f"seek offset must be >= 0, not {offset}")
+            raise StromError(ErrorCode.INVALID_CONFIG, f"seek offset must be >= 0, not {offset}")
         tp = TopicPartition(*partition)
         self._run(_call(lambda: self._fetcher.seek(tp, offset)))
 
@@ -408,9 +416,11 @@ class Consumer:
             if found is not None:
                 return found
             if tp not in self._fetcher.assignment:
-                raise StromError("ILLEGAL_STATE", f"{tp.topic}-{tp.partition} is not assigned")
+                raise StromError(
+                    ClientErrorName.ILLEGAL_STATE, f"{tp.topic}-{tp.partition} is not assigned"
+                )
             if time.monotonic() > deadline:
-                raise StromError("REQUEST_TIMED_OUT", f"no position for {tp} yet", True)
+                raise StromError(ErrorCode.REQUEST_TIMED_OUT, f"no position for {tp} yet", True)
             time.sleep(0.01)
 
     def highwater(self, partition: TopicPartition) -> int | None:
@@ -488,7 +498,10 @@ class Consumer:
             try:
                 assigned, revoked = self._run(group.join())
             except StromError as exc:
-                if exc.retriable or exc.name in ("REBALANCE_IN_PROGRESS", "UNKNOWN_MEMBER_ID"):
+                if exc.retriable or exc.name in (
+                    ErrorCode.REBALANCE_IN_PROGRESS,
+                    ErrorCode.UNKNOWN_MEMBER_ID,
+                ):
                     time.sleep(0.1)
                     continue
                 raise
@@ -573,7 +586,7 @@ class Consumer:
     def _require_group(self) -> GroupMembership:
         if self._group is None:
             raise StromError(
-                "INVALID_GROUP_ID", "committing offsets needs a consumer with a group_id"
+                ErrorCode.INVALID_GROUP_ID, "committing offsets needs a consumer with a group_id"
             )
         return self._group
 

@@ -30,6 +30,7 @@ from typing import Any
 import grpc
 
 from strom.errors import AuthenticationError, KafkaTimeoutError, StromError, from_pb
+from strom_api.error_codes import ErrorCode
 from strom_api.tls import ChannelSecurity, handshake_failure, refused_authentication, sync_channel
 from strom_api.v1 import common_pb2, controller_pb2, controller_pb2_grpc
 
@@ -198,7 +199,7 @@ class ControllerClient:
                         self._by_id[response.leader_id] = address
                     return response
                 name = from_pb(error_pb.error).name
-                if name == "NOT_CONTROLLER":
+                if name == ErrorCode.NOT_CONTROLLER:
                     self._not_controller.add(address.target)
                     if self._active == address:
                         self._active = None
@@ -239,7 +240,10 @@ class ControllerClient:
             except StromError as error:
                 # Finding the active controller is only a preference: a principal without
                 # DESCRIBE on the cluster (DescribeQuorum) still describes what it may.
-                if error.name not in ("NOT_CONTROLLER", "CLUSTER_AUTHORIZATION_FAILED"):
+                if error.name not in (
+                    ErrorCode.NOT_CONTROLLER,
+                    ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                ):
                     raise
         deadline = self._clock() + self.rpc_timeout_s
         last: StromError | None = None
@@ -295,13 +299,13 @@ class ControllerClient:
             return _network_error(f"{address.target}: {refused}")
         if code == grpc.StatusCode.UNIMPLEMENTED:
             return StromError(
-                "UNSUPPORTED_VERSION",
+                ErrorCode.UNSUPPORTED_VERSION,
                 f"{address.target} does not serve ControllerService.{method}: is it a "
                 "CONTROLLER listener?",
             )
         if code in _SERVER_FAILURE:
             return StromError(
-                "UNKNOWN_SERVER_ERROR", f"{address.target} failed {method}: {details}"
+                ErrorCode.UNKNOWN_SERVER_ERROR, f"{address.target} failed {method}: {details}"
             )
         if code == grpc.StatusCode.DEADLINE_EXCEEDED:
             return KafkaTimeoutError(f"{address.target} did not answer {method} in time.")
@@ -324,7 +328,7 @@ class ControllerClient:
         if retriable is not None:
             return retriable
         return StromError(  # only standbys answered
-            "NOT_CONTROLLER",
+            ErrorCode.NOT_CONTROLLER,
             f"No active controller answered {method} within {waited:.1f} s: the quorum has no "
             f"leader, or the leader is not among {self._targets()}.",
             retriable=True,
@@ -350,7 +354,7 @@ class ControllerClient:
 
 def _network_error(message: str) -> StromError:
     """Kafka's NetworkException: retriable, as later tries may reach a controller."""
-    return StromError("NETWORK_EXCEPTION", message, retriable=True)
+    return StromError(ErrorCode.NETWORK_EXCEPTION, message, retriable=True)
 
 
 def _parse_target(text: str, node_id: int) -> ControllerAddress | None:

@@ -25,7 +25,8 @@ import grpc
 import grpc.aio
 
 from strom.cluster import Cluster
-from strom.errors import StromError, error_name, from_pb
+from strom.errors import ClientErrorName, StromError, error_name, from_pb
+from strom_api.error_codes import ErrorCode
 from strom_api.record_batch import LOG_OVERHEAD, parse_header
 from strom_api.records import decode_batch
 from strom_api.sasl_client import stream_failed, stream_metadata
@@ -113,7 +114,9 @@ class Fetcher:
 
     def seek(self, tp: TopicPartition, offset: int) -> None:
         if tp not in self.assignment:
-            raise StromError("ILLEGAL_STATE", f"{tp.topic}-{tp.partition} is not assigned")
+            raise StromError(
+                ClientErrorName.ILLEGAL_STATE, f"{tp.topic}-{tp.partition} is not assigned"
+            )
         self.positions[tp] = offset
         self.fetch_offsets[tp] = offset
         self._drop_buffered(tp)
@@ -178,7 +181,7 @@ class Fetcher:
         while todo:
             if time.monotonic() > deadline:
                 raise StromError(
-                    "REQUEST_TIMED_OUT", f"ListOffsets for {sorted(todo)} timed out", True
+                    ErrorCode.REQUEST_TIMED_OUT, f"ListOffsets for {sorted(todo)} timed out", True
                 )
             await self._ensure_metadata(t.topic for t in todo)
             by_leader: dict[int, list[TopicPartition]] = {}
@@ -269,7 +272,7 @@ class Fetcher:
         if policy == "none":
             self._errors.append(
                 StromError(
-                    "OFFSET_OUT_OF_RANGE",
+                    ErrorCode.OFFSET_OUT_OF_RANGE,
                     f"no position for {pending} and auto_offset_reset='none'",
                 )
             )
@@ -364,7 +367,7 @@ class Fetcher:
                 ):
                     continue  # sought or unassigned meanwhile
                 name = error_name(p.error.code)
-                if name == "NONE":
+                if name == ErrorCode.NONE:
                     self.high_watermarks[tp] = p.high_watermark
                     if p.records:
                         end = _next_offset_after(p.records)
@@ -373,7 +376,7 @@ class Fetcher:
                             self._completed.append(_Completed(tp, p.records, generations[tp]))
                             self._buffered += len(p.records)
                             self._data.set()
-                elif name == "OFFSET_OUT_OF_RANGE":
+                elif name == ErrorCode.OFFSET_OUT_OF_RANGE:
                     log.info(
                         "%s-%d: offset %d out of range; resetting (%s)",
                         tp.topic,

@@ -21,6 +21,7 @@ from strom.assignors import decode_assignment
 from strom.cluster import Cluster, parse_bootstrap
 from strom.errors import AuthorizationError, StromError, error_name, from_pb
 from strom.fetcher import EARLIEST, LATEST, FetchConfig, Fetcher, TopicPartition
+from strom_api.error_codes import ErrorCode
 from strom_api.tls import ChannelSecurity
 from strom_api.v1 import client_pb2
 
@@ -89,7 +90,7 @@ class GroupAdmin:
             return self._io.run(coroutine, self.timeout_s + 10)
         except concurrent.futures.TimeoutError:
             raise StromError(
-                "REQUEST_TIMED_OUT", "the cluster did not answer in time", True
+                ErrorCode.REQUEST_TIMED_OUT, "the cluster did not answer in time", True
             ) from None
 
     def close(self) -> None:
@@ -130,7 +131,9 @@ class GroupAdmin:
                 break
             await asyncio.sleep(0.2)
         raise StromError(
-            "COORDINATOR_NOT_AVAILABLE", f"no coordinator for group '{group_id}': {last}", True
+            ErrorCode.COORDINATOR_NOT_AVAILABLE,
+            f"no coordinator for group '{group_id}': {last}",
+            True,
         )
 
     async def _on_coordinator(self, group_id: str, method: str, request: Any) -> Any:
@@ -142,9 +145,9 @@ class GroupAdmin:
             )
             error = _first_error(response)
             if error in (
-                "NOT_COORDINATOR",
-                "COORDINATOR_LOAD_IN_PROGRESS",
-                "COORDINATOR_NOT_AVAILABLE",
+                ErrorCode.NOT_COORDINATOR,
+                ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                ErrorCode.COORDINATOR_NOT_AVAILABLE,
             ):
                 if asyncio.get_running_loop().time() < deadline:
                     await asyncio.sleep(0.2)
@@ -164,7 +167,7 @@ class GroupAdmin:
                     )
                 except grpc.aio.AioRpcError as exc:
                     raise StromError(
-                        "NETWORK_EXCEPTION", f"{address}: {exc.code().name}", True
+                        ErrorCode.NETWORK_EXCEPTION, f"{address}: {exc.code().name}", True
                     ) from None
                 for g in response.groups:
                     found[g.group_id] = GroupListing(g.group_id, g.state, g.protocol_type)
@@ -231,7 +234,7 @@ class GroupAdmin:
 
     def topics(self) -> list[str]:
         self._run(self._cluster.refresh())
-        return sorted(t for t, i in self._cluster.topics.items() if i.error == "NONE")
+        return sorted(t for t, i in self._cluster.topics.items() if i.error == ErrorCode.NONE)
 
     # --- changing ------------------------------------------------------------------------
 
@@ -272,7 +275,7 @@ class GroupAdmin:
         self._run(run())
 
 
-def _first_error(response: Any) -> str:
+def _first_error(response: Any) -> ErrorCode:
     fields = response.DESCRIPTOR.fields_by_name
     if "error" in fields and response.HasField("error") and response.error.code != 0:
         return error_name(response.error.code)
@@ -282,7 +285,7 @@ def _first_error(response: Any) -> str:
             for item in items:
                 if item.error.code != 0:
                     return error_name(item.error.code)
-    return "NONE"
+    return ErrorCode.NONE
 
 
 __all__ = ["EARLIEST", "LATEST", "GroupAdmin", "GroupDescription", "GroupListing", "PartitionLag"]

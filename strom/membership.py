@@ -42,22 +42,36 @@ from strom.assignors import (
     encode_subscription,
 )
 from strom.cluster import Cluster
-from strom.errors import AuthorizationError, StromError, error_for, error_name, from_pb
+from strom.errors import (
+    AuthorizationError,
+    ErrorName,
+    StromError,
+    error_for,
+    error_name,
+    from_pb,
+)
 from strom.fetcher import TopicPartition
+from strom_api.error_codes import ErrorCode
 from strom_api.v1 import client_pb2
 
 log = logging.getLogger("strom.group")
 
-_COORDINATOR_GONE = {"NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE", "COORDINATOR_LOAD_IN_PROGRESS"}
-_REJOIN = {"REBALANCE_IN_PROGRESS", "ILLEGAL_GENERATION"}
-_RESET = {"UNKNOWN_MEMBER_ID", "FENCED_INSTANCE_ID"}
+_COORDINATOR_GONE = frozenset(
+    {
+        ErrorCode.NOT_COORDINATOR,
+        ErrorCode.COORDINATOR_NOT_AVAILABLE,
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    }
+)
+_REJOIN = frozenset({ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.ILLEGAL_GENERATION})
+_RESET = frozenset({ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.FENCED_INSTANCE_ID})
 
 
 class CommitFailedError(StromError):
     """Kafka's CommitFailedException: the group rebalanced, so this member's offsets for
     partitions it may no longer own were not committed."""
 
-    def __init__(self, name: str, message: str) -> None:
+    def __init__(self, name: ErrorName, message: str) -> None:
         super().__init__(
             name,
             f"Commit cannot be completed since the group has already rebalanced and assigned "
@@ -149,7 +163,7 @@ class GroupMembership:
                 break
             await asyncio.sleep(self.settings.retry_backoff_ms / 1000)
         raise StromError(
-            "COORDINATOR_NOT_AVAILABLE",
+            ErrorCode.COORDINATOR_NOT_AVAILABLE,
             f"no coordinator for group '{self.settings.group_id}': {last}",
             True,
         )
@@ -169,11 +183,11 @@ class GroupMembership:
                 self.coordinator = -1
                 if time.monotonic() > deadline:
                     raise StromError(
-                        "COORDINATOR_NOT_AVAILABLE", f"{method} failed: {exc}", True
+                        ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{method} failed: {exc}", True
                     ) from None
                 await asyncio.sleep(self.settings.retry_backoff_ms / 1000)
                 continue
-            name = error_name(response.error.code) if response.HasField("error") else "NONE"
+            name = error_name(response.error.code) if response.HasField("error") else ErrorCode.NONE
             if name in _COORDINATOR_GONE and time.monotonic() < deadline:
                 self.coordinator = -1
                 await asyncio.sleep(self.settings.retry_backoff_ms / 1000)
@@ -240,7 +254,7 @@ class GroupMembership:
             )
             response = await self._call("JoinGroup", request, deadline)
             name = error_name(response.error.code)
-            if name == "MEMBER_ID_REQUIRED":
+            if name == ErrorCode.MEMBER_ID_REQUIRED:
                 self.member_id = response.member_id
                 continue
             if name in _RESET:
@@ -248,9 +262,9 @@ class GroupMembership:
                 if time.monotonic() > deadline:
                     raise from_pb(response.error)
                 continue
-            if name == "REBALANCE_IN_PROGRESS":
+            if name == ErrorCode.REBALANCE_IN_PROGRESS:
                 continue
-            if name != "NONE":
+            if name != ErrorCode.NONE:
                 raise from_pb(response.error)
             join = response
             break
@@ -277,7 +291,7 @@ class GroupMembership:
         name = error_name(sync.error.code)
         if name in _RESET:
             self.member_id, self.generation = "", -1
-        if name != "NONE":
+        if name != ErrorCode.NONE:
             self.rejoin = True
             raise from_pb(sync.error)
         self.generation, self.protocol = generation, protocol
@@ -421,7 +435,7 @@ class GroupMembership:
             if name in _REJOIN or name in _RESET:
                 self.rejoin = True
                 raise CommitFailedError(name, response.error.message)
-            if name != "NONE":
+            if name != ErrorCode.NONE:
                 raise from_pb(response.error)
             # Each partition has its own answer: a coordinator that does not know a topic
             # yet (just created) refuses it with UNKNOWN_TOPIC_OR_PARTITION. As Kafka's

@@ -28,6 +28,7 @@ from strom.record_future import FutureRecordMetadata, RecordMetadata
 from strom.security import client_security
 from strom.sender import Sender, SenderConfig
 from strom_api import compression
+from strom_api.error_codes import ErrorCode
 
 __all__ = ["FutureRecordMetadata", "Producer", "RecordMetadata"]
 
@@ -38,7 +39,7 @@ def _as_bytes(what: str, data: Any) -> bytes:
     if isinstance(data, bytes | bytearray | memoryview):
         return bytes(data)
     raise StromError(
-        "INVALID_RECORD",
+        ErrorCode.INVALID_RECORD,
         f"the {what} must be bytes (or give a {what}_serializer), not {type(data).__name__}",
     )
 
@@ -49,14 +50,14 @@ def _acks(value: str | int) -> int:
         return -1
     if text in ("0", "1"):
         return int(text)
-    raise StromError("INVALID_CONFIG", f"acks must be 0, 1, all or -1, not {value!r}")
+    raise StromError(ErrorCode.INVALID_CONFIG, f"acks must be 0, 1, all or -1, not {value!r}")
 
 
 def _compression(name: str | None) -> int:
     key = "none" if name is None else str(name).lower()
     if key not in compression.BY_NAME:
         raise StromError(
-            "INVALID_CONFIG",
+            ErrorCode.INVALID_CONFIG,
             f"compression_type must be None, gzip, snappy, lz4 or zstd, not {name!r}",
         )
     return compression.BY_NAME[key]
@@ -104,22 +105,25 @@ class Producer:
             enable_idempotence = acks_value == -1 and retries > 0
         elif enable_idempotence and acks_value != -1:
             raise StromError(
-                "INVALID_CONFIG", "enable_idempotence=True needs acks='all' (Kafka's rule)"
+                ErrorCode.INVALID_CONFIG, "enable_idempotence=True needs acks='all' (Kafka's rule)"
             )
         if max_in_flight_requests_per_connection < 1:
-            raise StromError("INVALID_CONFIG", "max_in_flight_requests_per_connection must be >= 1")
+            raise StromError(
+                ErrorCode.INVALID_CONFIG, "max_in_flight_requests_per_connection must be >= 1"
+            )
         if enable_idempotence and max_in_flight_requests_per_connection > 5:
             raise StromError(
-                "INVALID_CONFIG",
+                ErrorCode.INVALID_CONFIG,
                 "enable_idempotence=True needs max_in_flight_requests_per_connection <= 5",
             )
         if linger_ms < 0 or batch_size < 0 or request_timeout_ms <= 0:
             raise StromError(
-                "INVALID_CONFIG", "linger_ms and batch_size must be >= 0, request_timeout_ms > 0"
+                ErrorCode.INVALID_CONFIG,
+                "linger_ms and batch_size must be >= 0, request_timeout_ms > 0",
             )
         if delivery_timeout_ms < linger_ms + request_timeout_ms:
             raise StromError(
-                "INVALID_CONFIG",
+                ErrorCode.INVALID_CONFIG,
                 "delivery_timeout_ms should be equal to or larger than linger_ms + "
                 "request_timeout_ms (Kafka's rule)",
             )
@@ -133,10 +137,11 @@ class Producer:
         self._closed = False
         self._io = shared_loop()
         if buffer_memory < 1:
-            raise StromError("INVALID_CONFIG", "buffer_memory must be >= 1")
+            raise StromError(ErrorCode.INVALID_CONFIG, "buffer_memory must be >= 1")
         if reconnect_backoff_ms < 0 or reconnect_backoff_max_ms < 0:
             raise StromError(
-                "INVALID_CONFIG", "reconnect_backoff_ms and reconnect_backoff_max_ms must be >= 0"
+                ErrorCode.INVALID_CONFIG,
+                "reconnect_backoff_ms and reconnect_backoff_max_ms must be >= 0",
             )
         self._accumulator = RecordAccumulator(batch_size, linger_ms, buffer_memory, max_block_ms)
         config = SenderConfig(
@@ -198,7 +203,9 @@ class Producer:
         if self._closed:
             raise ClosedError("the producer")
         if value is None and key is None:
-            raise StromError("INVALID_RECORD", "a record needs a value or a key (None both)")
+            raise StromError(
+                ErrorCode.INVALID_RECORD, "a record needs a value or a key (None both)"
+            )
         key_bytes = self.key_serializer(key) if self.key_serializer else key
         value_bytes = self.value_serializer(value) if self.value_serializer else value
         # Checks ordered for the common case (bytes already): this runs once per record.
@@ -216,7 +223,7 @@ class Producer:
             size += len(value_bytes)
         if size > self.max_request_size:
             raise StromError(
-                "MESSAGE_TOO_LARGE",
+                ErrorCode.MESSAGE_TOO_LARGE,
                 f"The message is {size} bytes when serialized which is larger than "
                 f"max_request_size ({self.max_request_size}).",
             )
@@ -248,7 +255,7 @@ class Producer:
         if partition is not None:
             if not 0 <= partition < count:
                 raise StromError(
-                    "UNKNOWN_TOPIC_OR_PARTITION",
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                     f"partition {partition} of topic '{topic}' does not exist ({count} partitions)",
                 )
             return partition

@@ -58,24 +58,27 @@ from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
 from strom.errors import KafkaTimeoutError, StromError
+from strom_api.error_codes import ErrorCode
 
 TopicPartition = tuple[str, int]
 
 # Errors after which the producer asks for metadata again before retrying.
 STALE_METADATA = frozenset(
     {
-        "NOT_LEADER_OR_FOLLOWER",
-        "LEADER_NOT_AVAILABLE",
-        "UNKNOWN_TOPIC_OR_PARTITION",
-        "FENCED_LEADER_EPOCH",
-        "UNKNOWN_LEADER_EPOCH",
-        "NETWORK_EXCEPTION",
-        "BROKER_NOT_AVAILABLE",
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.LEADER_NOT_AVAILABLE,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.FENCED_LEADER_EPOCH,
+        ErrorCode.UNKNOWN_LEADER_EPOCH,
+        ErrorCode.NETWORK_EXCEPTION,
+        ErrorCode.BROKER_NOT_AVAILABLE,
     }
 )
-_RESET_PRODUCER = frozenset({"UNKNOWN_PRODUCER_ID", "OUT_OF_ORDER_SEQUENCE_NUMBER"})
+_RESET_PRODUCER = frozenset({ErrorCode.UNKNOWN_PRODUCER_ID, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER})
 # Answers for a batch the leader appended before the acks=all wait failed.
-_APPENDED_ERRORS = frozenset({"REQUEST_TIMED_OUT", "NOT_ENOUGH_REPLICAS_AFTER_APPEND"})
+_APPENDED_ERRORS = frozenset(
+    {ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND}
+)
 SEQUENCES = 2**31  # sequence numbers wrap here
 
 
@@ -316,7 +319,7 @@ class ProducerSequencing(Generic[B]):
         idempotent = self.config.idempotent
         if (
             idempotent
-            and error.name == "OUT_OF_ORDER_SEQUENCE_NUMBER"
+            and error.name == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
             and self._earlier_unsettled(batch)
         ):
             # Refused because an earlier batch of the partition is not written (yet): it

@@ -25,6 +25,7 @@ import grpc
 from strom.cluster import CHANNEL_OPTIONS, TopicInfo, parse_bootstrap, topic_info
 from strom.errors import AuthenticationError, StromError, error_name, from_pb
 from strom.fetcher import EARLIEST, LATEST, TopicPartition
+from strom_api.error_codes import ErrorCode
 from strom_api.record_batch import LOG_OVERHEAD, parse_header
 from strom_api.tls import ChannelSecurity, handshake_failure, refused_authentication, sync_channel
 from strom_api.v1 import client_pb2, client_pb2_grpc
@@ -39,14 +40,16 @@ __all__ = [
 ]
 
 # Errors after which the leader must be looked up again.
-_REPLAN = {
-    "NOT_LEADER_OR_FOLLOWER",
-    "LEADER_NOT_AVAILABLE",
-    "FENCED_LEADER_EPOCH",
-    "UNKNOWN_LEADER_EPOCH",
-    "BROKER_NOT_AVAILABLE",
-    "REPLICA_NOT_AVAILABLE",
-}
+_REPLAN = frozenset(
+    {
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.LEADER_NOT_AVAILABLE,
+        ErrorCode.FENCED_LEADER_EPOCH,
+        ErrorCode.UNKNOWN_LEADER_EPOCH,
+        ErrorCode.BROKER_NOT_AVAILABLE,
+        ErrorCode.REPLICA_NOT_AVAILABLE,
+    }
+)
 
 
 class SyncCluster:
@@ -93,7 +96,7 @@ class SyncCluster:
         address = self.brokers.get(broker_id)
         if address is None:
             raise StromError(
-                "BROKER_NOT_AVAILABLE", f"broker {broker_id} is not in the metadata", True
+                ErrorCode.BROKER_NOT_AVAILABLE, f"broker {broker_id} is not in the metadata", True
             )
         return self.stub_for(address)
 
@@ -125,7 +128,7 @@ class SyncCluster:
                 return
             if time.monotonic() + self.backoff_s >= deadline:
                 raise StromError(
-                    "NETWORK_EXCEPTION",
+                    ErrorCode.NETWORK_EXCEPTION,
                     f"no broker answered a metadata request within {self.timeout_s:g} s "
                     f"(bootstrap {','.join(self.bootstrap)}; last error {last})",
                     retriable=True,
@@ -146,7 +149,7 @@ class SyncCluster:
         return sorted(
             name
             for name, info in self.topics.items()
-            if info.error == "NONE" and name not in self.internal
+            if info.error == ErrorCode.NONE and name not in self.internal
         )
 
     def partitions(self, topic: str) -> list[int]:
@@ -155,10 +158,12 @@ class SyncCluster:
         if info is None or not info.partitions:
             self.refresh([topic])
             info = self.topics.get(topic)
-        usable = ("NONE", "LEADER_NOT_AVAILABLE")
+        usable = (ErrorCode.NONE, ErrorCode.LEADER_NOT_AVAILABLE)
         if info is None or not info.partitions or info.error not in usable:
             why = f" ({info.message})" if info is not None and info.message else ""
-            raise StromError("UNKNOWN_TOPIC_OR_PARTITION", f"topic '{topic}' does not exist{why}")
+            raise StromError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic '{topic}' does not exist{why}"
+            )
         return sorted(info.partitions)
 
     def leader(self, tp: TopicPartition) -> int:
@@ -206,7 +211,7 @@ class SyncCluster:
             if todo and retry:
                 if time.monotonic() > deadline:
                     raise StromError(
-                        "REQUEST_TIMED_OUT",
+                        ErrorCode.REQUEST_TIMED_OUT,
                         f"ListOffsets for {sorted(todo)} had no answer within {self.timeout_s:g} s",
                         True,
                     )
@@ -322,13 +327,13 @@ def read_range(
                 continue
             p = response.topics[0].partitions[0]
             name = error_name(p.error.code)
-            if name == "OFFSET_OUT_OF_RANGE":
+            if name == ErrorCode.OFFSET_OUT_OF_RANGE:
                 raise StromError(
-                    "OFFSET_OUT_OF_RANGE",
+                    ErrorCode.OFFSET_OUT_OF_RANGE,
                     f"{tp.topic}-{tp.partition}: offset {position} is no longer on the leader "
                     f"(log start {p.log_start_offset}, high watermark {p.high_watermark})",
                 )
-            if name != "NONE":
+            if name != ErrorCode.NONE:
                 if p.error.retriable or name in _REPLAN:
                     stalled_since = _replan(cluster, tp, stalled_since, name)
                     continue
@@ -374,7 +379,7 @@ def _replan(
     since = now if stalled_since is None else stalled_since
     if now - since > cluster.timeout_s:
         raise StromError(
-            "REQUEST_TIMED_OUT",
+            ErrorCode.REQUEST_TIMED_OUT,
             f"{tp.topic}-{tp.partition}: no leader answered a fetch within "
             f"{cluster.timeout_s:g} s (last error {why})",
             True,
@@ -398,7 +403,7 @@ def _wait(
     since = now if stalled_since is None else stalled_since
     if now - since > cluster.timeout_s:
         raise StromError(
-            "REQUEST_TIMED_OUT",
+            ErrorCode.REQUEST_TIMED_OUT,
             f"{tp.topic}-{tp.partition}: offsets {position}..{end - 1} did not arrive within "
             f"{cluster.timeout_s:g} s (high watermark {p.high_watermark})",
             True,

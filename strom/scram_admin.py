@@ -10,6 +10,7 @@ from typing import Any
 
 from strom.errors import StromError, error_name
 from strom_api import scram_credential
+from strom_api.error_codes import ErrorCode
 from strom_api.v1 import controller_pb2
 
 MECHANISM_NAMES = {code: name for name, code in scram_credential.MECHANISM_CODES.items()}
@@ -23,7 +24,7 @@ def mechanism_code(user: str, mechanism: str) -> int:
     code = scram_credential.MECHANISM_CODES.get(mechanism)
     if code is None:
         raise StromError(
-            "UNSUPPORTED_SASL_MECHANISM",
+            ErrorCode.UNSUPPORTED_SASL_MECHANISM,
             f"Unknown SCRAM mechanism '{mechanism}' for user '{user}': use "
             f"{' or '.join(scram_credential.MECHANISMS)}.",
         )
@@ -38,7 +39,7 @@ def upsertion(
     try:
         scram_credential.check_iterations(mechanism, iterations)
     except ValueError as exc:
-        raise StromError("UNACCEPTABLE_CREDENTIAL", f"User '{user}': {exc}.") from None
+        raise StromError(ErrorCode.UNACCEPTABLE_CREDENTIAL, f"User '{user}': {exc}.") from None
     salt = os.urandom(scram_credential.SALT_BYTES) if salt is None else salt
     return Request.Upsertion(
         name=user,

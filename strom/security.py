@@ -28,6 +28,7 @@ from __future__ import annotations
 from typing import Any
 
 from strom.errors import StromError
+from strom_api.error_codes import ErrorCode
 from strom_api.sasl_client import MECHANISM_NAMES, OAUTHBEARER, SaslLogin
 from strom_api.tls import ChannelSecurity, SaslSecurity, TlsConfigError, client_tls
 
@@ -51,7 +52,7 @@ def client_security(
     protocol = str(security_protocol).upper()
     if protocol not in PROTOCOLS:
         raise StromError(
-            "INVALID_CONFIG",
+            ErrorCode.INVALID_CONFIG,
             f"security_protocol must be one of {', '.join(PROTOCOLS)}, not {security_protocol!r}",
         )
     login = _sasl_login(
@@ -73,7 +74,7 @@ def client_security(
         ]
         if given:
             raise StromError(
-                "INVALID_CONFIG",
+                ErrorCode.INVALID_CONFIG,
                 f"{', '.join(given)} given with security_protocol {protocol}: set "
                 "security_protocol='SSL' or 'SASL_SSL' to use them",
             )
@@ -81,7 +82,7 @@ def client_security(
     try:
         tls = client_tls(ssl_cafile, ssl_certfile, ssl_keyfile, ssl_password, ssl_check_hostname)
     except TlsConfigError as exc:
-        raise StromError("INVALID_CONFIG", str(exc)) from None
+        raise StromError(ErrorCode.INVALID_CONFIG, str(exc)) from None
     return tls if login is None else SaslSecurity(tls, login)
 
 
@@ -104,7 +105,7 @@ def _sasl_login(
         ]
         if given:
             raise StromError(
-                "INVALID_CONFIG",
+                ErrorCode.INVALID_CONFIG,
                 f"{', '.join(given)} given with security_protocol {protocol}: set "
                 "security_protocol='SASL_SSL' or 'SASL_PLAINTEXT' to use them",
             )
@@ -112,26 +113,26 @@ def _sasl_login(
     name = str(mechanism).upper()
     if name not in MECHANISM_NAMES:
         raise StromError(
-            "INVALID_CONFIG",
+            ErrorCode.INVALID_CONFIG,
             f"sasl_mechanism must be one of {', '.join(MECHANISM_NAMES)}, not {mechanism!r}",
         )
     if name == OAUTHBEARER:
         if not callable(getattr(token_provider, "token", None)):
             raise StromError(
-                "INVALID_CONFIG",
+                ErrorCode.INVALID_CONFIG,
                 "sasl_mechanism OAUTHBEARER needs sasl_oauth_token_provider, an object whose "
                 "token() method returns the JWT",
             )
         return SaslLogin(name, token_provider=token_provider)
     if token_provider is not None:
         raise StromError(
-            "INVALID_CONFIG",
+            ErrorCode.INVALID_CONFIG,
             f"sasl_oauth_token_provider given with sasl_mechanism {name}: set "
             "sasl_mechanism='OAUTHBEARER' to use it",
         )
     if not username or password is None:
         raise StromError(
-            "INVALID_CONFIG",
+            ErrorCode.INVALID_CONFIG,
             f"security_protocol {protocol} needs sasl_plain_username and sasl_plain_password "
             "(sasl.jaas.config, or sasl.username and sasl.password, in a properties file)",
         )

@@ -24,7 +24,7 @@ import grpc.aio
 
 from strom.accumulator import ProducerBatch, RecordAccumulator
 from strom.cluster import Cluster
-from strom.errors import AuthorizationError, StromError, from_pb
+from strom.errors import AuthorizationError, ClientErrorName, StromError, from_pb
 from strom.producer_sequencing import (
     STALE_METADATA,
     Fail,
@@ -37,6 +37,7 @@ from strom.producer_sequencing import (
     Succeed,
 )
 from strom.repeated_errors import RepeatedErrors
+from strom_api.error_codes import ErrorCode
 from strom_api.records import encode_batch
 from strom_api.v1 import client_pb2
 
@@ -134,7 +135,10 @@ class Sender:
             self.rules.dropped(batch)
             self._fail(
                 batch,
-                StromError("ILLEGAL_STATE", "the producer was closed before the record was sent"),
+                StromError(
+                    ClientErrorName.ILLEGAL_STATE,
+                    "the producer was closed before the record was sent",
+                ),
             )
 
     # --- the loop ---------------------------------------------------------------------
@@ -180,7 +184,7 @@ class Sender:
             except StromError as exc:
                 # Unreachable brokers were warned about by the cluster (once per address);
                 # any other cause once, however long it lasts.
-                if exc.name != "NETWORK_EXCEPTION" and self._reported.first_time(
+                if exc.name != ErrorCode.NETWORK_EXCEPTION and self._reported.first_time(
                     "InitProducerId", exc.name
                 ):
                     log.warning("InitProducerId failed, retrying: %s", exc)
@@ -252,7 +256,7 @@ class Sender:
             if response.error.code != 0:
                 raise from_pb(response.error)
             return response.producer_id, response.producer_epoch
-        raise StromError("NETWORK_EXCEPTION", "no broker answered InitProducerId", True)
+        raise StromError(ErrorCode.NETWORK_EXCEPTION, "no broker answered InitProducerId", True)
 
     # --- one request ------------------------------------------------------------------
 
@@ -308,7 +312,7 @@ class Sender:
             else:
                 what = str(exc)
             self.cluster.mark_stale()
-            error = StromError("NETWORK_EXCEPTION", f"broker {leader}: {what}", True)
+            error = StromError(ErrorCode.NETWORK_EXCEPTION, f"broker {leader}: {what}", True)
             for batch in batches:
                 # A broker that cannot be reached is warned about once, by the cluster.
                 self._settle(self.rules.no_answer(batch, error, _now_ms()), report=not unreachable)
@@ -322,7 +326,9 @@ class Sender:
         for batch in batches:
             answer = answers.get(batch.tp)
             if answer is None:
-                missing = StromError("UNKNOWN_SERVER_ERROR", "no answer for the partition", True)
+                missing = StromError(
+                    ErrorCode.UNKNOWN_SERVER_ERROR, "no answer for the partition", True
+                )
                 self._settle(self.rules.no_answer(batch, missing, _now_ms()))
             elif answer.error.code == 0:
                 self._settle(

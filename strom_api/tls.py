@@ -35,6 +35,7 @@ from typing import Any
 import grpc
 import grpc.aio
 
+from strom_api.error_codes import ErrorCode
 from strom_api.sasl_client import SASL_ATTRIBUTE, AioSasl, SaslLogin, sync_sasl_channel
 
 _BLOCK = re.compile(rb"-----BEGIN ([A-Z0-9 ]+)-----(.*?)-----END \1-----", re.DOTALL)
@@ -360,7 +361,11 @@ def refused_authentication(why: str | None, security: ChannelSecurity) -> bool:
     return why.startswith(_SASL_REFUSALS) or tls_part(security) is not None
 
 
-_SASL_REFUSALS = ("SASL_AUTHENTICATION_FAILED", "UNSUPPORTED_SASL_MECHANISM", "ILLEGAL_SASL_STATE")
+_SASL_REFUSALS = (
+    ErrorCode.SASL_AUTHENTICATION_FAILED,
+    ErrorCode.UNSUPPORTED_SASL_MECHANISM,
+    ErrorCode.ILLEGAL_SASL_STATE,
+)
 
 _HANDSHAKE = re.compile(
     r"ssl|tls|handshake|certificate|tsi_|wrong_version|peer name|alpn|verification",

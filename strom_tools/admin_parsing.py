@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, TypeVar
 
 from strom.errors import StromError
+from strom_api.error_codes import ErrorCode
 
 T = TypeVar("T")
 
@@ -35,26 +36,26 @@ def parse_replica_assignment(text: str) -> dict[int, list[int]]:
                 brokers.append(int(broker.strip()))
             except ValueError:
                 raise StromError(
-                    "INVALID_REPLICA_ASSIGNMENT",
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                     f"Invalid replica assignment '{text}': '{broker.strip()}' is not a broker "
                     "id (use broker ids separated by ':', partitions separated by ',').",
                 ) from None
         duplicates = sorted({b for b in brokers if brokers.count(b) > 1})
         if duplicates:
             raise StromError(
-                "INVALID_REPLICA_ASSIGNMENT",
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                 "Partition replica lists may not contain duplicate entries: "
                 + ",".join(str(b) for b in duplicates),
             )
         assignment[partition] = brokers
         if len(brokers) != len(assignment[0]):
             raise StromError(
-                "INVALID_REPLICA_ASSIGNMENT",
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                 f"Partition {partition} has different replication factor: "
                 f"[{', '.join(str(b) for b in brokers)}]",
             )
     if not assignment:
-        raise StromError("INVALID_REPLICA_ASSIGNMENT", "The replica assignment is empty.")
+        raise StromError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "The replica assignment is empty.")
     return assignment
 
 
@@ -65,7 +66,7 @@ def parse_topic_configs(values: Iterable[str]) -> dict[str, str]:
         pair = _java_split(value, r"\s*=\s*")
         if len(pair) != 2:
             raise StromError(
-                "INVALID_CONFIG",
+                ErrorCode.INVALID_CONFIG,
                 "requirement failed: Invalid topic config: all configs to be added must be in "
                 'the format "key=val".',
             )
@@ -77,11 +78,11 @@ def check_new_topic_counts(partitions: int | None, replication_factor: int | Non
     """The checks kafka-topics.sh --create makes before asking the controller."""
     if replication_factor is not None and not 1 <= replication_factor <= MAX_REPLICATION_FACTOR:
         raise StromError(
-            "INVALID_REPLICATION_FACTOR",
+            ErrorCode.INVALID_REPLICATION_FACTOR,
             f"The replication factor must be between 1 and {MAX_REPLICATION_FACTOR} inclusive",
         )
     if partitions is not None and partitions < 1:
-        raise StromError("INVALID_PARTITIONS", "The partitions must be greater than 0")
+        raise StromError(ErrorCode.INVALID_PARTITIONS, "The partitions must be greater than 0")
 
 
 class TopicFilter:
@@ -96,7 +97,7 @@ class TopicFilter:
         try:
             self.pattern = re.compile(regex)
         except re.error:
-            raise StromError("INVALID_REQUEST", f"{raw} is an invalid regex.") from None
+            raise StromError(ErrorCode.INVALID_REQUEST, f"{raw} is an invalid regex.") from None
         self.raw = raw
 
     def matches(self, name: str) -> bool:
@@ -125,7 +126,9 @@ _ADD_CONFIG_FORMAT = (
 def _check_config_keys(configs: Iterable[str]) -> None:
     for key in configs:
         if not _CONFIG_KEY.fullmatch(key):
-            raise StromError("INVALID_CONFIG", f"Invalid character found for config key: {key}")
+            raise StromError(
+                ErrorCode.INVALID_CONFIG, f"Invalid character found for config key: {key}"
+            )
 
 
 def parse_add_config(text: str) -> dict[str, str]:
@@ -138,7 +141,7 @@ def parse_add_config(text: str) -> dict[str, str]:
     for pair in pairs:
         parts = re.split(r"\s*=\s*" + _OUTSIDE_BRACKETS, pair)
         if len(parts) != 2:
-            raise StromError("INVALID_CONFIG", _ADD_CONFIG_FORMAT)
+            raise StromError(ErrorCode.INVALID_CONFIG, _ADD_CONFIG_FORMAT)
         key, value = parts
         configs[key.strip()] = value.replace("[", "").replace("]", "").strip()
     _check_config_keys(configs)
@@ -230,7 +233,9 @@ def _load_json(text: str, what: str) -> object:
     try:
         return json.loads(text)
     except ValueError as exc:
-        raise StromError("INVALID_REQUEST", f"The {what} is not valid JSON: {exc}") from None
+        raise StromError(
+            ErrorCode.INVALID_REQUEST, f"The {what} is not valid JSON: {exc}"
+        ) from None
 
 
 def _is_int(value: object) -> bool:
@@ -239,42 +244,48 @@ def _is_int(value: object) -> bool:
 
 def _field(item: object, name: str, what: str) -> object:
     if not isinstance(item, dict) or name not in item:
-        raise StromError("INVALID_REQUEST", f"The {what} has an entry without {name!r}: {item}")
+        raise StromError(
+            ErrorCode.INVALID_REQUEST, f"The {what} has an entry without {name!r}: {item}"
+        )
     return item[name]
 
 
 def _string_field(item: object, name: str, what: str) -> str:
     value = _field(item, name, what)
     if not isinstance(value, str):
-        raise StromError("INVALID_REQUEST", f"The {what}'s {name!r} must be a string: {item}")
+        raise StromError(
+            ErrorCode.INVALID_REQUEST, f"The {what}'s {name!r} must be a string: {item}"
+        )
     return value
 
 
 def _int_field(item: object, name: str, what: str) -> int:
     value = _field(item, name, what)
     if not _is_int(value):
-        raise StromError("INVALID_REQUEST", f"The {what}'s {name!r} must be an integer: {item}")
+        raise StromError(
+            ErrorCode.INVALID_REQUEST, f"The {what}'s {name!r} must be an integer: {item}"
+        )
     assert isinstance(value, int)
     return value
 
 
 def _list_field(document: object, name: str, what: str, required: bool) -> list[object]:
     if not isinstance(document, dict):
-        raise StromError("INVALID_REQUEST", f"The {what} must be a JSON object.")
+        raise StromError(ErrorCode.INVALID_REQUEST, f"The {what} must be a JSON object.")
     if name not in document:
         if required:
-            raise StromError("INVALID_REQUEST", f'The {what} is missing the "{name}" field')
+            raise StromError(ErrorCode.INVALID_REQUEST, f'The {what} is missing the "{name}" field')
         return []
     value = document[name]
     if not isinstance(value, list):
-        raise StromError("INVALID_REQUEST", f'The {what}\'s "{name}" must be a JSON array.')
+        raise StromError(ErrorCode.INVALID_REQUEST, f'The {what}\'s "{name}" must be a JSON array.')
     return value
 
 
 def _check_version(document: object) -> None:
     version = document.get("version", 1) if isinstance(document, dict) else 1
     if not _is_int(version) or version != 1:
-        raise StromError("INVALID_REQUEST", f"Not supported version field value {version}")
+        raise StromError(ErrorCode.INVALID_REQUEST, f"Not supported version field value {version}")
 
 
 def parse_election_partitions(text: str) -> list[TopicPartition]:
@@ -283,9 +294,11 @@ def parse_election_partitions(text: str) -> list[TopicPartition]:
     what = "replica election data"
     document = _load_json(text, what)
     if document is None or document == {}:
-        raise StromError("INVALID_REQUEST", "Replica election data is empty")
+        raise StromError(ErrorCode.INVALID_REQUEST, "Replica election data is empty")
     if isinstance(document, dict) and "partitions" not in document:
-        raise StromError("INVALID_REQUEST", 'Replica election data is missing "partitions" field')
+        raise StromError(
+            ErrorCode.INVALID_REQUEST, 'Replica election data is missing "partitions" field'
+        )
     partitions = [
         (_string_field(item, "topic", what), _int_field(item, "partition", what))
         for item in _list_field(document, "partitions", what, required=True)
@@ -294,7 +307,8 @@ def parse_election_partitions(text: str) -> list[TopicPartition]:
     if duplicates:
         names = _java_set(partition_name(tp) for tp in duplicates)
         raise StromError(
-            "INVALID_REQUEST", f"Replica election data contains duplicate partitions: {names}"
+            ErrorCode.INVALID_REQUEST,
+            f"Replica election data contains duplicate partitions: {names}",
         )
     return partitions
 
@@ -312,7 +326,7 @@ def parse_topics_to_move(text: str) -> list[str]:
     duplicates = _duplicates(topics)
     if duplicates:
         raise StromError(
-            "INVALID_REQUEST",
+            ErrorCode.INVALID_REQUEST,
             f"List of topics to reassign contains duplicate entries: {_java_set(duplicates)}",
         )
     return topics
@@ -333,24 +347,26 @@ def parse_reassignment(text: str) -> list[tuple[TopicPartition, list[int]]]:
         replicas = _field(item, "replicas", what)
         if not isinstance(replicas, list) or not all(_is_int(r) for r in replicas):
             raise StromError(
-                "INVALID_REQUEST", f"The {what}'s 'replicas' must be a list of broker ids: {item}"
+                ErrorCode.INVALID_REQUEST,
+                f"The {what}'s 'replicas' must be a list of broker ids: {item}",
             )
         assert isinstance(item, dict)
         log_dirs = item.get("log_dirs", ["any"] * len(replicas))
         if not isinstance(log_dirs, list) or not all(isinstance(d, str) for d in log_dirs):
             raise StromError(
-                "INVALID_REQUEST", f"The {what}'s 'log_dirs' must be a list of strings: {item}"
+                ErrorCode.INVALID_REQUEST,
+                f"The {what}'s 'log_dirs' must be a list of strings: {item}",
             )
         if len(log_dirs) != len(replicas):
             raise StromError(
-                "INVALID_REPLICA_ASSIGNMENT",
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                 f"Size of replicas list {_java_set(replicas)} is different from size of log "
                 f"dirs list {_java_set(log_dirs)} for partition {partition_name(tp)}",
             )
         moved = [d for d in log_dirs if d != "any"]
         if moved:
             raise StromError(
-                "INVALID_REQUEST",
+                ErrorCode.INVALID_REQUEST,
                 f"Strom does not move replicas between log directories: the log_dirs of "
                 f'partition {partition_name(tp)} must be "any", not {moved[0]!r}.',
             )
@@ -365,15 +381,17 @@ def check_reassignment(
     empty replica list, no partition twice, no broker twice in a list."""
     if not parts:
         raise StromError(
-            "INVALID_REPLICA_ASSIGNMENT", "Partition reassignment list cannot be empty"
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Partition reassignment list cannot be empty"
         )
     if any(not replicas for _, replicas in parts):
-        raise StromError("INVALID_REPLICA_ASSIGNMENT", "Partition replica list cannot be empty")
+        raise StromError(
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Partition replica list cannot be empty"
+        )
     duplicates = _duplicates([tp for tp, _ in parts])
     if duplicates:
         names = ",".join(partition_name(tp) for tp in duplicates)
         raise StromError(
-            "INVALID_REPLICA_ASSIGNMENT",
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
             f"Partition reassignment contains duplicate topic partitions: {names}",
         )
     repeated = [
@@ -384,7 +402,7 @@ def check_reassignment(
     ]
     if repeated:
         raise StromError(
-            "INVALID_REPLICA_ASSIGNMENT",
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
             "Partition replica lists may not contain duplicate entries: " + ". ".join(repeated),
         )
     return dict(parts)
@@ -398,13 +416,14 @@ def parse_broker_list(text: str) -> list[int]:
             brokers.append(int(entry.strip()))
         except ValueError:
             raise StromError(
-                "INVALID_REQUEST",
+                ErrorCode.INVALID_REQUEST,
                 f"Invalid broker list '{text}': '{entry.strip()}' is not a broker id.",
             ) from None
     duplicates = _duplicates(brokers)
     if duplicates:
         raise StromError(
-            "INVALID_REQUEST", f"Broker list contains duplicate entries: {_java_set(duplicates)}"
+            ErrorCode.INVALID_REQUEST,
+            f"Broker list contains duplicate entries: {_java_set(duplicates)}",
         )
     return brokers
 

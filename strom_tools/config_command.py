@@ -27,6 +27,7 @@ from collections.abc import Callable
 
 from strom.admin import AdminClient, ConfigEntry, ConfigResource
 from strom.errors import StromError
+from strom_api.error_codes import ErrorCode
 from strom_tools import user_scram_command
 from strom_tools.admin_parsing import (
     alter_option_given,
@@ -139,9 +140,9 @@ def describe(admin: AdminClient, args: argparse.Namespace, out: Out) -> None:
                 # with --all (the controller's error), so a script notices the mistyped
                 # name (issue 17).
                 raise StromError(
-                    "UNKNOWN_TOPIC_OR_PARTITION"
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                     if entity_type == "topics"
-                    else "BROKER_NOT_AVAILABLE",
+                    else ErrorCode.BROKER_NOT_AVAILABLE,
                     f"The {entity_type[:-1]} '{name}' doesn't exist and doesn't have dynamic "
                     "config.",
                 )
@@ -165,7 +166,7 @@ def alter(admin: AdminClient, args: argparse.Namespace, out: Out) -> None:
     current = {e.name for e in entries(admin, entity_type, name, describe_all=False)}
     missing = [key for key in to_delete if key not in current]
     if missing:
-        raise StromError("INVALID_CONFIG", "Invalid config(s): " + ",".join(missing))
+        raise StromError(ErrorCode.INVALID_CONFIG, "Invalid config(s): " + ",".join(missing))
     # The sets, then the deletions, as Kafka's ConfigCommand sends them (a key in both is the
     # controller's INVALID_REQUEST either way).
     admin.incremental_alter_configs(_resource(entity_type, name), set_=to_set, delete=to_delete)

@@ -30,6 +30,7 @@ from strom import client_properties
 from strom.consumer import Consumer, TopicPartition
 from strom.errors import StromError
 from strom.producer import Producer
+from strom_api.error_codes import ErrorCode
 from strom_tools import command_config
 from strom_tools.tool_logging import log_warnings_to_stderr
 
@@ -116,7 +117,7 @@ def _properties(items: list[str]) -> dict[str, str]:
     for item in items:
         key, sep, value = item.partition("=")
         if not sep:
-            raise StromError("INVALID_CONFIG", f"property '{item}' is not KEY=VALUE")
+            raise StromError(ErrorCode.INVALID_CONFIG, f"property '{item}' is not KEY=VALUE")
         out[key.strip()] = value
     return out
 
@@ -148,7 +149,7 @@ def produce(args: argparse.Namespace) -> int:
         config: dict[str, Any] = {}
         for name, value in _properties(args.producer_property).items():
             if name not in _PRODUCER_KEYS:
-                raise StromError("INVALID_CONFIG", f"unknown producer property '{name}'")
+                raise StromError(ErrorCode.INVALID_CONFIG, f"unknown producer property '{name}'")
             config[name.replace(".", "_")] = _PRODUCER_KEYS[name](value)
         parse_key = props.get("parse.key", "false").lower() == "true"
         separator = props.get("key.separator", "\t")
@@ -164,7 +165,7 @@ def produce(args: argparse.Namespace) -> int:
             first = failures[0]
             if isinstance(first, StromError):
                 raise first
-            raise StromError("UNKNOWN_SERVER_ERROR", str(first))
+            raise StromError(ErrorCode.UNKNOWN_SERVER_ERROR, str(first))
         return 0
     except StromError as exc:
         return _fail("console-producer", exc)
@@ -184,7 +185,9 @@ def _send_lines(
         key: bytes | None = None
         if parse_key:
             if separator not in text:
-                raise StromError("INVALID_RECORD", f"No key separator found on line: {text}")
+                raise StromError(
+                    ErrorCode.INVALID_RECORD, f"No key separator found on line: {text}"
+                )
             key_text, text = text.split(separator, 1)
             key = key_text.encode()
         future = producer.send(topic, text.encode(), key=key)
@@ -256,7 +259,7 @@ def _consume(args: argparse.Namespace, printed: list[int]) -> None:
             raise partitions
         if args.partition is not None and args.partition not in partitions:
             raise StromError(
-                "UNKNOWN_TOPIC_OR_PARTITION",
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                 f"partition {args.partition} of topic '{args.topic}' does not exist "
                 f"({len(partitions)} partitions)",
             )

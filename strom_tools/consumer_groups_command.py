@@ -19,6 +19,7 @@ from strom import TopicPartition
 from strom.admin import AdminClient, GroupDescription, OffsetSpec
 from strom.client_properties import client_settings
 from strom.errors import StromError
+from strom_api.error_codes import ErrorCode
 from strom_tools import command_config
 from strom_tools.tool_logging import log_warnings_to_stderr
 
@@ -99,7 +100,7 @@ def _groups(admin: AdminClient, args: argparse.Namespace) -> list[str]:
     if args.all_groups:
         return [g.group_id for g in admin.list_consumer_groups()]
     if not args.group:
-        raise StromError("INVALID_REQUEST", "--group or --all-groups is required")
+        raise StromError(ErrorCode.INVALID_REQUEST, "--group or --all-groups is required")
     return list(args.group)
 
 
@@ -263,7 +264,9 @@ def _delete(admin: AdminClient, groups: list[str], out: Out) -> int:
 def _reset(admin: AdminClient, args: argparse.Namespace, out: Out) -> int:
     groups = _groups(admin, args)
     if len(groups) != 1:
-        raise StromError("INVALID_REQUEST", "--reset-offsets works on one --group at a time")
+        raise StromError(
+            ErrorCode.INVALID_REQUEST, "--reset-offsets works on one --group at a time"
+        )
     group = groups[0]
     if not (
         args.to_earliest
@@ -275,7 +278,7 @@ def _reset(admin: AdminClient, args: argparse.Namespace, out: Out) -> int:
         or args.by_duration
     ):
         raise StromError(
-            "INVALID_REQUEST",
+            ErrorCode.INVALID_REQUEST,
             "One of the reset scopes should be defined: --to-datetime, --by-duration, "
             "--to-earliest, --to-latest, --shift-by, --to-offset, --to-current.",
         )
@@ -287,7 +290,7 @@ def _reset(admin: AdminClient, args: argparse.Namespace, out: Out) -> int:
     [description] = admin.describe_consumer_groups([group])
     if description.state not in ("Empty", "Dead"):
         raise StromError(
-            "INVALID_REQUEST",
+            ErrorCode.INVALID_REQUEST,
             f"Assignments can only be reset if the group '{group}' is inactive, but the "
             f"current state is {description.state}.",
         )
@@ -367,7 +370,7 @@ def _partitions(
         return [tp for t in topics for tp in _partitions_of(admin, t)]
     if not args.topic:
         raise StromError(
-            "INVALID_REQUEST", "--topic or --all-topics is required with --reset-offsets"
+            ErrorCode.INVALID_REQUEST, "--topic or --all-topics is required with --reset-offsets"
         )
     out: list[TopicPartition] = []
     for spec in args.topic:
@@ -377,7 +380,7 @@ def _partitions(
                 out += [TopicPartition(topic, int(p)) for p in parts.split(",")]
             except ValueError:
                 raise StromError(
-                    "INVALID_REQUEST", f"--topic {spec}: partitions must be numbers"
+                    ErrorCode.INVALID_REQUEST, f"--topic {spec}: partitions must be numbers"
                 ) from None
         else:
             out += _partitions_of(admin, topic)
@@ -407,7 +410,9 @@ def _datetime_ms(text: str) -> int:
         if value.tzinfo is None:
             value = value.astimezone()  # Kafka reads a time without a zone as local time
         return int(value.timestamp() * 1000)
-    raise StromError("INVALID_REQUEST", f"--to-datetime {text}: expected YYYY-MM-DDTHH:mm:SS.sss")
+    raise StromError(
+        ErrorCode.INVALID_REQUEST, f"--to-datetime {text}: expected YYYY-MM-DDTHH:mm:SS.sss"
+    )
 
 
 _DURATION = re.compile(r"^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$")
@@ -417,7 +422,7 @@ def _duration_ms(text: str) -> int:
     match = _DURATION.match(text)
     if match is None or text in ("P", "PT"):
         raise StromError(
-            "INVALID_REQUEST", f"--by-duration {text}: expected PnDTnHnMnS, e.g. PT10M"
+            ErrorCode.INVALID_REQUEST, f"--by-duration {text}: expected PnDTnHnMnS, e.g. PT10M"
         )
     days, hours, minutes, seconds = (float(g) if g else 0.0 for g in match.groups())
     return int((((days * 24 + hours) * 60 + minutes) * 60 + seconds) * 1000)

@@ -29,6 +29,7 @@ from strom.admin import ConfigEntry, ConfigSynonym, TopicDescription
 from strom.consumer import TopicPartition
 from strom.errors import StromError
 from strom.uuids import kafka_uuid_from_bytes
+from strom_api.error_codes import ErrorCode
 
 # AdminClient.describe_metadata_quorum's answer and one replica state in it.
 Quorum = Mapping[str, Any]
@@ -298,8 +299,9 @@ def election_lines(
     failure; and the failures. Partitions in (topic, partition) order."""
     ordered = sorted(results.items(), key=lambda item: (item[0].topic, item[0].partition))
     succeeded = [tp for tp, e in ordered if e is None]
-    noop = [tp for tp, e in ordered if e is not None and e.name == "ELECTION_NOT_NEEDED"]
-    failed = [(tp, e) for tp, e in ordered if e is not None and e.name != "ELECTION_NOT_NEEDED"]
+    not_needed = ErrorCode.ELECTION_NOT_NEEDED
+    noop = [tp for tp, e in ordered if e is not None and e.name == not_needed]
+    failed = [(tp, e) for tp, e in ordered if e is not None and e.name != not_needed]
 
     def names(items: list[TopicPartition]) -> str:
         return ", ".join(_partition_name(tp.topic, tp.partition) for tp in items)

@@ -18,6 +18,7 @@ from strom import client_properties
 from strom.consumer import Consumer
 from strom.errors import StromError
 from strom.producer import FutureRecordMetadata, Producer
+from strom_api.error_codes import ErrorCode
 from strom_tools import command_config
 from strom_tools.console_commands import _PRODUCER_KEYS
 
@@ -124,21 +125,25 @@ def producer_perf(args: argparse.Namespace) -> int:
         for item in args.producer_props:
             key, sep, value = item.partition("=")
             if not sep:
-                raise StromError("INVALID_CONFIG", f"producer property '{item}' is not KEY=VALUE")
+                raise StromError(
+                    ErrorCode.INVALID_CONFIG, f"producer property '{item}' is not KEY=VALUE"
+                )
             props[key] = value
         servers = props.pop("bootstrap.servers", None) or args.bootstrap_server
         if not servers:
             raise StromError(
-                "INVALID_CONFIG",
+                ErrorCode.INVALID_CONFIG,
                 "give bootstrap.servers in --producer-props (or --bootstrap-server)",
             )
         config: dict[str, Any] = {}
         for key, value in props.items():
             if key not in _PRODUCER_KEYS:
-                raise StromError("INVALID_CONFIG", f"unknown producer property '{key}'")
+                raise StromError(ErrorCode.INVALID_CONFIG, f"unknown producer property '{key}'")
             config[key.replace(".", "_")] = _PRODUCER_KEYS[key](value)
         if args.num_records < 1 or args.record_size < 1:
-            raise StromError("INVALID_CONFIG", "--num-records and --record-size must be positive")
+            raise StromError(
+                ErrorCode.INVALID_CONFIG, "--num-records and --record-size must be positive"
+            )
         payload = bytes((i % 26) + 65 for i in range(args.record_size))
         stats = _Stats(args.record_size)
         errors: list[BaseException] = []
@@ -164,7 +169,7 @@ def producer_perf(args: argparse.Namespace) -> int:
             raise (
                 first
                 if isinstance(first, StromError)
-                else StromError("UNKNOWN_SERVER_ERROR", str(first))
+                else StromError(ErrorCode.UNKNOWN_SERVER_ERROR, str(first))
             )
         print(stats.final(), flush=True)
         return 0
@@ -199,7 +204,7 @@ def consumer_perf(args: argparse.Namespace) -> int:
             **client_properties.client_settings(args.command_config),
         )
         if args.reporting_interval < 1:
-            raise StromError("INVALID_CONFIG", "--reporting-interval must be positive")
+            raise StromError(ErrorCode.INVALID_CONFIG, "--reporting-interval must be positive")
         progress = _Progress(started, args.reporting_interval) if args.show_detailed_stats else None
         with consumer:
             joined = _JoinTime()

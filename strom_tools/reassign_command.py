@@ -34,7 +34,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from strom import TopicPartition as ClientPartition
 from strom.admin import AdminClient, AlterConfigOp, ConfigResource, TopicDescription
-from strom.errors import StromError
+from strom.errors import ErrorName, StromError
+from strom_api.error_codes import ErrorCode
 from strom_tools.admin_parsing import (
     TopicPartition,
     check_reassignment,
@@ -166,7 +167,7 @@ def propose_assignment(
             for p, replicas in enumerate(_rack_unaware(*topics[topic], sorted(brokers)))
         }
     if len(known) < len(brokers):
-        raise StromError("INVALID_REPLICA_ASSIGNMENT", NOT_ALL_RACKS)
+        raise StromError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, NOT_ALL_RACKS)
     return {
         (topic, p): replicas
         for topic in sorted(topics)
@@ -177,7 +178,7 @@ def propose_assignment(
 def _check_factor(factor: int, brokers: int) -> None:
     if factor > brokers:
         raise StromError(
-            "INVALID_REPLICATION_FACTOR",
+            ErrorCode.INVALID_REPLICATION_FACTOR,
             f"Replication factor: {factor} larger than available brokers: {brokers}.",
         )
 
@@ -271,7 +272,7 @@ def _ongoing(admin: AdminClient, partitions: Iterable[TopicPartition] = ()) -> O
 
 def _alter(
     admin: AdminClient, targets: Mapping[TopicPartition, Sequence[int] | None]
-) -> tuple[str, str, int] | None:
+) -> tuple[ErrorName, str, int] | None:
     """alter_partition_reassignments (None: cancel). For the partitions that failed: the
     first one's error name, `orders-0: message; orders-1: message` and how many; None when
     none failed."""
@@ -366,7 +367,7 @@ def generate(admin: AdminClient, args: argparse.Namespace, out: Out) -> None:
     topics = _describe_topics(admin, wanted)
     for name in wanted:
         if name not in topics:
-            raise StromError("UNKNOWN_TOPIC_OR_PARTITION", f"Topic {name} not found.")
+            raise StromError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} not found.")
     current = _replicas(topics)
     racks = _broker_racks(admin)
     unknown = [b for b in brokers if b not in racks]
@@ -375,7 +376,7 @@ def generate(admin: AdminClient, args: argparse.Namespace, out: Out) -> None:
         # replication factor's worth of them); a typo deserves to be told instead.
         ids = ",".join(map(str, unknown))
         raise StromError(
-            "INVALID_REPLICA_ASSIGNMENT",
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
             f"Unknown broker id{'s' if len(unknown) > 1 else ''} {ids} in --broker-list: the "
             f"registered brokers are {','.join(map(str, sorted(racks)))}.",
         )
@@ -393,20 +394,20 @@ def execute(admin: AdminClient, args: argparse.Namespace, out: Out) -> None:
     targets = check_reassignment(parse_reassignment(args.reassignment_json_file))
     ongoing = _ongoing(admin)
     if not args.additional and ongoing:
-        raise StromError("REASSIGNMENT_IN_PROGRESS", EXISTING_REASSIGNMENT)
+        raise StromError(ErrorCode.REASSIGNMENT_IN_PROGRESS, EXISTING_REASSIGNMENT)
     registered = _registered_brokers(admin)
     unknown = sorted({b for replicas in targets.values() for b in replicas} - registered)
     if unknown:
-        raise StromError("INVALID_REPLICA_ASSIGNMENT", f"Unknown broker id {unknown[0]}")
+        raise StromError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Unknown broker id {unknown[0]}")
     topics = _describe_topics(admin, (topic for topic, _ in targets))
     for topic, _ in sorted(targets):
         if topic not in topics:
-            raise StromError("UNKNOWN_TOPIC_OR_PARTITION", f"Topic {topic} not found.")
+            raise StromError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {topic} not found.")
     current = {tp: r for tp, r in _replicas(topics).items() if tp in targets}
     missing = sorted(set(targets) - set(current))
     if missing:
         raise StromError(
-            "UNKNOWN_TOPIC_OR_PARTITION",
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
             "Unable to find partition: " + ", ".join(partition_name(tp) for tp in missing),
         )
     for line in rollback_assignment(current):

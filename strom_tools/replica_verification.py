@@ -278,12 +278,14 @@ def main(args: argparse.Namespace, out: Callable[[str], None] = print) -> int:
 def _verify(args: argparse.Namespace, out: Callable[[str], None]) -> int:
     for option in ("fetch_size", "max_wait_ms", "report_interval_ms"):
         if getattr(args, option) <= 0:
-            raise StromError("INVALID_CONFIG", f"--{option.replace('_', '-')} must be positive")
+            raise StromError(
+                ErrorCode.INVALID_CONFIG, f"--{option.replace('_', '-')} must be positive"
+            )
     try:
         pattern = re.compile(args.topics_include)
     except re.error as exc:
         raise StromError(
-            "INVALID_CONFIG", f"--topics-include is not a regular expression: {exc}"
+            ErrorCode.INVALID_CONFIG, f"--topics-include is not a regular expression: {exc}"
         ) from None
     settings = client_settings(args.command_config)
     with AdminClient(bootstrap_servers=args.bootstrap_server, **settings) as admin:

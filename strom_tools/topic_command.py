@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 
 from strom.admin import AdminClient, NewTopic, TopicDescription
 from strom.errors import StromError
+from strom_api.error_codes import ErrorCode
 from strom_tools.admin_parsing import (
     TopicFilter,
     check_new_topic_counts,
@@ -79,7 +80,8 @@ def _selected(
         names = TopicFilter(args.topic).select(names)
         if not names and not args.if_exists:
             raise StromError(
-                "UNKNOWN_TOPIC_OR_PARTITION", f"Topic '{args.topic}' does not exist as expected"
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                f"Topic '{args.topic}' does not exist as expected",
             )
     return names, topics
 
@@ -112,7 +114,7 @@ def create(admin: AdminClient, args: argparse.Namespace, out: Out) -> None:
     try:
         admin.create_topics([topic])
     except StromError as error:
-        if error.name == "TOPIC_ALREADY_EXISTS" and args.if_not_exists:
+        if error.name == ErrorCode.TOPIC_ALREADY_EXISTS and args.if_not_exists:
             return
         raise
     out(f"Created topic {name}.")

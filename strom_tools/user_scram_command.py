@@ -29,6 +29,7 @@ from strom.admin import (
     UserScramCredentialUpsertion,
 )
 from strom.errors import StromError
+from strom_api.error_codes import ErrorCode
 from strom_api.scram_credential import DEFAULT_ITERATIONS, MECHANISMS
 from strom_tools.admin_parsing import (
     alter_option_given,
@@ -63,7 +64,7 @@ def usage_problem(args: argparse.Namespace) -> str | None:
 
 def _unexpected(what: str, names: list[str]) -> StromError:
     return StromError(
-        "INVALID_CONFIG",
+        ErrorCode.INVALID_CONFIG,
         f"Only SCRAM credential configs can be {what} for 'users' (Strom has no quotas). "
         f"Unexpected config names: {', '.join(names)}",
     )
@@ -75,7 +76,7 @@ def _iterations_and_password(mechanism: str, value: str) -> tuple[int, bytes]:
     if match is None:
         # Kafka prints the whole value here; it holds the password, so Strom does not.
         raise StromError(
-            "INVALID_CONFIG",
+            ErrorCode.INVALID_CONFIG,
             f"Invalid credential property {mechanism}: expected "
             f"{mechanism}=[iterations=N,password=...] or {mechanism}=[password=...]",
         )
@@ -86,7 +87,8 @@ def _iterations_and_password(mechanism: str, value: str) -> tuple[int, bytes]:
         return int(text), password.encode()
     except ValueError:  # "iterations=," or "iterations=-,"
         raise StromError(
-            "INVALID_CONFIG", f"Invalid iterations '{text}' in the credential of {mechanism}"
+            ErrorCode.INVALID_CONFIG,
+            f"Invalid iterations '{text}' in the credential of {mechanism}",
         ) from None
 
 
