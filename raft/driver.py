@@ -3,9 +3,10 @@
 One task owns the core and is its only caller: it steps inbound messages and ticks timers,
 batches proposals for `controller.quorum.append.linger.ms` so that one fsync and one round
 of fetches carry many records, and carries out each Ready through raft/ready_handler.py
-(the order lives there, shared with the Raft simulator) with this node's ports: quorum-state
+(the order lives there, shared with the Raft simulator) with this node's ports: the entries
+the Ready names read (fetch answers, what to apply: raft/ready_reads.py), and quorum-state
 and the entries and truncations the Ready lists (the core keeps them in memory until then,
-raft/unstable_log.py) written and fsynced in a worker thread, off the loop; the gRPC
+raft/unstable_log.py) written and fsynced, in a worker thread, off the loop; the gRPC
 transport; the state machine's listener; the appends waiting for their commit. While it
 awaits a disk write no other code touches the core or the log: inbound messages and appends
 only queue up.
@@ -51,6 +52,7 @@ from raft.messages import (
 )
 from raft.quorum_state import QuorumStateStore
 from raft.ready_handler import ReadyHandler
+from raft.ready_reads import ReadsDone, carry_out_reads, reads_stable_log
 from raft.refusal_log import RefusalLog
 from raft.roles import Role
 from raft.snapshot_files import FileSnapshotStore
@@ -476,6 +478,13 @@ class _NodePorts:
 
     def __init__(self, driver: RaftDriver) -> None:
         self.driver = driver
+
+    async def read(self, ready: Ready) -> ReadsDone:
+        # In the disk thread, as the writes are; no thread hop when the Ready's own writes
+        # hold every entry it names (a leader answering fetches for what it just appended).
+        if reads_stable_log(ready):
+            return await asyncio.to_thread(carry_out_reads, ready, self.driver.raft_log)
+        return carry_out_reads(ready, self.driver.raft_log)
 
     async def persist(self, ready: Ready) -> None:
         if ready.election_state is not None or ready.sync_log:

@@ -108,29 +108,7 @@ class FetchProtocol(NodeState):
     def _answer_fetch(self, request: FetchRequest) -> None:
         self.fetches_served += 1
         count = min(request.max_entries, self.config.fetch_max_entries)
-        self._send(
-            self._fetch_response(request, self._whole_proposals(request.fetch_offset, count))
-        )
-
-    def _whole_proposals(self, offset: int, count: int) -> tuple[Entry, ...]:
-        """About `count` entries from `offset`, cut at a proposal's end: a follower never
-        holds part of one, so no leader can ever commit part of one. A proposal longer than
-        `count` goes whole."""
-        entries = list(self.log.read(offset, count))
-        if not entries or not entries[-1].more:
-            return tuple(entries)
-        whole = len(entries)
-        while whole and entries[whole - 1].more:
-            whole -= 1
-        if whole:
-            return tuple(entries[:whole])
-        while entries[-1].more:  # one proposal longer than a page: read on to its end
-            tail = self.log.read(entries[-1].offset + 1, count)
-            if not tail:
-                break
-            entries += tail
-        end = next((i for i, e in enumerate(entries) if not e.more), len(entries) - 1)
-        return tuple(entries[: end + 1])
+        self._send_with_entries(self._fetch_response(request, ()), request.fetch_offset, count)
 
     def _fetch_response(
         self,
@@ -377,6 +355,7 @@ class FetchProtocol(NodeState):
                 f"{self.high_watermark}"
             )
         self.log.reset_to_snapshot(snapshot_id)
+        self._unread_past(snapshot_id.end_offset)
         self._installed = snapshot_id  # older snapshots go once the reset is written
         self.flushed_end = snapshot_id.end_offset
         self.high_watermark = snapshot_id.end_offset  # a snapshot holds only committed entries

@@ -9,6 +9,10 @@ the ordering the node ships, not a copy of it.
 
 The order, for each Ready (etcd-io/raft's "Usage" section; Kafka's KafkaRaftClient flushes
 the log and quorum-state before it answers or sends):
+  0. read what the Ready names (raft/ready_reads.py): the entries of the leader's
+     FetchResponses and the committed entries to apply (the core reads no entry itself);
+     the log as the core saw it, the stable log overlaid with this Ready's own writes, so
+     entries still in the unstable tail are answered from memory;
   1. send the leader's FetchResponses that carry only entries (no election state changed in
      this Ready): a leader may replicate entries while it writes them, because it counts
      only its own *flushed* log end toward the high watermark (advance() tells it what was
@@ -30,6 +34,7 @@ whose ports never suspend runs a Ready to the end synchronously (run_to_end).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Coroutine, Sequence
 from typing import Any, Protocol
 
@@ -43,10 +48,16 @@ from raft.messages import (
     SnapshotChunk,
     SnapshotId,
 )
+from raft.ready_reads import ReadsDone, needs_reads
 
 
 class ReadyPorts(Protocol):
     """What a driver plugs into the handler."""
+
+    async def read(self, ready: Ready) -> ReadsDone:
+        """Carries out `ready`'s reads over the stable log (ready_reads.carry_out_reads; a
+        node runs it in its disk thread). Called only for a Ready with reads."""
+        ...
 
     async def persist(self, ready: Ready) -> None:
         """Makes `ready.election_state` (if set) and the log durable (fsync if
@@ -114,6 +125,11 @@ class ReadyHandler:
             handled += 1
 
     async def handle(self, ready: Ready) -> None:
+        committed: tuple[Entry, ...] = ()
+        if needs_reads(ready):
+            done = await self.ports.read(ready)
+            ready = dataclasses.replace(ready, messages=done.messages)
+            committed = done.committed
         early, later = split_messages(ready)
         for message in early:
             self.ports.send(message)
@@ -126,8 +142,8 @@ class ReadyHandler:
             self.ports.send(message)
         if ready.load_snapshot is not None:
             await self.ports.load_snapshot(ready.load_snapshot)
-        if ready.committed:
-            self.ports.apply(ready.committed)
+        if committed:
+            self.ports.apply(committed)
         if ready.leader_change is not None:
             self.ports.leader_changed(ready.leader_change)
         self.core.advance(ready)
