@@ -13,9 +13,11 @@ in through tick(), randomness through the injected `random.Random`. The log is l
 once, when the node opens: from then on what the core asks of it (start, end, the epoch of
 an offset, where an epoch ends) comes from memory (raft/unstable_log.py), what it appends
 or truncates stays in memory until a Ready hands it to the driver to write and fsync, and
-the entries it sends or commits leave as descriptors the driver reads when it carries out
-the Ready (Ready.fetch_reads, Ready.committed; raft/ready_reads.py). It keeps of the stable
-log only `LogPrefix`, to move its start (compact_log, the driver's call between Readies).
+the entries and snapshot chunks it sends and the entries it commits leave as descriptors
+the driver reads when it carries out the Ready (Ready.fetch_reads, Ready.snapshot_reads,
+Ready.committed; raft/ready_reads.py). It keeps of the stable log only `LogPrefix`, to move
+its start, and of the snapshot store a `SnapshotCatalog` (which exist, their sizes, and
+dropping old ones): compact_log() and advance(), the driver's calls between Readies.
 
 The protocol is KIP-595's, pull-based: followers and observers fetch from the leader,
 which answers with entries, its high watermark, or the point where their logs diverge;
@@ -201,9 +203,11 @@ class RaftCore(ElectionRules, FetchProtocol):
             log_writes=writes,
             snapshot_chunks=tuple(self._snapshot_chunks),
             fetch_reads=tuple(self._fetch_reads),
+            snapshot_reads=tuple(self._snapshot_reads),
         )
         self._outbox.clear()
         self._fetch_reads.clear()
+        self._snapshot_reads.clear()
         self._snapshot_chunks.clear()
         self._state_dirty = self._log_dirty = False
         return ready

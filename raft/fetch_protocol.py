@@ -27,6 +27,7 @@ from raft.messages import (
     FetchSnapshotResponse,
     SnapshotChunk,
     SnapshotId,
+    SnapshotRead,
 )
 from raft.node_state import NodeState
 from raft.roles import Role
@@ -152,8 +153,8 @@ class FetchProtocol(NodeState):
             self._reply_fetch_snapshot_error(request, POSITION_OUT_OF_RANGE)
             return
         max_bytes = max(1, min(request.max_bytes, self.config.fetch_snapshot_max_bytes))
-        data = self.snapshots.read(request.snapshot_id, request.position, max_bytes)
-        self._send(
+        # The chunk itself is read by the driver, with the Ready (step() reads no file).
+        self._send_with_snapshot_data(
             FetchSnapshotResponse(
                 self.node_id,
                 request.src,
@@ -162,8 +163,8 @@ class FetchProtocol(NodeState):
                 request.snapshot_id,
                 request.position,
                 size,
-                data,
-            )
+            ),
+            SnapshotRead(-1, request.snapshot_id, request.position, max_bytes),
         )
 
     def _reply_fetch_snapshot_error(self, request: FetchSnapshotRequest, error: str) -> None:

@@ -257,9 +257,22 @@ class FetchRead:
 
 
 @dataclass(frozen=True, slots=True)
+class SnapshotRead:
+    """The data of a leader's FetchSnapshotResponse, `Ready.messages[index]`, for the driver
+    to read from the snapshot store before it sends it: up to `max_bytes` of `snapshot_id`
+    from byte `position`."""
+
+    index: int
+    snapshot_id: SnapshotId
+    position: int
+    max_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
 class Ready:
     """What the driver must do; raft/ready_handler.py holds the order: read what the Ready
-    names from the log (`fetch_reads`, `committed`; raft/ready_reads.py), persist
+    names from the log and the snapshot store (`fetch_reads`, `snapshot_reads`,
+    `committed`; raft/ready_reads.py), persist
     `election_state` if set and `log_writes` (fsync if `sync_log`); send `messages` (a
     leader's entries-only FetchResponses may go before the fsync); have the state machine
     load `load_snapshot` (if set: its state is replaced by the snapshot's) and then apply
@@ -276,6 +289,7 @@ class Ready:
     log_writes: LogWrites = NO_LOG_WRITES
     snapshot_chunks: tuple[SnapshotChunk, ...] = ()
     fetch_reads: tuple[FetchRead, ...] = ()  # the entries of FetchResponses in `messages`
+    snapshot_reads: tuple[SnapshotRead, ...] = ()  # the data of FetchSnapshotResponses there
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,9 +28,10 @@ from raft.messages import (
     Message,
     SnapshotChunk,
     SnapshotId,
+    SnapshotRead,
 )
 from raft.roles import Role, check_transition
-from raft.snapshots import MemorySnapshotStore, SnapshotStore
+from raft.snapshots import MemorySnapshotStore, SnapshotCatalog
 from raft.unstable_log import UnstableLog
 
 NEVER = 2**62
@@ -46,7 +47,7 @@ class NodeState:
         config: RaftConfig,
         rng: random.Random,
         now_ms: int,
-        snapshots: SnapshotStore | None = None,
+        snapshots: SnapshotCatalog | None = None,
     ) -> None:
         self.node_id = node_id
         self.voters = voters
@@ -57,7 +58,9 @@ class NodeState:
         # the stable log the core keeps only the means to move its start (compact_log).
         self.log = UnstableLog.over(log)
         self._log_prefix: LogPrefix = log
-        self.snapshots: SnapshotStore = (
+        # Of the snapshot store the core holds only what it knows in memory; chunks it sends
+        # are read by the driver (Ready.snapshot_reads).
+        self.snapshots: SnapshotCatalog = (
             snapshots if snapshots is not None else MemorySnapshotStore()
         )
         self.config = config
@@ -70,8 +73,10 @@ class NodeState:
         self._state_dirty = False
         self._log_dirty = False
         self._outbox: list[Message] = []
-        # The entries of FetchResponses in the outbox, for the driver to read (Ready.fetch_reads).
+        # The entries of FetchResponses in the outbox, and the data of FetchSnapshotResponses,
+        # for the driver to read (Ready.fetch_reads, Ready.snapshot_reads).
         self._fetch_reads: list[FetchRead] = []
+        self._snapshot_reads: list[SnapshotRead] = []
         self._announced: LeaderAndEpoch | None = None
         # The durable log end (what the last fsync covered) and what is committed/applied.
         self.high_watermark = 0
@@ -279,6 +284,14 @@ class NodeState:
         ]
 
     def _send(self, message: Message) -> None:
+        self._outbox.append(message)
+
+    def _send_with_snapshot_data(self, message: Message, read: SnapshotRead) -> None:
+        """Sends a leader's FetchSnapshotResponse whose data the driver reads (`read`, its
+        index set here) when it carries out the Ready."""
+        self._snapshot_reads.append(
+            SnapshotRead(len(self._outbox), read.snapshot_id, read.position, read.max_bytes)
+        )
         self._outbox.append(message)
 
     def _send_with_entries(self, message: Message, offset: int, max_entries: int) -> None:

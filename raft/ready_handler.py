@@ -10,7 +10,8 @@ the ordering the node ships, not a copy of it.
 The order, for each Ready (etcd-io/raft's "Usage" section; Kafka's KafkaRaftClient flushes
 the log and quorum-state before it answers or sends):
   0. read what the Ready names (raft/ready_reads.py): the entries of the leader's
-     FetchResponses and the committed entries to apply (the core reads no entry itself);
+     FetchResponses, the chunks of its FetchSnapshotResponses, and the committed entries
+     to apply (the core reads no entry and no snapshot itself);
      the log as the core saw it, the stable log overlaid with this Ready's own writes, so
      entries still in the unstable tail are answered from memory;
   1. send the leader's FetchResponses that carry only entries (no election state changed in
@@ -55,8 +56,9 @@ class ReadyPorts(Protocol):
     """What a driver plugs into the handler."""
 
     async def read(self, ready: Ready) -> ReadsDone:
-        """Carries out `ready`'s reads over the stable log (ready_reads.carry_out_reads; a
-        node runs it in its disk thread). Called only for a Ready with reads."""
+        """Carries out `ready`'s reads over the stable log and the snapshot store
+        (ready_reads.carry_out_reads; a node runs it in its disk thread). Called only for a
+        Ready with reads."""
         ...
 
     async def persist(self, ready: Ready) -> None:

@@ -1,7 +1,9 @@
-"""The log reads a Ready names, carried out by the driver: the core reads no entry itself.
+"""The reads a Ready names, carried out by the driver: the core reads no entry and no
+snapshot itself.
 
 A leader's FetchResponse leaves the core without its entries, named by a `FetchRead`
-(offset, a page size, the log end when the fetch was answered); the committed entries to
+(offset, a page size, the log end when the fetch was answered), and its
+FetchSnapshotResponse without its data, named by a `SnapshotRead`; the committed entries to
 apply leave as an `EntryRange`. raft/ready_handler.py reads them, first thing for each
 Ready, through the driver's port (on a node, in its disk thread, off the event loop), then
 fills the responses and hands the entries to the state machine.
@@ -22,7 +24,17 @@ import dataclasses
 from collections.abc import Sequence
 
 from raft.log import EntryReader
-from raft.messages import Entry, EntryRange, FetchRead, FetchResponse, LogWrites, Message, Ready
+from raft.messages import (
+    Entry,
+    EntryRange,
+    FetchRead,
+    FetchResponse,
+    FetchSnapshotResponse,
+    LogWrites,
+    Message,
+    Ready,
+)
+from raft.snapshots import SnapshotReader
 
 
 class LogOverlay:
@@ -109,21 +121,25 @@ class ReadsDone:
 
 
 def needs_reads(ready: Ready) -> bool:
-    return bool(ready.fetch_reads or ready.committed)
+    return bool(ready.fetch_reads or ready.snapshot_reads or ready.committed)
 
 
-def reads_stable_log(ready: Ready) -> bool:
-    """Whether `ready`'s reads reach the stable log (else its own writes hold them all: a
-    leader answering followers with what it just appended reads no disk)."""
+def reads_disk(ready: Ready) -> bool:
+    """Whether `ready`'s reads reach the stable log or a snapshot (else its own writes hold
+    them all: a leader answering followers with what it just appended reads no disk)."""
+    if ready.snapshot_reads:
+        return True
     limit = stable_limit(ready.log_writes)
     if ready.committed and ready.committed.start < limit:
         return True
     return any(read.offset < limit for read in ready.fetch_reads)
 
 
-def carry_out_reads(ready: Ready, stable: EntryReader) -> ReadsDone:
+def carry_out_reads(ready: Ready, stable: EntryReader, snapshots: SnapshotReader) -> ReadsDone:
     """Reads what `ready` names from `stable` (the log as the previous Ready left it) and
-    its own log writes (the driver's part; a node runs it in its disk thread)."""
+    its own log writes, and from `snapshots` (the driver's part; a node runs it in its disk
+    thread). A snapshot a Ready reads from is still there: snapshots are deleted only in
+    advance() and compaction, after the Ready or between Readies."""
     log = LogOverlay(stable, ready.log_writes)
     messages = list(ready.messages)
     for read in ready.fetch_reads:
@@ -131,5 +147,11 @@ def carry_out_reads(ready: Ready, stable: EntryReader) -> ReadsDone:
         if not isinstance(response, FetchResponse) or response.entries:
             raise AssertionError(f"{read} names {response}, not a FetchResponse to fill")
         messages[read.index] = dataclasses.replace(response, entries=whole_proposals(log, read))
+    for chunk in ready.snapshot_reads:
+        answer = messages[chunk.index]
+        if not isinstance(answer, FetchSnapshotResponse) or answer.data:
+            raise AssertionError(f"{chunk} names {answer}, not a FetchSnapshotResponse to fill")
+        data = snapshots.read(chunk.snapshot_id, chunk.position, chunk.max_bytes)
+        messages[chunk.index] = dataclasses.replace(answer, data=data)
     committed = read_range(log, ready.committed) if ready.committed else ()
     return ReadsDone(tuple(messages), committed)

@@ -368,9 +368,9 @@ class Cluster:
     def _process_ready(self, node: Node) -> list[str]:
         ready: Ready = node.core.ready()
         out = [f"> {node.node_id} handling Ready"]
-        # What the Ready names to read (fetch answers, committed entries), first, as
+        # What the Ready names to read (fetch answers, snapshot chunks, committed entries), as
         # raft/ready_handler.py does: the core read no entry itself.
-        done = carry_out_reads(ready, node.log)
+        done = carry_out_reads(ready, node.log, node.snapshots)
         if ready.election_state is not None:
             node.persisted = ready.election_state
             out.append(f"  persist: {fmt_state(ready.election_state)}")

@@ -408,7 +408,7 @@ class _SimPorts:
         self._committed: tuple[Entry, ...] = ()  # what the Ready being handled applies
 
     async def read(self, ready: Ready) -> ReadsDone:
-        done = carry_out_reads(ready, self.node.log)
+        done = carry_out_reads(ready, self.node.log, self.node.snapshots)
         self._committed = done.committed
         return done
 
