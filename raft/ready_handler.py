@@ -35,7 +35,6 @@ whose ports never suspend runs a Ready to the end synchronously (run_to_end).
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Coroutine, Sequence
 from typing import Any, Protocol
 
@@ -105,6 +104,11 @@ def split_messages(ready: Ready) -> tuple[list[Message], list[Message]]:
     return early, later
 
 
+def _filled(messages: list[Message], filled: dict[int, Message]) -> list[Message]:
+    """`messages` with those the reads filled (keyed by the id of the one they replace)."""
+    return [filled.get(id(message), message) for message in messages]
+
+
 class LivelockError(AssertionError):
     """The core kept producing Readies: a bug in the core, not a slow run."""
 
@@ -128,11 +132,12 @@ class ReadyHandler:
 
     async def handle(self, ready: Ready) -> None:
         committed: tuple[Entry, ...] = ()
+        early, later = split_messages(ready)
         if needs_reads(ready):
             done = await self.ports.read(ready)
-            ready = dataclasses.replace(ready, messages=done.messages)
             committed = done.committed
-        early, later = split_messages(ready)
+            if done.filled:
+                early, later = _filled(early, done.filled), _filled(later, done.filled)
         for message in early:
             self.ports.send(message)
         await self.ports.persist(ready)

@@ -114,10 +114,16 @@ def read_range(log: EntryReader, entries: EntryRange) -> tuple[Entry, ...]:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class ReadsDone:
-    """A Ready's messages with their entries filled in, and its committed entries."""
+    """What a Ready's reads gave: its messages that got their entries or data, by the id()
+    of the one each replaces in `Ready.messages` (the handler sends those instead), and
+    its committed entries."""
 
-    messages: tuple[Message, ...]
+    filled: dict[int, Message]
     committed: tuple[Entry, ...]
+
+    def messages(self, ready: Ready) -> tuple[Message, ...]:
+        """`ready.messages` as they are sent, filled."""
+        return tuple(self.filled.get(id(m), m) for m in ready.messages)
 
 
 def needs_reads(ready: Ready) -> bool:
@@ -141,17 +147,19 @@ def carry_out_reads(ready: Ready, stable: EntryReader, snapshots: SnapshotReader
     thread). A snapshot a Ready reads from is still there: snapshots are deleted only in
     advance() and compaction, after the Ready or between Readies."""
     log = LogOverlay(stable, ready.log_writes)
-    messages = list(ready.messages)
+    messages = ready.messages
+    filled: dict[int, Message] = {}
     for read in ready.fetch_reads:
         response = messages[read.index]
         if not isinstance(response, FetchResponse) or response.entries:
             raise AssertionError(f"{read} names {response}, not a FetchResponse to fill")
-        messages[read.index] = dataclasses.replace(response, entries=whole_proposals(log, read))
+        entries = whole_proposals(log, read)
+        filled[id(response)] = dataclasses.replace(response, entries=entries)
     for chunk in ready.snapshot_reads:
         answer = messages[chunk.index]
         if not isinstance(answer, FetchSnapshotResponse) or answer.data:
             raise AssertionError(f"{chunk} names {answer}, not a FetchSnapshotResponse to fill")
         data = snapshots.read(chunk.snapshot_id, chunk.position, chunk.max_bytes)
-        messages[chunk.index] = dataclasses.replace(answer, data=data)
+        filled[id(answer)] = dataclasses.replace(answer, data=data)
     committed = read_range(log, ready.committed) if ready.committed else ()
-    return ReadsDone(tuple(messages), committed)
+    return ReadsDone(filled, committed)

@@ -400,10 +400,11 @@ class Cluster:
             if chunk.last:
                 node.core.snapshot_stored(chunk.snapshot_id, complete)
                 stored = True
-        if done.messages:
+        messages = done.messages(ready)
+        if messages:
             out.append("  send:")
-            out += [f"  {fmt_message(m)}" for m in done.messages]
-            self.queue.extend(done.messages)
+            out += [f"  {fmt_message(m)}" for m in messages]
+            self.queue.extend(messages)
         if ready.load_snapshot is not None:
             data = node.snapshots.snapshots[ready.load_snapshot]
             node.state = data.decode().splitlines()

@@ -98,7 +98,7 @@ def test_a_ready_gets_its_messages_filled_and_its_committed_entries() -> None:
     )
     assert reads_disk(ready)
     done = carry_out_reads(ready, stable, snapshots)
-    filled, data = done.messages
+    filled, data = done.messages(ready)
     assert isinstance(filled, FetchResponse) and isinstance(data, FetchSnapshotResponse)
     assert _spots(filled.entries) == "1@1 2@1 3@1 4@1"
     assert data.data == b"456"
@@ -118,5 +118,5 @@ def test_a_leader_answering_from_its_unstable_tail_reads_no_disk() -> None:
     )
     assert not reads_disk(ready)
     done = carry_out_reads(ready, MemoryRaftLog(), MemorySnapshotStore())
-    (filled,) = done.messages
+    (filled,) = done.messages(ready)
     assert isinstance(filled, FetchResponse) and _spots(filled.entries) == "3@1 4@1"
