@@ -9,9 +9,15 @@ RawNode is:
     advance(ready)     the driver did all of that
 plus snapshot_stored(), the driver's answer to a downloaded snapshot's last chunk.
 It never reads a clock, draws randomness of its own, touches a socket or a file: time comes
-in through tick(), randomness through the injected `random.Random`; the log is read through
-the RaftLog protocol, and what the core appends or truncates stays in memory
-(raft/unstable_log.py) until a Ready hands it to the driver to write and fsync.
+in through tick(), randomness through the injected `random.Random`. The log is looked at
+once, when the node opens: from then on what the core asks of it (start, end, the epoch of
+an offset, where an epoch ends) comes from memory (raft/unstable_log.py), what it appends
+or truncates stays in memory until a Ready hands it to the driver to write and fsync, and
+the entries and snapshot chunks it sends and the entries it commits leave as descriptors
+the driver reads when it carries out the Ready (Ready.fetch_reads, Ready.snapshot_reads,
+Ready.committed; raft/ready_reads.py). It keeps of the stable log only `LogPrefix`, to move
+its start, and of the snapshot store a `SnapshotCatalog` (which exist, their sizes, and
+dropping old ones): compact_log() and advance(), the driver's calls between Readies.
 
 The protocol is KIP-595's, pull-based: followers and observers fetch from the leader,
 which answers with entries, its high watermark, or the point where their logs diverge;
@@ -31,6 +37,7 @@ from raft.election import ElectionRules, leader_change_record
 from raft.fetch_protocol import FetchProtocol
 from raft.messages import (
     INCONSISTENT_VOTER_SET,
+    NO_ENTRIES,
     NOT_LEADER_OR_FOLLOWER,
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
@@ -38,6 +45,7 @@ from raft.messages import (
     EndQuorumEpochRequest,
     EndQuorumEpochResponse,
     Entry,
+    EntryRange,
     FetchRequest,
     FetchResponse,
     FetchSnapshotRequest,
@@ -173,10 +181,11 @@ class RaftCore(ElectionRules, FetchProtocol):
         if load is not None:
             self._snapshot_to_load = None
             self.applied = load.end_offset
-        committed: tuple[Entry, ...] = ()
+        committed = NO_ENTRIES
         if self.high_watermark > self.applied:
-            committed = tuple(self.log.read(self.applied, self.high_watermark - self.applied))
-            self.applied += len(committed)
+            # Read by the driver (raft/ready_reads.py), as are the entries of fetch answers.
+            committed = EntryRange(self.applied, self.high_watermark)
+            self.applied = self.high_watermark
         change = None
         current = LeaderAndEpoch(self.leader_id, self.epoch)
         if current != self._announced:
@@ -193,8 +202,12 @@ class RaftCore(ElectionRules, FetchProtocol):
             load_snapshot=load,
             log_writes=writes,
             snapshot_chunks=tuple(self._snapshot_chunks),
+            fetch_reads=tuple(self._fetch_reads),
+            snapshot_reads=tuple(self._snapshot_reads),
         )
         self._outbox.clear()
+        self._fetch_reads.clear()
+        self._snapshot_reads.clear()
         self._snapshot_chunks.clear()
         self._state_dirty = self._log_dirty = False
         return ready
@@ -247,7 +260,7 @@ class RaftCore(ElectionRules, FetchProtocol):
             )
         if end_offset == start.end_offset:
             return start
-        return SnapshotId(end_offset, self.log.read(end_offset - 1, 1)[0].epoch)
+        return SnapshotId(end_offset, self.log.epoch_at(end_offset - 1))
 
     def compact_log(self, snapshot_id: SnapshotId) -> None:
         """Log-prefix cleanup: the log starts at `snapshot_id` (a snapshot in the store),
@@ -260,6 +273,7 @@ class RaftCore(ElectionRules, FetchProtocol):
         if snapshot_id.end_offset <= self.log.start().end_offset:
             return
         self.log.delete_before(snapshot_id)
+        self._log_prefix.delete_before(snapshot_id)
         self.snapshots.delete_before(snapshot_id)
 
     def next_wakeup_ms(self) -> int:

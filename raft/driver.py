@@ -3,9 +3,10 @@
 One task owns the core and is its only caller: it steps inbound messages and ticks timers,
 batches proposals for `controller.quorum.append.linger.ms` so that one fsync and one round
 of fetches carry many records, and carries out each Ready through raft/ready_handler.py
-(the order lives there, shared with the Raft simulator) with this node's ports: quorum-state
+(the order lives there, shared with the Raft simulator) with this node's ports: the entries
+the Ready names read (fetch answers, what to apply: raft/ready_reads.py), and quorum-state
 and the entries and truncations the Ready lists (the core keeps them in memory until then,
-raft/unstable_log.py) written and fsynced in a worker thread, off the loop; the gRPC
+raft/unstable_log.py) written and fsynced, in a worker thread, off the loop; the gRPC
 transport; the state machine's listener; the appends waiting for their commit. While it
 awaits a disk write no other code touches the core or the log: inbound messages and appends
 only queue up.
@@ -18,7 +19,8 @@ Snapshots (KIP-630) live beside the log as `<end_offset>-<epoch>.checkpoint` fil
 (raft/snapshot_files.py). The state machine writes one with create_snapshot(); once the
 log is larger than `metadata.max.retention.bytes` it then starts at the latest snapshot.
 A follower's download is written as its Readies list the chunks, on the loop itself (the
-store is not thread-safe; one fsync, at the last chunk, rarely).
+store is not thread-safe; one fsync, at the last chunk, rarely); the chunks a leader sends
+are read with the Ready's other reads, in the disk thread.
 
 Refused messages (raft/admission.py in the core, raft/wire_checks.py at the transport) are
 counted in stats() and logged at most once per sender per minute (raft/refusal_log.py). If
@@ -51,6 +53,7 @@ from raft.messages import (
 )
 from raft.quorum_state import QuorumStateStore
 from raft.ready_handler import ReadyHandler
+from raft.ready_reads import ReadsDone, carry_out_reads, reads_disk
 from raft.refusal_log import RefusalLog
 from raft.roles import Role
 from raft.snapshot_files import FileSnapshotStore
@@ -476,6 +479,16 @@ class _NodePorts:
 
     def __init__(self, driver: RaftDriver) -> None:
         self.driver = driver
+
+    async def read(self, ready: Ready) -> ReadsDone:
+        # In the disk thread, as the writes are; no thread hop when the Ready's own writes
+        # hold every entry it names (a leader answering fetches for what it just appended).
+        driver = self.driver
+        if reads_disk(ready):
+            return await asyncio.to_thread(
+                carry_out_reads, ready, driver.raft_log, driver.snapshots
+            )
+        return carry_out_reads(ready, driver.raft_log, driver.snapshots)
 
     async def persist(self, ready: Ready) -> None:
         if ready.election_state is not None or ready.sync_log:

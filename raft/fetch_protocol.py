@@ -27,6 +27,7 @@ from raft.messages import (
     FetchSnapshotResponse,
     SnapshotChunk,
     SnapshotId,
+    SnapshotRead,
 )
 from raft.node_state import NodeState
 from raft.roles import Role
@@ -108,29 +109,7 @@ class FetchProtocol(NodeState):
     def _answer_fetch(self, request: FetchRequest) -> None:
         self.fetches_served += 1
         count = min(request.max_entries, self.config.fetch_max_entries)
-        self._send(
-            self._fetch_response(request, self._whole_proposals(request.fetch_offset, count))
-        )
-
-    def _whole_proposals(self, offset: int, count: int) -> tuple[Entry, ...]:
-        """About `count` entries from `offset`, cut at a proposal's end: a follower never
-        holds part of one, so no leader can ever commit part of one. A proposal longer than
-        `count` goes whole."""
-        entries = list(self.log.read(offset, count))
-        if not entries or not entries[-1].more:
-            return tuple(entries)
-        whole = len(entries)
-        while whole and entries[whole - 1].more:
-            whole -= 1
-        if whole:
-            return tuple(entries[:whole])
-        while entries[-1].more:  # one proposal longer than a page: read on to its end
-            tail = self.log.read(entries[-1].offset + 1, count)
-            if not tail:
-                break
-            entries += tail
-        end = next((i for i, e in enumerate(entries) if not e.more), len(entries) - 1)
-        return tuple(entries[: end + 1])
+        self._send_with_entries(self._fetch_response(request, ()), request.fetch_offset, count)
 
     def _fetch_response(
         self,
@@ -174,8 +153,8 @@ class FetchProtocol(NodeState):
             self._reply_fetch_snapshot_error(request, POSITION_OUT_OF_RANGE)
             return
         max_bytes = max(1, min(request.max_bytes, self.config.fetch_snapshot_max_bytes))
-        data = self.snapshots.read(request.snapshot_id, request.position, max_bytes)
-        self._send(
+        # The chunk itself is read by the driver, with the Ready (step() reads no file).
+        self._send_with_snapshot_data(
             FetchSnapshotResponse(
                 self.node_id,
                 request.src,
@@ -184,8 +163,8 @@ class FetchProtocol(NodeState):
                 request.snapshot_id,
                 request.position,
                 size,
-                data,
-            )
+            ),
+            SnapshotRead(-1, request.snapshot_id, request.position, max_bytes),
         )
 
     def _reply_fetch_snapshot_error(self, request: FetchSnapshotRequest, error: str) -> None:
@@ -377,6 +356,7 @@ class FetchProtocol(NodeState):
                 f"{self.high_watermark}"
             )
         self.log.reset_to_snapshot(snapshot_id)
+        self._unread_past(snapshot_id.end_offset)
         self._installed = snapshot_id  # older snapshots go once the reset is written
         self.flushed_end = snapshot_id.end_offset
         self.high_watermark = snapshot_id.end_offset  # a snapshot holds only committed entries

@@ -1,7 +1,10 @@
 """The replicated log as the Raft core sees it, and an in-memory implementation.
 
-The core reads and writes the log through `RaftLog` and never syncs it: a Ready with
-`sync_log` tells the driver to fsync before sending. Production backs this with a
+The core touches the stable log only when the node opens (raft/unstable_log.py keeps its
+start, end and epoch index in memory from then on) and, between Readies, to move its start
+(`LogPrefix`, compaction). Everything else is the driver's, as a Ready lists it: the writes
+(then an fsync if `sync_log`) and the reads of entries to send or apply
+(raft/ready_reads.py). Production backs this with a
 `storage.Log` (the `__cluster_metadata-0` partition); tests and the simulator use
 `MemoryRaftLog`, whose `crash()` loses what was not synced, as a power cut would.
 
@@ -19,7 +22,24 @@ from typing import Protocol
 from raft.messages import NO_SNAPSHOT, Entry, SnapshotId
 
 
-class RaftLog(Protocol):
+class LogPrefix(Protocol):
+    """All the core holds of the stable log once it runs: no reads, no appends."""
+
+    def delete_before(self, snapshot_id: SnapshotId) -> None:
+        """Log-prefix cleanup: the log now starts at `snapshot_id` (a snapshot holding
+        everything before it exists), and the entries below its end offset go."""
+        ...
+
+
+class EntryReader(Protocol):
+    """What the driver reads entries through (raft/ready_reads.py)."""
+
+    def read(self, offset: int, max_entries: int) -> Sequence[Entry]:
+        """Entries from `offset` on, at most `max_entries`."""
+        ...
+
+
+class RaftLog(LogPrefix, EntryReader, Protocol):
     def start(self) -> SnapshotId:
         """The snapshot the log starts at (NO_SNAPSHOT: it starts at offset 0)."""
         ...
@@ -37,8 +57,10 @@ class RaftLog(Protocol):
         leader gives a diverging follower; (0, 0) when the log has no entry that old."""
         ...
 
-    def read(self, offset: int, max_entries: int) -> Sequence[Entry]:
-        """Entries from `offset` on, at most `max_entries`."""
+    def epoch_starts(self) -> Sequence[tuple[int, int]]:
+        """(epoch, offset of its first entry) for each epoch in the log, oldest first: the
+        epoch index the core keeps in memory (Kafka's leader-epoch cache). The first may
+        start below the log start (it is counted from there)."""
         ...
 
     def append(self, entries: Sequence[Entry]) -> None:
@@ -47,11 +69,6 @@ class RaftLog(Protocol):
 
     def truncate_to(self, offset: int) -> None:
         """Removes every entry at `offset` and above."""
-        ...
-
-    def delete_before(self, snapshot_id: SnapshotId) -> None:
-        """Log-prefix cleanup: the log now starts at `snapshot_id` (a snapshot holding
-        everything before it exists), and the entries below its end offset go."""
         ...
 
     def reset_to_snapshot(self, snapshot_id: SnapshotId) -> None:
@@ -91,6 +108,13 @@ class MemoryRaftLog:
                 break
             floor_epoch, end = entry.epoch, entry.offset + 1
         return floor_epoch, end
+
+    def epoch_starts(self) -> Sequence[tuple[int, int]]:
+        starts: list[tuple[int, int]] = []
+        for entry in self.entries:
+            if not starts or starts[-1][0] != entry.epoch:
+                starts.append((entry.epoch, entry.offset))
+        return starts
 
     def read(self, offset: int, max_entries: int) -> Sequence[Entry]:
         if offset < self.base.end_offset:

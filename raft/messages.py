@@ -230,23 +230,66 @@ class SnapshotChunk:
 
 
 @dataclass(frozen=True, slots=True)
+class EntryRange:
+    """The entries at offsets [start, end): committed ones the driver reads from the log and
+    hands to the state machine (Ready.committed)."""
+
+    start: int
+    end: int
+
+    def __bool__(self) -> bool:
+        return self.end > self.start
+
+
+NO_ENTRIES = EntryRange(0, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class FetchRead:
+    """The entries of a leader's FetchResponse, `Ready.messages[index]`, for the driver to
+    read before it sends it (raft/ready_reads.py): from `offset`, about `max_entries` cut at
+    a proposal's end, none at or beyond `end` (the log end when the fetch was answered)."""
+
+    index: int
+    offset: int
+    end: int
+    max_entries: int
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotRead:
+    """The data of a leader's FetchSnapshotResponse, `Ready.messages[index]`, for the driver
+    to read from the snapshot store before it sends it: up to `max_bytes` of `snapshot_id`
+    from byte `position`."""
+
+    index: int
+    snapshot_id: SnapshotId
+    position: int
+    max_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
 class Ready:
-    """What the driver must do; raft/ready_handler.py holds the order: persist
+    """What the driver must do; raft/ready_handler.py holds the order: read what the Ready
+    names from the log and the snapshot store (`fetch_reads`, `snapshot_reads`,
+    `committed`; raft/ready_reads.py), persist
     `election_state` if set and `log_writes` (fsync if `sync_log`); send `messages` (a
     leader's entries-only FetchResponses may go before the fsync); have the state machine
     load `load_snapshot` (if set: its state is replaced by the snapshot's) and then apply
-    `committed`; report `leader_change`. Then call `advance(ready)`."""
+    the entries of `committed`; report `leader_change`. Then call `advance(ready)`."""
 
     election_state: ElectionState | None
     sync_log: bool  # fsync the log (after writing `log_writes`)
     log_end_offset: int  # what the log holds once `log_writes` are written
     messages: tuple[Message, ...]
-    committed: tuple[Entry, ...]
+    committed: EntryRange  # to read from the log and apply
     leader_change: LeaderAndEpoch | None
     high_watermark: int = 0
     load_snapshot: SnapshotId | None = None
     log_writes: LogWrites = NO_LOG_WRITES
     snapshot_chunks: tuple[SnapshotChunk, ...] = ()
+    fetch_reads: tuple[FetchRead, ...] = ()  # the entries of FetchResponses in `messages`
+    snapshot_reads: tuple[SnapshotRead, ...] = ()  # the data of FetchSnapshotResponses there
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ import random
 from raft.config import RaftConfig
 from raft.leader_state import LeaderState
 from raft.limits import MAX_EPOCH, EpochExhaustedError
-from raft.log import RaftLog
+from raft.log import LogPrefix, RaftLog
 from raft.messages import (
     FENCED_LEADER_EPOCH,
     NO_LEADER,
@@ -22,14 +22,16 @@ from raft.messages import (
     ElectionState,
     EndQuorumEpochRequest,
     Entry,
+    FetchRead,
     FetchRequest,
     LeaderAndEpoch,
     Message,
     SnapshotChunk,
     SnapshotId,
+    SnapshotRead,
 )
 from raft.roles import Role, check_transition
-from raft.snapshots import MemorySnapshotStore, SnapshotStore
+from raft.snapshots import MemorySnapshotStore, SnapshotCatalog
 from raft.unstable_log import UnstableLog
 
 NEVER = 2**62
@@ -45,15 +47,20 @@ class NodeState:
         config: RaftConfig,
         rng: random.Random,
         now_ms: int,
-        snapshots: SnapshotStore | None = None,
+        snapshots: SnapshotCatalog | None = None,
     ) -> None:
         self.node_id = node_id
         self.voters = voters
         self.is_voter = node_id in voters
         # Appends and truncations stay in memory until a Ready has them written and
-        # fsynced (raft/unstable_log.py): the core never writes a file.
-        self.log = UnstableLog(log)
-        self.snapshots: SnapshotStore = (
+        # fsynced, and what the core asks of the log (its start, end, epochs) is kept in
+        # memory, read from `log` only now, as the node opens (raft/unstable_log.py). Of
+        # the stable log the core keeps only the means to move its start (compact_log).
+        self.log = UnstableLog.over(log)
+        self._log_prefix: LogPrefix = log
+        # Of the snapshot store the core holds only what it knows in memory; chunks it sends
+        # are read by the driver (Ready.snapshot_reads).
+        self.snapshots: SnapshotCatalog = (
             snapshots if snapshots is not None else MemorySnapshotStore()
         )
         self.config = config
@@ -66,6 +73,10 @@ class NodeState:
         self._state_dirty = False
         self._log_dirty = False
         self._outbox: list[Message] = []
+        # The entries of FetchResponses in the outbox, and the data of FetchSnapshotResponses,
+        # for the driver to read (Ready.fetch_reads, Ready.snapshot_reads).
+        self._fetch_reads: list[FetchRead] = []
+        self._snapshot_reads: list[SnapshotRead] = []
         self._announced: LeaderAndEpoch | None = None
         # The durable log end (what the last fsync covered) and what is committed/applied.
         self.high_watermark = 0
@@ -83,7 +94,7 @@ class NodeState:
         self.snapshots_fetched = 0
         latest = self.snapshots.latest()
         if latest is not None:
-            if (latest.epoch, latest.end_offset) > (log.last_epoch(), log.end_offset()):
+            if (latest.epoch, latest.end_offset) > (self.log.last_epoch(), self.log.end_offset()):
                 # The snapshot is ahead of the log (the log's reset after installing it, or
                 # the entries it covers, did not reach the disk): the log restarts from it,
                 # as Kafka's truncateToLatestSnapshot does (with the first Ready).
@@ -257,10 +268,38 @@ class NodeState:
                 f"{self.high_watermark}: committed entries would be lost"
             )
         self.log.truncate_to(offset)
+        self._unread_past(offset)
         self.flushed_end = min(self.flushed_end, offset)
         self._log_dirty = True
 
+    def _unread_past(self, offset: int) -> None:
+        """Fetch answers not yet read may name entries at `offset` and above, which the
+        log no longer holds (as it did when they were answered): they carry the entries
+        below it only (an answer with fewer entries is always a valid one)."""
+        self._fetch_reads = [
+            read
+            if read.end <= offset
+            else FetchRead(read.index, read.offset, max(read.offset, offset), read.max_entries)
+            for read in self._fetch_reads
+        ]
+
     def _send(self, message: Message) -> None:
+        self._outbox.append(message)
+
+    def _send_with_snapshot_data(self, message: Message, read: SnapshotRead) -> None:
+        """Sends a leader's FetchSnapshotResponse whose data the driver reads (`read`, its
+        index set here) when it carries out the Ready."""
+        self._snapshot_reads.append(
+            SnapshotRead(len(self._outbox), read.snapshot_id, read.position, read.max_bytes)
+        )
+        self._outbox.append(message)
+
+    def _send_with_entries(self, message: Message, offset: int, max_entries: int) -> None:
+        """Sends a leader's FetchResponse whose entries, from `offset` on, the driver reads
+        when it carries out the Ready (raft/ready_reads.py): step() reads no entry."""
+        end = self.log.end_offset()
+        if offset < end:
+            self._fetch_reads.append(FetchRead(len(self._outbox), offset, end, max_entries))
         self._outbox.append(message)
 
 

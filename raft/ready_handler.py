@@ -9,6 +9,11 @@ the ordering the node ships, not a copy of it.
 
 The order, for each Ready (etcd-io/raft's "Usage" section; Kafka's KafkaRaftClient flushes
 the log and quorum-state before it answers or sends):
+  0. read what the Ready names (raft/ready_reads.py): the entries of the leader's
+     FetchResponses, the chunks of its FetchSnapshotResponses, and the committed entries
+     to apply (the core reads no entry and no snapshot itself);
+     the log as the core saw it, the stable log overlaid with this Ready's own writes, so
+     entries still in the unstable tail are answered from memory;
   1. send the leader's FetchResponses that carry only entries (no election state changed in
      this Ready): a leader may replicate entries while it writes them, because it counts
      only its own *flushed* log end toward the high watermark (advance() tells it what was
@@ -43,10 +48,17 @@ from raft.messages import (
     SnapshotChunk,
     SnapshotId,
 )
+from raft.ready_reads import ReadsDone, needs_reads
 
 
 class ReadyPorts(Protocol):
     """What a driver plugs into the handler."""
+
+    async def read(self, ready: Ready) -> ReadsDone:
+        """Carries out `ready`'s reads over the stable log and the snapshot store
+        (ready_reads.carry_out_reads; a node runs it in its disk thread). Called only for a
+        Ready with reads."""
+        ...
 
     async def persist(self, ready: Ready) -> None:
         """Makes `ready.election_state` (if set) and the log durable (fsync if
@@ -92,6 +104,11 @@ def split_messages(ready: Ready) -> tuple[list[Message], list[Message]]:
     return early, later
 
 
+def _filled(messages: list[Message], filled: dict[int, Message]) -> list[Message]:
+    """`messages` with those the reads filled (keyed by the id of the one they replace)."""
+    return [filled.get(id(message), message) for message in messages]
+
+
 class LivelockError(AssertionError):
     """The core kept producing Readies: a bug in the core, not a slow run."""
 
@@ -114,7 +131,13 @@ class ReadyHandler:
             handled += 1
 
     async def handle(self, ready: Ready) -> None:
+        committed: tuple[Entry, ...] = ()
         early, later = split_messages(ready)
+        if needs_reads(ready):
+            done = await self.ports.read(ready)
+            committed = done.committed
+            if done.filled:
+                early, later = _filled(early, done.filled), _filled(later, done.filled)
         for message in early:
             self.ports.send(message)
         await self.ports.persist(ready)
@@ -126,8 +149,8 @@ class ReadyHandler:
             self.ports.send(message)
         if ready.load_snapshot is not None:
             await self.ports.load_snapshot(ready.load_snapshot)
-        if ready.committed:
-            self.ports.apply(ready.committed)
+        if committed:
+            self.ports.apply(committed)
         if ready.leader_change is not None:
             self.ports.leader_changed(ready.leader_change)
         self.core.advance(ready)

@@ -86,31 +86,33 @@ def _is_marker(batch: tuple[object, list[Record]], marker: bytes) -> bool:
 
 class FileSnapshotStore:
     """A raft.snapshots.SnapshotStore over a directory. Not thread-safe: the driver's loop
-    owns it, and the state machine's `create` runs while that loop awaits it."""
+    owns it, and the state machine's `create` runs while that loop awaits it; `read` alone
+    may run in the driver's disk thread (it opens a complete file, which only the loop
+    deletes, between Readies). Which snapshots exist and their sizes are kept in memory:
+    the Raft core asks them inside step()."""
 
     def __init__(self, directory: str) -> None:
         self.directory = directory
-        self._ids: set[SnapshotId] = set()
+        self._sizes: dict[SnapshotId, int] = {}
         for name in os.listdir(directory):
             if name.endswith(".part"):
                 os.unlink(os.path.join(directory, name))  # a download or write cut short
             elif match := _NAME.match(name):
-                self._ids.add(SnapshotId(int(match.group(1)), int(match.group(2))))
+                snapshot_id = SnapshotId(int(match.group(1)), int(match.group(2)))
+                self._sizes[snapshot_id] = os.path.getsize(os.path.join(directory, name))
         self._partial: tuple[SnapshotId, int] | None = None  # (id, open file descriptor)
 
     def ids(self) -> list[SnapshotId]:
-        return sorted(self._ids)
+        return sorted(self._sizes)
 
     def path(self, snapshot_id: SnapshotId) -> str:
         return os.path.join(self.directory, file_name(snapshot_id))
 
     def latest(self) -> SnapshotId | None:
-        return max(self._ids, default=None)
+        return max(self._sizes, default=None)
 
     def size(self, snapshot_id: SnapshotId) -> int | None:
-        if snapshot_id not in self._ids:
-            return None
-        return os.path.getsize(self.path(snapshot_id))
+        return self._sizes.get(snapshot_id)
 
     def read(self, snapshot_id: SnapshotId, position: int, max_bytes: int) -> bytes:
         with open(self.path(snapshot_id), "rb") as f:
@@ -139,7 +141,7 @@ class FileSnapshotStore:
 
     def add(self, snapshot_id: SnapshotId) -> None:
         """The other half: the store now serves the snapshot written by write_file()."""
-        self._ids.add(snapshot_id)
+        self._sizes[snapshot_id] = os.path.getsize(self.path(snapshot_id))
 
     def begin(self, snapshot_id: SnapshotId) -> None:
         _check_id(snapshot_id)
@@ -171,12 +173,12 @@ class FileSnapshotStore:
             return False
         os.replace(path + ".part", path)
         fsync_dir(self.directory)
-        self._ids.add(snapshot_id)
+        self._sizes[snapshot_id] = os.path.getsize(path)
         return True
 
     def delete_before(self, snapshot_id: SnapshotId) -> None:
-        for old in [s for s in self._ids if s < snapshot_id]:
-            self._ids.discard(old)
+        for old in [s for s in self._sizes if s < snapshot_id]:
+            del self._sizes[old]
             try:
                 os.unlink(self.path(old))
             except FileNotFoundError:

@@ -3,8 +3,9 @@
 A snapshot `SnapshotId(end_offset, epoch)` holds the state machine's state after applying
 every entry below `end_offset`; once one exists, the log before it can go (log-prefix
 cleanup), and a follower that needs entries the leader no longer has downloads the snapshot
-in chunks (FetchSnapshot) instead. The core reads and writes snapshots only through
-`SnapshotStore`, as it does the log through RaftLog: raft/snapshot_files.py keeps them as
+in chunks (FetchSnapshot) instead. The core holds only a `SnapshotCatalog` (what exists,
+sizes, dropping old ones); the driver writes downloads and reads the chunks a leader sends,
+as Readies list them, through `SnapshotStore`: raft/snapshot_files.py keeps them as
 `<end_offset:020d>-<epoch:010d>.checkpoint` files, the simulator and the scripts in memory.
 """
 
@@ -15,7 +16,12 @@ from typing import Protocol
 from raft.messages import SnapshotChunk, SnapshotId
 
 
-class SnapshotStore(Protocol):
+class SnapshotCatalog(Protocol):
+    """What the Raft core holds of the snapshot store: which snapshots there are and their
+    sizes (both kept in memory), and dropping old ones (advance() and compact_log(), the
+    driver's calls between Readies). No reads: a chunk a leader sends is read by the driver
+    (Ready.snapshot_reads, raft/ready_reads.py)."""
+
     def latest(self) -> SnapshotId | None:
         """The newest complete snapshot, None when there is none."""
         ...
@@ -24,10 +30,19 @@ class SnapshotStore(Protocol):
         """The snapshot's size in bytes; None when it is not (or no longer) here."""
         ...
 
+    def delete_before(self, snapshot_id: SnapshotId) -> None:
+        """Deletes every complete snapshot older than `snapshot_id` (the log now starts at
+        it, so they can serve nobody)."""
+        ...
+
+
+class SnapshotReader(Protocol):
     def read(self, snapshot_id: SnapshotId, position: int, max_bytes: int) -> bytes:
         """Up to `max_bytes` of the snapshot from byte `position`."""
         ...
 
+
+class SnapshotStore(SnapshotCatalog, SnapshotReader, Protocol):
     def begin(self, snapshot_id: SnapshotId) -> None:
         """Starts receiving a snapshot from a leader, dropping any partial one."""
         ...
@@ -40,11 +55,6 @@ class SnapshotStore(Protocol):
         """Completes the snapshot being received. Durable when this returns True: the caller
         drops the log it replaces right after. False: the bytes received do not form a valid
         snapshot (checksums), and they were dropped."""
-        ...
-
-    def delete_before(self, snapshot_id: SnapshotId) -> None:
-        """Deletes every complete snapshot older than `snapshot_id` (the log now starts at
-        it, so they can serve nobody)."""
         ...
 
 

@@ -83,6 +83,11 @@ class StorageRaftLog:
         end = entries[i + 1][1] if i + 1 < len(entries) else self.log.log_end_offset
         return entries[i][0], end
 
+    def epoch_starts(self) -> Sequence[tuple[int, int]]:
+        # Storage's leader-epoch cache, kept with every append and truncation and rebuilt
+        # by recovery: the core's epoch index comes from it without reading a batch.
+        return list(self.log.leader_epochs.entries)
+
     def read(self, offset: int, max_entries: int) -> Sequence[Entry]:
         out: list[Entry] = []
         while len(out) < max_entries and offset < self.log.log_end_offset:

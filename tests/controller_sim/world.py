@@ -14,7 +14,7 @@ import random
 from collections.abc import Sequence
 
 from metadata.records import decode
-from raft.messages import Ready
+from raft.messages import Entry, Ready
 from tests.controller_sim.checker import MetadataChecker
 from tests.controller_sim.machine import MetadataStateMachine
 from tests.sim.cluster import Cluster, ClusterConfig, ClusterListener, SimNode
@@ -48,8 +48,8 @@ class _Listener:
     def on_crash(self, node: SimNode) -> None:
         self.checker.on_crash(node)
 
-    def on_ready(self, node: SimNode, ready: Ready) -> None:
-        self.checker.on_ready(node, ready)
+    def on_ready(self, node: SimNode, ready: Ready, committed: Sequence[Entry]) -> None:
+        self.checker.on_ready(node, ready, committed)
 
 
 class ControllerCluster(Cluster):

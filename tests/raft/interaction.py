@@ -99,6 +99,7 @@ from raft.messages import (
     Ready,
     SnapshotId,
 )
+from raft.ready_reads import LogOverlay, carry_out_reads
 from raft.roles import Role
 from raft.snapshots import MemorySnapshotStore, write_snapshot_chunk
 from raft.unstable_log import write_to
@@ -367,6 +368,9 @@ class Cluster:
     def _process_ready(self, node: Node) -> list[str]:
         ready: Ready = node.core.ready()
         out = [f"> {node.node_id} handling Ready"]
+        # What the Ready names to read (fetch answers, snapshot chunks, committed entries), as
+        # raft/ready_handler.py does: the core read no entry itself.
+        done = carry_out_reads(ready, node.log, node.snapshots)
         if ready.election_state is not None:
             node.persisted = ready.election_state
             out.append(f"  persist: {fmt_state(ready.election_state)}")
@@ -396,21 +400,22 @@ class Cluster:
             if chunk.last:
                 node.core.snapshot_stored(chunk.snapshot_id, complete)
                 stored = True
-        if ready.messages:
+        messages = done.messages(ready)
+        if messages:
             out.append("  send:")
-            out += [f"  {fmt_message(m)}" for m in ready.messages]
-            self.queue.extend(ready.messages)
+            out += [f"  {fmt_message(m)}" for m in messages]
+            self.queue.extend(messages)
         if ready.load_snapshot is not None:
             data = node.snapshots.snapshots[ready.load_snapshot]
             node.state = data.decode().splitlines()
             out.append(f"  load snapshot {fmt_snapshot(ready.load_snapshot)}:")
             out += [f"  {line}" for line in node.state] or ["  (empty)"]
             self._check_snapshot(node, ready.load_snapshot)
-        if ready.committed:
+        if done.committed:
             out.append(f"  apply (hw={ready.high_watermark}):")
-            out += [f"  {fmt_entry_data(e)}" for e in ready.committed]
-            node.applied.extend(ready.committed)
-            node.state += [fmt_entry_data(e) for e in ready.committed]
+            out += [f"  {fmt_entry_data(e)}" for e in done.committed]
+            node.applied.extend(done.committed)
+            node.state += [fmt_entry_data(e) for e in done.committed]
         if ready.leader_change is not None:
             lc = ready.leader_change
             out.append(f"  leader change: leader={leader_name(lc.leader_id)} epoch={lc.epoch}")
@@ -635,7 +640,8 @@ class Cluster:
         start = log.start()
         if start.end_offset:
             out.append(f"(starts at snapshot {fmt_snapshot(start)})")
-        for entry in log.read(start.end_offset, log.end_offset() - start.end_offset):
+        view = LogOverlay(node.log, log.writes())
+        for entry in view.read(start.end_offset, log.end_offset() - start.end_offset):
             text = fmt_entry_data(entry)
             if entry.offset >= log.unstable_offset:
                 text += " (unsynced)"

@@ -3,8 +3,10 @@
 Random sequences of appends (runs of epochs, control entries among them), truncations,
 log-prefix cleanups (the log starts at a snapshot) and resets to a snapshot go to both logs;
 after every step start, end offset, last epoch, end_offset_for_epoch for every epoch, and
-reads from every offset must agree. Then the storage log is flushed, closed and reopened
-from disk (with the snapshot it starts at, as the driver does), and must still agree.
+reads from every offset must agree, and so must the Raft core's in-memory view of each
+(raft/unstable_log.py, built from the log's epoch index). Then the storage log is flushed,
+closed and reopened from disk (with the snapshot it starts at, as the driver does), and
+must still agree.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import pytest
 from raft.log import MemoryRaftLog
 from raft.messages import Entry, SnapshotId
 from raft.storage_log import StorageRaftLog, open_raft_log
+from raft.unstable_log import UnstableLog
 from storage.config import LogConfig
 from storage.log import Log
 
@@ -36,6 +39,20 @@ def agree(model: MemoryRaftLog, real: StorageRaftLog, context: str) -> None:
         assert list(real.read(offset, 7)) == list(model.read(offset, 7)), (
             f"{context}: read({offset})"
         )
+    # The core's in-memory view, built from each log's epoch index as a node opens it,
+    # answers as the model does without reading an entry.
+    for log in (model, real):
+        view = UnstableLog.over(log)
+        assert (view.start(), view.end_offset()) == (model.start(), model.end_offset()), context
+        assert view.last_epoch() == model.last_epoch(), context
+        for epoch in range(top):
+            assert view.end_offset_for_epoch(epoch) == model.end_offset_for_epoch(epoch), (
+                f"{context}: the view's end_offset_for_epoch({epoch}) over {type(log).__name__}"
+            )
+        for offset in range(model.start_offset, model.end_offset()):
+            assert view.epoch_at(offset) == model.read(offset, 1)[0].epoch, (
+                f"{context}: the view's epoch_at({offset}) over {type(log).__name__}"
+            )
 
 
 @pytest.mark.parametrize("seed", range(12))

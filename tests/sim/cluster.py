@@ -47,6 +47,7 @@ from raft.messages import (
     VoteResponse,
 )
 from raft.ready_handler import ReadyHandler, run_to_end
+from raft.ready_reads import ReadsDone, carry_out_reads
 from raft.roles import Role
 from raft.snapshots import write_snapshot_chunk
 from raft.unstable_log import write_to
@@ -141,7 +142,9 @@ class ClusterListener(Protocol):
 
     def on_crash(self, node: SimNode) -> None: ...
 
-    def on_ready(self, node: SimNode, ready: Ready) -> None: ...
+    def on_ready(self, node: SimNode, ready: Ready, committed: Sequence[Entry]) -> None:
+        """`ready` is durable; `committed`: the entries it applies (read for it)."""
+        ...
 
 
 class Cluster:
@@ -402,6 +405,12 @@ class _SimPorts:
         self.cluster = cluster
         self.node = node
         self.send = cluster._send  # the network; bound once, called for every message
+        self._committed: tuple[Entry, ...] = ()  # what the Ready being handled applies
+
+    async def read(self, ready: Ready) -> ReadsDone:
+        done = carry_out_reads(ready, self.node.log, self.node.snapshots)
+        self._committed = done.committed
+        return done
 
     async def persist(self, ready: Ready) -> None:
         node = self.node
@@ -420,7 +429,8 @@ class _SimPorts:
             raise _PowerCut
         if ready.sync_log:
             node.log.sync()
-        self.cluster.listener.on_ready(node, ready)
+        committed, self._committed = self._committed, ()
+        self.cluster.listener.on_ready(node, ready, committed)
 
     async def write_snapshot_chunk(self, chunk: SnapshotChunk) -> bool:
         return write_snapshot_chunk(self.node.snapshots, chunk)

@@ -37,6 +37,7 @@ touched), so checking after every event stays cheap.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from raft.messages import Entry, Ready, SnapshotId, VoteResponse
@@ -85,7 +86,7 @@ class Checker:
     def on_crash(self, node: SimNode) -> None:
         pass  # the watch resets when the node starts again; (j) is checked after the event
 
-    def on_ready(self, node: SimNode, ready: Ready) -> None:
+    def on_ready(self, node: SimNode, ready: Ready, committed: Sequence[Entry]) -> None:
         watch = self._watch[node.node_id]
         load = ready.load_snapshot
         if load is not None:
@@ -102,7 +103,7 @@ class Checker:
                     f"{watch.applied_next}: its state machine would go back",
                 )
             watch.applied_next = load.end_offset
-        for entry in ready.committed:
+        for entry in committed:
             if entry.offset != watch.applied_next:
                 raise InvariantViolation(
                     "f",

@@ -6,6 +6,8 @@ promises for it. The invariants of invariants.py are checked after every event h
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pytest
 
 from raft.config import RaftConfig
@@ -13,6 +15,7 @@ from raft.messages import (
     NO_LEADER,
     SNAPSHOT_NOT_FOUND,
     ElectionState,
+    Entry,
     FetchRequest,
     FetchResponse,
     FetchSnapshotResponse,
@@ -452,13 +455,13 @@ def test_a_restarted_node_loads_its_snapshot_before_applying_its_log() -> None:
 
     world.cluster.crash(victim)
     world.after_event()
-    readies: list[Ready] = []
+    readies: list[tuple[Ready, Sequence[Entry]]] = []
     on_ready = world.checker.on_ready
 
-    def spy(node: SimNode, ready: Ready) -> None:
+    def spy(node: SimNode, ready: Ready, committed: Sequence[Entry]) -> None:
         if node.node_id == victim:
-            readies.append(ready)
-        on_ready(node, ready)
+            readies.append((ready, committed))
+        on_ready(node, ready, committed)
 
     world.checker.on_ready = spy  # type: ignore[method-assign]
     world.cluster.restart(victim)
@@ -466,8 +469,8 @@ def test_a_restarted_node_loads_its_snapshot_before_applying_its_log() -> None:
     third = _records("third", 5)
     propose(world, third)
     wait_for(world, applied_everywhere(world, third, ids), 5_000, "the restarted node catching up")
-    assert readies[0].load_snapshot == taken
-    applied = [e.offset for r in readies for e in r.committed]
+    assert readies[0][0].load_snapshot == taken
+    applied = [e.offset for _, committed in readies for e in committed]
     assert applied[0] == taken.end_offset, "applied from its log, not from the snapshot's end"
     node = world.cluster.nodes[victim]
     assert node.sm.start == taken.end_offset and node.log.start_offset == taken.end_offset
