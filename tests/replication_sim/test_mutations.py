@@ -29,8 +29,6 @@ from broker.isr_proposals import IsrProposals, Outcome
 from tests.replication_sim.simulation import run_seed
 
 SEEDS = range(0, 10)  # of the CI seeds
-# Of the CI seeds too (test_replication_sim.py's chunk seeds-20-29 passes with the rules intact).
-DIVERGENCE_SEEDS = range(20, 30)
 
 
 def test_an_unanswered_isr_change_taken_as_committed_is_caught(monkeypatch):
@@ -54,9 +52,10 @@ def test_a_diverging_epoch_ignored_by_the_follower_is_caught(monkeypatch):
         return rule(self, key, partition, dataclasses.replace(answer, diverging=None), end, now_ms)
 
     monkeypatch.setattr(FetchStream, "_apply_one", diverging_ignored)
-    # Seeds 20, 21, 26 and 28 break an invariant (a follower's records differ from the
-    # leader's below its high watermark), 25 its liveness; the first one is enough.
-    result = next((r for r in map(run_seed, DIVERGENCE_SEEDS) if r.failure is not None), None)
+    # Seeds 1 and 8 break an invariant (a follower's records differ from the leader's below
+    # its high watermark, or an acknowledged record is not where it was), 4, 5 and 6 its
+    # liveness; the first one is enough.
+    result = next((r for r in map(run_seed, SEEDS) if r.failure is not None), None)
     assert result is not None, "the simulator did not notice a follower ignoring divergence"
     assert result.kind == "invariant", result.failure
 
@@ -69,9 +68,9 @@ def test_an_acks_all_produce_answered_after_leadership_moved_is_caught(monkeypat
         return None if error is not None and error.error_name == "NOT_LEADER_OR_FOLLOWER" else error
 
     monkeypatch.setattr(purgatory, "replication_error", leadership_ignored)
-    # Seeds 1, 2, 4 and 6 of SEEDS (which pass intact, below) acknowledge records that the
-    # new leader's log does not hold at their offsets.
-    failures = [run_seed(seed).failure for seed in (1, 2, 4, 6)]
+    # Seeds 1 and 8 of SEEDS (which pass intact, below) acknowledge records that the new
+    # leader's log does not hold at their offsets.
+    failures = [run_seed(seed).failure for seed in (1, 8)]
     assert all(f is not None and "acked by" in f.split("\n", 1)[0] for f in failures), failures
 
 
