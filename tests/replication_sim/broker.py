@@ -3,7 +3,8 @@ product's cores that make it a broker (docs/architecture.md §8). Nothing here d
 the broker does: each module pumps one core of broker/ as the node does on its event loop,
 on the simulated clock and network.
 
-    broker.py           the process: start, crash, clean stop; the lifecycle and metadata pumps
+    broker.py           the process: start, crash, clean stop; the lifecycle pump
+    metadata_pump.py    the metadata loader and the MetadataGate
     replicas.py         the replicas on disk: LogManager, checkpoints, a Partition per replica
     follower.py         the replica fetcher: FollowerFetch, one stream per leader broker
     leader.py           the leader side: follower fetches, produces, reads, the Purgatory
@@ -16,18 +17,6 @@ This module:
   STALE_BROKER_EPOCH / BROKER_ID_NOT_REGISTERED to any call drops the registration, when a
   controlled shutdown is over), pumped as LifecycleClient._pump pumps it; registering again
   after a restart is a new incarnation, refused while the old session lives;
-- metadata: the loader (MetadataLoader) replays the controller's committed images in order,
-  at its own pace (a random lag, stalls, nothing while cut off from the controller), possibly
-  skipping some (a delta covers several records), and after a restart possibly from an image
-  older than the last one the previous incarnation acted on (plan.restart_replay). What
-  reaches the replicas, when, and when the broker serves is the product's MetadataGate
-  (broker/metadata_gate.py), pumped as server/node.py pumps it (_apply_local_changes: told
-  of the catch-up when the lifecycle core has it, looked at every CAUGHT_UP_POLL_S; its
-  batches carried out at once, the simulated disk being instant). Carrying out a batch:
-  every registration the delta gives a replica of ours goes to its Partition
-  (ReplicaManager.attach), and the fetcher re-plans a partition whose role or leader
-  changed; clients' metadata and the ISR eligibility check read the applied image,
-  heartbeats the loaded one;
 - the process: a crash loses everything in memory (replicas.py says what the disk keeps); a
   clean stop snapshots the producers, flushes and checkpoints; a restart opens every log and
   builds each Partition when the metadata first names it.
@@ -41,22 +30,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from broker.lifecycle_state import BrokerLifecycle, BrokerState, RegisterBroker
-from broker.metadata_gate import CAUGHT_UP_POLL_S, ApplyBatch, MetadataGate
 from broker.partition import Partition
 from broker.replica_config import ReplicaConfig
 from metadata.broker_lifecycle import HeartbeatRequest, HeartbeatResponse
-from metadata.image import MetadataImage, PartitionRegistration
-from tests.replication_sim.controller import (
-    TopicPartition,
-    describe_registration,
-    incarnation_id,
-    tp_name,
-)
+from metadata.image import MetadataImage
+from tests.replication_sim.controller import TopicPartition, incarnation_id, tp_name
 from tests.replication_sim.controller_link import ControllerLink
 from tests.replication_sim.follower import FetchCall, FetchReply, FollowerPump, reset
 from tests.replication_sim.isr import IsrPump
 from tests.replication_sim.leader import LeaderSide
-from tests.replication_sim.network import CONTROLLER
+from tests.replication_sim.metadata_pump import MetadataPump
 from tests.replication_sim.replicas import Replicas
 
 if TYPE_CHECKING:
@@ -65,7 +48,6 @@ if TYPE_CHECKING:
 
 CONTROLLED_SHUTDOWN_TIMEOUT_MS = 30_000  # server/node.py CONTROLLED_SHUTDOWN_TIMEOUT_S
 NO_CONTROLLER_MS = 5_000  # LifecycleClient.controlled_shutdown's no_controller_s
-CAUGHT_UP_POLL_MS = round(CAUGHT_UP_POLL_S * 1000)
 
 
 @dataclass
@@ -104,19 +86,12 @@ class SimBroker:
         self.replicas.on_change = self._on_change
         self.stats = BrokerStats()
         self.down_until: int | None = None  # when a stopped broker comes back
+        self.metadata_floor = 0  # how far the local metadata log goes (it survives a restart)
         self._reset_memory()
-        self.md_pos = -1  # the position in the controller's history of the image applied
-        self.md_floor = 0  # how far the local metadata log goes (it survives a restart)
 
     def _reset_memory(self) -> None:
         """Everything a process holds in memory only."""
-        self.loaded = MetadataImage()  # the MetadataLoader's image (heartbeats carry its offset)
-        self.image = MetadataImage()  # the ReplicaManager's: the last one applied
-        self.applied: dict[TopicPartition, PartitionRegistration] = {}
-        self.md_scheduled = False
-        self.md_stalled_until = 0
-        # The product's metadata gate: what reaches the replicas, and when the broker serves.
-        self.gate = MetadataGate()
+        self.metadata = MetadataPump(self, self.metadata_floor)
         # The product's lifecycle decisions, and the pump's run (a controlled shutdown
         # starts a new one, as LifecycleClient cancels its task: the old one's timers and
         # answers are dropped)
@@ -169,6 +144,11 @@ class SimBroker:
     def trace(self, text: str) -> None:
         self.world.trace.record(f"b{self.id}: {text}")
 
+    @property
+    def image(self) -> MetadataImage:
+        """The ReplicaManager's image: the last one applied."""
+        return self.metadata.image
+
     def partition_of(self, tp: TopicPartition) -> Partition | None:
         return self.replicas.partitions.get(tp)
 
@@ -211,7 +191,6 @@ class SimBroker:
         self.incarnation += 1
         self.alive = True
         self.down_until = None
-        self.md_floor = max(self.md_floor, self.md_pos)
         self._reset_memory()
         # What LogManager.previous_broker_epoch gives the broker to register with.
         self.previous_broker_epoch = self.replicas.open()
@@ -227,11 +206,8 @@ class SimBroker:
             step = core.poll(now_s)
             assert step.send is not None
             core.heartbeat_answered(step.send.request_id, True, True, False, now_s)
-            self.gate.broker_caught_up()
-            self._run_gate()
-        # The local metadata log survives: the first image applied is no older than the
-        # last one applied before (the Raft observer commits its whole local log at once).
-        self.md_pos = -1
+            self.metadata.gate.broker_caught_up()
+            self.metadata.run_gate()
         opened = []
         for tp, log in sorted(self.replicas.logs.items()):
             cut = log.load_info.truncated_bytes
@@ -245,9 +221,9 @@ class SimBroker:
         self.later(0, self._lifecycle, self.pump_run)
         self.later(max(plan.replica_lag_time_max_ms // 2, 50), self.isr.expiration)
         self.later(plan.hw_checkpoint_ms, self._checkpoint_loop)
-        if not self.gate.caught_up:
-            self.later(CAUGHT_UP_POLL_MS, self._await_caught_up)
-        self.schedule_metadata()
+        if not self.metadata.gate.caught_up:
+            self.metadata.await_caught_up()
+        self.metadata.schedule()
 
     def crash(self) -> None:
         assert self.alive
@@ -273,6 +249,7 @@ class SimBroker:
 
     def _die(self) -> None:
         self.alive = False
+        self.metadata_floor = max(self.metadata_floor, self.metadata.pos)
         self.leader.drop_all()
         self._reset_memory()
         self.world.checker.on_logs_closed(self)
@@ -340,7 +317,7 @@ class SimBroker:
                 return
             if isinstance(answer, HeartbeatResponse):
                 if answer.is_caught_up and not core.caught_up:
-                    self.trace(f"caught up (metadata offset {self.loaded.offset})")
+                    self.trace(f"caught up (metadata offset {self.metadata.loaded.offset})")
                 core.heartbeat_answered(
                     request.request_id,
                     answer.is_caught_up,
@@ -355,113 +332,13 @@ class SimBroker:
         heartbeat = HeartbeatRequest(
             self.id,
             request.broker_epoch,
-            self.loaded.offset,
+            self.metadata.loaded.offset,
             want_fence=request.want_fence,
             want_shutdown=request.want_shut_down,
         )
         self.link.call("handle_heartbeat", (heartbeat,), beat, heartbeat.broker_epoch)
 
-    # --- metadata ------------------------------------------------------------------------------
-
-    def schedule_metadata(self) -> None:
-        if not self.alive or self.md_scheduled:
-            return
-        history = self.world.controller.history
-        if max(self.md_pos + 1, self.md_floor) >= len(history):
-            return
-        self.md_scheduled = True
-        rng = self.world.rngs["metadata"]
-        self.later(rng.randint(0, self.world.plan.metadata_delay_ms), self._deliver_metadata)
-
-    def stall_metadata(self, until_ms: int) -> None:
-        self.md_stalled_until = max(self.md_stalled_until, until_ms)
-
-    def _deliver_metadata(self) -> None:
-        self.md_scheduled = False
-        if (
-            not self.world.network.connected(self.id, CONTROLLER)
-            or self.now < self.md_stalled_until
-        ):
-            self.md_scheduled = True
-            self.later(100, self._deliver_metadata)
-            return
-        history = self.world.controller.history
-        rng = self.world.rngs["metadata"]
-        low, last = max(self.md_pos + 1, self.md_floor), len(history) - 1
-        if low > last:
-            return
-        if self.md_pos < 0 and not self.world.plan.restart_replay:
-            target = last  # the first image after a start: the newest there is
-        else:
-            target = last if rng.random() < 0.5 else rng.randint(low, last)
-        self.load_metadata(target)
-        self.schedule_metadata()
-
-    def load_metadata(self, target: int) -> None:
-        """MetadataLoader._publish -> Node._queue_local_changes: the loader goes from the
-        image it has to history[target] and hands the gate the delta and the image."""
-        controller = self.world.controller
-        delta = controller.delta(self.md_pos, target)
-        self.md_pos = target
-        self.loaded = image = controller.history[target]
-        self.gate.delta_loaded(delta, image)
-        self._run_gate()
-
-    def _await_caught_up(self) -> None:
-        """Node._apply_local_changes: looks every CAUGHT_UP_POLL_S whether the controller
-        said the broker caught up, then tells the gate."""
-        if not self.caught_up:
-            self.later(CAUGHT_UP_POLL_MS, self._await_caught_up)
-            return
-        self.gate.broker_caught_up()
-        self._run_gate()
-
-    def _run_gate(self) -> None:
-        """Node._apply_local_changes: carries out what the gate decides, at once."""
-        while True:
-            serving = self.gate.serving
-            step = self.gate.poll()
-            if step.start_serving:  # Node._start_serving
-                self.lifecycle.set_ready_to_unfence()
-            batch = step.batch
-            if batch is None:
-                return
-            if not serving:
-                self.trace(
-                    f"caught up: applies {len(batch.detach)} queued deltas as metadata offset "
-                    f"{batch.image.offset}"
-                )
-                self.stats.coalesced_deltas += len(batch.detach)
-            self._apply_batch(batch)
-            self.gate.batch_applied()
-
-    def _apply_batch(self, batch: ApplyBatch) -> None:
-        """ReplicaManager.detach of every delta of the batch (no partition is ever deleted,
-        nor moved away: nothing to stop), then ReplicaManager.attach of its delta: each
-        registration it gives a replica of ours (a full delta gives every one, whatever
-        changed; Partition.apply_registration of an unchanged registration changes nothing,
-        so it is skipped here), and the fetcher's re-plan of a partition that moved."""
-        assert not any(delta.topics.deleted for delta in batch.detach)
-        image = self.image = batch.image
-        for change in batch.delta.topics.changed.values():
-            for index, registration in sorted(change.partitions.items()):
-                tp = (change.name, index)
-                if self.id not in registration.replicas or registration == self.applied.get(tp):
-                    continue
-                self.applied[tp] = registration
-                partition, moved = self.replicas.apply(tp, change.topic_id, registration)
-                self.trace(
-                    f"metadata offset {image.offset}: {tp_name(tp)} "
-                    f"{describe_registration(registration)}"
-                    + (" -> LEADER" if partition.is_leader and moved else "")
-                    + (
-                        f" -> follows {partition.leader_id}"
-                        if moved and not partition.is_leader
-                        else ""
-                    )
-                )
-                if moved:
-                    self.follower.follow(partition)
+    # --- for the leader side ------------------------------------------------------------------
 
     def eligible(self, broker_id: int) -> bool:
         """ReplicaManager.eligible: registered, unfenced, not shutting down, in our image."""
@@ -482,7 +359,11 @@ class SimBroker:
         lines = [
             f"b{self.id} inc {self.incarnation} epoch {self.broker_epoch}: metadata offset "
             f"{self.image.offset}"
-            + (f" (loaded {self.loaded.offset})" if self.loaded.offset != self.image.offset else "")
+            + (
+                f" (loaded {loaded})"
+                if (loaded := self.metadata.loaded.offset) != self.image.offset
+                else ""
+            )
         ]
         for tp, log in sorted(self.replicas.logs.items()):
             p = self.replicas.partitions.get(tp)

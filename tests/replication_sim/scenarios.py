@@ -147,7 +147,7 @@ def lost_expansion_answer(echo: bool = False, isr_view: bool = False) -> None:
             return True
 
         net.drop_rules.append(lose_answer)
-        leader.stall_metadata(world.now_ms + 60_000)
+        leader.metadata.stall(world.now_ms + 60_000)
         net.heal(1, 2)
         wait_for(world, lambda: isr(world) == {1, 2, 3}, 10_000, "the controller takes b2 back")
         refused = world.controller.stats.refused

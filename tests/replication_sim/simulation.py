@@ -198,7 +198,7 @@ class Faults:
             return
         span = self._span(self.world.plan.isolate_for_ms)
         self.world.trace.record(f"FAULT: b{broker.id} replays no metadata for {span} ms")
-        broker.stall_metadata(self.world.now_ms + span)
+        broker.metadata.stall(self.world.now_ms + span)
 
     def _stream_reset(self) -> None:
         broker = self._pick(leader_bias=False)
@@ -232,7 +232,7 @@ class Faults:
         world = self.world
         world.network.heal_all()
         for broker in world.brokers.values():
-            broker.md_stalled_until = 0
+            broker.metadata.stalled_until = 0
             if not broker.alive and not broker.shutting_down:
                 world.queue.after(0, self._restart, broker)
 

@@ -84,14 +84,14 @@ class World:
         image = controller.image
         for broker in self.brokers.values():
             broker.start(image.cluster.brokers[broker.id].epoch)
-            broker.load_metadata(len(controller.history) - 1)
+            broker.metadata.load(len(controller.history) - 1)
         controller.start()
         self.after_event()
 
     def on_metadata_commit(self) -> None:
         self.checker.on_metadata_commit()
         for broker in self.brokers.values():
-            broker.schedule_metadata()
+            broker.metadata.schedule()
 
     def on_stopped(self, broker: SimBroker, stop: Callable[[], None]) -> None:
         """A broker's controlled shutdown ended: it stops now (the simulation schedules its
