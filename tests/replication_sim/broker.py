@@ -58,8 +58,10 @@ class BrokerStats:
     truncated_records: int = 0
     restarts_at: int = 0
     fetches: int = 0
+    multi_partition_fetches: int = 0  # fetches naming more than one partition
     broken_streams: int = 0
     isr_proposals: int = 0
+    batched_alter_requests: int = 0  # AlterPartition requests of more than one partition
     isr_refusals: int = 0  # ISR updates not accepted (ReplicaManager's failed_isr_updates)
     isr_resends: int = 0  # ISR changes sent again after no answer
     isr_unsent: int = 0  # queued ISR changes the sender dropped: no longer pending

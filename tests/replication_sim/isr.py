@@ -126,6 +126,7 @@ class IsrPump:
                         else ""
                     )
                 )
+            broker.stats.batched_alter_requests += len(proposals) > 1
             self._attempt(AlterCall(live, proposals, broker.broker_epoch))
             return
         self.sending = False

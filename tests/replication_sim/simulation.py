@@ -75,6 +75,8 @@ class RunResult:
     restarts_at: int = 0  # followers that started over at the leader's log start
     mid_batch_refusals: int = 0
     reregistrations: int = 0
+    multi_partition_fetches: int = 0
+    batched_alter_requests: int = 0
     known_bug: str | None = None
 
     @property
@@ -483,6 +485,8 @@ class Simulation:
             restarts_at=sum(s.restarts_at for s in stats),
             mid_batch_refusals=sum(s.mid_batch_refusals for s in stats),
             reregistrations=sum(s.reregistrations for s in stats),
+            multi_partition_fetches=sum(s.multi_partition_fetches for s in stats),
+            batched_alter_requests=sum(s.batched_alter_requests for s in stats),
         )
         if failure is not None:
             bug = classify(result, failure)
@@ -507,5 +511,7 @@ def summarize(results: list[RunResult]) -> str:
         f"({total('truncated_records')} records cut), {total('restarts_at')} restarts at the "
         f"leader's log start, {total('crashes')} broker stops, "
         f"{total('fences')} fences, {total('isr_changes')} ISR changes by AlterPartition "
-        f"({total('idle_isr_adds')} proposed adding a follower that was not fetching)"
+        f"({total('idle_isr_adds')} proposed adding a follower that was not fetching; "
+        f"{total('batched_alter_requests')} requests of several partitions), "
+        f"{total('multi_partition_fetches')} follower fetches of several partitions"
     )
