@@ -19,13 +19,13 @@ by hand):
   acks=all record in that window, as a leader of an old epoch, it needs min.insync.replicas
   (2 in every plan) of followers acting on the same old registration, i.e. another
   restarted broker replaying old metadata at the same moment; what else it does is refused
-  (its AlterPartition carries old epochs) or retried by the clients. No seed of 0-899 fails
-  without the rule;
+  (its AlterPartition carries old epochs) or retried by the clients. No seed of 0-599 (many
+  partitions per broker) fails without the rule;
 - the queued deltas applied one at a time, each with its own image, instead of as one: the
   simulated disk is instant, so the images in between are applied and replaced at the same
   simulated moment, and the last one leaves the replica as full_delta would (no seed of
-  0-599 fails). In the node they cost disk work and give the replica old roles for as long
-  as that work takes."""
+  0-149, the CI range, fails). In the node they cost disk work and give the replica old
+  roles for as long as that work takes."""
 
 from __future__ import annotations
 

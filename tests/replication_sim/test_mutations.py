@@ -15,6 +15,19 @@ The mutations:
   leadership moved while it waited (replication_error's NOT_LEADER_OR_FOLLOWER rule dropped),
   or before the high watermark passes it: acknowledged records are then missing from the
   log the new leader keeps.
+
+A rule the simulator cannot notice, with why (tests/broker/test_follower_fetch.py's
+test_an_answer_that_crossed_a_leader_change_is_dropped drives it by hand):
+- the follower's leader-epoch check on answers (FetchStream._apply: an answer planned in an
+  older leader epoch of the partition is dropped as STALE). It only matters when the
+  partition is back on the same stream (the same leader broker, in a newer epoch) with its
+  log end unchanged: a leader change to another broker moves the partition to another
+  stream, and a truncation changes its log end, both STALE without the epoch. The answer
+  then carries records above the old high watermark (the follower was in the ISR, so its
+  log end bounds that high watermark) and the follower's high watermark stays at most its
+  log end: the stale records stay uncommitted, and its next fetch (asking with their epoch)
+  is answered with the divergence that truncates them. Many partitions per stream change
+  none of this: no seed of 0-599 fails without the check.
 """
 
 from __future__ import annotations
