@@ -16,6 +16,14 @@ The mutations:
   or before the high watermark passes it: acknowledged records are then missing from the
   log the new leader keeps.
 
+And rules only many partitions per broker show (with one partition each mutation changes
+nothing):
+- IsrProposals.take hands the sender only the first pending change, the others leaving the
+  queue unsent: their partitions keep an ISR change pending for ever, and the ISR never
+  takes the replica back (liveness);
+- a follower applies only the first partition of a fetch answer (FetchStream.answered): the
+  other partitions of the stream never catch up (liveness).
+
 A rule the simulator cannot notice, with why (tests/broker/test_follower_fetch.py's
 test_an_answer_that_crossed_a_leader_change_is_dropped drives it by hand):
 - the follower's leader-epoch check on answers (FetchStream._apply: an answer planned in an
@@ -37,7 +45,7 @@ import dataclasses
 import pytest
 
 from broker import isr_proposals, purgatory
-from broker.follower_fetch import FetchStream
+from broker.follower_fetch import FetchResponse, FetchStream
 from broker.isr_proposals import IsrProposals, Outcome
 from tests.replication_sim.simulation import run_seed
 
@@ -91,6 +99,32 @@ def test_an_acks_all_produce_answered_before_the_high_watermark_passes_it_is_cau
     monkeypatch.setattr(purgatory, "replicated", lambda partition, append: True)
     failure = run_seed(0).failure  # as every seed of SEEDS
     assert failure is not None, "the simulator did not notice acks=all answered early"
+
+
+def test_isr_changes_left_out_of_the_alter_partition_request_are_caught(monkeypatch):
+    rule = IsrProposals.take
+
+    def first_only(self):
+        live, settled = rule(self)
+        return live[:1], settled
+
+    monkeypatch.setattr(IsrProposals, "take", first_only)
+    result = run_seed(3)  # of SEEDS; 8 too
+    assert result.kind == "liveness" and "ISR change pending" in (result.failure or ""), (
+        result.failure
+    )
+
+
+def test_a_fetch_answer_applied_to_its_first_partition_only_is_caught(monkeypatch):
+    rule = FetchStream.answered
+
+    def first_only(self, correlation_id, response, now_ms):
+        first = FetchResponse(response.partitions[:1], response.error, response.message)
+        return rule(self, correlation_id, first, now_ms)
+
+    monkeypatch.setattr(FetchStream, "answered", first_only)
+    result = run_seed(2)  # of SEEDS; 4, 5 and 8 too
+    assert result.kind == "liveness", result.failure
 
 
 @pytest.mark.parametrize("seed", SEEDS)
