@@ -23,6 +23,7 @@ from broker.purgatory import (
     Purgatory,
 )
 from metadata.errors import ApiError
+from strom_api.error_codes import ErrorCode
 from tests.replication_sim.clients import PRODUCER_STATE_ERRORS
 from tests.replication_sim.controller import TopicPartition
 from tests.replication_sim.follower import FetchCall, FetchReply, reset
@@ -75,7 +76,7 @@ class LeaderSide:
         for asked in request.partitions:
             partition = broker.replicas.by_id.get((asked.topic_id, asked.partition))
             if partition is None:
-                error = "UNKNOWN_TOPIC_OR_PARTITION"
+                error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 answers.append(PartitionAnswer(asked.topic_id, asked.partition, error=error))
                 continue
             keys.append((partition.topic, partition.index))
@@ -178,10 +179,10 @@ class LeaderSide:
             return partition
         registration = self.broker.image.topics.partition(*tp)
         if registration is None:
-            raise ApiError("UNKNOWN_TOPIC_OR_PARTITION", "no such partition here")
+            raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "no such partition here")
         if not registration.has_leader:
-            raise ApiError("LEADER_NOT_AVAILABLE", "no leader right now")
-        raise ApiError("NOT_LEADER_OR_FOLLOWER", f"the leader is {registration.leader}")
+            raise ApiError(ErrorCode.LEADER_NOT_AVAILABLE, "no leader right now")
+        raise ApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"the leader is {registration.leader}")
 
     def handle_produce(self, request: Any) -> None:
         broker = self.broker

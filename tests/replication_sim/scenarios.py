@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from broker.partition import Partition
 from metadata.alter_partition import IsrResult
 from strom_api.records import Record, decode_batches, encode_batch
 from tests.replication_sim.broker import SimBroker
@@ -92,6 +93,24 @@ def wait_for(world: World, condition: Callable[[], bool], bound_ms: int, what: s
     world.trace.record(f"SCENARIO: wait until {what}")
     if not world.run_until(world.now_ms + bound_ms, stop=condition, probe_ms=5):
         raise ScenarioTimeout(f"{what}: not within {bound_ms} ms")
+
+
+def replica(broker: SimBroker) -> Partition:
+    """`broker`'s replica of TP, which it must hold by now."""
+    partition = broker.partition_of(TP)
+    assert partition is not None, f"b{broker.id} holds no replica of {TP}"
+    return partition
+
+
+def log_end(broker: SimBroker) -> int:
+    """The log end of `broker`'s replica of TP; -1 while it is down."""
+    log = broker.log_of(TP)
+    return -1 if log is None else log.log_end_offset
+
+
+def high_watermark(broker: SimBroker) -> int:
+    log = broker.log_of(TP)
+    return -1 if log is None else log.high_watermark
 
 
 def isr_of(broker: SimBroker) -> set[int] | None:
@@ -170,7 +189,7 @@ def lost_expansion_answer(echo: bool = False, isr_view: bool = False) -> None:
         leader.crash()
         wait_for(
             world,
-            lambda: lagging.partition_of(TP) is not None and lagging.partition_of(TP).is_leader,
+            lambda: (p := lagging.partition_of(TP)) is not None and p.is_leader,
             10_000,
             "b2 leads",
         )
@@ -189,8 +208,7 @@ def restart_inside_a_batch(echo: bool = False) -> None:
     with quiet_world(echo, produce_every_ms=5) as world:
         follower = world.brokers[3]
         world.run_until(300)
-        assert follower.log_of(TP) is not None
-        end = follower.log_of(TP).log_end_offset
+        end = log_end(follower)
         follower.crash()
         leader = world.brokers[1]
         partition = leader.partition_of(TP)
@@ -210,8 +228,7 @@ def restart_inside_a_batch(echo: bool = False) -> None:
         wait_for(
             world,
             lambda: (
-                follower.log_of(TP) is not None
-                and follower.log_of(TP).log_end_offset >= partition.log.high_watermark > target
+                log_end(follower) >= partition.log.high_watermark > target
                 and isr(world) == {1, 2, 3}
             ),
             10_000,
@@ -282,8 +299,7 @@ def _deleted_records_story(echo: bool, crash_before_checkpoint: bool) -> None:
         wait_for(world, leads(world, 2), 10_000, "b2 leads")
         net.heal(1, 2)
         append_directly(world, 2, [f"new-{i}" for i in range(8)])
-        assert b2.partition_of(TP) is not None
-        partition = b2.partition_of(TP)
+        partition = replica(b2)
         wait_for(world, lambda: partition.log.high_watermark == 8, 5_000, "b2's hw reaches 8")
         start = b2.delete_records(TP, 4)
         world.checker.of(TP).deleted_before = start
@@ -302,7 +318,7 @@ def _deleted_records_story(echo: bool, crash_before_checkpoint: bool) -> None:
         b1.start()
         wait_for(
             world,
-            lambda: b1.log_of(TP) is not None and b1.log_of(TP).high_watermark >= 8,
+            lambda: high_watermark(b1) >= 8,
             10_000,
             "b1 catches up with b2",
         )
@@ -349,8 +365,7 @@ def stale_follower_inside_a_batch(echo: bool = False) -> None:
         wait_for(world, leads(world, 2), 10_000, "b2 leads")
         net.heal(1, 2)
         append_directly(world, 2, [f"new-{i}" for i in range(4)], one_batch=True)
-        assert b2.partition_of(TP) is not None
-        partition = b2.partition_of(TP)
+        partition = replica(b2)
         wait_for(world, lambda: partition.log.high_watermark == 4, 5_000, "b2's hw reaches 4")
         start = b2.delete_records(TP, 2)
         world.checker.of(TP).deleted_before = start
@@ -361,7 +376,7 @@ def stale_follower_inside_a_batch(echo: bool = False) -> None:
         b1.start()
         wait_for(
             world,
-            lambda: b1.log_of(TP) is not None and b1.log_of(TP).log_end_offset >= 4,
+            lambda: log_end(b1) >= 4,
             10_000,
             "b1 catches up with b2",
         )
