@@ -2,7 +2,7 @@
 stream follows which partition, what the next fetch of a stream asks, and what its answer
 does to each partition (after Kafka's ReplicaFetcherManager, AbstractFetcherThread and
 PartitionFetchState). The node's replica fetcher (broker/replica_fetcher.py: gRPC streams,
-awaits, tasks) and the replication simulator (tests/replication_sim/broker.py: a simulated
+awaits, tasks) and the replication simulator (tests/replication_sim/follower.py: a simulated
 network and clock) both drive these classes, so the rules the simulator checks are the ones
 the broker runs. Nothing here opens, awaits, sleeps or reads a clock: time comes in as
 `now_ms`, requests go out and answers come in as the dataclasses below (the pump converts

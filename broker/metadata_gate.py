@@ -2,7 +2,7 @@
 when, and as what, and when the broker's listeners may serve (Kafka's BrokerServer waiting
 for its initial catch-up before its metadata publisher acts, then enabling request
 processing and setting ready-to-unfence). server/node.py pumps it on the event loop, the
-disk work in a worker thread; tests/replication_sim/broker.py pumps it on the simulated
+disk work in a worker thread; tests/replication_sim/metadata_pump.py pumps it on the simulated
 clock, so the rules the simulator checks are the ones the node runs.
 
 Events in: a delta and its image loaded (`delta_loaded`, in log order), the broker caught

@@ -1,13 +1,19 @@
-"""The invariants, checked after every event (and where noted at the moment a broker decides).
+"""The invariants, checked after every event (and where noted at the moment a broker decides),
+for every partition on its own (a PartitionChecker each; a failure names the partition).
+After an event only the partitions it may have changed are checked: those a replica signalled
+a change of (Partition.on_change: every append, truncation, high watermark, role and ISR
+change), whose logs opened or closed, that a client's acknowledgement or read or an ISR
+answer touched, and all of them after a metadata commit; every SWEEP_EVENTS events all of
+them are checked anyway, so a change that slipped past those signals is still seen.
 
 Each open Log has a Mirror: the values at each offset, read back from the real log files with
 Log.read and decoded (never from what the simulator thinks it wrote). The mirror is brought up
 to date whenever the Partition signals a change (every append, truncation, restart_at) and
 after every event, and is compared with a full re-read of the log at the end of the run.
 
-The reference log is that of the leader the controller's registration names, when that broker
-is up: it may not know yet that it leads, but it was in the ISR, so it holds every committed
-record. Checked:
+The reference log of a partition is that of the leader the controller's registration names,
+when that broker is up: it may not know yet that it leads, but it was in the ISR, so it holds
+every committed record. Checked:
  (1) an acknowledged acks=all record (offset, value) is in the reference log at that offset,
      when acknowledged and ever after (each new reference, each truncation of it), unless
      a DeleteRecords removed it (the log start never passes the highest one asked for);
@@ -46,13 +52,14 @@ from typing import TYPE_CHECKING, Any
 from broker.partition import LeaderAppend
 from storage.log import Log
 from strom_api.records import decode_batches
-from tests.replication_sim.controller import PARTITION, TOPIC
+from tests.replication_sim.controller import TopicPartition, tp_name
 
 if TYPE_CHECKING:
     from tests.replication_sim.broker import SimBroker
     from tests.replication_sim.world import World
 
 READ_CHUNK = 1 << 20
+SWEEP_EVENTS = 64
 
 
 class InvariantViolation(AssertionError):
@@ -127,15 +134,17 @@ class Observation:
     what: str  # "acked by b2 in le 3 at 1234 ms" / "read from b1 at ..."
 
 
-class Checker:
-    def __init__(self, world: World) -> None:
-        self.world = world
+class PartitionChecker:
+    """The invariants of one partition: its replicas' mirrors (by broker id) and what must
+    stay in its log."""
+
+    def __init__(self, checker: Checker, tp: TopicPartition) -> None:
+        self.checker = checker
+        self.world = checker.world
+        self.tp = tp
         self.mirrors: dict[int, Mirror] = {}
         self.must_stay: dict[int, Observation] = {}
         self._must_stay_order: list[int] = []  # must_stay's offsets, in the order added
-        self.acked_records = 0
-        self.read_records = 0
-        self.events = 0
         # (1)/(2): the reference the whole must_stay set was last checked against
         self._checked_against: tuple[int, int, int, int] | None = None
         # (3): per broker, (its key, reference key, offset verified up to)
@@ -145,7 +154,6 @@ class Checker:
         # isr_refused calls (the answer to the pending proposal was one of the errors that
         # drop it): (broker, partition id, ms, the proposal as sent, the change, the error)
         self.refusals: list[tuple[int, int, int, Any, Any, str]] = []
-        self.isr_view = True  # check (9); off to see what a violation leads to
         self.deleted_before = 0  # the highest log start a DeleteRecords asked for
         self.max_committed = -1  # the highest offset acknowledged or read by a consumer
         # (10): per ISR member, what its log was last checked as, and how many of
@@ -154,9 +162,8 @@ class Checker:
 
     # --- the logs --------------------------------------------------------------------------
 
-    def on_log_opened(self, broker: SimBroker) -> None:
-        assert broker.log is not None
-        self.mirrors[broker.id] = Mirror(broker.log)
+    def on_log_opened(self, broker: SimBroker, log: Log) -> None:
+        self.mirrors[broker.id] = Mirror(log)
         self._prefix.pop(broker.id, None)
 
     def on_log_closed(self, broker: SimBroker) -> None:
@@ -170,7 +177,7 @@ class Checker:
             mirror.sync()
 
     def reference(self) -> tuple[SimBroker, Mirror] | None:
-        registration = self.world.controller.registration()
+        registration = self.world.controller.registration(self.tp)
         if registration is None or registration.leader < 0:
             return None
         broker = self.world.brokers[registration.leader]
@@ -194,7 +201,7 @@ class Checker:
             what += " as a duplicate"
         for i, value in enumerate(request.values):
             self._observe(broker, append.base_offset + i, value, what)
-        self.acked_records += len(request.values)
+        self.checker.acked_records += len(request.values)
 
     def consumed(self, broker: SimBroker, request: Any, records: bytes, hw: int) -> None:
         offset = request.offset
@@ -207,7 +214,7 @@ class Checker:
                     )
                 if record.offset < offset:
                     continue
-                self.read_records += 1
+                self.checker.read_records += 1
                 self._observe(broker, record.offset, record.value or b"", f"read from b{broker.id}")
 
     def _observe(self, broker: SimBroker, offset: int, value: bytes, what: str) -> None:
@@ -234,8 +241,8 @@ class Checker:
 
     def producer_state_error(self, broker: SimBroker, request: Any, error: Exception) -> None:
         """(8): `broker` refused an idempotent producer's batch for its sequence or epoch."""
-        registration = self.world.controller.registration()
-        partition = broker.partition
+        registration = self.world.controller.registration(self.tp)
+        partition = broker.partition_of(self.tp)
         if (
             registration is None
             or registration.leader != broker.id
@@ -255,12 +262,11 @@ class Checker:
     # --- after every event --------------------------------------------------------------------
 
     def check(self) -> None:
-        self.events += 1
         for mirror in self.mirrors.values():
             mirror.sync()
         ref = self.reference()
         self._check_leaders()
-        if self.isr_view:
+        if self.checker.isr_view:
             self._check_isr_view()
             self._check_isr_members()
         if ref is None:
@@ -293,9 +299,9 @@ class Checker:
 
     def _check_prefix(self, other: SimBroker, leader: SimBroker, ref: Mirror) -> None:
         mirror = self.mirrors.get(other.id)
-        if mirror is None or other is leader or other.log is None:
+        if mirror is None or other is leader or not other.alive:
             return
-        hw = other.log.high_watermark
+        hw = mirror.log.high_watermark
         mine = (other.incarnation, mirror.generation, id(mirror))
         theirs = (leader.id, ref.generation, id(ref))
         state = self._prefix.get(other.id)
@@ -327,7 +333,7 @@ class Checker:
     def _check_leaders(self) -> None:
         leaders: dict[int, int] = {}
         for broker in self.world.brokers.values():
-            p = broker.partition
+            p = broker.partition_of(self.tp)
             if p is None or not p.is_leader:
                 self._leader_hw.pop(broker.id, None)
                 continue
@@ -356,11 +362,11 @@ class Checker:
 
     def _check_isr_view(self) -> None:
         controller = self.world.controller
-        reg = controller.registration()
+        reg = controller.registration(self.tp)
         if reg is None or reg.leader < 0:
             return
         broker = self.world.brokers[reg.leader]
-        p = broker.partition
+        p = broker.partition_of(self.tp)
         if not broker.alive or p is None or p.leader is None or p.leader_epoch != reg.leader_epoch:
             return
         missing = set(reg.isr) - set(p.leader.maximal_isr)
@@ -377,7 +383,7 @@ class Checker:
         """Whether the controller ever held `isr` in `leader_epoch` past partition epoch
         `after_pe`."""
         for image in self.world.controller.history:
-            r = image.topics.partition(TOPIC, PARTITION)
+            r = image.topics.partition(*self.tp)
             if (
                 r is not None
                 and r.leader_epoch == leader_epoch
@@ -403,7 +409,7 @@ class Checker:
                 )
         if events:
             return max(events)[1]
-        controller_pe = self.world.controller.registration().partition_epoch  # type: ignore[union-attr]
+        controller_pe = self.world.controller.registration(self.tp).partition_epoch  # type: ignore[union-attr]
         if broker.incarnation == 0 or p.partition_epoch >= controller_pe:
             return "unknown"
         return (
@@ -414,7 +420,7 @@ class Checker:
     def _check_isr_members(self) -> None:
         """(10): every member of the controller's ISR that is up holds every record
         acknowledged or read (but those DeleteRecords removed)."""
-        reg = self.world.controller.registration()
+        reg = self.world.controller.registration(self.tp)
         if reg is None or self.max_committed < 0:
             return
         for member in reg.isr:
@@ -449,7 +455,7 @@ class Checker:
         """When `member` last joined the controller's ISR (for the trace to be read from)."""
         joined = None
         for image in reversed(self.world.controller.history):
-            r = image.topics.partition(TOPIC, PARTITION)
+            r = image.topics.partition(*self.tp)
             if r is None or member not in r.isr:
                 break
             joined = (image.offset, r.leader_epoch, r.partition_epoch)
@@ -459,4 +465,71 @@ class Checker:
         return f"unknown; b{member} joined the ISR at metadata offset {offset} (le {le} pe {pe})"
 
     def fail(self, message: str) -> None:
-        raise InvariantViolation(message)
+        raise InvariantViolation(f"{tp_name(self.tp)}: {message}")
+
+
+class Checker:
+    """Every partition's PartitionChecker, and what the brokers tell about any of them."""
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+        self.partitions: dict[TopicPartition, PartitionChecker] = {}
+        self.acked_records = 0
+        self.read_records = 0
+        self.events = 0
+        self.isr_view = True  # check (9); off to see what a violation leads to
+        self.dirty: set[TopicPartition] = set()  # to check after this event
+
+    def of(self, tp: TopicPartition) -> PartitionChecker:
+        """The partition's checks (its state may change: it is checked after this event)."""
+        self.dirty.add(tp)
+        checks = self.partitions.get(tp)
+        if checks is None:
+            checks = self.partitions[tp] = PartitionChecker(self, tp)
+        return checks
+
+    def touched(self, tp: TopicPartition) -> None:
+        """Something the signals below do not cover changed the partition (an ISR proposal
+        or answer: the leader's maximal ISR)."""
+        self.dirty.add(tp)
+
+    def on_metadata_commit(self) -> None:
+        self.dirty.update(self.world.controller.partitions)
+
+    def on_log_opened(self, broker: SimBroker, tp: TopicPartition, log: Log) -> None:
+        self.of(tp).on_log_opened(broker, log)
+
+    def on_logs_closed(self, broker: SimBroker) -> None:
+        for tp, checks in self.partitions.items():
+            checks.on_log_closed(broker)
+            self.dirty.add(tp)
+
+    def on_partition_change(self, broker: SimBroker, tp: TopicPartition) -> None:
+        self.of(tp).on_partition_change(broker)
+
+    def acknowledged(self, broker: SimBroker, request: Any, append: LeaderAppend) -> None:
+        self.of(request.tp).acknowledged(broker, request, append)
+
+    def consumed(self, broker: SimBroker, request: Any, records: bytes, hw: int) -> None:
+        self.of(request.tp).consumed(broker, request, records, hw)
+
+    def producer_state_error(self, broker: SimBroker, request: Any, error: Exception) -> None:
+        self.of(request.tp).producer_state_error(broker, request, error)
+
+    def note_refusal(
+        self, broker: SimBroker, partition: Any, proposal: Any, change: Any, error: str
+    ) -> None:
+        tp = (partition.topic, partition.index)
+        self.of(tp).note_refusal(broker, partition, proposal, change, error)
+
+    def check(self) -> None:
+        self.events += 1
+        if self.events % SWEEP_EVENTS == 0:
+            self.dirty.update(self.world.controller.partitions)
+        dirty, self.dirty = self.dirty, set()
+        for tp in self.world.controller.partitions:
+            if tp in dirty:
+                checks = self.partitions.get(tp)
+                if checks is None:
+                    checks = self.partitions[tp] = PartitionChecker(self, tp)
+                checks.check()

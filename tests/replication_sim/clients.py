@@ -1,15 +1,17 @@
-"""Producers and consumers, talking to whichever broker their (possibly stale) metadata names.
+"""Producers and consumers over every partition, talking to whichever broker their (possibly
+stale) metadata names as each partition's leader.
 
 A client learns the leader as a real one does, from some live broker's metadata (which may lag
 the controller's), and refreshes it after NOT_LEADER_OR_FOLLOWER and friends. Requests and
 answers cross the simulated network as RPCs (they may be lost; the client then times out).
 
-Producers run strom/sender.py's loop for the partition on the simulated clock (a queue of
-batches, requests in flight) and follow the client's own sending rules: they drive
+Producers run strom/sender.py's loop on the simulated clock (a queue of batches per
+partition, requests in flight; each batch goes to a partition drawn from the producer's
+stream, and each request carries one batch) and follow the client's own sending rules: they drive
 strom/producer_sequencing.py, the class strom/sender.py pumps, with answers decoded as the
 client decodes the servicer's (server.api_errors.make_error, then strom.errors.from_pb). What
-to send and resend, with which producer id, epoch and sequence, and when to give up or bump
-the epoch is decided there, not here:
+to send and resend, with which producer id, epoch and sequence (per partition, as the client
+numbers them), and when to give up or bump the epoch is decided there, not here:
 - plain ones (retries=0, one batch at a time) send acks=all or acks=1 batches of 1-3 records,
   every value unique in the run, and never resend a failed batch (the next batch has new
   values), so no value may ever appear twice in a log;
@@ -19,7 +21,8 @@ the epoch is decided there, not here:
   later acknowledgement, batches of unknown fate resolved before an epoch bump. InitProducerId
   is answered by a stand-in for the broker's coordinator, which the simulation does not
   model: the producer's fixed id, the next epoch (KIP-360).
-Consumers read from the leader at random offsets up to the high watermark they last saw.
+Consumers read a partition drawn at random from its leader, at random offsets up to the high
+watermark they last saw there.
 What the brokers acknowledge and serve is recorded by the checker when the broker decides it,
 not when the answer arrives.
 """
@@ -46,7 +49,7 @@ from strom.producer_sequencing import (
     Succeed,
 )
 from strom_api.records import Record, encode_batch
-from tests.replication_sim.controller import PARTITION, TOPIC
+from tests.replication_sim.controller import TopicPartition
 from tests.replication_sim.network import CLIENTS
 
 if TYPE_CHECKING:
@@ -55,7 +58,6 @@ if TYPE_CHECKING:
 
 RETRY_BACKOFF_MS = 100
 MAX_IN_FLIGHT = 5  # Kafka's default max.in.flight.requests.per.connection
-TP = (TOPIC, PARTITION)
 CLIENT_TIMEOUT_EXTRA_MS = 1_000
 # Kafka's default retries: an idempotent producer retries until delivery.timeout.ms.
 IDEMPOTENT_RETRIES = 2**31 - 1
@@ -66,16 +68,23 @@ PRODUCER_STATE_ERRORS = frozenset(
 )
 
 
-def leader_from_metadata(world: World, rng: random.Random) -> int | None:
-    """A metadata request to a random live broker: the leader its image names."""
+def leaders_from_metadata(world: World, rng: random.Random) -> dict[TopicPartition, int]:
+    """A metadata request to a random live broker: the leaders its image names."""
     live = [b for b in world.brokers.values() if b.alive]
     if not live:
-        return None
-    broker = rng.choice(live)
-    registration = broker.image.topics.partition(TOPIC, PARTITION)
-    if registration is None or registration.leader < 0:
-        return None
-    return registration.leader
+        return {}
+    image = rng.choice(live).image
+    leaders = {}
+    for tp in world.controller.partitions:
+        registration = image.topics.partition(*tp)
+        if registration is not None and registration.leader >= 0:
+            leaders[tp] = registration.leader
+    return leaders
+
+
+def leader_from_metadata(world: World, rng: random.Random, tp: TopicPartition) -> int | None:
+    """A metadata request to a random live broker: the leader its image names for `tp`."""
+    return leaders_from_metadata(world, rng).get(tp)
 
 
 @dataclass
@@ -97,6 +106,7 @@ class Batch:
     (strom.producer_sequencing.Batch)."""
 
     number: int
+    tp: TopicPartition
     values: list[bytes]
     acks: int
     created_ms: float
@@ -107,10 +117,6 @@ class Batch:
     order: int = -1
     fate_unknown: bool = False
     last_error: Exception | None = None
-
-    @property
-    def tp(self) -> tuple[str, int]:
-        return (TOPIC, PARTITION)
 
     @property
     def record_count(self) -> int:
@@ -124,6 +130,7 @@ class ProduceRequest:
         self.producer = producer
         self.batch = batch
         self.numbers = numbers
+        self.tp = batch.tp
         self.broker_id = broker.id
         self.incarnation = broker.incarnation
         self.acks = batch.acks
@@ -140,7 +147,10 @@ class ProduceRequest:
 
     def describe(self) -> str:
         p, n = self.producer, self.numbers
-        text = f"p{p.index}#{self.batch.number} acks={self.acks} x{len(self.values)}"
+        text = (
+            f"p{p.index}#{self.batch.number} to {self.tp[0]}-{self.tp[1]} acks={self.acks} "
+            f"x{len(self.values)}"
+        )
         if p.idempotent:
             text += f" pid={n.producer_id} e{n.epoch} seq={n.sequence}"
         return text
@@ -157,7 +167,7 @@ class ProduceRequest:
 
 
 class Producer:
-    """strom/sender.py's loop for one partition, on the simulated clock: a queue of batches
+    """strom/sender.py's loop on the simulated clock: a queue of batches per partition
     (RecordAccumulator's, resends ahead of new batches in first-sent order), requests in
     flight, and the rules deciding what leaves and what each answer means."""
 
@@ -174,17 +184,18 @@ class Producer:
         self.producer_id = 1000 + index if idempotent else -1
         self.batches = 0
         self.unsettled = 0  # batches made and not yet acknowledged or failed
-        self.queue: list[Batch] = []  # waiting to be sent (again)
+        # waiting to be sent (again), per partition
+        self.queues: dict[TopicPartition, list[Batch]] = {}
         self.requests: list[ProduceRequest] = []  # in flight
-        self.leader: int | None = None
+        self.leaders: dict[TopicPartition, int] = {}  # as its metadata last said
         self.active = False
         self.stats = world.client_stats
         self.delivery_timeout_ms = 4 * world.plan.produce_timeout_ms
         self.rules: ProducerSequencing[Batch] = self._rules()
-        # In the current producer epoch: the last sequence acknowledged, and where the last
-        # batch acknowledged with its offsets ends (checker.py (8)).
-        self.acked_sequence = -1
-        self.last_acked_offset: int | None = None
+        # In the current producer epoch, per partition: the last sequence acknowledged, and
+        # where the last batch acknowledged with its offsets ends (checker.py (8)).
+        self.acked_sequence: dict[TopicPartition, int] = {}
+        self.last_acked_offset: dict[TopicPartition, int] = {}
         self.limit: int | None = None  # stop after this many acknowledged batches
         self.acked = 0
         self._ticking = False  # a _next is scheduled
@@ -224,10 +235,10 @@ class Producer:
         if (
             request not in self.requests
             or n.epoch != self.rules.producer_epoch
-            or n.sequence != self.acked_sequence + 1
+            or n.sequence != self.acked_sequence.get(request.tp, -1) + 1
         ):
             return None
-        return self.last_acked_offset
+        return self.last_acked_offset.get(request.tp)
 
     def _think_ms(self) -> int:
         """The pause before the next batch: about produce_every_ms; twice that for a
@@ -256,7 +267,9 @@ class Producer:
             count = self.rng.randint(1, 3)
             values = [f"p{self.index}-{self.batches}-{i}".encode() for i in range(count)]
             acks = -1 if self.idempotent or self.rng.random() < self.world.plan.acks_all else 1
-            self.queue.append(Batch(self.batches, values, acks, created_ms=self.world.now_ms))
+            tp = self.rng.choice(self.world.controller.partitions)
+            batch = Batch(self.batches, tp, values, acks, created_ms=self.world.now_ms)
+            self.queues.setdefault(tp, []).append(batch)
         if self.unsettled < self.max_in_flight:
             self._tick(self._think_ms())
         self._send_ready()
@@ -277,39 +290,43 @@ class Producer:
     def _send_ready(self) -> None:
         """One turn of strom/sender.py's loop: expire, ask the rules, drain, send."""
         rules, now = self.rules, self.world.now_ms
-        while self.queue and not self.requests:  # RecordAccumulator.expire: not while busy
-            if now - self.queue[0].created_ms <= self.delivery_timeout_ms:
-                break
-            batch = self.queue.pop(0)
-            leader = -1 if self.leader is None else self.leader
-            self._settle(rules.expired(batch, now, leader))
+        busy = rules.busy_partitions()
+        for tp, queue in self.queues.items():  # RecordAccumulator.expire: not while busy
+            while queue and tp not in busy:
+                if now - queue[0].created_ms <= self.delivery_timeout_ms:
+                    break
+                batch = queue.pop(0)
+                self._settle(rules.expired(batch, now, self.leaders.get(tp, -1)))
         step = rules.send_step()
         if step is SendStep.WAIT:
             return
         if step is SendStep.INIT_PRODUCER_ID:
             self._init_producer_id()
-        free = rules.room(TP)
         drained: list[Batch] = []
-        while free > 0 and self.queue:
-            batch = self.queue[0]
-            if step is SendStep.RESOLVE_UNKNOWN and not rules.resolving(batch):
-                break
-            if batch.retry_at_ms > now:
-                self._wake(batch.retry_at_ms)
-                break
-            drained.append(self.queue.pop(0))
-            free -= 1
-        if drained and self.leader is None:  # one metadata look per turn, as the Sender's
-            self.leader = leader_from_metadata(self.world, self.rng)
+        for tp, queue in self.queues.items():  # RecordAccumulator.drain
+            free = rules.room(tp)
+            while free > 0 and queue:
+                batch = queue[0]
+                if step is SendStep.RESOLVE_UNKNOWN and not rules.resolving(batch):
+                    break
+                if batch.retry_at_ms > now:
+                    self._wake(batch.retry_at_ms)
+                    break
+                drained.append(queue.pop(0))
+                free -= 1
+        if any(b.tp not in self.leaders for b in drained):
+            # one metadata look per turn, as the Sender's
+            self.leaders.update(leaders_from_metadata(self.world, self.rng))
         for batch in drained:
             rules.drained(batch)
-            if self.leader is None:
+            leader = self.leaders.get(batch.tp)
+            if leader is None:
                 batch.retry_at_ms = rules.put_back(batch, now)
                 self._requeue(batch)
                 self._wake(batch.retry_at_ms)
                 continue
             rules.dispatched(batch)
-            self._send(batch, self.world.brokers[self.leader], rules.sending(batch))
+            self._send(batch, self.world.brokers[leader], rules.sending(batch))
 
     def _send(self, batch: Batch, broker: SimBroker, numbers: Numbers) -> None:
         request = ProduceRequest(self, batch, broker, self.world.plan.produce_timeout_ms, numbers)
@@ -326,10 +343,11 @@ class Producer:
 
     def _requeue(self, batch: Batch) -> None:
         """RecordAccumulator.requeue: in first-sent order, ahead of batches never sent."""
+        queue = self.queues.setdefault(batch.tp, [])
         at = 0
-        while at < len(self.queue) and 0 <= self.queue[at].order < batch.order:
+        while at < len(queue) and 0 <= queue[at].order < batch.order:
             at += 1
-        self.queue.insert(at, batch)
+        queue.insert(at, batch)
 
     def _init_producer_id(self) -> None:
         """The coordinator stand-in: the first epoch, then the next one (KIP-360's bump)."""
@@ -337,7 +355,7 @@ class Producer:
         epoch = 0 if rules.producer_id < 0 else rules.producer_epoch + 1
         rules.producer_id_granted(self.producer_id, epoch)
         self.world.trace.record(f"p{self.index}: producer id {self.producer_id} epoch {epoch}")
-        self.acked_sequence, self.last_acked_offset = -1, None
+        self.acked_sequence, self.last_acked_offset = {}, {}
 
     def _client_timeout(self, request: ProduceRequest) -> None:
         if request in self.requests:
@@ -354,15 +372,16 @@ class Producer:
         if error is None:
             assert append is not None
             self.stats.duplicates_answered += int(append.duplicate)
-            n = request.numbers
+            n, tp = request.numbers, batch.tp
             if self.idempotent and n.epoch == rules.producer_epoch:
                 last = n.sequence + len(batch.values) - 1
-                if last > self.acked_sequence:
-                    self.acked_sequence, self.last_acked_offset = last, append.next_offset - 1
+                if last > self.acked_sequence.get(tp, -1):
+                    self.acked_sequence[tp] = last
+                    self.last_acked_offset[tp] = append.next_offset - 1
             outcome = rules.acknowledged(batch, append.base_offset, -1)
         elif error.startswith(("connection", "client")):  # the RPC failed: no answer
             self.stats.errors[error] += 1
-            self.leader = None
+            self._forget(request.broker_id)
             failed = StromError("NETWORK_EXCEPTION", f"broker {request.broker_id}: {error}", True)
             outcome = rules.no_answer(batch, failed, now)
         else:
@@ -370,10 +389,15 @@ class Producer:
             answered = from_pb(make_error(error, "refused by the simulated broker"))
             outcome = rules.refused(batch, answered, now)
             if not isinstance(outcome, Succeed) and answered.name in STALE_METADATA:
-                self.leader = None
+                self.leaders.pop(batch.tp, None)
         rules.request_ended([batch])
         self._settle(outcome)
         self._send_ready()
+
+    def _forget(self, broker_id: int) -> None:
+        """The broker did not answer: what the metadata said it leads is looked up again."""
+        for tp in [tp for tp, leader in self.leaders.items() if leader == broker_id]:
+            del self.leaders[tp]
 
     def _settle(self, outcome: Outcome[Batch]) -> None:
         batch = outcome.batch
@@ -398,8 +422,16 @@ class Producer:
 
 
 class ConsumeRequest:
-    def __init__(self, consumer: Consumer, broker: SimBroker, offset: int, max_bytes: int) -> None:
+    def __init__(
+        self,
+        consumer: Consumer,
+        broker: SimBroker,
+        tp: TopicPartition,
+        offset: int,
+        max_bytes: int,
+    ) -> None:
         self.consumer = consumer
+        self.tp = tp
         self.broker_id = broker.id
         self.incarnation = broker.incarnation
         self.offset = offset
@@ -407,8 +439,9 @@ class ConsumeRequest:
 
     def answer(self, broker: SimBroker, records: bytes | None, error: str | None) -> None:
         hw = start = -1
-        if broker.partition is not None:
-            hw, start = broker.partition.log.high_watermark, broker.partition.log.log_start_offset
+        partition = broker.partition_of(self.tp)
+        if partition is not None:
+            hw, start = partition.log.high_watermark, partition.log.log_start_offset
         world = self.consumer.world
         on_answer = self.consumer.on_answer
         world.network.send(broker.id, CLIENTS, on_answer, self, hw, start, error, lossy=True)
@@ -423,9 +456,11 @@ class Consumer:
         self.world = world
         self.index = index
         self.rng = rng
-        self.leader: int | None = None
-        self.high_watermark = 0
-        self.log_start = 0
+        # per partition, as its last answers said: the leader, the high watermark, the
+        # log start
+        self.leaders: dict[TopicPartition, int] = {}
+        self.high_watermark: dict[TopicPartition, int] = {}
+        self.log_start: dict[TopicPartition, int] = {}
         self.in_flight: ConsumeRequest | None = None
         self.active = False
 
@@ -444,21 +479,24 @@ class Consumer:
         )
         if self.in_flight is not None:
             return
-        if self.leader is None:
-            self.leader = leader_from_metadata(self.world, self.rng)
-            if self.leader is None:
+        tp = self.rng.choice(self.world.controller.partitions)
+        if tp not in self.leaders:
+            self.leaders.update(leaders_from_metadata(self.world, self.rng))
+            if tp not in self.leaders:
                 return
-        broker = self.world.brokers[self.leader]
+        broker = self.world.brokers[self.leaders[tp]]
         if not broker.alive:
-            self.leader = None
+            del self.leaders[tp]
             return
-        low, hw = self.log_start, max(self.high_watermark, self.log_start)
+        low = self.log_start.get(tp, 0)
+        hw = max(self.high_watermark.get(tp, 0), low)
         offset = (
             self.rng.randint(max(low, hw - 30), hw)
             if self.rng.random() < 0.7
             else self.rng.randint(low, hw)
         )
-        request = ConsumeRequest(self, broker, offset, self.rng.choice((100, 1_000, 20_000)))
+        size = self.rng.choice((100, 1_000, 20_000))
+        request = ConsumeRequest(self, broker, tp, offset, size)
         self.in_flight = request
         self.world.network.send(CLIENTS, broker.id, broker.handle_consume, request, lossy=True)
         self.world.queue.after(2_000, self._timeout, request)
@@ -466,13 +504,14 @@ class Consumer:
     def _timeout(self, request: ConsumeRequest) -> None:
         if self.in_flight is request:
             self.in_flight = None
-            self.leader = None
+            self.leaders.pop(request.tp, None)
 
     def on_answer(self, request: ConsumeRequest, hw: int, start: int, error: str | None) -> None:
         if self.in_flight is not request:
             return
         self.in_flight = None
+        tp = request.tp
         if hw >= 0:
-            self.high_watermark, self.log_start = hw, start
+            self.high_watermark[tp], self.log_start[tp] = hw, start
         if error is not None and error != "OFFSET_OUT_OF_RANGE":
-            self.leader = None
+            self.leaders.pop(tp, None)

@@ -3,13 +3,18 @@
 One controller, always up (the Raft quorum under it is tests/sim's and tests/controller_sim's
 business): an operation computes its records with the pure functions the QuorumController
 runs (register_broker, heartbeat, fence_broker through the HeartbeatTracker, alter_partition),
-they commit at once, and the answer goes back over the simulated network. So the partition's
+they commit at once, and the answer goes back over the simulated network. So each partition's
 registration changes exactly as in Strom (and KRaft): a broker whose session runs out is
-fenced and leaves the ISR (the last member stays), a leader it held goes to the first ISR
+fenced and leaves every ISR (the last member stays), a leader it held goes to the first ISR
 replica that may lead (never outside the ISR: unclean election is off), every change bumps
 the partition epoch and every leader change the leader epoch; an unfenced broker gives an
 offline partition its leader back; AlterPartition is accepted only with the current leader
-epoch and partition epoch and eligible (unfenced, not shutting down) members.
+epoch and partition epoch and eligible (unfenced, not shutting down) members, partition by
+partition of a request that may carry several (a stale broker epoch refuses it whole).
+
+The topics are created at t=0 by create_topics, placed by the controller's placement
+(metadata/placement.py) from the plan's start for each, so replica sets and first leaders
+differ between partitions.
 
 Every committed image is kept (`history`), with the records that made it: brokers replay it
 in order, each at its own pace (broker.py), which is how the metadata reaches them late and
@@ -47,10 +52,15 @@ from tests.replication_sim.network import CONTROLLER
 if TYPE_CHECKING:
     from tests.replication_sim.world import World
 
-TOPIC = "orders"
-TOPIC_ID = bytes(range(16))
-PARTITION = 0
+TOPIC_NAMES = ("orders", "payments")
 TICK_MS = 50
+
+TopicPartition = tuple[str, int]
+
+
+def topic_id_of(index: int) -> bytes:
+    """The id of the plan's topic `index` (fixed, so that traces compare between runs)."""
+    return bytes(range(index, index + 16))
 
 
 def endpoints(broker_id: int) -> list[Endpoint]:
@@ -61,6 +71,10 @@ def describe_registration(r: PartitionRegistration | None) -> str:
     if r is None:
         return "-"
     return f"leader={r.leader} le={r.leader_epoch} pe={r.partition_epoch} isr={list(r.isr)}"
+
+
+def tp_name(tp: TopicPartition) -> str:
+    return f"{tp[0]}-{tp[1]}"
 
 
 @dataclass
@@ -81,13 +95,23 @@ class SimController:
         self.records: list[Sequence[Message]] = [()]  # what took history[i - 1] to history[i]
         self.tracker = HeartbeatTracker(world.plan.session_timeout_ms)
         self.stats = ControllerStats()
+        self.partitions: list[TopicPartition] = []  # every partition, once bootstrapped
 
     @property
     def image(self) -> MetadataImage:
         return self.history[-1]
 
-    def registration(self, image: MetadataImage | None = None) -> PartitionRegistration | None:
-        return (image or self.image).topics.partition(TOPIC, PARTITION)
+    def registration(
+        self, tp: TopicPartition, image: MetadataImage | None = None
+    ) -> PartitionRegistration | None:
+        return (image or self.image).topics.partition(*tp)
+
+    def describe(self) -> str:
+        """Every partition's registration, for a failure's report."""
+        return "; ".join(
+            f"{tp_name(tp)} {describe_registration(self.registration(tp))}"
+            for tp in self.partitions
+        )
 
     def delta(self, since: int, target: int) -> MetadataDelta:
         """The delta a broker's loader publishes when it goes from history[since] (-1: a
@@ -99,8 +123,9 @@ class SimController:
 
     # --- committing ----------------------------------------------------------------------------
 
-    def bootstrap(self, broker_ids: Sequence[int], replicas: Sequence[int]) -> None:
-        """Brokers registered and unfenced, then the topic: the cluster as it stands at t=0."""
+    def bootstrap(self, broker_ids: Sequence[int], topics: Sequence[tuple[int, int]]) -> None:
+        """Brokers registered and unfenced, then the topics ((partitions, placement start)
+        each, as the plan draws them): the cluster as it stands at t=0."""
         records: list[Message] = []
         for b in broker_ids:
             records.append(
@@ -117,14 +142,21 @@ class SimController:
             [pb.UnfenceBrokerRecord(broker_id=b, broker_epoch=i) for i, b in enumerate(broker_ids)],
             "unfence brokers",
         )
-        topic = NewTopic(
-            TOPIC,
-            assignments={PARTITION: tuple(replicas)},
-            configs={"min.insync.replicas": str(self.world.plan.min_insync_replicas)},
-        )
-        created, results = create_topics(self.image, [topic], topic_id_factory=lambda: TOPIC_ID)
-        assert results[0].error is None, results[0].error
-        self.commit(created, "create topic")
+        plan = self.world.plan
+        for index, (count, start) in enumerate(topics):
+            topic_id = topic_id_of(index)
+            topic = NewTopic(
+                TOPIC_NAMES[index],
+                num_partitions=count,
+                replication_factor=plan.replication_factor,
+                configs={"min.insync.replicas": str(plan.min_insync_replicas)},
+            )
+            created, results = create_topics(
+                self.image, [topic], start=start, topic_id_factory=topic_id.__bytes__
+            )
+            assert results[0].error is None, results[0].error
+            self.commit(created, f"create topic {topic.name}")
+            self.partitions += [(topic.name, p) for p in range(count)]
         for b in broker_ids:
             self.tracker.touch(b, self.world.now_ms)
 
@@ -136,13 +168,16 @@ class SimController:
         self.history.append(image)
         self.records.append(records)
         self.stats.commits += 1
-        old, new = self.registration(before), self.registration(image)
-        changed = old != new
-        if old is not None and new is not None and new.leader_epoch != old.leader_epoch:
-            self.stats.leader_changes += 1
+        changes = []
+        for tp in self.partitions:
+            old, new = self.registration(tp, before), self.registration(tp, image)
+            if old == new:
+                continue
+            changes.append(f"; {tp_name(tp)} {describe_registration(new)}")
+            if old is not None and new is not None and new.leader_epoch != old.leader_epoch:
+                self.stats.leader_changes += 1
         self.world.trace.record(
-            f"controller: commit {why} -> offset {image.offset}"
-            + (f"; partition {describe_registration(new)}" if changed else "")
+            f"controller: commit {why} -> offset {image.offset}" + "".join(changes)
         )
         self.world.on_metadata_commit()
 
@@ -211,27 +246,31 @@ class SimController:
         self,
         broker_id: int,
         broker_epoch: int,
-        proposal: IsrProposal,
-        reply: Callable[[IsrResult | ApiError], None],
+        proposals: Sequence[IsrProposal],
+        reply: Callable[[list[IsrResult] | ApiError], None],
     ) -> None:
+        """One AlterPartition request: a result per proposal, or the whole request's error."""
         try:
-            records, results = alter_partition(self.image, broker_id, broker_epoch, [proposal])
+            records, results = alter_partition(self.image, broker_id, broker_epoch, proposals)
         except ApiError as error:  # the whole request: STALE_BROKER_EPOCH
             self.stats.refused[f"AlterPartition {error.error_name}"] += 1
             self._answer(broker_id, reply, error)
             return
-        result = results[0]
-        if result.error is not None:
-            self.stats.refused[f"AlterPartition {result.error.error_name}"] += 1
-            self.world.trace.record(
-                f"controller: AlterPartition from {broker_id} isr={list(proposal.new_isr)} "
-                f"le={proposal.leader_epoch} pe={proposal.partition_epoch}: "
-                f"{result.error.error_name}"
-            )
-        else:
-            self.stats.isr_changes += 1
-            self.commit(records, f"AlterPartition from broker {broker_id}")
-        self._answer(broker_id, reply, result)
+        for proposal, result in zip(proposals, results, strict=True):
+            if result.error is not None:
+                self.stats.refused[f"AlterPartition {result.error.error_name}"] += 1
+                topic = self.image.topics.by_id.get(proposal.topic_id)
+                name = "?" if topic is None else topic.name
+                self.world.trace.record(
+                    f"controller: AlterPartition from {broker_id} for {name}-"
+                    f"{proposal.partition_id} isr={list(proposal.new_isr)} "
+                    f"le={proposal.leader_epoch} pe={proposal.partition_epoch}: "
+                    f"{result.error.error_name}"
+                )
+            else:
+                self.stats.isr_changes += 1
+        self.commit(records, f"AlterPartition from broker {broker_id}")
+        self._answer(broker_id, reply, results)
 
 
 def incarnation_id(broker_id: int, incarnation: int) -> bytes:

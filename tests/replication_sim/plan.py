@@ -1,6 +1,7 @@
-"""What one seed decides: the partition's shape, the brokers' timeouts, how hard the
-producers push, and every fault's rate (TigerBeetle-style: calm seeds find the bugs that need
-a long quiet stretch, harsh ones those that need many faults close together).
+"""What one seed decides: the brokers, the topics and their partitions, the brokers'
+timeouts, how hard the producers push, and every fault's rate (TigerBeetle-style: calm seeds
+find the bugs that need a long quiet stretch, harsh ones those that need many faults close
+together).
 
 Every run follows from `Plan.from_seed(seed)` plus random streams drawn from the same seed,
 so `python -m tests.replication_sim --seed N` replays a run exactly. Draws are made in a fixed
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 @dataclass(frozen=True, slots=True)
 class Plan:
     seed: int
-    replicas: int  # the partition's replication factor (every broker holds a replica)
+    brokers: int
     min_insync_replicas: int
     # broker and controller settings
     replica_lag_time_max_ms: int
@@ -63,6 +64,12 @@ class Plan:
     # none until the controller says it is caught up (broker/metadata_gate.py).
     restart_replay: bool
     delete_records_every_ms: int | None  # DeleteRecords on the leader, up to its hw
+    # The topics, as (partitions, placement start) each: 1-6 partitions in all, placed by
+    # the controller's own placement (metadata/placement.py) from that start, so leaders
+    # and replica sets differ between partitions; and their replication factor (below the
+    # broker count, brokers hold different sets).
+    topics: tuple[tuple[int, int], ...]
+    replication_factor: int
 
     @classmethod
     def from_seed(cls, seed: int) -> Plan:
@@ -73,14 +80,14 @@ class Plan:
             gap = rng.randint(mean_ms // 2, mean_ms * 2)
             return gap if on else None
 
-        replicas = rng.choice((3, 3, 4))
+        brokers = rng.choice((3, 3, 4))
         lag = rng.choice((1_000, 3_000, 10_000))
         session = rng.choice((1_500, 3_000, 9_000))
         heartbeat = rng.choice((200, 500))
         max_delay = rng.choice((3, 10, 40))
         return cls(
             seed=seed,
-            replicas=replicas,
+            brokers=brokers,
             min_insync_replicas=2,
             replica_lag_time_max_ms=lag,
             session_timeout_ms=session,
@@ -116,14 +123,23 @@ class Plan:
             controller_latency_ms=rng.choice((2, 20, 300)),
             restart_replay=rng.random() < 0.2,
             delete_records_every_ms=sometimes(0.3, 5_000),
+            topics=tuple(
+                (rng.randint(1, 3), rng.randrange(brokers)) for _ in range(rng.choice((1, 1, 2)))
+            ),
+            replication_factor=rng.choice((3, 3, 2) if brokers == 3 else (4, 3, 3, 2)),
         )
+
+    @property
+    def partition_count(self) -> int:
+        return sum(count for count, _ in self.topics)
 
     def describe(self) -> str:
         def every(ms: int | None) -> str:
             return "off" if ms is None else f"~{ms} ms"
 
         return (
-            f"RF {self.replicas}, min ISR {self.min_insync_replicas}; lag "
+            f"{self.brokers} brokers; topics of {[n for n, _ in self.topics]} partitions, RF "
+            f"{self.replication_factor}, min ISR {self.min_insync_replicas}; lag "
             f"{self.replica_lag_time_max_ms} ms, session {self.session_timeout_ms} ms, heartbeat "
             f"{self.heartbeat_interval_ms} ms,"
             f" fetch wait {self.fetch_wait_max_ms} ms / backoff {self.fetch_backoff_ms} ms / "

@@ -17,15 +17,21 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from broker.partition import Partition
 from metadata.alter_partition import IsrResult
 from strom_api.records import Record, decode_batches, encode_batch
+from tests.replication_sim.broker import SimBroker
 from tests.replication_sim.network import CONTROLLER
 from tests.replication_sim.plan import Plan
 from tests.replication_sim.simulation import temp_root
 from tests.replication_sim.world import World
 
+# One partition ("orders-0", replicas [1, 2, 3]): the stories are about one partition.
+TP = ("orders", 0)
 QUIET = {
-    "replicas": 3,
+    "brokers": 3,
+    "topics": ((1, 0),),
+    "replication_factor": 3,
     "min_insync_replicas": 2,
     "replica_lag_time_max_ms": 1_000,
     "session_timeout_ms": 1_500,
@@ -64,12 +70,12 @@ class ScenarioTimeout(AssertionError):
 
 @contextmanager
 def quiet_world(echo: bool = False, **overrides: Any) -> Iterator[World]:
-    """Brokers 1, 2, 3 with replicas in that order (so b1 leads first and, among b2 and b3,
-    the controller elects b2 first), one plain acks=all producer, consumers, no faults."""
+    """Brokers 1, 2, 3 holding TP's replicas in that order (so b1 leads first and, among b2
+    and b3, the controller elects b2 first), one plain acks=all producer, consumers, no
+    faults."""
     directory = tempfile.mkdtemp(prefix="replication-scenario-", dir=temp_root())
     plan = dataclasses.replace(Plan.from_seed(0), **{**QUIET, **overrides})
     world = World(plan, directory, echo=echo)
-    world.replicas = (1, 2, 3)
     try:
         world.start()
         for producer in world.producers:
@@ -79,8 +85,7 @@ def quiet_world(echo: bool = False, **overrides: Any) -> Iterator[World]:
         yield world
     finally:
         for broker in world.brokers.values():
-            if broker.log is not None:
-                broker.log.close()
+            broker.replicas.close()
         shutil.rmtree(directory, ignore_errors=True)
 
 
@@ -90,8 +95,32 @@ def wait_for(world: World, condition: Callable[[], bool], bound_ms: int, what: s
         raise ScenarioTimeout(f"{what}: not within {bound_ms} ms")
 
 
+def replica(broker: SimBroker) -> Partition:
+    """`broker`'s replica of TP, which it must hold by now."""
+    partition = broker.partition_of(TP)
+    assert partition is not None, f"b{broker.id} holds no replica of {TP}"
+    return partition
+
+
+def log_end(broker: SimBroker) -> int:
+    """The log end of `broker`'s replica of TP; -1 while it is down."""
+    log = broker.log_of(TP)
+    return -1 if log is None else log.log_end_offset
+
+
+def high_watermark(broker: SimBroker) -> int:
+    log = broker.log_of(TP)
+    return -1 if log is None else log.high_watermark
+
+
+def isr_of(broker: SimBroker) -> set[int] | None:
+    """The ISR `broker` holds for TP, if it holds the partition."""
+    partition = broker.partition_of(TP)
+    return None if partition is None else set(partition.isr)
+
+
 def isr(world: World) -> set[int]:
-    registration = world.controller.registration()
+    registration = world.controller.registration(TP)
     assert registration is not None
     return set(registration.isr)
 
@@ -116,7 +145,7 @@ def lost_expansion_answer(echo: bool = False, isr_view: bool = False) -> None:
         net.cut(1, 2)
         wait_for(
             world,
-            lambda: leader.partition is not None and set(leader.partition.isr) == {1, 3},
+            lambda: isr_of(leader) == {1, 3},
             10_000,
             "b2 is out of the ISR",
         )
@@ -124,9 +153,11 @@ def lost_expansion_answer(echo: bool = False, isr_view: bool = False) -> None:
         dropped: list[bool] = []
 
         def lose_answer(src: int, dst: int, action: Any, args: tuple[Any, ...]) -> bool:
-            answer = args[0] if args else None
-            if dropped or src != CONTROLLER or dst != 1 or not isinstance(answer, IsrResult):
+            answers = args[0] if args else None
+            if dropped or src != CONTROLLER or dst != 1 or not isinstance(answers, list):
                 return False
+            answer = answers[0]
+            assert isinstance(answer, IsrResult)
             if answer.error is not None or answer.registration is None:
                 return False
             if 2 not in answer.registration.isr:
@@ -135,7 +166,7 @@ def lost_expansion_answer(echo: bool = False, isr_view: bool = False) -> None:
             return True
 
         net.drop_rules.append(lose_answer)
-        leader.stall_metadata(world.now_ms + 60_000)
+        leader.metadata.stall(world.now_ms + 60_000)
         net.heal(1, 2)
         wait_for(world, lambda: isr(world) == {1, 2, 3}, 10_000, "the controller takes b2 back")
         refused = world.controller.stats.refused
@@ -145,18 +176,20 @@ def lost_expansion_answer(echo: bool = False, isr_view: bool = False) -> None:
             5_000,
             "b1's retry is refused",
         )
-        assert leader.partition is not None and leader.partition.leader is not None
-        assert 2 in leader.partition.leader.maximal_isr, "the refusal dropped the expansion"
+        led = leader.partition_of(TP)
+        assert led is not None and led.leader is not None
+        assert 2 in led.leader.maximal_isr, "the refusal dropped the expansion"
         net.cut(1, 2)  # b2 falls behind again
         world.run_until(world.now_ms + 1_500)
-        assert leader.log is not None and lagging.log is not None
+        leader_log, lagging_log = leader.log_of(TP), lagging.log_of(TP)
+        assert leader_log is not None and lagging_log is not None
         world.trace.record(
-            f"SCENARIO: b1 hw {leader.log.high_watermark}, b2 log end {lagging.log.log_end_offset}"
+            f"SCENARIO: b1 hw {leader_log.high_watermark}, b2 log end {lagging_log.log_end_offset}"
         )
         leader.crash()
         wait_for(
             world,
-            lambda: lagging.partition is not None and lagging.partition.is_leader,
+            lambda: (p := lagging.partition_of(TP)) is not None and p.is_leader,
             10_000,
             "b2 leads",
         )
@@ -175,11 +208,10 @@ def restart_inside_a_batch(echo: bool = False) -> None:
     with quiet_world(echo, produce_every_ms=5) as world:
         follower = world.brokers[3]
         world.run_until(300)
-        assert follower.log is not None
-        end = follower.log.log_end_offset
+        end = log_end(follower)
         follower.crash()
         leader = world.brokers[1]
-        partition = leader.partition
+        partition = leader.partition_of(TP)
         assert partition is not None
         wait_for(world, lambda: partition.log.high_watermark > end + 50, 10_000, "records pile up")
         target = None
@@ -189,15 +221,14 @@ def restart_inside_a_batch(echo: bool = False) -> None:
                 target = header.base_offset + 1
                 break
         assert target is not None, "no batch of more than one record"
-        start = leader.delete_records(target)
-        world.checker.deleted_before = start
+        start = leader.delete_records(TP, target)
+        world.checker.of(TP).deleted_before = start
         world.trace.record(f"SCENARIO: DeleteRecords before {target} (inside a batch)")
         follower.start()
         wait_for(
             world,
             lambda: (
-                follower.log is not None
-                and follower.log.log_end_offset >= partition.log.high_watermark > target
+                log_end(follower) >= partition.log.high_watermark > target
                 and isr(world) == {1, 2, 3}
             ),
             10_000,
@@ -214,7 +245,7 @@ def append_directly(
     """Appends one single-record batch per value (or, `one_batch`, one batch of them all) on
     `broker_id`, which must lead, as an acks=1 produce would (the scenario needs exact batch
     boundaries, which the simulated producers draw at random)."""
-    partition = world.brokers[broker_id].partition
+    partition = world.brokers[broker_id].partition_of(TP)
     assert partition is not None and partition.is_leader, f"b{broker_id} does not lead"
     records = [Record(i, world.wall_ms, None, v.encode()) for i, v in enumerate(values)]
     for batch in [records] if one_batch else [[r] for r in records]:
@@ -227,8 +258,8 @@ def append_directly(
 
 def leads(world: World, broker_id: int) -> Callable[[], bool]:
     def check() -> bool:
-        reg = world.controller.registration()
-        p = world.brokers[broker_id].partition
+        reg = world.controller.registration(TP)
+        p = world.brokers[broker_id].partition_of(TP)
         return (
             reg is not None
             and reg.leader == broker_id
@@ -268,11 +299,10 @@ def _deleted_records_story(echo: bool, crash_before_checkpoint: bool) -> None:
         wait_for(world, leads(world, 2), 10_000, "b2 leads")
         net.heal(1, 2)
         append_directly(world, 2, [f"new-{i}" for i in range(8)])
-        assert b2.partition is not None
-        partition = b2.partition
+        partition = replica(b2)
         wait_for(world, lambda: partition.log.high_watermark == 8, 5_000, "b2's hw reaches 8")
-        start = b2.delete_records(4)
-        world.checker.deleted_before = start
+        start = b2.delete_records(TP, 4)
+        world.checker.of(TP).deleted_before = start
         world.trace.record(
             f"SCENARIO: DeleteRecords before 4 on b2: log start {start}, epochs "
             f"{partition.log.leader_epochs.entries}"
@@ -281,18 +311,20 @@ def _deleted_records_story(echo: bool, crash_before_checkpoint: bool) -> None:
             world.run_until(world.now_ms + 50)  # the checkpoint is written, DeleteRecords answers
         b2.crash()
         b2.start()
-        assert b2.log is not None
-        world.trace.record(f"SCENARIO: b2 reopened with log start {b2.log.log_start_offset}")
+        reopened = b2.log_of(TP)
+        assert reopened is not None
+        world.trace.record(f"SCENARIO: b2 reopened with log start {reopened.log_start_offset}")
         wait_for(world, leads(world, 2), 10_000, "b2 leads again")
         b1.start()
         wait_for(
             world,
-            lambda: b1.log is not None and b1.log.high_watermark >= 8,
+            lambda: high_watermark(b1) >= 8,
             10_000,
             "b1 catches up with b2",
         )
         world.run_until(world.now_ms + 500)
-        assert b1.log is not None and b1.log.log_start_offset == 4, "b1 kept deleted records"
+        b1_log = b1.log_of(TP)
+        assert b1_log is not None and b1_log.log_start_offset == 4, "b1 kept deleted records"
 
 
 def deleted_records_stay_deleted(echo: bool = False) -> None:
@@ -333,11 +365,10 @@ def stale_follower_inside_a_batch(echo: bool = False) -> None:
         wait_for(world, leads(world, 2), 10_000, "b2 leads")
         net.heal(1, 2)
         append_directly(world, 2, [f"new-{i}" for i in range(4)], one_batch=True)
-        assert b2.partition is not None
-        partition = b2.partition
+        partition = replica(b2)
         wait_for(world, lambda: partition.log.high_watermark == 4, 5_000, "b2's hw reaches 4")
-        start = b2.delete_records(2)
-        world.checker.deleted_before = start
+        start = b2.delete_records(TP, 2)
+        world.checker.of(TP).deleted_before = start
         world.trace.record(
             f"SCENARIO: DeleteRecords before 2 on b2: log start {start}, epochs "
             f"{partition.log.leader_epochs.entries}"
@@ -345,7 +376,7 @@ def stale_follower_inside_a_batch(echo: bool = False) -> None:
         b1.start()
         wait_for(
             world,
-            lambda: b1.log is not None and b1.log.log_end_offset >= 4,
+            lambda: log_end(b1) >= 4,
             10_000,
             "b1 catches up with b2",
         )

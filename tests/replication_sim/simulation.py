@@ -1,18 +1,18 @@
 """One seeded run: a safety phase under faults, then a liveness phase with every fault healed.
 
     safety    producers (plain acks=all / acks=1, idempotent acks=all) and consumers run
-              against whoever they think leads, while brokers crash (files intact: a process
-              crash keeps the page cache) or stop cleanly after a controlled shutdown and come
-              back later, get isolated from everyone or only from the controller, lose links
-              to each other, see the metadata late, and have fetch streams reset; an admin's
-              DeleteRecords moves the leader's log start to any offset up to its high
-              watermark;
+              over every partition against whoever they think leads it, while brokers crash
+              (files intact: a process crash keeps the page cache) or stop cleanly after a
+              controlled shutdown and come back later, get isolated from everyone or only
+              from the controller, lose links to each other, see the metadata late, and have
+              fetch streams reset; an admin's DeleteRecords moves a partition's log start on
+              its leader to any offset up to its high watermark;
     liveness  every link heals, every broker comes back, the network stops losing or slowing
               messages, the old producers stop and a new idempotent one must get
               LIVENESS_BATCHES acks=all batches acknowledged; within LIVENESS_BOUND_MS every
-              broker must be up, registered and unfenced with the latest metadata, the ISR
-              must hold every replica, and every replica must hold the same log with its
-              high watermark at its end.
+              broker must be up, registered and unfenced with the latest metadata, and for
+              every partition the ISR must hold every replica, and every replica must hold
+              the same log with its high watermark at its end.
 Invariants (checker.py) are checked after every event of both phases. A failure (an
 invariant, an exception out of the code under test, a liveness timeout) names the seed and the
 command that replays it, with the tail of the event trace; one with the signature of a known,
@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 from tests.replication_sim.broker import SimBroker
 from tests.replication_sim.checker import InvariantViolation
 from tests.replication_sim.clients import Producer, leader_from_metadata
-from tests.replication_sim.controller import describe_registration
+from tests.replication_sim.controller import TopicPartition, tp_name
 from tests.replication_sim.known_bugs import classify
 from tests.replication_sim.network import CLIENTS, CONTROLLER
 from tests.replication_sim.plan import Plan
@@ -70,11 +70,13 @@ class RunResult:
     crashes: int
     fences: int
     isr_changes: int
-    log_end: int
+    log_end: int  # the partitions' leaders' log ends, summed
     idle_isr_adds: int = 0
     restarts_at: int = 0  # followers that started over at the leader's log start
     mid_batch_refusals: int = 0
     reregistrations: int = 0
+    multi_partition_fetches: int = 0
+    batched_alter_requests: int = 0
     known_bug: str | None = None
 
     @property
@@ -126,7 +128,8 @@ class Faults:
         alive = [b for b in world.brokers.values() if b.alive and not b.shutting_down]
         if not alive:
             return None
-        reg = world.controller.registration()
+        tp = self.rng.choice(world.controller.partitions)
+        reg = world.controller.registration(tp)
         if leader_bias and reg is not None and self.rng.random() < world.plan.crash_leader:
             leader = world.brokers.get(reg.leader)
             if leader is not None and leader in alive:
@@ -197,34 +200,41 @@ class Faults:
             return
         span = self._span(self.world.plan.isolate_for_ms)
         self.world.trace.record(f"FAULT: b{broker.id} replays no metadata for {span} ms")
-        broker.stall_metadata(self.world.now_ms + span)
+        broker.metadata.stall(self.world.now_ms + span)
 
     def _stream_reset(self) -> None:
         broker = self._pick(leader_bias=False)
-        if broker is None or broker.followed is None:
+        if broker is None or not broker.follower.followed:
             return
-        self.world.trace.record(f"FAULT: reset b{broker.id}'s fetch stream to b{broker.followed}")
-        broker.break_stream(broker.followed)
+        leader = self.rng.choice(broker.follower.followed)
+        self.world.trace.record(f"FAULT: reset b{broker.id}'s fetch stream to b{leader}")
+        broker.follower.break_stream(leader)
 
     def _delete_records(self) -> None:
-        """An admin's DeleteRecords, sent to the broker its metadata names as leader."""
+        """An admin's DeleteRecords on a partition, sent to the broker its metadata names as
+        leader."""
         world = self.world
-        leader = leader_from_metadata(world, self.rng)
+        tp = self.rng.choice(world.controller.partitions)
+        leader = leader_from_metadata(world, self.rng, tp)
         broker = world.brokers[leader] if leader is not None else None
-        if broker is None or broker.partition is None or not broker.partition.is_leader:
+        partition = None if broker is None else broker.partition_of(tp)
+        if broker is None or partition is None or not partition.is_leader:
             return
-        log = broker.partition.log
+        log = partition.log
         target = self.rng.randint(log.log_start_offset, log.high_watermark)
-        start = broker.delete_records(target)
-        world.checker.deleted_before = max(world.checker.deleted_before, start)
-        world.trace.record(f"b{broker.id}: DeleteRecords before {target}: log start {start}")
+        start = broker.delete_records(tp, target)
+        checks = world.checker.of(tp)
+        checks.deleted_before = max(checks.deleted_before, start)
+        world.trace.record(
+            f"b{broker.id}: DeleteRecords {tp_name(tp)} before {target}: log start {start}"
+        )
 
     def heal_all(self) -> None:
         self.stop()
         world = self.world
         world.network.heal_all()
         for broker in world.brokers.values():
-            broker.md_stalled_until = 0
+            broker.metadata.stalled_until = 0
             if not broker.alive and not broker.shutting_down:
                 world.queue.after(0, self._restart, broker)
 
@@ -259,9 +269,9 @@ class Simulation:
         self.world = world = World(plan, directory, echo=self.echo)
         world.checker.isr_view = self.isr_view
         world.trace.record(f"SAFETY PHASE seed {self.seed}: {plan.describe()}")
-        world.trace.record(f"replicas {list(world.replicas)}")
         faults = Faults(world)
         world.start()
+        world.trace.record(f"partitions: {world.controller.describe()}")
         for producer in world.producers:
             producer.start()
         for consumer in world.consumers:
@@ -295,10 +305,7 @@ class Simulation:
         world = self.world
         assert world is not None
         out: list[str] = []
-        controller = world.controller
-        image = controller.image
-        reg = controller.registration()
-        assert reg is not None
+        image = world.controller.image
         for broker in world.brokers.values():
             registered = image.cluster.brokers.get(broker.id)
             if not broker.alive:
@@ -311,28 +318,38 @@ class Simulation:
                 )
         if out:
             return out
-        if reg.leader < 0:
-            return ["no leader"]
-        if set(reg.isr) != set(reg.replicas):
-            out.append(f"ISR {list(reg.isr)} lacks some of {list(reg.replicas)}")
         producer = self.liveness_producer
         if producer is not None and producer.acked < LIVENESS_BATCHES:
             out.append(f"liveness producer: {producer.acked}/{LIVENESS_BATCHES} batches acked")
+        for tp in world.controller.partitions:
+            out += [f"{tp_name(tp)}: {why}" for why in self._lagging(tp)]
+        return out
+
+    def _lagging(self, tp: TopicPartition) -> list[str]:
+        world = self.world
+        assert world is not None
+        reg = world.controller.registration(tp)
+        assert reg is not None
+        if reg.leader < 0:
+            return ["no leader"]
+        out: list[str] = []
+        if set(reg.isr) != set(reg.replicas):
+            out.append(f"ISR {list(reg.isr)} lacks some of {list(reg.replicas)}")
         leader = world.brokers[reg.leader]
-        lp = leader.partition
+        lp = leader.partition_of(tp)
         if lp is None or not lp.is_leader or lp.leader_epoch != reg.leader_epoch:
             out.append(f"b{leader.id} does not lead epoch {reg.leader_epoch} yet")
             return out
         if lp.leader is not None and lp.leader.pending is not None:
             out.append(f"b{leader.id} has an ISR change pending")
-        ref = world.checker.mirrors[leader.id]
-        for broker in world.brokers.values():
-            p = broker.partition
-            assert broker.log is not None
+        ref = world.checker.of(tp).mirrors[leader.id]
+        for broker_id in reg.replicas:
+            broker = world.brokers[broker_id]
+            p = broker.partition_of(tp)
             if p is None or p.leader_epoch != reg.leader_epoch:
                 out.append(f"b{broker.id} not in leader epoch {reg.leader_epoch}")
                 continue
-            log = broker.log
+            log = p.log
             if log.log_end_offset != ref.end or log.high_watermark != log.log_end_offset:
                 out.append(
                     f"b{broker.id} log end {log.log_end_offset} hw {log.high_watermark} (leader's"
@@ -341,14 +358,24 @@ class Simulation:
         return out
 
     def _final_checks(self) -> None:
-        """(5) and (6): identical logs, read afresh from the files."""
+        """(5) and (6): identical logs, read afresh from the files, for every partition."""
         world = self.world
         assert world is not None
-        reg = world.controller.registration()
+        for tp in world.controller.partitions:
+            try:
+                self._final_checks_of(tp)
+            except InvariantViolation as error:
+                raise InvariantViolation(f"{tp_name(tp)}: {error}") from None
+
+    def _final_checks_of(self, tp: TopicPartition) -> None:
+        world = self.world
+        assert world is not None
+        reg = world.controller.registration(tp)
         assert reg is not None
-        checker = world.checker
+        checker = world.checker.of(tp)
         ref = checker.mirrors[reg.leader]
-        for broker in world.brokers.values():
+        for broker_id in reg.replicas:
+            broker = world.brokers[broker_id]
             mirror = checker.mirrors[broker.id]
             mirror.verify()
             # Log starts may differ: a DeleteRecords reaches followers with their next fetch,
@@ -404,9 +431,7 @@ class Simulation:
         if world is None:
             return
         for broker in world.brokers.values():
-            if broker.log is not None:
-                broker.log.close()
-                broker.log = None
+            broker.replicas.close()
 
     # --- reporting ---------------------------------------------------------------------------
 
@@ -424,7 +449,7 @@ class Simulation:
         if world is not None:
             lines.append(
                 f"  at {world.now_ms} ms after {world.events} events; controller: "
-                f"{describe_registration(world.controller.registration())}"
+                f"{world.controller.describe()}"
             )
             lines += [f"    {broker.describe()}" for broker in world.brokers.values()]
             lines.append(f"  last {TRACE_TAIL} trace lines:")
@@ -436,8 +461,11 @@ class Simulation:
         if world is None:
             return RunResult(self.seed, failure, kind, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
         stats = [b.stats for b in world.brokers.values()]
-        reg = world.controller.registration()
-        leader_mirror = world.checker.mirrors.get(reg.leader) if reg is not None else None
+        log_end = 0
+        for tp in world.controller.partitions:
+            reg = world.controller.registration(tp)
+            mirror = None if reg is None else world.checker.of(tp).mirrors.get(reg.leader)
+            log_end += 0 if mirror is None else mirror.end
         result = RunResult(
             seed=self.seed,
             failure=failure,
@@ -452,11 +480,13 @@ class Simulation:
             crashes=sum(s.crashes + s.clean_stops for s in stats),
             fences=world.controller.stats.fences,
             isr_changes=world.controller.stats.isr_changes,
-            log_end=leader_mirror.end if leader_mirror is not None else -1,
+            log_end=log_end,
             idle_isr_adds=sum(s.idle_isr_adds for s in stats),
             restarts_at=sum(s.restarts_at for s in stats),
             mid_batch_refusals=sum(s.mid_batch_refusals for s in stats),
             reregistrations=sum(s.reregistrations for s in stats),
+            multi_partition_fetches=sum(s.multi_partition_fetches for s in stats),
+            batched_alter_requests=sum(s.batched_alter_requests for s in stats),
         )
         if failure is not None:
             bug = classify(result, failure)
@@ -481,5 +511,7 @@ def summarize(results: list[RunResult]) -> str:
         f"({total('truncated_records')} records cut), {total('restarts_at')} restarts at the "
         f"leader's log start, {total('crashes')} broker stops, "
         f"{total('fences')} fences, {total('isr_changes')} ISR changes by AlterPartition "
-        f"({total('idle_isr_adds')} proposed adding a follower that was not fetching)"
+        f"({total('idle_isr_adds')} proposed adding a follower that was not fetching; "
+        f"{total('batched_alter_requests')} requests of several partitions), "
+        f"{total('multi_partition_fetches')} follower fetches of several partitions"
     )

@@ -46,7 +46,6 @@ class World:
                 "faults",
                 "producers",
                 "consumers",
-                "placement",
                 "controller",
             )
         }
@@ -58,9 +57,8 @@ class World:
         self.controller = SimController(self)
         self.checker = Checker(self)
         self.client_stats = ClientStats()
-        ids = list(range(1, plan.replicas + 1))
+        ids = list(range(1, plan.brokers + 1))
         self.brokers = {b: SimBroker(self, b, os.path.join(directory, f"b{b}")) for b in ids}
-        self.replicas = tuple(self.rngs["placement"].sample(ids, len(ids)))
         producers_rng = self.rngs["producers"]
         self.producers = [
             Producer(self, i, producers_rng.random() < plan.idempotent, producers_rng)
@@ -79,20 +77,21 @@ class World:
         return EPOCH_MS + self.queue.now_ms
 
     def start(self) -> None:
-        """t=0: brokers registered and unfenced, the topic created, every broker up with the
-        metadata as it stands (the first leader is the first replica)."""
+        """t=0: brokers registered and unfenced, the topics created, every broker up with the
+        metadata as it stands (each partition's first leader is its first replica)."""
         controller = self.controller
-        controller.bootstrap(sorted(self.brokers), self.replicas)
+        controller.bootstrap(sorted(self.brokers), self.plan.topics)
         image = controller.image
         for broker in self.brokers.values():
             broker.start(image.cluster.brokers[broker.id].epoch)
-            broker.load_metadata(len(controller.history) - 1)
+            broker.metadata.load(len(controller.history) - 1)
         controller.start()
         self.after_event()
 
     def on_metadata_commit(self) -> None:
+        self.checker.on_metadata_commit()
         for broker in self.brokers.values():
-            broker.schedule_metadata()
+            broker.metadata.schedule()
 
     def on_stopped(self, broker: SimBroker, stop: Callable[[], None]) -> None:
         """A broker's controlled shutdown ended: it stops now (the simulation schedules its

@@ -1,0 +1,244 @@
+"""A simulated broker's leader side: follower fetches, produces, consumer reads and
+DeleteRecords on the partitions it leads. Follower fetches and acks=all produces wait in the
+product's Purgatory (broker/purgatory.py: when a long poll is answered, what a waiting
+produce answers and when), pumped as ReplicaManager pumps it: a partition's change reaches
+it on the next turn of the loop, a wake-up is set at its next deadline. A follower fetch
+reads every partition it names, each with Partition.read_for_follower within what is left
+of the request's max bytes, each read followed by the ISR check (isr.py); DeleteRecords
+(server/client_service.py) moves the leader's log start, then writes the offset
+checkpoints before answering.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from broker.follower_fetch import FetchResponse, PartitionAnswer
+from broker.partition import LeaderAppend, Partition
+from broker.purgatory import (
+    DelayedFetch,
+    DelayedOperation,
+    DelayedProduce,
+    FetchReadSummary,
+    Purgatory,
+)
+from metadata.errors import ApiError
+from strom_api.error_codes import ErrorCode
+from tests.replication_sim.clients import PRODUCER_STATE_ERRORS
+from tests.replication_sim.controller import TopicPartition
+from tests.replication_sim.follower import FetchCall, FetchReply, reset
+
+if TYPE_CHECKING:
+    from tests.replication_sim.broker import SimBroker
+
+
+class LeaderSide:
+    def __init__(self, broker: SimBroker) -> None:
+        self.broker = broker
+        # The product's purgatory, the requests of its parked operations (a produce: the
+        # clients.ProduceRequest and its append), and the wake-up set
+        self.purgatory = Purgatory()
+        self.fetches: dict[DelayedFetch, FetchCall] = {}
+        self.produces: dict[DelayedProduce, tuple[Any, TopicPartition, LeaderAppend]] = {}
+        self.wake: int | None = None
+        self.changed: dict[TopicPartition, None] = {}  # partitions changed this turn
+
+    def drop_all(self) -> None:
+        """The process stops: parked fetches' streams break, parked produces' calls fail."""
+        broker = self.broker
+        network = broker.world.network
+        for op in self.purgatory.drop_all():
+            if isinstance(op, DelayedFetch):  # their streams break: the followers see a reset
+                call = self.fetches[op]
+                follower = broker.world.brokers[call.follower]
+                network.send(broker.id, follower.id, follower.handle_fetch_answer, reset(call))
+            else:
+                self.produces[op][0].fail("connection reset")
+
+    # --- follower fetches (ReplicaManager.replica_fetch) -----------------------------------
+
+    def handle_fetch(self, call: FetchCall) -> None:
+        request = call.request
+        now = self.broker.now
+        fetch = self.purgatory.follower_fetch(request.max_wait_ms, request.min_bytes, now)
+        self.fetches[fetch] = call
+        self._serve_fetch(fetch)
+        self._arm()
+
+    def _serve_fetch(self, fetch: DelayedFetch) -> None:
+        """One read of ReplicaManager.replica_fetch; answered if the purgatory says so."""
+        broker = self.broker
+        call = self.fetches[fetch]
+        request = call.request
+        answers: list[PartitionAnswer] = []
+        keys: list[TopicPartition] = []
+        budget = request.max_bytes  # the whole answer's, as ReplicaManager spends it
+        for asked in request.partitions:
+            partition = broker.replicas.by_id.get((asked.topic_id, asked.partition))
+            if partition is None:
+                error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                answers.append(PartitionAnswer(asked.topic_id, asked.partition, error=error))
+                continue
+            keys.append((partition.topic, partition.index))
+            log = partition.log
+            try:
+                read = partition.read_for_follower(
+                    request.replica_id,
+                    asked.fetch_offset,
+                    asked.last_fetched_epoch,
+                    asked.current_leader_epoch,
+                    max(min(asked.partition_max_bytes, budget), 0),
+                    broker.wall,
+                )
+            except ApiError as exc:
+                answers.append(
+                    PartitionAnswer(
+                        asked.topic_id,
+                        asked.partition,
+                        error=exc.error_name,
+                        high_watermark=log.high_watermark,
+                        log_start_offset=log.log_start_offset,
+                        log_end_offset=log.log_end_offset,
+                    )
+                )
+                continue
+            budget -= len(read.records)
+            broker.isr.maybe_change(partition)
+            answers.append(
+                PartitionAnswer(
+                    asked.topic_id,
+                    asked.partition,
+                    records=read.records,
+                    high_watermark=read.high_watermark,
+                    log_start_offset=read.log_start_offset,
+                    log_end_offset=read.log_end_offset,
+                    diverging=read.diverging,
+                )
+            )
+        # No replication quota in this model: nothing is held back.
+        stopped = any(a.error is not None or a.diverging is not None for a in answers)
+        size = sum(len(a.records) for a in answers)
+        summary = FetchReadSummary(size, stopped, tuple(keys))
+        if not self.purgatory.fetch_read(fetch, summary, broker.now):
+            return  # parked
+        del self.fetches[fetch]
+        follower = broker.world.brokers[call.follower]
+        reply = FetchReply(
+            broker.id,
+            call.follower_incarnation,
+            call.stream,
+            request.correlation_id,
+            response=FetchResponse(tuple(answers)),
+        )
+        broker.world.network.send(broker.id, follower.id, follower.handle_fetch_answer, reply)
+
+    # --- the purgatory's pump (ReplicaManager._fire, _drain_changes, _arm, _expire) ---------
+
+    def partition_changed(self, tp: TopicPartition) -> None:
+        """Partition.on_change: waiting produces and parked fetches look again on the next
+        turn of the (simulated) event loop."""
+        if self.purgatory.watched(tp):
+            if not self.changed:
+                self.broker.later(0, self._drain_changes)
+            self.changed[tp] = None
+
+    def _drain_changes(self) -> None:
+        changed, self.changed = self.changed, {}
+        for tp in changed:
+            self._decided(self.purgatory.changed(tp, self.broker.now))
+        self._arm()
+
+    def _decided(self, ops: list[DelayedOperation]) -> None:
+        """What the purgatory decided: produces to answer, fetches to read again."""
+        for op in ops:
+            if isinstance(op, DelayedFetch):
+                self._serve_fetch(op)
+            else:
+                self._answer_produce(op, *self.produces.pop(op))
+
+    def _arm(self) -> None:
+        """ReplicaManager._arm: one wake-up, at the purgatory's next deadline."""
+        at = self.purgatory.next_wake_ms()
+        if at is not None and at != self.wake:
+            self.wake = at
+            self.broker.later(at - self.broker.now, self._expire, at)
+
+    def _expire(self, at: int) -> None:
+        if self.wake != at:
+            return  # a wake-up set again since
+        self.wake = None
+        self._decided(self.purgatory.expire(self.broker.now))
+        self._arm()
+
+    # --- producers and consumers ----------------------------------------------------------
+
+    def leader_partition(self, tp: TopicPartition) -> Partition:
+        """ReplicaManager.leader_partition."""
+        partition = self.broker.replicas.partitions.get(tp)
+        if partition is not None and partition.is_leader:
+            return partition
+        registration = self.broker.image.topics.partition(*tp)
+        if registration is None:
+            raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "no such partition here")
+        if not registration.has_leader:
+            raise ApiError(ErrorCode.LEADER_NOT_AVAILABLE, "no leader right now")
+        raise ApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"the leader is {registration.leader}")
+
+    def handle_produce(self, request: Any) -> None:
+        broker = self.broker
+        tp = request.tp
+        try:
+            partition = self.leader_partition(tp)
+            append = partition.append_as_leader(request.records, request.acks, broker.wall)
+        except ApiError as exc:
+            if exc.error_name in PRODUCER_STATE_ERRORS and request.producer.idempotent:
+                broker.world.checker.producer_state_error(broker, request, exc)
+            request.answer(broker, None, exc.error_name)
+            return
+        broker.trace(
+            f"append {request.describe()} at {append.base_offset}..."
+            f"{append.next_offset - 1} (le {append.leader_epoch}"
+            + (", duplicate)" if append.duplicate else ")")
+        )
+        if request.acks != -1:
+            request.answer(broker, append, None)
+            return
+        op = self.purgatory.produce([(tp, partition, append)], request.timeout_ms, broker.now)
+        if op.done:
+            self._answer_produce(op, request, tp, append)
+            return
+        self.produces[op] = (request, tp, append)
+        self._arm()
+
+    def _answer_produce(
+        self, op: DelayedProduce, request: Any, tp: TopicPartition, append: LeaderAppend
+    ) -> None:
+        """ReplicaManager._await_replication's answer, as the purgatory decided it."""
+        error = op.results[tp]
+        if error is not None:
+            request.answer(self.broker, None, error.error_name)
+            return
+        self.broker.world.checker.acknowledged(self.broker, request, append)
+        request.answer(self.broker, append, None)
+
+    def delete_records(self, tp: TopicPartition, offset: int) -> int:
+        """ClientServicer.DeleteRecords for one partition (an admin's request; its answer is
+        not modelled): the leader moves its log start (Partition.delete_records_before, which
+        persists the truncated leader epoch cache at once), then writes the offset checkpoints
+        (persist_offsets -> Node._checkpoint_now, in a thread: a later turn of the event loop)
+        and only then answers. Raises the ApiError the request would be answered with."""
+        partition = self.leader_partition(tp)
+        start = partition.delete_records_before(offset)
+        self.broker.later(0, self.broker.replicas.checkpoint)
+        return start
+
+    def handle_consume(self, request: Any) -> None:
+        broker = self.broker
+        try:
+            partition = self.leader_partition(request.tp)
+            records = partition.read_for_consumer(request.offset, request.max_bytes)
+        except ApiError as exc:
+            request.answer(broker, None, exc.error_name)
+            return
+        broker.world.checker.consumed(broker, request, records, partition.log.high_watermark)
+        request.answer(broker, records, None)
