@@ -28,6 +28,9 @@ from collections.abc import Iterable
 
 # How long a forwarded request waits before it asks the next voter.
 FORWARD_BACKOFF_S = 0.05
+# A controlled shutdown gives up once no controller answered for this long (the broker then
+# stops anyway: broker/lifecycle_state.BrokerLifecycle.begin_controlled_shutdown).
+NO_CONTROLLER_S = 5.0
 
 
 class ControllerRouting:

@@ -26,7 +26,7 @@ from typing import Any
 import grpc
 import grpc.aio
 
-from broker.controller_routing import FORWARD_BACKOFF_S, ControllerRouting
+from broker.controller_routing import FORWARD_BACKOFF_S, NO_CONTROLLER_S, ControllerRouting
 from broker.lifecycle_state import (
     REGISTRATION_ERRORS,
     BrokerHeartbeat,
@@ -122,7 +122,9 @@ class LifecycleClient:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
-    async def controlled_shutdown(self, timeout_s: float, no_controller_s: float = 5.0) -> bool:
+    async def controlled_shutdown(
+        self, timeout_s: float, no_controller_s: float = NO_CONTROLLER_S
+    ) -> bool:
         """Heartbeats with want_shut_down until the controller lets the broker go; returns
         whether it did in time (the rules: BrokerLifecycle.begin_controlled_shutdown)."""
         await self._stop_background_pump()

@@ -35,7 +35,11 @@ step by step as the real code does it:
   changes and their answers run through the product's own IsrProposals
   (broker/isr_proposals.py: what is queued, what is sent, what an answer does), pumped here
   as AlterPartitionSender pumps it (one request in flight, drained on the next turn of the
-  loop), with the lifecycle client's retries (voters + 1 tries);
+  loop), with the lifecycle client's retries (call_controller's voters + 1 tries);
+- calls to the controller quorum: which controller node each try goes to, following
+  NOT_CONTROLLER's hint and moving on after no answer, is the product's ControllerRouting
+  (broker/controller_routing.py), pumped by controller_calls.py as LifecycleClient pumps it;
+  the metadata log is replayed from the Raft leader's node (none while there is no leader);
 - DeleteRecords (server/client_service.py): the leader moves its log start, then writes the
   offset checkpoints before answering;
 - the process: a crash closes the files without a word (the page cache keeps every write) and
@@ -52,6 +56,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from broker.controller_routing import NO_CONTROLLER_S
 from broker.follower_fetch import (
     Applied,
     FetchRequest,
@@ -92,14 +97,12 @@ from tests.replication_sim.controller import (
     describe_registration,
     incarnation_id,
 )
-from tests.replication_sim.network import CONTROLLER
+from tests.replication_sim.controller_calls import ControllerCalls
 
 if TYPE_CHECKING:
     from tests.replication_sim.world import World
 
 CONTROLLED_SHUTDOWN_TIMEOUT_MS = 30_000  # server/node.py CONTROLLED_SHUTDOWN_TIMEOUT_S
-NO_CONTROLLER_MS = 5_000  # LifecycleClient.controlled_shutdown's no_controller_s
-CONTROLLER_VOTERS = 1  # call_controller tries len(voters) + 1 times
 CONNECT_FAIL_MS = 20  # a connection refused by a dead process comes back about this fast
 CAUGHT_UP_POLL_MS = round(CAUGHT_UP_POLL_S * 1000)
 ISR_RETRY_BACKOFF_MS = round(ISR_RETRY_BACKOFF_S * 1000)
@@ -151,7 +154,6 @@ class AlterCall:
     change: IsrChange
     proposal: IsrProposal
     broker_epoch: int
-    attempts_left: int = CONTROLLER_VOTERS + 1
 
 
 @dataclass
@@ -227,8 +229,8 @@ class SimBroker:
         self.fetches: dict[DelayedFetch, FetchCall] = {}
         self.produces: dict[DelayedProduce, tuple[Any, LeaderAppend]] = {}
         self.purgatory_wake: int | None = None
-        # calls to the controller awaiting an answer: token -> (done, the request's broker epoch)
-        self.calls: dict[int, tuple[Callable[[Any], None], int | None]] = {}
+        # The calls to the controller quorum (the product's ControllerRouting picks the node)
+        self.controller_calls = ControllerCalls(self)
         # The product's ISR proposals (in memory: a crash loses them, as the process's do),
         # and whether AlterPartitionSender's drain task runs
         self.isr = IsrProposals()
@@ -378,7 +380,7 @@ class SimBroker:
         """server/node.py stop(): controlled shutdown first, then a clean stop."""
         self.trace("controlled shutdown begins")
         self.lifecycle.begin_controlled_shutdown(
-            self.now / 1000, CONTROLLED_SHUTDOWN_TIMEOUT_MS / 1000, NO_CONTROLLER_MS / 1000
+            self.now / 1000, CONTROLLED_SHUTDOWN_TIMEOUT_MS / 1000, NO_CONTROLLER_S
         )
         if self.lifecycle.state is BrokerState.SHUTTING_DOWN:  # not registered: nothing to wait
             self.clean_stop()
@@ -386,7 +388,7 @@ class SimBroker:
         self.pump_run += 1
         self._lifecycle(self.pump_run)
 
-    # --- calls to the controller (LifecycleClient._call) ------------------------------------
+    # --- calls to the controller (LifecycleClient._call, controller_calls.py) -------------
 
     def _call(
         self,
@@ -394,37 +396,11 @@ class SimBroker:
         args: tuple[Any, ...],
         done: Callable[[Any], None],
         broker_epoch: int | None = None,
+        retry: bool = False,
     ) -> None:
-        """`broker_epoch`: the one the request carries (None: it has none, RegisterBroker)."""
-        token = next(self.world.tokens)
-        self.calls[token] = (done, broker_epoch)
-        reply = _Reply(self, self.incarnation, token)
-        timeout = max(self.world.plan.heartbeat_interval_ms, 1_000)
-        self.world.network.send(
-            self.id, CONTROLLER, handler, *args, reply, lossy=True, deadline_ms=self.now + timeout
-        )
-        self.later(timeout, self._call_timeout, token)
-
-    def _call_timeout(self, token: int) -> None:
-        call = self.calls.pop(token, None)
-        if call is not None:
-            call[0](None)
-
-    def call_answered(self, incarnation: int, token: int, answer: Any) -> None:
-        if not self.reachable(incarnation):
-            return
-        call = self.calls.pop(token, None)
-        if call is None:
-            return
-        done, request_epoch = call
-        if isinstance(answer, ApiError):
-            # The product's rule: only an answer about the current registration says it
-            # was replaced.
-            before = self.broker_epoch
-            self.lifecycle.refused(answer.error_name, request_epoch)
-            if self.broker_epoch != before:
-                self.trace(f"{answer.error_name} for broker epoch {request_epoch}: register again")
-        done(answer)
+        """`broker_epoch`: the one the request carries (None: it has none, RegisterBroker);
+        `retry`: call_controller's tries, else one."""
+        self.controller_calls.call(handler, args, done, broker_epoch, retry)
 
     def _lifecycle(self, run: int) -> None:
         """One step of LifecycleClient._pump: what the product's BrokerLifecycle says to
@@ -524,8 +500,10 @@ class SimBroker:
 
     def _deliver_metadata(self) -> None:
         self.md_scheduled = False
+        source = self.world.controller.quorum.metadata_source()  # the Raft leader's node
         if (
-            not self.world.network.connected(self.id, CONTROLLER)
+            source is None
+            or not self.world.network.connected(self.id, source)
             or self.now < self.md_stalled_until
         ):
             self.md_scheduled = True
@@ -942,22 +920,15 @@ class SimBroker:
         self.isr_sending = False
 
     def _alter_attempt(self, call: AlterCall) -> None:
-        """LifecycleClient.call_controller: up to voters + 1 tries of the same request (a
+        """LifecycleClient.call_controller: the product's tries of the same request (a
         whole-request error, STALE_BROKER_EPOCH, is a failed try as no answer is)."""
-        if call.attempts_left == 0:
-            self._alter_done(call, None)
-            return
-        call.attempts_left -= 1
 
         def answered(answer: Any) -> None:
-            if isinstance(answer, IsrResult):
-                self._alter_done(call, answer)
-                return
-            self._alter_attempt(call)  # None (timed out, lost) or a whole-request error
+            self._alter_done(call, answer if isinstance(answer, IsrResult) else None)
 
         controller = self.world.controller
         args = (self.id, call.broker_epoch, call.proposal)
-        self._call(controller.handle_alter_partition, args, answered, call.broker_epoch)
+        self._call(controller.handle_alter_partition, args, answered, call.broker_epoch, True)
 
     def _alter_done(self, call: AlterCall, answer: IsrResult | None) -> None:
         """ReplicaManager._isr_answered: the product's rule applied to the partition, then
@@ -1089,21 +1060,6 @@ class SimBroker:
             f"{log.leader_epochs.entries[-4:]}; metadata offset {self.image.offset}"
             + (f" (loaded {self.loaded.offset})" if self.loaded.offset != self.image.offset else "")
         )
-
-
-class _Reply:
-    """The answer path of one controller call, bound to the incarnation that made it."""
-
-    __slots__ = ("broker", "incarnation", "token", "__name__")
-
-    def __init__(self, broker: SimBroker, incarnation: int, token: int) -> None:
-        self.broker = broker
-        self.incarnation = incarnation
-        self.token = token
-        self.__name__ = "reply"
-
-    def __call__(self, answer: Any) -> None:
-        self.broker.call_answered(self.incarnation, self.token, answer)
 
 
 def _reset(call: FetchCall) -> FetchReply:

@@ -65,8 +65,13 @@ def test_the_ci_seeds_exercise_the_replication_paths() -> None:
     assert total("crashes") > n, summary
     assert total("fences") > n, summary
     assert total("isr_changes") > 2 * n, summary
+    # The controller quorum (seeds 0-149: 1.9 controller crashes, 1.3 failovers and 0.17
+    # writes abandoned by a leadership change per seed).
+    assert total("controller_crashes") > n, summary
+    assert total("failovers") > n // 2, summary
     if n >= 100:
         assert total("restarts_at") > 0, summary
+        assert total("abandoned_writes") > 0, summary
 
 
 def _known_bug_params() -> list[object]:

@@ -48,6 +48,8 @@ class World:
                 "consumers",
                 "placement",
                 "controller",
+                "quorum",
+                "quorum links",
             )
         }
         self.queue = EventQueue()
@@ -79,8 +81,9 @@ class World:
         return EPOCH_MS + self.queue.now_ms
 
     def start(self) -> None:
-        """t=0: brokers registered and unfenced, the topic created, every broker up with the
-        metadata as it stands (the first leader is the first replica)."""
+        """Once the controller quorum has its first active controller (a second or two in):
+        brokers registered and unfenced and the topic created through it, then every broker
+        up with the metadata as it stands (the first leader is the first replica)."""
         controller = self.controller
         controller.bootstrap(sorted(self.brokers), self.replicas)
         image = controller.image
@@ -104,6 +107,7 @@ class World:
 
     def after_event(self) -> None:
         self.clock.now_ms = self.wall_ms
+        self.controller.quorum.after_event()
         self.checker.check()
 
     def step(self) -> bool:
