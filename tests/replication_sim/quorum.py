@@ -25,10 +25,10 @@ checker of invariants (a)-(k) plus (m)-(s) over the metadata, and its reference 
 per committed offset, are what the brokers load. So a broker never applies a record that is
 not committed, and the checker's (b) and (j) say committed records are never lost.
 Invariants this module checks on top of those:
- (t) a session the active controller's tracker started (a registration or heartbeat it took)
-     is not cut short by a failover: no broker is fenced for its session while a contact
-     taken by a controller active in the same epoch, or by any controller before this one
-     became active, is younger than broker.session.timeout.ms;
+ (t) a failover never cuts a broker's session short: a newly active controller cannot know
+     what its predecessors heard, so it fences nobody for their session before it has been
+     active for broker.session.timeout.ms, and never a broker whose registration or
+     heartbeat it took (in its epoch) less than that ago;
  (u) a committed ISR change adds only brokers that were registered and unfenced, and not
      shutting down, in the committed image before its record (AlterPartition's
      eligibility, and an eligible leader replica's election after its unfencing), across
@@ -429,16 +429,16 @@ class Quorum:
     def _check_session(self, ctl: ControllerNode, broker_id: int, now: int) -> None:
         timeout = self.world.plan.session_timeout_ms
         epoch = ctl.core.epoch
+        where = (
+            f"controller {node_of(ctl.raft_id)} (active in epoch {epoch} since "
+            f"{ctl.activated_ms} ms) fences broker {broker_id} for its session at {now} ms"
+        )
+        if now - ctl.activated_ms < timeout:
+            raise InvariantViolation("t", f"{where}, less than a session ({timeout} ms) in")
         for at, contact_epoch in self.contacts.get(broker_id, ()):
-            if now - at >= timeout:
-                continue
-            if contact_epoch == epoch or at <= ctl.activated_ms:
+            if contact_epoch == epoch and now - at < timeout:
                 raise InvariantViolation(
-                    "t",
-                    f"controller {node_of(ctl.raft_id)} (active in epoch {epoch} since "
-                    f"{ctl.activated_ms} ms) fences broker {broker_id} for its session at {now}"
-                    f" ms, though a controller took its contact at {at} ms (epoch "
-                    f"{contact_epoch}), less than {timeout} ms before",
+                    "t", f"{where}, though it took the broker's contact at {at} ms"
                 )
 
     def _check_isr_additions(self, before: MetadataImage, after: MetadataImage) -> None:
