@@ -148,6 +148,7 @@ class SimController:
         if not records:
             return
         world, quorum = self.world, self.quorum
+        assert not quorum.started, "commit() runs the world: for the bootstrap only"
         raft_id, ctl = self._await_active()
         done: list[bool] = []
         quorum.write(raft_id, ctl, records, None, why, -1, None, lambda: done.append(True))

@@ -173,7 +173,7 @@ class Quorum:
         # Told when the committed log grows: the records since, and the image after them.
         self.on_commit: Callable[[Sequence[Message], MetadataImage], None] = lambda r, i: None
         self.on_fenced: Callable[[], None] = lambda: None  # a session fencing committed
-        self._ticking = False
+        self.started = False  # the run began: faults, session checks
 
     # --- the nodes ------------------------------------------------------------------------------
 
@@ -231,8 +231,8 @@ class Quorum:
 
     def start(self) -> None:
         self.links.lossy = True
-        if not self._ticking:
-            self._ticking = True
+        if not self.started:
+            self.started = True
             self.world.queue.after(TICK_MS, self._tick)
 
     def after_event(self) -> None:
