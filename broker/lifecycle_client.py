@@ -3,8 +3,10 @@ decisions (when to register and heartbeat, what a heartbeat asks, what an answer
 a controlled shutdown is over) are broker/lifecycle_state.BrokerLifecycle's; this module
 sends its requests to the active controller over gRPC and feeds the answers back.
 
-The active controller is found through the voters' CONTROLLER listeners: a standby answers
-NOT_CONTROLLER with the active one's id, and any failure moves on to the next voter. A
+The active controller is found through the voters' CONTROLLER listeners: which voter each
+try goes to, what an answer or a failure does to that and when a call gives up are
+broker/controller_routing.ControllerRouting's rules (a standby answers NOT_CONTROLLER with
+the active one's id, any failure moves on to the next voter); this module asks. A
 heartbeat carries the offset the broker's metadata image stands at, so the controller
 unfences it once it has caught up, and names the replicas of the broker's failed log
 directories, for the controller to move away (KIP-858). Each process registers under a new
@@ -24,6 +26,7 @@ from typing import Any
 import grpc
 import grpc.aio
 
+from broker.controller_routing import FORWARD_BACKOFF_S, NO_CONTROLLER_S, ControllerRouting
 from broker.lifecycle_state import (
     REGISTRATION_ERRORS,
     BrokerHeartbeat,
@@ -70,7 +73,7 @@ class LifecycleClient:
         self._logged_error = ""
         self._channels: dict[int, grpc.aio.Channel] = {}
         self._stubs: dict[int, Any] = {}
-        self._active = min(self.voters)
+        self.routing = ControllerRouting(self.voters)
         self._task: asyncio.Task[None] | None = None
         self._background_stopped = False
         # (topic id, partition) of replicas in failed log directories (set by the node).
@@ -119,7 +122,9 @@ class LifecycleClient:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
-    async def controlled_shutdown(self, timeout_s: float, no_controller_s: float = 5.0) -> bool:
+    async def controlled_shutdown(
+        self, timeout_s: float, no_controller_s: float = NO_CONTROLLER_S
+    ) -> bool:
         """Heartbeats with want_shut_down until the controller lets the broker go; returns
         whether it did in time (the rules: BrokerLifecycle.begin_controlled_shutdown)."""
         await self._stop_background_pump()
@@ -220,7 +225,7 @@ class LifecycleClient:
     async def call_controller(self, method: str, request: Any) -> Any | None:
         """Any ControllerService call from this broker (AlterPartition, AllocateProducerIds,
         CreateTopics), following NOT_CONTROLLER; None when no voter answered it."""
-        for _ in range(len(self.voters) + 1):
+        for _ in range(self.routing.attempts):
             response = await self._call(method, request)
             if response is not None:
                 return response
@@ -234,24 +239,20 @@ class LifecycleClient:
         deadline = loop.time() + timeout_s
         not_controller = common_pb2.ErrorCode.Value(ErrorCode.NOT_CONTROLLER)
         while loop.time() < deadline:
-            stub = self._stub(self._active)
+            stub = self._stub(self.routing.target)
             try:
                 response = await getattr(stub, method)(
                     request, timeout=max(deadline - loop.time(), 0.1)
                 )
             except grpc.aio.AioRpcError as exc:
                 self.last_error = self._rpc_error(exc)
-                self._next_voter()
-                await asyncio.sleep(0.05)
+                self.routing.no_answer()
+                await asyncio.sleep(FORWARD_BACKOFF_S)
                 continue
             has_error = "error" in response.DESCRIPTOR.fields_by_name
             if has_error and response.error.error.code == not_controller:
-                active = response.error.active_controller_id
-                if active in self.voters and active != self._active:
-                    self._active = active
-                else:
-                    self._next_voter()
-                    await asyncio.sleep(0.05)
+                if not self.routing.forward_refused(response.error.active_controller_id):
+                    await asyncio.sleep(FORWARD_BACKOFF_S)
                 continue
             return response
         return None
@@ -259,12 +260,12 @@ class LifecycleClient:
     async def _call(self, method: str, request: Any) -> Any | None:
         """The active controller's answer, or None (the error is kept in last_error and
         the next try goes to the controller it names, or the next voter)."""
-        stub = self._stub(self._active)
+        stub = self._stub(self.routing.target)
         try:
             response = await getattr(stub, method)(request, timeout=max(self.interval, 1.0))
         except grpc.aio.AioRpcError as exc:
             self.last_error = self._rpc_error(exc)
-            self._next_voter()
+            self.routing.no_answer()
             return None
         if response.HasField("error"):
             error = response.error
@@ -273,10 +274,8 @@ class LifecycleClient:
             if name in REGISTRATION_ERRORS:
                 # Whether it means the registration was replaced is the core's rule.
                 self.core.refused(name, getattr(request, "broker_epoch", None))
-            elif error.active_controller_id in self.voters:
-                self._active = error.active_controller_id
             else:
-                self._next_voter()
+                self.routing.refused(error.active_controller_id)
             return None
         return response
 
@@ -284,10 +283,6 @@ class LifecycleClient:
         """The failure as last_error keeps it: a refused TLS handshake said as such."""
         refused = handshake_failure(exc.details(), self.tls)
         return refused if refused is not None else f"{exc.code().name}: {exc.details()}"
-
-    def _next_voter(self) -> None:
-        ids = sorted(self.voters)
-        self._active = ids[(ids.index(self._active) + 1) % len(ids)]
 
     def _stub(self, voter: int) -> Any:
         """One channel and stub per voter, made on first use and kept (a heartbeat every

@@ -11,8 +11,12 @@ from collections.abc import AsyncIterator
 
 import grpc.aio
 
+from broker.controller_routing import ControllerRouting
 from broker.lifecycle_client import LifecycleClient
 from broker.lifecycle_state import BrokerState
+from metadata.errors import ApiError
+from server.api_errors import error_pb
+from strom_api.error_codes import ErrorCode
 from strom_api.v1 import controller_pb2, controller_pb2_grpc
 
 
@@ -119,3 +123,62 @@ async def cancelled_pump_whose_call_answered():
         assert await asyncio.wait_for(client.controlled_shutdown(5.0), 5.0)
         await asyncio.wait_for(client.stop(), 5.0)
         assert client.core.state is BrokerState.SHUTTING_DOWN
+
+
+class Standby(Controller):
+    """A controller that is not active: every call answered NOT_CONTROLLER naming voter 1."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked = 0
+
+    def _refusal(self) -> controller_pb2.ControllerError:
+        self.asked += 1
+        error = ApiError(ErrorCode.NOT_CONTROLLER, "This node is not the active controller.")
+        return controller_pb2.ControllerError(error=error_pb(error), active_controller_id=1)
+
+    async def RegisterBroker(self, request, context):
+        return controller_pb2.RegisterBrokerResponse(error=self._refusal())
+
+    async def AlterPartition(self, request, context):
+        return controller_pb2.AlterPartitionResponse(error=self._refusal())
+
+
+class Active(Controller):
+    async def AlterPartition(self, request, context):
+        return controller_pb2.AlterPartitionResponse()
+
+
+@contextlib.asynccontextmanager
+async def serving(servicer) -> AsyncIterator[str]:
+    server = grpc.aio.server()
+    controller_pb2_grpc.add_ControllerServiceServicer_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        await server.stop(0)
+
+
+def test_a_standbys_not_controller_sends_the_broker_to_the_voter_it_names():
+    """The pump follows broker/controller_routing.py: the lowest voter first, a standby's
+    NOT_CONTROLLER hint next; once there, later calls go straight to the active controller."""
+    asyncio.run(follows_not_controller())
+
+
+async def follows_not_controller():
+    standby, active = Standby(), Active()
+    async with serving(standby) as standby_address, serving(active) as active_address:
+        client = client_of(standby_address)
+        client.voters = {0: standby_address, 1: active_address}
+        client.routing = ControllerRouting(client.voters)
+        client.start()
+        await until(lambda: client.core.state is BrokerState.RUNNING)
+        assert standby.asked == 1
+        assert client.routing.target == 1
+        request = controller_pb2.AlterPartitionRequest()
+        answer = await client.call_controller("AlterPartition", request)
+        assert answer is not None and not answer.HasField("error")
+        assert standby.asked == 1
+        await client.stop()

@@ -9,9 +9,9 @@ empty image. Its letters continue the Raft checker's:
  (n) every metadata snapshot (written, downloaded or loaded) holds exactly the records of
      the reference image at its end offset, MetadataImage.records() encoded;
  (o) image sanity at every committed offset: each partition's replicas are distinct, its
-     ISR is non-empty and within the replicas, its leader is -1 or in the ISR; topic names
-     and ids index the same topics; partition and leader epochs never decrease while the
-     partition exists;
+     ISR is within the replicas and non-empty unless its ELR is not (KIP-966), its leader
+     is -1 or in the ISR; topic names and ids index the same topics; partition and leader
+     epochs never decrease while the partition exists;
  (p) a controller operation is all or nothing: the records it proposed together are either
      all committed, at the offsets and epoch they were proposed in, or none is;
  (q) after every committed operation, a fenced broker (or one not registered) leads no
@@ -80,8 +80,10 @@ def sanity_problems(image: MetadataImage) -> list[str]:
             where = f"{name}-{pid}"
             if len(set(p.replicas)) != len(p.replicas) or not p.replicas:
                 problems.append(f"{where}: replicas {p.replicas}")
-            if not p.isr:
-                problems.append(f"{where}: empty ISR")
+            if not p.isr and not p.elr:
+                # KIP-966: an empty ISR is legal while an eligible leader replica remains
+                # (the last member left it after an unclean restart, broker_lifecycle.py).
+                problems.append(f"{where}: empty ISR and ELR")
             if not set(p.isr) <= set(p.replicas) or len(set(p.isr)) != len(p.isr):
                 problems.append(f"{where}: ISR {p.isr} not a set within replicas {p.replicas}")
             if p.leader != NO_LEADER and p.leader not in p.isr:

@@ -9,7 +9,7 @@ on the simulated clock and network.
     follower.py         the replica fetcher: FollowerFetch, one stream per leader broker
     leader.py           the leader side: follower fetches, produces, reads, the Purgatory
     isr.py              ISR changes: IsrProposals, AlterPartition requests of many partitions
-    controller_link.py  the calls to the controller
+    controller_link.py  the calls to the controller quorum: ControllerRouting picks the node
 
 This module:
 - lifecycle: the product's BrokerLifecycle (broker/lifecycle_state.py: when to register and
@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from broker.controller_routing import NO_CONTROLLER_S
 from broker.lifecycle_state import BrokerLifecycle, BrokerState, RegisterBroker
 from broker.partition import Partition
 from broker.replica_config import ReplicaConfig
@@ -47,7 +48,6 @@ if TYPE_CHECKING:
     from tests.replication_sim.world import World
 
 CONTROLLED_SHUTDOWN_TIMEOUT_MS = 30_000  # server/node.py CONTROLLED_SHUTDOWN_TIMEOUT_S
-NO_CONTROLLER_MS = 5_000  # LifecycleClient.controlled_shutdown's no_controller_s
 
 
 @dataclass
@@ -260,7 +260,7 @@ class SimBroker:
         """server/node.py stop(): controlled shutdown first, then a clean stop."""
         self.trace("controlled shutdown begins")
         self.lifecycle.begin_controlled_shutdown(
-            self.now / 1000, CONTROLLED_SHUTDOWN_TIMEOUT_MS / 1000, NO_CONTROLLER_MS / 1000
+            self.now / 1000, CONTROLLED_SHUTDOWN_TIMEOUT_MS / 1000, NO_CONTROLLER_S
         )
         if self.lifecycle.state is BrokerState.SHUTTING_DOWN:  # not registered: nothing to wait
             self.clean_stop()

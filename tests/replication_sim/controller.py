@@ -1,24 +1,33 @@
-"""The simulated active controller: the real metadata/ operations over a real MetadataImage.
+"""The simulated controller: the real metadata/ operations, run by the product's
+ControllerCore on whichever node of the controller quorum is active (quorum.py: the
+simulated Raft of tests/sim under them, a core and a HeartbeatTracker on every node).
 
-One controller, always up (the Raft quorum under it is tests/sim's and tests/controller_sim's
-business): an operation computes its records with the pure functions the QuorumController
-runs (register_broker, heartbeat, fence_broker through the HeartbeatTracker, alter_partition),
-they commit at once, and the answer goes back over the simulated network. So each partition's
-registration changes exactly as in Strom (and KRaft): a broker whose session runs out is
-fenced and leaves every ISR (the last member stays), a leader it held goes to the first ISR
-replica that may lead (never outside the ISR: unclean election is off), every change bumps
-the partition epoch and every leader change the leader epoch; an unfenced broker gives an
-offline partition its leader back; AlterPartition is accepted only with the current leader
-epoch and partition epoch and eligible (unfenced, not shutting down) members, partition by
-partition of a request that may carry several (a stale broker epoch refuses it whole).
+A broker's call arrives at one controller node (quorum.deliver, over the simulated network;
+which node is the broker's ControllerRouting's choice, controller_link.py). A node whose
+core is not active answers NOT_CONTROLLER naming the Raft leader it knows; the active one
+computes the operation's records with the pure functions the QuorumController runs
+(register_broker, heartbeat, alter_partition; fence_broker through its tracker, quorum.py)
+against the core's image (committed plus pending writes), writes them to the core and
+proposes them to Raft at once, and answers once the core says they committed, or
+NOT_CONTROLLER once it says leadership moved first. So each partition's registration changes
+exactly as in Strom (and KRaft): a broker whose session runs out is fenced and leaves every
+ISR (the last member stays), a leader it held goes to the first ISR replica that may lead (never
+outside the ISR: unclean election is off), every change bumps the partition epoch and every
+leader change the leader epoch; an unfenced broker gives an offline partition its leader
+back; AlterPartition is accepted only with the current leader epoch and partition epoch and
+eligible (unfenced, not shutting down) members, partition by partition of a request that
+may carry several (a stale broker epoch refuses it whole).
 
-The topics are created at t=0 by create_topics, placed by the controller's placement
+The topics are created by create_topics, placed by the controller's placement
 (metadata/placement.py) from the plan's start for each, so replica sets and first leaders
 differ between partitions.
 
-Every committed image is kept (`history`), with the records that made it: brokers replay it
-in order, each at its own pace (broker.py), which is how the metadata reaches them late and
-out of step with each other; `delta` is what their MetadataLoader publishes for a step.
+Every committed image is kept (`history`, one entry each time the committed Raft log grows),
+with the records that made it: brokers replay it in order, each at its own pace (broker.py),
+which is how the metadata reaches them late and out of step with each other; `delta` is what
+their MetadataLoader publishes for a step. Before the brokers start, `bootstrap` registers
+them and creates the topics through the first active controller (`commit` runs the world
+until its records are committed).
 """
 
 from __future__ import annotations
@@ -27,18 +36,15 @@ import itertools
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from google.protobuf.message import Message
 
 from broker.metadata_gate import full_delta
-from metadata.alter_partition import IsrProposal, IsrResult, alter_partition
+from metadata.alter_partition import IsrProposal, alter_partition
 from metadata.broker_lifecycle import (
     BrokerRegistrationRequest,
     HeartbeatRequest,
-    HeartbeatResponse,
-    HeartbeatTracker,
-    fence_broker,
     heartbeat,
     register_broker,
 )
@@ -47,13 +53,12 @@ from metadata.errors import ApiError
 from metadata.image import Endpoint, MetadataImage, PartitionRegistration
 from metadata.topic_control import NewTopic, create_topics
 from strom_api.v1 import metadata_pb2 as pb
-from tests.replication_sim.network import CONTROLLER
+from tests.replication_sim.quorum import ControllerNode, Quorum, node_of
 
 if TYPE_CHECKING:
     from tests.replication_sim.world import World
 
 TOPIC_NAMES = ("orders", "payments")
-TICK_MS = 50
 
 TopicPartition = tuple[str, int]
 
@@ -93,12 +98,15 @@ class SimController:
         self.world = world
         self.history: list[MetadataImage] = [MetadataImage()]
         self.records: list[Sequence[Message]] = [()]  # what took history[i - 1] to history[i]
-        self.tracker = HeartbeatTracker(world.plan.session_timeout_ms)
         self.stats = ControllerStats()
+        self.quorum = Quorum(world, world.plan.controllers)
+        self.quorum.on_commit = self._committed
+        self.quorum.on_fenced = self._fenced
         self.partitions: list[TopicPartition] = []  # every partition, once bootstrapped
 
     @property
     def image(self) -> MetadataImage:
+        """The latest committed image."""
         return self.history[-1]
 
     def registration(
@@ -125,21 +133,25 @@ class SimController:
 
     def bootstrap(self, broker_ids: Sequence[int], topics: Sequence[tuple[int, int]]) -> None:
         """Brokers registered and unfenced, then the topics ((partitions, placement start)
-        each, as the plan draws them): the cluster as it stands at t=0."""
+        each, as the plan draws them): the cluster as it stands when the brokers start (once
+        the quorum elected its first active controller)."""
+        _, ctl = self._await_active()
+        first = ctl.core.next_offset  # a broker's epoch is the offset of its record
         records: list[Message] = []
         for b in broker_ids:
             records.append(
                 pb.RegisterBrokerRecord(
                     broker_id=b,
                     incarnation_id=incarnation_id(b, 0),
-                    broker_epoch=len(records),
+                    broker_epoch=first + len(records),
                     endpoints=[e.to_pb() for e in endpoints(b)],
                     fenced=True,
                 )
             )
         self.commit(records, "register brokers")
+        epochs = {b: self.image.cluster.brokers[b].epoch for b in broker_ids}
         self.commit(
-            [pb.UnfenceBrokerRecord(broker_id=b, broker_epoch=i) for i, b in enumerate(broker_ids)],
+            [pb.UnfenceBrokerRecord(broker_id=b, broker_epoch=epochs[b]) for b in broker_ids],
             "unfence brokers",
         )
         plan = self.world.plan
@@ -157,14 +169,37 @@ class SimController:
             assert results[0].error is None, results[0].error
             self.commit(created, f"create topic {topic.name}")
             self.partitions += [(topic.name, p) for p in range(count)]
+        found = self.quorum.active()
+        assert found is not None
         for b in broker_ids:
-            self.tracker.touch(b, self.world.now_ms)
+            found[1].tracker.touch(b, self.world.now_ms)
 
     def commit(self, records: Sequence[Message], why: str) -> None:
+        """Before the brokers start: `records` written through the active controller, the
+        world run until they are committed (and so in `history`)."""
         if not records:
             return
+        world, quorum = self.world, self.quorum
+        assert not quorum.started, "commit() runs the world: for the bootstrap only"
+        raft_id, ctl = self._await_active()
+        done: list[bool] = []
+        quorum.write(raft_id, ctl, records, None, why, -1, None, lambda: done.append(True))
+        while not done:
+            # The network is quiet until the run starts (quorum.QuorumLinks.lossy): a write
+            # that fails here is a bug, not bad luck.
+            assert ctl.waiting and quorum.controllers.get(raft_id) is ctl, f"{why}: failed"
+            assert world.step(), f"{why}: never committed"
+
+    def _await_active(self) -> tuple[int, ControllerNode]:
+        found = self.quorum.active()
+        while found is None:
+            assert self.world.step(), "no controller became active"
+            found = self.quorum.active()
+        return found
+
+    def _committed(self, records: Sequence[Message], image: MetadataImage) -> None:
+        """The committed metadata log grew (quorum.py): brokers may replay it."""
         before = self.image
-        image = MetadataDelta(before).replay_all(records).apply(before.offset + len(records), 1)
         self.history.append(image)
         self.records.append(records)
         self.stats.commits += 1
@@ -177,100 +212,121 @@ class SimController:
             if old is not None and new is not None and new.leader_epoch != old.leader_epoch:
                 self.stats.leader_changes += 1
         self.world.trace.record(
-            f"controller: commit {why} -> offset {image.offset}" + "".join(changes)
+            f"controller: committed {len(records)} records -> offset {image.offset}"
+            + "".join(changes)
         )
         self.world.on_metadata_commit()
 
-    # --- the controller's own clock: session expiry ------------------------------------------
+    def _fenced(self) -> None:
+        self.stats.fences += 1
+
+    # --- the quorum's own clock: session expiry (quorum.py) ---------------------------------
 
     def start(self) -> None:
-        self.world.queue.after(TICK_MS, self._tick)
+        self.quorum.start()
 
-    def _tick(self) -> None:
-        for broker_id in self.tracker.expired(self.image, self.world.now_ms):
-            self.stats.fences += 1
-            self.commit(fence_broker(self.image, broker_id), f"fence broker {broker_id} (session)")
-        self.world.queue.after(TICK_MS, self._tick)
-
-    # --- RPCs (arrive over the network; the answer goes back the same way) --------------------
-
-    def _answer(self, broker_id: int, reply: Callable[[Any], None], answer: Any) -> None:
-        """The answer leaves once the records are committed (a Raft round trip and fsync)."""
-        world = self.world
-        latency = world.rngs["controller"].randint(0, world.plan.controller_latency_ms)
-        world.queue.after(latency, self._send_answer, broker_id, reply, answer)
-
-    def _send_answer(self, broker_id: int, reply: Callable[[Any], None], answer: Any) -> None:
-        self.world.network.send(CONTROLLER, broker_id, reply, answer, lossy=True)
+    # --- RPCs (arrive at a controller node over the network, quorum.deliver; the answer
+    # goes back the same way once the core completes the write) ------------------------------
 
     def handle_register(
         self,
         broker_id: int,
         incarnation: bytes,
         previous_broker_epoch: int,
-        reply: Callable[[int | ApiError], None],
+        reply: Callable[..., None],
     ) -> None:
+        quorum = self.quorum
+        raft_id, ctl = quorum.serving_node()
+        if ctl is None:
+            quorum.refuse(raft_id, broker_id, reply)
+            return
         request = BrokerRegistrationRequest(
             broker_id, incarnation, endpoints(broker_id), None, previous_broker_epoch
         )
+        core = ctl.core
         try:
             records, epoch = register_broker(
-                self.image, self.tracker, request, self.image.offset, self.world.now_ms
+                core.image, ctl.tracker, request, core.next_offset, self.world.now_ms
             )
         except ApiError as error:
             self.stats.refused[f"register {error.error_name}"] += 1
-            self._answer(broker_id, reply, error)
+            quorum.touched_tracker(ctl, broker_id)
+            quorum.answer(raft_id, broker_id, reply, error)
             return
-        self.stats.registrations += 1
-        self.commit(records, f"register broker {broker_id} epoch {epoch}")
-        self._answer(broker_id, reply, epoch)
+        quorum.touched_tracker(ctl, broker_id)
 
-    def handle_heartbeat(
-        self, request: HeartbeatRequest, reply: Callable[[HeartbeatResponse | ApiError], None]
-    ) -> None:
-        before = self.image.cluster.brokers.get(request.broker_id)
+        def registered() -> None:
+            self.stats.registrations += 1
+
+        why = f"register broker {broker_id} epoch {epoch}"
+        quorum.write(raft_id, ctl, records, epoch, why, broker_id, reply, registered)
+
+    def handle_heartbeat(self, request: HeartbeatRequest, reply: Callable[..., None]) -> None:
+        quorum = self.quorum
+        raft_id, ctl = quorum.serving_node()
+        if ctl is None:
+            quorum.refuse(raft_id, request.broker_id, reply)
+            return
+        now = self.world.now_ms
+        # QuorumController.broker_heartbeat: contact noted on arrival, whatever is pending.
+        known = ctl.core.committed.cluster.brokers.get(request.broker_id)
+        if known is not None and known.epoch == request.broker_epoch:
+            ctl.tracker.touch(request.broker_id, now)
+        before = ctl.core.image.cluster.brokers.get(request.broker_id)
         try:
-            records, response = heartbeat(self.image, self.tracker, request, self.world.now_ms)
+            records, response = heartbeat(ctl.core.image, ctl.tracker, request, now)
         except ApiError as error:
             self.stats.refused[f"heartbeat {error.error_name}"] += 1
-            self._answer(request.broker_id, reply, error)
+            quorum.touched_tracker(ctl, request.broker_id)
+            quorum.answer(raft_id, request.broker_id, reply, error)
             return
-        if records:
-            what = "controlled shutdown of" if request.want_shutdown else "unfence"
-            if before is not None and before.fenced and not response.is_fenced:
+        quorum.touched_tracker(ctl, request.broker_id)
+        what = "controlled shutdown of" if request.want_shutdown else "unfence"
+        unfences = before is not None and before.fenced and not response.is_fenced
+
+        def committed() -> None:
+            if unfences:
                 self.stats.unfences += 1
-            self.commit(records, f"heartbeat: {what} broker {request.broker_id}")
-        self._answer(request.broker_id, reply, response)
+
+        why = f"heartbeat: {what} broker {request.broker_id}"
+        quorum.write(raft_id, ctl, records, response, why, request.broker_id, reply, committed)
 
     def handle_alter_partition(
         self,
         broker_id: int,
         broker_epoch: int,
         proposals: Sequence[IsrProposal],
-        reply: Callable[[list[IsrResult] | ApiError], None],
+        reply: Callable[..., None],
     ) -> None:
         """One AlterPartition request: a result per proposal, or the whole request's error."""
+        quorum = self.quorum
+        raft_id, ctl = quorum.serving_node()
+        if ctl is None:
+            quorum.refuse(raft_id, broker_id, reply)
+            return
         try:
-            records, results = alter_partition(self.image, broker_id, broker_epoch, proposals)
+            records, results = alter_partition(ctl.core.image, broker_id, broker_epoch, proposals)
         except ApiError as error:  # the whole request: STALE_BROKER_EPOCH
             self.stats.refused[f"AlterPartition {error.error_name}"] += 1
-            self._answer(broker_id, reply, error)
+            quorum.answer(raft_id, broker_id, reply, error)
             return
         for proposal, result in zip(proposals, results, strict=True):
             if result.error is not None:
                 self.stats.refused[f"AlterPartition {result.error.error_name}"] += 1
-                topic = self.image.topics.by_id.get(proposal.topic_id)
+                topic = ctl.core.image.topics.by_id.get(proposal.topic_id)
                 name = "?" if topic is None else topic.name
                 self.world.trace.record(
-                    f"controller: AlterPartition from {broker_id} for {name}-"
-                    f"{proposal.partition_id} isr={list(proposal.new_isr)} "
+                    f"controller {node_of(raft_id)}: AlterPartition from {broker_id} for "
+                    f"{name}-{proposal.partition_id} isr={list(proposal.new_isr)} "
                     f"le={proposal.leader_epoch} pe={proposal.partition_epoch}: "
                     f"{result.error.error_name}"
                 )
-            else:
-                self.stats.isr_changes += 1
-        self.commit(records, f"AlterPartition from broker {broker_id}")
-        self._answer(broker_id, reply, results)
+
+        def committed() -> None:
+            self.stats.isr_changes += sum(r.error is None for r in results)
+
+        why = f"AlterPartition from broker {broker_id}"
+        quorum.write(raft_id, ctl, records, results, why, broker_id, reply, committed)
 
 
 def incarnation_id(broker_id: int, incarnation: int) -> bytes:

@@ -18,7 +18,6 @@ from broker.isr_proposals import ISR_RETRY_BACKOFF_S, IsrProposals, Outcome, Pro
 from broker.partition import Partition
 from broker.partition_leader import IsrChange
 from metadata.alter_partition import IsrProposal, IsrResult
-from tests.replication_sim.controller_link import CONTROLLER_VOTERS
 
 if TYPE_CHECKING:
     from tests.replication_sim.broker import SimBroker
@@ -33,7 +32,6 @@ class AlterCall:
     batch: list[Proposal]
     proposals: list[IsrProposal]
     broker_epoch: int
-    attempts_left: int = CONTROLLER_VOTERS + 1
 
 
 class IsrPump:
@@ -132,21 +130,16 @@ class IsrPump:
         self.sending = False
 
     def _attempt(self, call: AlterCall) -> None:
-        """LifecycleClient.call_controller: up to voters + 1 tries of the same request (a
+        """LifecycleClient.call_controller: the product's tries of the same request (a
         whole-request error, STALE_BROKER_EPOCH, is a failed try as no answer is)."""
-        if call.attempts_left == 0:
-            self._done(call, [])
-            return
-        call.attempts_left -= 1
 
         def answered(answer: Any) -> None:
-            if isinstance(answer, list):
-                self._done(call, answer)
-                return
-            self._attempt(call)  # None (timed out, lost) or a whole-request error
+            self._done(call, answer if isinstance(answer, list) else [])
 
         args = (self.broker.id, call.broker_epoch, call.proposals)
-        self.broker.link.call("handle_alter_partition", args, answered, call.broker_epoch)
+        self.broker.link.call(
+            "handle_alter_partition", args, answered, call.broker_epoch, retry=True
+        )
 
     def _done(self, call: AlterCall, results: list[IsrResult]) -> None:
         """AlterPartitionSender._send's end: each partition's result (none: NO_ANSWER) to

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING
 from broker.metadata_gate import CAUGHT_UP_POLL_S, ApplyBatch, MetadataGate
 from metadata.image import MetadataImage, PartitionRegistration
 from tests.replication_sim.controller import TopicPartition, describe_registration, tp_name
-from tests.replication_sim.network import CONTROLLER
 
 if TYPE_CHECKING:
     from tests.replication_sim.broker import SimBroker
@@ -61,7 +60,12 @@ class MetadataPump:
     def _deliver(self) -> None:
         broker, world = self.broker, self.broker.world
         self.scheduled = False
-        if not world.network.connected(broker.id, CONTROLLER) or broker.now < self.stalled_until:
+        source = world.controller.quorum.metadata_source()  # the Raft leader's node
+        if (
+            source is None
+            or not world.network.connected(broker.id, source)
+            or broker.now < self.stalled_until
+        ):
             self.scheduled = True
             broker.later(100, self._deliver)
             return

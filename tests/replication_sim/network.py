@@ -1,4 +1,4 @@
-"""The simulated network between brokers, the controller and the clients.
+"""The simulated network between brokers, the controller nodes and the clients.
 
 It decides when a message arrives, never what it says. Links behave as TCP connections do:
 - a message takes a uniform delay in [min, max] ms, now and then (`slow`) a long one;
@@ -11,7 +11,8 @@ It decides when a message arrives, never what it says. Links behave as TCP conne
   a stream only breaks as a whole (Broker.break_stream).
 Nothing is duplicated: gRPC over TCP never delivers a message twice, and the fetcher has one
 fetch in flight per stream, so a stale answer is one of an earlier, cancelled stream.
-Node ids: brokers are 1..n, the controller CONTROLLER, every client CLIENTS.
+Node ids: brokers are 1..n, controller node k is quorum.CONTROLLER_BASE + k (the Raft
+messages between them go over these links too, quorum.QuorumLinks), every client CLIENTS.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from tests.replication_sim.plan import Plan
 from tests.sim.events import EventQueue
 from tests.sim.trace import Trace
 
-CONTROLLER = 0
 CLIENTS = -1
 MAX_HOLD_MS = 10_000
 

@@ -57,7 +57,7 @@ class Plan:
     metadata_stall_every_ms: int | None
     stream_reset_every_ms: int | None
     crash_leader: float  # probability a crash or isolation picks the current leader
-    controller_latency_ms: int  # upper bound of the time a controller answer waits to commit
+    controller_latency_ms: int  # 3x the upper bound of a Raft message's delay between controllers
     # After a restart, the first image the broker's MetadataLoader publishes: False, the
     # newest it can fetch; True, any image from the one it last loaded before (Strom's loader
     # publishes a snapshot it loads, and each commit batch). Either way the broker applies
@@ -70,6 +70,13 @@ class Plan:
     # broker count, brokers hold different sets).
     topics: tuple[tuple[int, int], ...]
     replication_factor: int
+    # the controller quorum (quorum.py): its voters, and crashes of its nodes (the active
+    # one with probability controller_crash_active); never more than a minority down at
+    # once, but the one node of a single-voter quorum, each back within down_for
+    controllers: int
+    controller_crash_every_ms: int | None
+    controller_down_for_ms: tuple[int, int]
+    controller_crash_active: float
 
     @classmethod
     def from_seed(cls, seed: int) -> Plan:
@@ -127,6 +134,10 @@ class Plan:
                 (rng.randint(1, 3), rng.randrange(brokers)) for _ in range(rng.choice((1, 1, 2)))
             ),
             replication_factor=rng.choice((3, 3, 2) if brokers == 3 else (4, 3, 3, 2)),
+            controllers=rng.choice((1, 3, 3)),
+            controller_crash_every_ms=sometimes(0.6, rng.choice((3_000, 8_000))),
+            controller_down_for_ms=(100, rng.choice((1_000, 4_000))),
+            controller_crash_active=rng.choice((0.5, 0.9)),
         )
 
     @property
@@ -155,5 +166,7 @@ class Plan:
             f"{every(self.stream_reset_every_ms)}; controller latency <= "
             f"{self.controller_latency_ms} ms"
             + ("; restarted brokers replay old metadata" if self.restart_replay else "")
-            + f"; DeleteRecords {every(self.delete_records_every_ms)}"
+            + f"; DeleteRecords {every(self.delete_records_every_ms)}; {self.controllers} "
+            f"controllers, controller crash {every(self.controller_crash_every_ms)} down "
+            f"{self.controller_down_for_ms} (the active one {self.controller_crash_active:.0%})"
         )

@@ -21,8 +21,8 @@ from broker.partition import Partition
 from metadata.alter_partition import IsrResult
 from strom_api.records import Record, decode_batches, encode_batch
 from tests.replication_sim.broker import SimBroker
-from tests.replication_sim.network import CONTROLLER
 from tests.replication_sim.plan import Plan
+from tests.replication_sim.quorum import CONTROLLER_BASE
 from tests.replication_sim.simulation import temp_root
 from tests.replication_sim.world import World
 
@@ -61,6 +61,8 @@ QUIET = {
     "controller_latency_ms": 2,
     "restart_replay": False,
     "delete_records_every_ms": None,
+    "controllers": 1,
+    "controller_crash_every_ms": None,
 }
 
 
@@ -154,7 +156,7 @@ def lost_expansion_answer(echo: bool = False, isr_view: bool = False) -> None:
 
         def lose_answer(src: int, dst: int, action: Any, args: tuple[Any, ...]) -> bool:
             answers = args[0] if args else None
-            if dropped or src != CONTROLLER or dst != 1 or not isinstance(answers, list):
+            if dropped or src < CONTROLLER_BASE or dst != 1 or not isinstance(answers, list):
                 return False
             answer = answers[0]
             assert isinstance(answer, IsrResult)

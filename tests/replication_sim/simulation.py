@@ -4,18 +4,22 @@
               over every partition against whoever they think leads it, while brokers crash
               (files intact: a process crash keeps the page cache) or stop cleanly after a
               controlled shutdown and come back later, get isolated from everyone or only
-              from the controller, lose links to each other, see the metadata late, and have
+              from the controllers, lose links to each other, see the metadata late, and have
               fetch streams reset; an admin's DeleteRecords moves a partition's log start on
-              its leader to any offset up to its high watermark;
-    liveness  every link heals, every broker comes back, the network stops losing or slowing
-              messages, the old producers stop and a new idempotent one must get
-              LIVENESS_BATCHES acks=all batches acknowledged; within LIVENESS_BOUND_MS every
-              broker must be up, registered and unfenced with the latest metadata, and for
-              every partition the ISR must hold every replica, and every replica must hold
-              the same log with its high watermark at its end.
-Invariants (checker.py) are checked after every event of both phases. A failure (an
-invariant, an exception out of the code under test, a liveness timeout) names the seed and the
-command that replays it, with the tail of the event trace; one with the signature of a known,
+              its leader to any offset up to its high watermark; controller nodes crash (the
+              active one more often than not) and come back, so the quorum fails over (a
+              minority down at a time; a single-voter quorum is down until its node is back);
+    liveness  every link heals, every broker and controller node comes back, the network
+              stops losing or slowing messages, the old producers stop and a new idempotent
+              one must get LIVENESS_BATCHES acks=all batches acknowledged; within
+              LIVENESS_BOUND_MS a controller must be active, every broker up, registered and
+              unfenced with the latest metadata, and for every partition the ISR must hold
+              every replica, and every replica must hold the same log with its high watermark
+              at its end.
+Invariants (checker.py, and the quorum's, quorum.py: Raft's (a)-(k), the metadata's (m)-(s),
+(t) and (u)) are checked after every event of both phases. A failure (an invariant, an
+exception out of the code under test, a liveness timeout) names the seed and the command
+that replays it, with the tail of the event trace; one with the signature of a known,
 unfixed bug (known_bugs.py) says so in RunResult.known_bug.
 """
 
@@ -33,9 +37,10 @@ from tests.replication_sim.checker import InvariantViolation
 from tests.replication_sim.clients import Producer, leader_from_metadata
 from tests.replication_sim.controller import TopicPartition, tp_name
 from tests.replication_sim.known_bugs import classify
-from tests.replication_sim.network import CLIENTS, CONTROLLER
+from tests.replication_sim.network import CLIENTS
 from tests.replication_sim.plan import Plan
 from tests.replication_sim.world import World
+from tests.sim.invariants import InvariantViolation as QuorumInvariantViolation
 
 LIVENESS_BOUND_MS = 120_000
 LIVENESS_BATCHES = 3
@@ -77,6 +82,9 @@ class RunResult:
     reregistrations: int = 0
     multi_partition_fetches: int = 0
     batched_alter_requests: int = 0
+    controller_crashes: int = 0
+    failovers: int = 0  # controller activations after the first
+    abandoned_writes: int = 0  # controller writes failed by a leadership change or crash
     known_bug: str | None = None
 
     @property
@@ -105,6 +113,7 @@ class Faults:
             (plan.metadata_stall_every_ms, self._metadata_stall),
             (plan.stream_reset_every_ms, self._stream_reset),
             (plan.delete_records_every_ms, self._delete_records),
+            (plan.controller_crash_every_ms, self._crash_controller),
         ]
         for every, action in kinds:
             if every is not None:
@@ -164,7 +173,8 @@ class Faults:
         broker = self._pick()
         if broker is None:
             return
-        others = [b for b in self.world.brokers if b != broker.id] + [CONTROLLER, CLIENTS]
+        controllers = self.world.controller.quorum.node_ids
+        others = [b for b in self.world.brokers if b != broker.id] + [*controllers, CLIENTS]
         span = self._span(self.world.plan.isolate_for_ms)
         self.world.trace.record(f"FAULT: isolate b{broker.id} for {span} ms")
         for other in others:
@@ -176,9 +186,11 @@ class Faults:
         if broker is None:
             return
         span = self._span(self.world.plan.isolate_for_ms)
-        self.world.trace.record(f"FAULT: cut b{broker.id} from the controller for {span} ms")
-        self.world.network.cut(broker.id, CONTROLLER)
-        self.world.queue.after(span, self._heal, [(broker.id, CONTROLLER)])
+        self.world.trace.record(f"FAULT: cut b{broker.id} from the controllers for {span} ms")
+        pairs = [(broker.id, c) for c in self.world.controller.quorum.node_ids]
+        for a, b in pairs:
+            self.world.network.cut(a, b)
+        self.world.queue.after(span, self._heal, pairs)
 
     def _link_cut(self) -> None:
         a, b = self.rng.sample(sorted(self.world.brokers), 2)
@@ -229,10 +241,39 @@ class Faults:
             f"b{broker.id}: DeleteRecords {tp_name(tp)} before {target}: log start {start}"
         )
 
+    def _crash_controller(self) -> None:
+        """A controller node crashes (the active one with the plan's probability) and comes
+        back within controller_down_for_ms; never more than a minority of the voters down at
+        once, but a single voter's one node (the quorum is then down until it is back)."""
+        world, plan = self.world, self.world.plan
+        quorum = world.controller.quorum
+        ids = quorum.raft_ids
+        up = [i for i in ids if quorum.up(i)]
+        if len(ids) - len(up) >= max(len(ids) // 2, 1) or not up:
+            return
+        found = quorum.active()
+        if found is not None and self.rng.random() < plan.controller_crash_active:
+            victim = found[0]
+        else:
+            victim = self.rng.choice(up)
+        down = self._span(plan.controller_down_for_ms)
+        world.trace.record(f"FAULT: crash controller node {victim} for {down} ms")
+        quorum.crash(victim)
+        world.queue.after(down, self._restart_controller, victim)
+
+    def _restart_controller(self, raft_id: int) -> None:
+        quorum = self.world.controller.quorum
+        if not quorum.up(raft_id):
+            quorum.restart(raft_id)
+
     def heal_all(self) -> None:
         self.stop()
         world = self.world
         world.network.heal_all()
+        quorum = world.controller.quorum
+        for raft_id in quorum.raft_ids:
+            if not quorum.up(raft_id):
+                world.queue.after(0, self._restart_controller, raft_id)
         for broker in world.brokers.values():
             broker.metadata.stalled_until = 0
             if not broker.alive and not broker.shutting_down:
@@ -253,7 +294,7 @@ class Simulation:
         failure = kind = None
         try:
             self._run(directory)
-        except InvariantViolation as error:
+        except (InvariantViolation, QuorumInvariantViolation) as error:
             failure, kind = self._describe(f"invariant violated: {error}", None), "invariant"
         except LivenessFailure as error:
             failure, kind = self._describe(f"liveness: {error}", None), "liveness"
@@ -305,7 +346,10 @@ class Simulation:
         world = self.world
         assert world is not None
         out: list[str] = []
-        image = world.controller.image
+        controller = world.controller
+        if controller.quorum.active() is None:
+            return ["no active controller"]
+        image = controller.image
         for broker in world.brokers.values():
             registered = image.cluster.brokers.get(broker.id)
             if not broker.alive:
@@ -358,9 +402,12 @@ class Simulation:
         return out
 
     def _final_checks(self) -> None:
-        """(5) and (6): identical logs, read afresh from the files, for every partition."""
+        """(5) and (6): identical logs, read afresh from the files, for every partition; and
+        a full pass of the quorum's Raft and metadata invariants over every controller node."""
         world = self.world
         assert world is not None
+        quorum = world.controller.quorum
+        quorum.checker.check_all(quorum.cluster)
         for tp in world.controller.partitions:
             try:
                 self._final_checks_of(tp)
@@ -461,6 +508,7 @@ class Simulation:
         if world is None:
             return RunResult(self.seed, failure, kind, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
         stats = [b.stats for b in world.brokers.values()]
+        quorum = world.controller.quorum
         log_end = 0
         for tp in world.controller.partitions:
             reg = world.controller.registration(tp)
@@ -487,6 +535,9 @@ class Simulation:
             reregistrations=sum(s.reregistrations for s in stats),
             multi_partition_fetches=sum(s.multi_partition_fetches for s in stats),
             batched_alter_requests=sum(s.batched_alter_requests for s in stats),
+            controller_crashes=quorum.stats.crashes,
+            failovers=max(quorum.stats.activations - 1, 0),
+            abandoned_writes=quorum.stats.abandoned,
         )
         if failure is not None:
             bug = classify(result, failure)
@@ -513,5 +564,7 @@ def summarize(results: list[RunResult]) -> str:
         f"{total('fences')} fences, {total('isr_changes')} ISR changes by AlterPartition "
         f"({total('idle_isr_adds')} proposed adding a follower that was not fetching; "
         f"{total('batched_alter_requests')} requests of several partitions), "
-        f"{total('multi_partition_fetches')} follower fetches of several partitions"
+        f"{total('multi_partition_fetches')} follower fetches of several partitions; "
+        f"{total('controller_crashes')} controller crashes, {total('failovers')} failovers, "
+        f"{total('abandoned_writes')} controller writes abandoned"
     )

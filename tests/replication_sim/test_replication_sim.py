@@ -69,8 +69,13 @@ def test_the_ci_seeds_exercise_the_replication_paths() -> None:
     # Many partitions per broker: streams carry several, AlterPartition requests too.
     assert total("multi_partition_fetches") > 30 * n, summary
     assert total("batched_alter_requests") > n // 2, summary
+    # The controller quorum (seeds 0-149: 1.9 controller crashes, 1.3 failovers and 0.17
+    # writes abandoned by a leadership change per seed).
+    assert total("controller_crashes") > n, summary
+    assert total("failovers") > n // 2, summary
     if n >= 100:
         assert total("restarts_at") > 0, summary
+        assert total("abandoned_writes") > 0, summary
 
 
 def _known_bug_params() -> list[object]:

@@ -47,6 +47,8 @@ class World:
                 "producers",
                 "consumers",
                 "controller",
+                "quorum",
+                "quorum links",
             )
         }
         self.queue = EventQueue()
@@ -77,8 +79,10 @@ class World:
         return EPOCH_MS + self.queue.now_ms
 
     def start(self) -> None:
-        """t=0: brokers registered and unfenced, the topics created, every broker up with the
-        metadata as it stands (each partition's first leader is its first replica)."""
+        """Once the controller quorum has its first active controller (a second or two in):
+        brokers registered and unfenced and the topics created through it, then every broker
+        up with the metadata as it stands (each partition's first leader is its first
+        replica)."""
         controller = self.controller
         controller.bootstrap(sorted(self.brokers), self.plan.topics)
         image = controller.image
@@ -103,6 +107,7 @@ class World:
 
     def after_event(self) -> None:
         self.clock.now_ms = self.wall_ms
+        self.controller.quorum.after_event()
         self.checker.check()
 
     def step(self) -> bool:
