@@ -103,6 +103,7 @@ class PartitionAnswer:
     log_start_offset: int = 0
     log_end_offset: int = 0
     diverging: tuple[int, int] | None = None  # (epoch, end offset) where the logs parted
+    message: str = ""  # the error's sentence
 
 
 @dataclass(frozen=True, slots=True)

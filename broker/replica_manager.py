@@ -23,17 +23,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import time
-from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from broker.alter_partition_sender import AlterPartitionSender
-from broker.follower_fetch import FetchRequest, PartitionFetch
+from broker.follower_fetch import FetchRequest
+from broker.follower_reads import FollowerAnswer, read_follower_fetch, read_summary
 from broker.isr_proposals import ISR_RETRY_BACKOFF_S, Outcome
 from broker.memory_pool import MemoryPool
-from broker.partition import FollowerRead, LeaderAppend, Partition, storage_error
+from broker.partition import LeaderAppend, Partition, storage_error
 from broker.partition_leader import IsrChange
 from broker.produce_checks import PreparedBatches, producer_batches
 from broker.producer_expiration import run_producer_expiration
@@ -55,10 +55,6 @@ from storage.log_manager import LogManager
 from strom_api.error_codes import ErrorCode
 from strom_api.v1 import common_pb2
 
-# One partition of a follower fetch served: the request's partition, the replica (None when
-# this broker holds none), and what was read or why not.
-FollowerAnswer = tuple[PartitionFetch, Partition | None, FollowerRead | ApiError]
-
 log = logging.getLogger("strom.replicas")
 
 TopicPartition = tuple[str, int]
@@ -75,19 +71,6 @@ def now_ms() -> int:
 # again or more (gzip about 0.1 ms for 16 KiB, 0.5 ms for 64 KiB).
 VALIDATE_OFF_LOOP_BYTES = 64 * 1024
 RECOMPRESS_OFF_LOOP_BYTES = 16 * 1024
-
-
-Key = TypeVar("Key", bound=Hashable)
-
-
-def named_twice(keys: Iterable[Key]) -> set[Key]:
-    """The keys (partitions) a request names more than once: Kafka answers each copy
-    INVALID_REQUEST rather than serving it twice."""
-    seen: set[Key] = set()
-    twice: set[Key] = set()
-    for key in keys:
-        (twice if key in seen else seen).add(key)
-    return twice
 
 
 @dataclass(slots=True)
@@ -641,77 +624,26 @@ class ReplicaManager:
             await self._until_woken(fetch)
 
     def _follower_read(self, answers: list[FollowerAnswer], throttled: bool) -> FetchReadSummary:
-        """What the purgatory needs of a read: its bytes, whether a partition erred or
-        diverged, the partitions to wait on, and when the leader's quota may let go."""
-        total = 0
-        stopped = False
-        for _, _, answer in answers:
-            if isinstance(answer, ApiError) or answer.diverging is not None:
-                stopped = True
-            else:
-                total += len(answer.records)
-        keys = tuple((p.topic, p.index) for _, p, _ in answers if p is not None)
-        delay_ms = math.ceil(self.replication.leader.delay_s() * 1000) if throttled else None
-        return FetchReadSummary(total, stopped, keys, delay_ms)
+        return read_summary(answers, self.replication.leader, throttled)
 
     def _read_for_follower(self, request: FetchRequest) -> tuple[list[FollowerAnswer], bool]:
-        """Each partition's answer, and whether a partition's records were held back by
-        the leader's replication quota (Kafka's shouldLeaderThrottle: a throttled replica
-        not in the ISR while the quota is exceeded). The bytes of throttled partitions are
-        recorded against the quota as they are read."""
-        answers: list[FollowerAnswer] = []
-        quota = self.replication.leader
-        held_back = False
-        # Followers are few (one stream per follower broker and fetcher), so their answers
-        # are not held to the memory pool, only to fetch.max.bytes.
+        """broker/follower_reads.py's read of the fetch. Followers are few (one stream per
+        follower broker and fetcher), so their answers are not held to the memory pool, only
+        to fetch.max.bytes."""
         budget = min(
             request.max_bytes if request.max_bytes > 0 else self.config.fetch_response_max_bytes,
             self.config.fetch_response_limit,
         )
         now = now_ms()
-        twice = named_twice((item.topic_id, item.partition) for item in request.partitions)
-        for item in request.partitions:
-            if (item.topic_id, item.partition) in twice:
-                message = f"The fetch names partition {item.partition} of a topic twice."
-                answers.append((item, None, ApiError(ErrorCode.INVALID_REQUEST, message)))
-                continue
-            partition = self.by_id.get((item.topic_id, item.partition))
-            if partition is None:
-                answers.append(
-                    (
-                        item,
-                        None,
-                        ApiError(
-                            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                            f"Broker {self.broker_id} holds no replica of partition "
-                            f"{item.partition} of that topic id.",
-                        ),
-                    )
-                )
-                continue
-            throttle = quota.should_throttle(
-                partition.topic, partition.index, request.replica_id in partition.isr
-            )
-            held_back = held_back or throttle
-            try:
-                answer = partition.read_for_follower(
-                    request.replica_id,
-                    item.fetch_offset,
-                    item.last_fetched_epoch,
-                    item.current_leader_epoch,
-                    max(min(item.partition_max_bytes, budget), 0),
-                    now,
-                    throttled=throttle,
-                )
-            except ApiError as exc:
-                answers.append((item, partition, exc))
-                continue
-            if answer.records and quota.is_throttled(partition.topic, partition.index):
-                quota.record(len(answer.records))
-            budget -= len(answer.records)
-            answers.append((item, partition, answer))
-            self._maybe_change_isr(partition, now)
-        return answers, held_back
+        return read_follower_fetch(
+            request,
+            lambda topic_id, index: self.by_id.get((topic_id, index)),
+            budget,
+            self.replication.leader,
+            now,
+            self.broker_id,
+            lambda partition: self._maybe_change_isr(partition, now),
+        )
 
     # --- ISR changes ------------------------------------------------------------------------
 

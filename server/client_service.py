@@ -11,13 +11,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from broker.producer_ids import ProducerIdManager
-from broker.replica_manager import (
-    FetchItem,
-    FetchResult,
-    ProduceResult,
-    ReplicaManager,
-    named_twice,
-)
+from broker.replica_manager import FetchItem, FetchResult, ProduceResult, ReplicaManager
+from broker.request_checks import named_twice
 from coordinator.group.runtime import GroupCoordinator
 from metadata.errors import ApiError
 from metadata.image import MetadataImage

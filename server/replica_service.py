@@ -9,10 +9,10 @@ from typing import Any
 
 import grpc
 
+from broker.follower_reads import fetch_response
 from broker.replica_manager import ReplicaManager
 from broker.replica_wire import fetch_request_of
-from metadata.errors import ApiError
-from server.api_errors import error_pb
+from server.api_errors import make_error
 from server.request_authorization import RequestAuthorizer
 from strom_api.v1 import replica_pb2, replica_pb2_grpc
 
@@ -47,21 +47,19 @@ class ReplicaServicer(replica_pb2_grpc.ReplicaServiceServicer):
             yield response
 
     async def fetch_once(self, request: Any) -> Any:
+        answers = await self.replicas.replica_fetch(fetch_request_of(request))
         response = Response()
-        for item, partition, answer in await self.replicas.replica_fetch(fetch_request_of(request)):
-            out = response.partitions.add(topic_id=item.topic_id, partition=item.partition)
-            if partition is not None:
-                # Filled on errors too: after OFFSET_OUT_OF_RANGE the follower needs them.
-                out.high_watermark = partition.log.high_watermark
-                out.log_start_offset = partition.log.log_start_offset
-                out.log_end_offset = partition.log.log_end_offset
-            if isinstance(answer, ApiError):
-                out.error.CopyFrom(error_pb(answer))
-                continue
-            out.high_watermark = answer.high_watermark
-            out.log_start_offset = answer.log_start_offset
-            out.log_end_offset = answer.log_end_offset
+        for answer in fetch_response(answers).partitions:
+            out = response.partitions.add(
+                topic_id=answer.topic_id,
+                partition=answer.partition,
+                high_watermark=answer.high_watermark,
+                log_start_offset=answer.log_start_offset,
+                log_end_offset=answer.log_end_offset,
+                records=answer.records,
+            )
+            if answer.error is not None:
+                out.error.CopyFrom(make_error(answer.error, answer.message))
             if answer.diverging is not None:
                 out.diverging_epoch.epoch, out.diverging_epoch.end_offset = answer.diverging
-            out.records = answer.records
         return response

@@ -3,8 +3,8 @@ DeleteRecords on the partitions it leads. Follower fetches and acks=all produces
 product's Purgatory (broker/purgatory.py: when a long poll is answered, what a waiting
 produce answers and when), pumped as ReplicaManager pumps it: a partition's change reaches
 it on the next turn of the loop, a wake-up is set at its next deadline. A follower fetch
-reads every partition it names, each with Partition.read_for_follower within what is left
-of the request's max bytes, each read followed by the ISR check (isr.py); DeleteRecords
+is read by the product's broker/follower_reads.py (each partition it names within what is
+left of the request's max bytes, each read followed by the ISR check, isr.py); DeleteRecords
 (server/client_service.py) moves the leader's log start, then writes the offset
 checkpoints before answering.
 """
@@ -13,15 +13,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from broker.follower_fetch import FetchResponse, PartitionAnswer
+from broker.follower_reads import fetch_response, read_follower_fetch, read_summary
 from broker.partition import LeaderAppend, Partition
 from broker.purgatory import (
     DelayedFetch,
     DelayedOperation,
     DelayedProduce,
-    FetchReadSummary,
     Purgatory,
 )
+from broker.replication_quota import ReplicationQuota
 from metadata.errors import ApiError
 from strom_api.error_codes import ErrorCode
 from tests.replication_sim.clients import PRODUCER_STATE_ERRORS
@@ -38,6 +38,7 @@ class LeaderSide:
         # The product's purgatory, the requests of its parked operations (a produce: the
         # clients.ProduceRequest and its append), and the wake-up set
         self.purgatory = Purgatory()
+        self.quota = ReplicationQuota(clock=lambda: broker.now / 1000)
         self.fetches: dict[DelayedFetch, FetchCall] = {}
         self.produces: dict[DelayedProduce, tuple[Any, TopicPartition, LeaderAppend]] = {}
         self.wake: int | None = None
@@ -70,55 +71,18 @@ class LeaderSide:
         broker = self.broker
         call = self.fetches[fetch]
         request = call.request
-        answers: list[PartitionAnswer] = []
-        keys: list[TopicPartition] = []
-        budget = request.max_bytes  # the whole answer's, as ReplicaManager spends it
-        for asked in request.partitions:
-            partition = broker.replicas.by_id.get((asked.topic_id, asked.partition))
-            if partition is None:
-                error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                answers.append(PartitionAnswer(asked.topic_id, asked.partition, error=error))
-                continue
-            keys.append((partition.topic, partition.index))
-            log = partition.log
-            try:
-                read = partition.read_for_follower(
-                    request.replica_id,
-                    asked.fetch_offset,
-                    asked.last_fetched_epoch,
-                    asked.current_leader_epoch,
-                    max(min(asked.partition_max_bytes, budget), 0),
-                    broker.wall,
-                )
-            except ApiError as exc:
-                answers.append(
-                    PartitionAnswer(
-                        asked.topic_id,
-                        asked.partition,
-                        error=exc.error_name,
-                        high_watermark=log.high_watermark,
-                        log_start_offset=log.log_start_offset,
-                        log_end_offset=log.log_end_offset,
-                    )
-                )
-                continue
-            budget -= len(read.records)
-            broker.isr.maybe_change(partition)
-            answers.append(
-                PartitionAnswer(
-                    asked.topic_id,
-                    asked.partition,
-                    records=read.records,
-                    high_watermark=read.high_watermark,
-                    log_start_offset=read.log_start_offset,
-                    log_end_offset=read.log_end_offset,
-                    diverging=read.diverging,
-                )
-            )
-        # No replication quota in this model: nothing is held back.
-        stopped = any(a.error is not None or a.diverging is not None for a in answers)
-        size = sum(len(a.records) for a in answers)
-        summary = FetchReadSummary(size, stopped, tuple(keys))
+        # The product's read of the fetch (ReplicaManager._read_for_follower); this model
+        # sets no replication throttle, so the quota (unlimited) never holds records back.
+        answers, held_back = read_follower_fetch(
+            request,
+            lambda topic_id, index: broker.replicas.by_id.get((topic_id, index)),
+            request.max_bytes,
+            self.quota,
+            broker.wall,
+            broker.id,
+            broker.isr.maybe_change,
+        )
+        summary = read_summary(answers, self.quota, held_back)
         if not self.purgatory.fetch_read(fetch, summary, broker.now):
             return  # parked
         del self.fetches[fetch]
@@ -128,7 +92,7 @@ class LeaderSide:
             call.follower_incarnation,
             call.stream,
             request.correlation_id,
-            response=FetchResponse(tuple(answers)),
+            response=fetch_response(answers),
         )
         broker.world.network.send(broker.id, follower.id, follower.handle_fetch_answer, reply)
 
