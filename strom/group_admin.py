@@ -19,7 +19,7 @@ import grpc.aio
 from strom._loop_thread import shared_loop
 from strom.assignors import decode_assignment
 from strom.cluster import Cluster, parse_bootstrap
-from strom.errors import AuthorizationError, StromError, error_name, from_pb
+from strom.errors import AuthorizationError, StromError, error_for, error_name, from_pb
 from strom.fetcher import EARLIEST, LATEST, FetchConfig, Fetcher, TopicPartition
 from strom_api.error_codes import ErrorCode
 from strom_api.tls import ChannelSecurity
@@ -260,6 +260,17 @@ class GroupAdmin:
             response, _ = await self._on_coordinator(group_id, "OffsetCommit", request)
             if response.error.code != 0:
                 raise from_pb(response.error)
+            # Kafka's alterConsumerGroupOffsets fails a partition whose commit was refused
+            # (its future raises): never report as set an offset the coordinator did not take.
+            for topic in response.topics:
+                for part in topic.partitions:
+                    if part.error.code != 0:
+                        error = from_pb(part.error)
+                        raise error_for(
+                            error.name,
+                            f"The offset of {topic.name}-{part.partition} was not set: "
+                            f"{error.message}",
+                        )
 
         self._run(run())
 

@@ -8,7 +8,9 @@ import time
 
 from strom.admin import AdminClient
 from strom.consumer import Consumer, TopicPartition
+from strom.errors import StromError
 from strom.producer import Producer
+from strom_api.error_codes import ErrorCode
 from tests.client.cluster_helpers import FAST, bootstrap, create_topic
 from tests.tools.tool_runs import fails, ok, strom
 
@@ -144,10 +146,32 @@ def test_the_offsets_of_a_deleted_topic_show_no_log_end(cluster):
     create_topic(cluster, "fleeting", partitions=1)
     create_topic(cluster, "lasting", partitions=1)
     with AdminClient(bootstrap(cluster)) as admin:
-        admin.alter_consumer_group_offsets("survivors", {("fleeting", 0): 0, ("lasting", 0): 0})
+        deadline = time.monotonic() + 15
+        while True:  # the coordinator's broker may learn of the new topics a moment later
+            try:
+                admin.alter_consumer_group_offsets(
+                    "survivors", {("fleeting", 0): 0, ("lasting", 0): 0}
+                )
+                break
+            except StromError as exc:
+                if exc.name != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
         admin.delete_topics(["fleeting"])
     b = ["consumer-groups", "--bootstrap-server", bootstrap(cluster)]
     assert rows(ok(*b, "--describe", "--group", "survivors")) == [
         ["survivors", "fleeting", "0", "0", "-", "-", "-", "-", "-"],
         ["survivors", "lasting", "0", "0", "0", "0", "-", "-", "-"],
     ]
+
+
+def test_an_offset_the_coordinator_refuses_is_not_reported_set(cluster):
+    # Kafka's alterConsumerGroupOffsets fails the partition whose commit was refused.
+    with AdminClient(bootstrap(cluster)) as admin:
+        try:
+            admin.alter_consumer_group_offsets("hopeful", {("never-created", 0): 5})
+        except StromError as exc:
+            assert exc.name == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            assert "never-created-0" in exc.message
+        else:
+            raise AssertionError("a refused offset was reported set")
