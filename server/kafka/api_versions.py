@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import re
 from typing import Any
 
 from kio.index import load_response_schema
@@ -11,6 +12,19 @@ from kio.static.primitive import i16
 
 from server.kafka.apis import API_VERSIONS, SERVED
 from server.kafka.versioned import build, nested
+
+# Kafka's ApiVersionsRequest.isValid (KIP-511): client_software_name and _version, v3+.
+_SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+
+
+def valid_request(request: Any) -> bool:
+    """A v3+ request names its client software as Kafka requires (else INVALID_REQUEST)."""
+    if request.__version__ < 3:
+        return True
+    return all(
+        _SOFTWARE.fullmatch(value) is not None
+        for value in (request.client_software_name, request.client_software_version)
+    )
 
 
 def api_versions_response(version: int, error: KafkaErrorCode = KafkaErrorCode.none) -> Any:

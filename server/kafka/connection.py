@@ -95,8 +95,7 @@ async def _serve_one(
         response = await apis.handle(request)
     except Exception as exc:  # a bug or a collaborator's failure: this connection only
         log.error(
-            "Closing socket connection on listener %s: request %d (api key %d v%d) failed: "
-            "%s: %s",
+            "Closing socket connection on listener %s: request %d (api key %d v%d) failed: %s: %s",
             apis.listener_name,
             request.correlation_id,
             getattr(request, "api_key", API_VERSIONS),

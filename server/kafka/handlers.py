@@ -10,7 +10,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode as KafkaErrorCode
 
 from metadata.image import MetadataImage
-from server.kafka.api_versions import api_versions_response
+from server.kafka.api_versions import api_versions_response, valid_request
 from server.kafka.apis import API_VERSIONS, METADATA, SERVED
 from server.kafka.frames import Request, UnsupportedApiVersions
 from server.kafka.metadata_api import metadata_response, requested_names
@@ -42,6 +42,8 @@ class KafkaApis:
         return await self.handlers[request.api_key](request)
 
     async def api_versions(self, request: Request) -> Any:
+        if not valid_request(request.body):  # Kafka answers INVALID_REQUEST, with the ranges
+            return api_versions_response(request.api_version, KafkaErrorCode.invalid_request)
         return api_versions_response(request.api_version)
 
     async def metadata(self, request: Request) -> Any:

@@ -4,15 +4,20 @@ the table and nothing else, and a response frame carries its size and correlatio
 
 from __future__ import annotations
 
+import asyncio
 import struct
 
 import pytest
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 
+from metadata.image import MetadataImage
 from server.kafka.api_versions import api_versions_response
 from server.kafka.apis import SERVED
-from server.kafka.frames import InvalidRequest, parse_request, response_frame
+from server.kafka.frames import InvalidRequest, Request, parse_request, response_frame
+from server.kafka.handlers import KafkaApis
+from server.metadata_answer import MetadataSources
+from server.request_authorization import RequestAuthorizer
 
 
 def test_every_served_version_has_its_request_and_response_classes():
@@ -42,3 +47,27 @@ def test_an_api_the_table_lacks_is_refused_with_kafkas_words():
     frame = struct.pack(">hhih", 0, 9, 1, -1)  # Produce v9
     with pytest.raises(InvalidRequest, match="api key PRODUCE with version 9 which is not enabled"):
         parse_request(frame)
+
+
+@pytest.mark.parametrize(
+    "name, version, valid",
+    [
+        ("confluent-kafka-python", "2.16.1-rdkafka-2.16.0", True),
+        ("apache-kafka-java", "4.0.0", True),
+        ("bad name", "1.0", False),
+        ("-leading", "1.0", False),
+        ("name", "", False),
+    ],
+)
+def test_api_versions_v3_names_its_client_software_as_kafka_requires(name, version, valid):
+    """KIP-511: Kafka answers a v3+ request with an invalid name or version INVALID_REQUEST."""
+    request = load_request_schema(18, 3)(client_software_name=name, client_software_version=version)
+    parsed = Request(18, 3, 1, "test", request)
+    apis = KafkaApis(
+        "KAFKA",
+        MetadataImage,
+        MetadataSources("cluster", lambda: -1, RequestAuthorizer(), None, False),
+    )
+    response = asyncio.run(apis.handle(parsed))
+    assert response.error_code == (ErrorCode.none if valid else ErrorCode.invalid_request)
+    assert len(response.api_keys) == len(SERVED)
