@@ -15,10 +15,9 @@ from broker.replica_manager import FetchItem, FetchResult, ProduceResult, Replic
 from broker.request_checks import named_twice
 from coordinator.group.runtime import GroupCoordinator
 from metadata.errors import ApiError
-from metadata.image import MetadataImage
-from metadata.topic_control import INTERNAL_TOPICS
 from server.api_errors import error_pb, make_error
 from server.group_service import GroupApi
+from server.metadata_answer import MetadataSources, metadata_answer
 from server.request_authorization import RequestAuthorizer
 from storage.errors import StorageError
 from storage.leader_epoch_cache import UNDEFINED_EPOCH
@@ -128,89 +127,48 @@ class ClientServicer(GroupApi, client_pb2_grpc.ClientServiceServicer):
 
     @_timed
     async def Metadata(self, request: Any, context: Any) -> Any:  # noqa: N802
-        image = self.replicas.image
-        if request.topics:  # named: each one the principal may not DESCRIBE is refused
-            names = list(request.topics)
-            refused = self.authz.topics("Metadata", names)
-        else:  # every topic: those it may not DESCRIBE are left out
-            names = self.authz.visible_topics(sorted(image.topics.by_name))
-            refused = {}
-        # Internal topics are created by their owners (the group coordinator), never here.
-        missing = [
-            n
-            for n in names
-            if n not in image.topics.by_name and n not in INTERNAL_TOPICS and n not in refused
-        ]
-        created: set[str] = set()
-        if (
-            missing
-            and request.allow_auto_topic_creation
-            and self.auto_create_topics
-            and self.create_topics is not None
-        ):
-            refused.update(self.authz.create_topics("Metadata", missing))
-            creatable = [n for n in missing if n not in refused]
-            if creatable:
-                created = set(await self.create_topics(creatable))
-        response = client_pb2.MetadataResponse(
-            cluster_id=self.cluster_id, controller_id=self.controller_id()
+        # The rules are server/metadata_answer.py's, shared with the Kafka listener; here
+        # only protobuf in and out (an empty topic list asks for every topic).
+        answer = await metadata_answer(
+            self.replicas.image,
+            list(request.topics) or None,
+            request.allow_auto_topic_creation,
+            self.listener_name,
+            self.metadata_sources(),
         )
-        self._brokers(image, response)
-        for name in names:
-            out = response.topics.add()
-            error = refused.get(name)
-            if error is None:
-                self._topic(image, name, name in created, out)
-            else:
-                out.name = name
-                out.error.CopyFrom(error_pb(error))
+        response = client_pb2.MetadataResponse(
+            cluster_id=answer.cluster_id, controller_id=answer.controller_id
+        )
+        for b in answer.brokers:
+            response.brokers.add(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack or "")
+        for topic in answer.topics:
+            out = response.topics.add(name=topic.name, is_internal=topic.is_internal)
+            if topic.error is not None:
+                out.error.CopyFrom(error_pb(topic.error))
+                continue
+            out.topic_id = topic.topic_id
+            for p in topic.partitions:
+                item = out.partitions.add(
+                    partition=p.partition,
+                    leader_id=p.leader_id,
+                    leader_epoch=p.leader_epoch,
+                    replicas=p.replicas,
+                    isr=p.isr,
+                    offline_replicas=p.offline_replicas,
+                )
+                if p.error is not None:
+                    item.error.CopyFrom(error_pb(p.error))
         return response
 
-    def _brokers(self, image: MetadataImage, response: Any) -> None:
-        for broker_id, broker in sorted(image.cluster.brokers.items()):
-            if broker.fenced:
-                continue
-            endpoint = next((e for e in broker.endpoints if e.name == self.listener_name), None)
-            if endpoint is None:
-                continue
-            response.brokers.add(
-                node_id=broker_id, host=endpoint.host, port=endpoint.port, rack=broker.rack or ""
-            )
-
-    def _topic(self, image: MetadataImage, name: str, just_created: bool, out: Any) -> None:
-        out.name = name
-        out.is_internal = name in INTERNAL_TOPICS
-        topic = image.topics.by_name.get(name)
-        if topic is None:
-            if just_created:
-                out.error.CopyFrom(
-                    make_error(ErrorCode.LEADER_NOT_AVAILABLE, f"Topic '{name}' is being created.")
-                )
-            else:
-                out.error.CopyFrom(
-                    make_error(
-                        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                        f"This server does not host this topic: {name}.",
-                    )
-                )
-            return
-        out.topic_id = topic.topic_id
-        live = set(image.cluster.unfenced())
-        for index, registration in sorted(topic.partitions.items()):
-            item = out.partitions.add(
-                partition=index,
-                leader_id=registration.leader,
-                leader_epoch=registration.leader_epoch,
-                replicas=registration.replicas,
-                isr=registration.isr,
-                offline_replicas=[r for r in registration.replicas if r not in live],
-            )
-            if not registration.has_leader:
-                item.error.CopyFrom(
-                    make_error(
-                        ErrorCode.LEADER_NOT_AVAILABLE, f"{name}-{index} has no leader right now."
-                    )
-                )
+    def metadata_sources(self) -> MetadataSources:
+        """What a Metadata answer of this broker reads (server/metadata_answer.py)."""
+        return MetadataSources(
+            self.cluster_id,
+            self.controller_id,
+            self.authz,
+            self.create_topics,
+            self.auto_create_topics,
+        )
 
     # --- Produce ----------------------------------------------------------------------------
 
