@@ -11,15 +11,18 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from broker.producer_ids import ProducerIdManager
-from broker.replica_manager import FetchItem, FetchResult, ProduceResult, ReplicaManager
+from broker.replica_manager import FetchItem, FetchResult, ReplicaManager
 from broker.request_checks import named_twice
 from coordinator.group.runtime import GroupCoordinator
 from metadata.errors import ApiError
 from metadata.image import MetadataImage
 from metadata.topic_control import INTERNAL_TOPICS
 from server.api_errors import error_pb, make_error
+from server.client_messages import produce_request, produce_response
 from server.group_service import GroupApi
 from server.request_authorization import RequestAuthorizer
+from server.request_session import current_session
+from server.requests.produce import produce
 from storage.errors import StorageError
 from storage.leader_epoch_cache import UNDEFINED_EPOCH
 from storage.log import Log
@@ -216,56 +219,10 @@ class ClientServicer(GroupApi, client_pb2_grpc.ClientServiceServicer):
 
     @_timed
     async def Produce(self, request: Any, context: Any) -> Any:  # noqa: N802
-        topics = named(request)
-        twice = repeated_partitions(topics)
-        refused = self.authz.topics("Produce", (name for name, _ in topics))
-        batches = [
-            (name, partition.partition, partition.records)
-            for name, topic in topics
-            for partition in topic.partitions
-            if (name, partition.partition) not in twice and name not in refused
-        ]
-        size = sum(len(records) for _, _, records in batches)
-        memory = self.replicas.memory
-        if await memory.reserve(size, max(request.timeout_ms, 0) / 1000):
-            try:
-                results = await self.replicas.produce(request.acks, request.timeout_ms, batches)
-            finally:
-                memory.release(size)
-        else:
-            error = ApiError(
-                ErrorCode.REQUEST_TIMED_OUT,
-                f"The broker's request memory (queued.max.request.bytes={memory.capacity}) "
-                f"stayed full for the request's {request.timeout_ms} ms; nothing was written.",
-            )
-            results = {(t, p): ProduceResult(error=error) for t, p, _ in batches}
-        for name, topic in topics:
-            if name in refused:  # nothing of it written
-                for partition in topic.partitions:
-                    results[(name, partition.partition)] = ProduceResult(error=refused[name])
-        for key in twice:
-            results[key] = ProduceResult(error=duplicate_error(*key))
-        response = client_pb2.ProduceResponse()
-        if request.acks == 0:
-            return response
-        for name, topic in topics:
-            out = response.topics.add(name=name)
-            for partition in topic.partitions:
-                result = results[(name, partition.partition)]
-                item = out.partitions.add(partition=partition.partition)
-                if result.error is not None:
-                    item.base_offset = -1
-                    item.log_append_time_ms = -1
-                    item.log_start_offset = -1
-                    item.error.CopyFrom(error_pb(result.error))
-                    self._leader_hint(result.error, name, partition.partition, item)
-                else:
-                    assert result.append is not None
-                    item.base_offset = result.append.base_offset
-                    item.log_append_time_ms = result.append.log_append_time_ms
-                    local = self.replicas.partitions.get((name, partition.partition))
-                    item.log_start_offset = local.log.log_start_offset if local else -1
-        return response
+        answer = await produce(
+            self.replicas, self.authz, produce_request(request), current_session()
+        )
+        return produce_response(answer)
 
     def _leader_hint(self, error: ApiError, topic: str, index: int, item: Any) -> None:
         if error.error_name in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH):

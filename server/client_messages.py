@@ -1,0 +1,57 @@
+"""ClientService's protobuf (proto/strom_api/v1/client.proto) as the front-end-neutral
+requests of server/requests/ take them, and their answers back: the gRPC edge's whole
+conversion, no rule. What protobuf cannot say is mapped here: an unset (0) field where
+Kafka's request has a default or -1 for "none" (current_leader_epoch, max_bytes)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from server.api_errors import error_pb
+from server.requests.partitions import LeaderHint
+from server.requests.produce import (
+    ProducePartition,
+    ProduceRequest,
+    ProduceTopic,
+    TopicProduced,
+)
+from strom_api.v1 import client_pb2
+
+
+def leader_pb(leader: LeaderHint) -> client_pb2.LeaderIdAndEpoch:
+    return client_pb2.LeaderIdAndEpoch(leader_id=leader.leader_id, leader_epoch=leader.leader_epoch)
+
+
+# --- Produce ----------------------------------------------------------------------------------
+
+
+def produce_request(request: Any) -> ProduceRequest:
+    # Each topic's name is read once: protobuf decodes a string field anew on every access.
+    return ProduceRequest(
+        request.acks,
+        request.timeout_ms,
+        [
+            ProduceTopic(
+                topic.name, [ProducePartition(p.partition, p.records) for p in topic.partitions]
+            )
+            for topic in request.topics
+        ],
+    )
+
+
+def produce_response(answer: list[TopicProduced]) -> client_pb2.ProduceResponse:
+    response = client_pb2.ProduceResponse()
+    for topic in answer:
+        out = response.topics.add(name=topic.name)
+        for p in topic.partitions:
+            item = out.partitions.add(
+                partition=p.partition,
+                base_offset=p.base_offset,
+                log_append_time_ms=p.log_append_time_ms,
+                log_start_offset=p.log_start_offset,
+            )
+            if p.error is not None:
+                item.error.CopyFrom(error_pb(p.error))
+            if p.current_leader is not None:
+                item.current_leader.CopyFrom(leader_pb(p.current_leader))
+    return response

@@ -1,0 +1,152 @@
+"""The broker's front-end-neutral request paths (server/requests/) without gRPC: the
+handlers a gRPC servicer and the Kafka listener both call, over a real ReplicaManager and
+real partition logs. Each rule tested here lives in the handler, so a front end that only
+converts gets it (issue 20: a second front end never copies a rule)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Awaitable
+from typing import TypeVar
+
+from broker.memory_pool import MemoryPool
+from broker.partition import Partition
+from broker.replica_manager import ReplicaManager
+from metadata.authorizer import AuthorizerSettings, StandardAcl, StandardAuthorizer
+from server.request_authorization import RequestAuthorizer
+from server.request_session import Session
+from server.requests.partitions import LeaderHint
+from server.requests.produce import ProducePartition, ProduceRequest, ProduceTopic, produce
+from storage.log_manager import LogManager
+from strom_api.acls import AclOperation, AclPermissionType, PatternType, ResourceType
+from strom_api.error_codes import ErrorCode
+from tests.broker.test_partition import batch, elect, registration
+from tests.broker.test_replica_manager_waits import KEY
+from tests.broker.test_replica_manager_waits import leading as leading_replica
+from tests.metadata.image_builder import build
+
+T = TypeVar("T")
+ALICE = Session("User:alice", "10.0.0.7", "KAFKA")
+OPEN = RequestAuthorizer()  # no authorizer configured: everything allowed
+
+
+def run(manager: ReplicaManager, call: Awaitable[T]) -> T:
+    async def scenario() -> T:
+        try:
+            return await call
+        finally:
+            await manager.stop()
+
+    return asyncio.run(scenario())
+
+
+def only_orders_readable() -> RequestAuthorizer:
+    """alice may READ and DESCRIBE "orders" and nothing else (no WRITE, no DELETE)."""
+    acls = [
+        StandardAcl(
+            ResourceType.TOPIC,
+            "orders",
+            PatternType.LITERAL,
+            "User:alice",
+            "*",
+            operation,
+            AclPermissionType.ALLOW,
+        )
+        for operation in (AclOperation.READ, AclOperation.DESCRIBE)
+    ]
+    authorizer = StandardAuthorizer(acls, AuthorizerSettings(frozenset(), False))
+    return RequestAuthorizer(lambda: authorizer)
+
+
+def leading(tmp_path: os.PathLike[str], isr: list[int]) -> tuple[ReplicaManager, Partition]:
+    """Broker 1 leads orders-0 (leader epoch 1) and holds no other partition."""
+    manager, partition = leading_replica(tmp_path, isr)
+    manager.log_manager = LogManager([os.path.join(tmp_path, "logs")])
+    return manager, partition
+
+
+def following(tmp_path: os.PathLike[str]) -> tuple[ReplicaManager, Partition]:
+    """Broker 1 holds orders-0 as a follower of broker 2, leader epoch 2."""
+    manager, partition = leading(tmp_path, [1, 2])
+    manager.image = build({KEY: registration(2, 2, isr=[1, 2], replicas=[1, 2])})
+    elect([partition], leader=2, epoch=2, isr=[1, 2], replicas=[1, 2])
+    return manager, partition
+
+
+# --- Produce -----------------------------------------------------------------------------------
+
+
+def produce_to(*partitions: tuple[int, bytes], acks: int = 1, timeout_ms: int = 1_000):
+    return ProduceRequest(
+        acks, timeout_ms, [ProduceTopic("orders", [ProducePartition(p, r) for p, r in partitions])]
+    )
+
+
+def test_produce_appends_and_answers_each_partition_in_the_request_order(tmp_path):
+    manager, partition = leading(tmp_path, [1])
+    [topic] = run(manager, produce(manager, OPEN, produce_to((0, batch(3)), (7, batch(1))), None))
+    assert topic.name == "orders"
+    [written, unknown] = topic.partitions
+    assert (written.partition, written.error, written.base_offset) == (0, None, 0)
+    assert written.log_start_offset == 0 and partition.log.log_end_offset == 3
+    assert unknown.partition == 7 and unknown.error is not None
+    assert unknown.error.error_name == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert unknown.base_offset == -1 and unknown.log_start_offset == -1
+
+
+def test_produce_refuses_a_partition_named_twice_and_writes_neither_copy(tmp_path):
+    manager, partition = leading(tmp_path, [1])
+    request = produce_to((0, batch(2)), (0, batch(2)))
+    [topic] = run(manager, produce(manager, OPEN, request, None))
+    assert [p.error.error_name for p in topic.partitions if p.error] == [
+        ErrorCode.INVALID_REQUEST
+    ] * 2
+    assert "orders-0 more than once" in str(topic.partitions[0].error)
+    assert partition.log.log_end_offset == 0
+
+
+def test_produce_waits_for_request_memory_at_most_its_timeout_and_writes_nothing(tmp_path):
+    manager, partition = leading(tmp_path, [1])
+    manager.memory = MemoryPool(1024)
+    assert manager.memory.try_reserve(1024)  # queued.max.request.bytes all held
+    [topic] = run(manager, produce(manager, OPEN, produce_to((0, batch(1)), timeout_ms=50), None))
+    [answer] = topic.partitions
+    assert answer.error is not None and answer.error.error_name == ErrorCode.REQUEST_TIMED_OUT
+    assert "queued.max.request.bytes=1024" in answer.error.message
+    assert partition.log.log_end_offset == 0
+
+
+def test_produce_refuses_a_topic_the_principal_may_not_write(tmp_path):
+    manager, partition = leading(tmp_path, [1])
+    request = produce_to((0, batch(1)))
+    [topic] = run(manager, produce(manager, only_orders_readable(), request, ALICE))
+    [answer] = topic.partitions
+    assert answer.error is not None
+    assert answer.error.error_name == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    assert partition.log.log_end_offset == 0
+    # The node's own work (no session) is never refused.
+    manager, partition = leading(tmp_path / "again", [1])
+    [topic] = run(manager, produce(manager, only_orders_readable(), request, None))
+    assert topic.partitions[0].error is None and partition.log.log_end_offset == 1
+
+
+def test_produce_refuses_acks_other_than_0_1_and_all(tmp_path):
+    manager, partition = leading(tmp_path, [1])
+    [topic] = run(manager, produce(manager, OPEN, produce_to((0, batch(1)), acks=2), None))
+    assert topic.partitions[0].error.error_name == ErrorCode.INVALID_REQUIRED_ACKS
+    assert partition.log.log_end_offset == 0
+
+
+def test_produce_with_acks_0_writes_and_answers_nothing(tmp_path):
+    manager, partition = leading(tmp_path, [1])
+    assert run(manager, produce(manager, OPEN, produce_to((0, batch(2)), acks=0), None)) == []
+    assert partition.log.log_end_offset == 2
+
+
+def test_produce_to_a_follower_names_the_leader(tmp_path):
+    manager, partition = following(tmp_path)
+    [topic] = run(manager, produce(manager, OPEN, produce_to((0, batch(1))), None))
+    [answer] = topic.partitions
+    assert answer.error.error_name == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert answer.current_leader == LeaderHint(2, 2)
