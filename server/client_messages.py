@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from server.api_errors import error_pb
+from server.requests.fetch import FetchAnswer, FetchPartition, FetchRequest, FetchTopic
 from server.requests.partitions import LeaderHint
 from server.requests.produce import (
     ProducePartition,
@@ -16,6 +17,9 @@ from server.requests.produce import (
     TopicProduced,
 )
 from strom_api.v1 import client_pb2
+
+DEFAULT_FETCH_MAX_BYTES = 50 * 1024 * 1024  # fetch.max.bytes
+DEFAULT_PARTITION_MAX_BYTES = 1024 * 1024  # max.partition.fetch.bytes
 
 
 def leader_pb(leader: LeaderHint) -> client_pb2.LeaderIdAndEpoch:
@@ -49,6 +53,52 @@ def produce_response(answer: list[TopicProduced]) -> client_pb2.ProduceResponse:
                 base_offset=p.base_offset,
                 log_append_time_ms=p.log_append_time_ms,
                 log_start_offset=p.log_start_offset,
+            )
+            if p.error is not None:
+                item.error.CopyFrom(error_pb(p.error))
+            if p.current_leader is not None:
+                item.current_leader.CopyFrom(leader_pb(p.current_leader))
+    return response
+
+
+# --- Fetch ------------------------------------------------------------------------------------
+
+
+def fetch_request(request: Any) -> FetchRequest:
+    return FetchRequest(
+        request.replica_id,
+        request.max_wait_ms,
+        request.min_bytes,
+        request.max_bytes or DEFAULT_FETCH_MAX_BYTES,
+        [
+            FetchTopic(
+                topic.name,
+                [
+                    FetchPartition(
+                        p.partition,
+                        p.fetch_offset,
+                        p.partition_max_bytes or DEFAULT_PARTITION_MAX_BYTES,
+                        p.current_leader_epoch or -1,
+                    )
+                    for p in topic.partitions
+                ],
+            )
+            for topic in request.topics
+        ],
+    )
+
+
+def fetch_response(answer: FetchAnswer) -> client_pb2.FetchResponse:
+    response = client_pb2.FetchResponse()
+    for topic in answer.topics:
+        out = response.topics.add(name=topic.name)
+        for p in topic.partitions:
+            item = out.partitions.add(
+                partition=p.partition,
+                high_watermark=p.high_watermark,
+                last_stable_offset=p.last_stable_offset,
+                log_start_offset=p.log_start_offset,
+                records=p.records,
             )
             if p.error is not None:
                 item.error.CopyFrom(error_pb(p.error))

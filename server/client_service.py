@@ -11,17 +11,22 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from broker.producer_ids import ProducerIdManager
-from broker.replica_manager import FetchItem, FetchResult, ReplicaManager
-from broker.request_checks import named_twice
+from broker.replica_manager import ReplicaManager
 from coordinator.group.runtime import GroupCoordinator
 from metadata.errors import ApiError
 from metadata.image import MetadataImage
 from metadata.topic_control import INTERNAL_TOPICS
 from server.api_errors import error_pb, make_error
-from server.client_messages import produce_request, produce_response
+from server.client_messages import (
+    fetch_request,
+    fetch_response,
+    produce_request,
+    produce_response,
+)
 from server.group_service import GroupApi
 from server.request_authorization import RequestAuthorizer
 from server.request_session import current_session
+from server.requests.fetch import FetchAnswer, fetch, release
 from server.requests.produce import produce
 from storage.errors import StorageError
 from storage.leader_epoch_cache import UNDEFINED_EPOCH
@@ -33,10 +38,6 @@ from strom_api.v1 import client_pb2, client_pb2_grpc, common_pb2, controller_pb2
 LATEST = -1
 EARLIEST = -2
 MAX_TIMESTAMP = -3
-DEFAULT_FETCH_MAX_BYTES = 50 * 1024 * 1024  # fetch.max.bytes
-DEFAULT_PARTITION_MAX_BYTES = 1024 * 1024  # max.partition.fetch.bytes
-# Kafka's replica id of a debugging consumer: reads a follower's replica too.
-DEBUGGING_CONSUMER_ID = -2
 
 
 Observe = Callable[[str, float], None]
@@ -59,28 +60,6 @@ def _timed(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any
 
 async def _nothing() -> None:
     return None
-
-
-def repeated_partitions(topics: list[tuple[str, Any]]) -> set[tuple[str, int]]:
-    """The (topic, partition) pairs a request's `named` topics name more than once."""
-    return named_twice((name, p.partition) for name, topic in topics for p in topic.partitions)
-
-
-def named(request: Any) -> list[tuple[str, Any]]:
-    """(name, topic) of each topic of a request: the name decoded once. Read per partition,
-    a long name cost a decode each time (a fuzzed Fetch of 42,000 partitions under a
-    megabyte-long name held the event loop for minutes)."""
-    return [(topic.name, topic) for topic in request.topics]
-
-
-def duplicate_error(topic: str, partition: int) -> ApiError:
-    # Kafka answers a partition named twice in one request with INVALID_REQUEST (ListOffsets,
-    # CreatePartitions, DeleteRecords...); for Produce and Fetch too here: two batches for one
-    # partition would otherwise both be answered with one offset, two reads with copies.
-    return ApiError(
-        ErrorCode.INVALID_REQUEST,
-        f"The request names partition {topic}-{partition} more than once.",
-    )
 
 
 def _leader_pb(leader: tuple[int, int]) -> client_pb2.LeaderIdAndEpoch:
@@ -232,71 +211,33 @@ class ClientServicer(GroupApi, client_pb2_grpc.ClientServiceServicer):
 
     @_timed
     async def Fetch(self, request: Any, context: Any) -> Any:  # noqa: N802
-        response, held = await self._fetch(request, "Fetch")
-        self.replicas.memory.release(held)  # handed to gRPC now
+        answer = await fetch(self.replicas, self.authz, fetch_request(request), current_session())
+        response = fetch_response(answer)
+        release(self.replicas, answer)  # handed to gRPC now
         return response
 
     async def FetchStream(  # noqa: N802
         self, request_iterator: AsyncIterator[Any], context: Any
     ) -> AsyncIterator[Any]:
-        held = 0  # the last answer's bytes, until the client asks again (it took them)
+        held: FetchAnswer | None = None  # the last answer, until the client asks again
         try:
             async for request in request_iterator:
-                self.replicas.memory.release(held)
-                held = 0
+                if held is not None:
+                    release(self.replicas, held)  # the client took it
+                    held = None
                 start = time.perf_counter()
-                response, held = await self._fetch(request, "FetchStream")
+                held = await fetch(
+                    self.replicas,
+                    self.authz,
+                    fetch_request(request),
+                    current_session(),
+                    "FetchStream",
+                )
                 self.observe("FetchStream", time.perf_counter() - start)
-                yield response
+                yield fetch_response(held)
         finally:
-            self.replicas.memory.release(held)
-
-    async def _fetch(self, request: Any, api: str) -> tuple[Any, int]:
-        """The response, and how many bytes of records it holds in the memory pool."""
-        topics = named(request)
-        twice = repeated_partitions(topics)
-        refused = self.authz.topics(api, (name for name, _ in topics))
-        items = [
-            FetchItem(
-                name,
-                p.partition,
-                p.fetch_offset,
-                p.partition_max_bytes or DEFAULT_PARTITION_MAX_BYTES,
-                p.current_leader_epoch if p.current_leader_epoch else -1,
-            )
-            for name, topic in topics
-            for p in topic.partitions
-            if (name, p.partition) not in twice and name not in refused
-        ]
-        results = await self.replicas.fetch(
-            items,
-            request.max_wait_ms,
-            request.min_bytes,
-            request.max_bytes or DEFAULT_FETCH_MAX_BYTES,
-            any_replica=request.replica_id == DEBUGGING_CONSUMER_ID,
-        )
-        for name, topic in topics:
-            if name in refused:
-                for p in topic.partitions:
-                    results[(name, p.partition)] = FetchResult(error=refused[name])
-        for key in twice:
-            results[key] = FetchResult(error=duplicate_error(*key))
-        response = client_pb2.FetchResponse()
-        for name, topic in topics:
-            out = response.topics.add(name=name)
-            for p in topic.partitions:
-                result = results[(name, p.partition)]
-                item = out.partitions.add(partition=p.partition)
-                if result.error is not None:
-                    item.error.CopyFrom(error_pb(result.error))
-                    item.high_watermark = item.last_stable_offset = item.log_start_offset = -1
-                    self._leader_hint(result.error, name, p.partition, item)
-                    continue
-                item.high_watermark = result.high_watermark
-                item.last_stable_offset = result.high_watermark  # no transactions: LSO = HW
-                item.log_start_offset = result.log_start_offset
-                item.records = result.records
-        return response, sum(len(r.records) for r in results.values())
+            if held is not None:
+                release(self.replicas, held)
 
     # --- ListOffsets ------------------------------------------------------------------------
 

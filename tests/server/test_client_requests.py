@@ -16,12 +16,13 @@ from broker.replica_manager import ReplicaManager
 from metadata.authorizer import AuthorizerSettings, StandardAcl, StandardAuthorizer
 from server.request_authorization import RequestAuthorizer
 from server.request_session import Session
+from server.requests.fetch import FetchPartition, FetchRequest, FetchTopic, fetch, release
 from server.requests.partitions import LeaderHint
 from server.requests.produce import ProducePartition, ProduceRequest, ProduceTopic, produce
 from storage.log_manager import LogManager
 from strom_api.acls import AclOperation, AclPermissionType, PatternType, ResourceType
 from strom_api.error_codes import ErrorCode
-from tests.broker.test_partition import batch, elect, registration
+from tests.broker.test_partition import NOW, batch, elect, log_bytes, registration
 from tests.broker.test_replica_manager_waits import KEY
 from tests.broker.test_replica_manager_waits import leading as leading_replica
 from tests.metadata.image_builder import build
@@ -150,3 +151,75 @@ def test_produce_to_a_follower_names_the_leader(tmp_path):
     [answer] = topic.partitions
     assert answer.error.error_name == ErrorCode.NOT_LEADER_OR_FOLLOWER
     assert answer.current_leader == LeaderHint(2, 2)
+
+
+# --- Fetch -------------------------------------------------------------------------------------
+
+
+def nobody_allowed() -> RequestAuthorizer:
+    authorizer = StandardAuthorizer([], AuthorizerSettings(frozenset(), False))
+    return RequestAuthorizer(lambda: authorizer)
+
+
+def fetch_from(
+    *partitions: tuple[int, int], replica_id: int = -1, max_bytes: int = 1 << 20
+) -> FetchRequest:
+    return FetchRequest(
+        replica_id,
+        0,
+        1,
+        max_bytes,
+        [FetchTopic("orders", [FetchPartition(p, offset, 1 << 20) for p, offset in partitions])],
+    )
+
+
+def test_fetch_answers_the_records_and_holds_their_bytes_until_released(tmp_path):
+    manager, partition = leading(tmp_path, [1])
+    partition.append_as_leader(batch(3), 1, NOW)
+    records = log_bytes(partition.log)
+
+    async def scenario() -> None:
+        answer = await fetch(manager, OPEN, fetch_from((0, 0)), None)
+        [topic] = answer.topics
+        [read] = topic.partitions
+        assert read.error is None and read.records == records
+        assert read.high_watermark == read.last_stable_offset == 3 and read.log_start_offset == 0
+        assert answer.held_bytes == len(records) == manager.memory.in_use
+        release(manager, answer)
+        assert manager.memory.in_use == 0
+        await manager.stop()
+
+    asyncio.run(scenario())
+
+
+def test_fetch_refuses_a_partition_named_twice_and_reads_neither_copy(tmp_path):
+    manager, partition = leading(tmp_path, [1])
+    partition.append_as_leader(batch(3), 1, NOW)
+    answer = run(manager, fetch(manager, OPEN, fetch_from((0, 0), (0, 1)), None))
+    [topic] = answer.topics
+    assert [p.error.error_name for p in topic.partitions if p.error] == [
+        ErrorCode.INVALID_REQUEST
+    ] * 2
+    assert answer.held_bytes == 0 and manager.memory.in_use == 0
+
+
+def test_fetch_refuses_a_topic_the_principal_may_not_read(tmp_path):
+    manager, partition = leading(tmp_path, [1])
+    partition.append_as_leader(batch(3), 1, NOW)
+    answer = run(manager, fetch(manager, nobody_allowed(), fetch_from((0, 0)), ALICE))
+    [read] = answer.topics[0].partitions
+    assert read.error.error_name == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    assert read.records == b"" and read.high_watermark == -1 and answer.held_bytes == 0
+    assert manager.memory.in_use == 0  # not read at all
+
+
+def test_fetch_from_a_follower_names_the_leader_unless_a_debugging_consumer_asks(tmp_path):
+    manager, partition = following(tmp_path)
+    answer = run(manager, fetch(manager, OPEN, fetch_from((0, 0)), None))
+    [read] = answer.topics[0].partitions
+    assert read.error.error_name == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert read.current_leader == LeaderHint(2, 2)
+    manager, partition = following(tmp_path / "again")
+    answer = run(manager, fetch(manager, OPEN, fetch_from((0, 0), replica_id=-2), None))
+    [read] = answer.topics[0].partitions
+    assert read.error is None and read.current_leader is None
