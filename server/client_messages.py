@@ -9,6 +9,12 @@ from typing import Any
 
 from server.api_errors import error_pb
 from server.requests.fetch import FetchAnswer, FetchPartition, FetchRequest, FetchTopic
+from server.requests.list_offsets import (
+    ListOffsetsPartition,
+    ListOffsetsRequest,
+    ListOffsetsTopic,
+    TopicOffsets,
+)
 from server.requests.partitions import LeaderHint
 from server.requests.produce import (
     ProducePartition,
@@ -99,6 +105,42 @@ def fetch_response(answer: FetchAnswer) -> client_pb2.FetchResponse:
                 last_stable_offset=p.last_stable_offset,
                 log_start_offset=p.log_start_offset,
                 records=p.records,
+            )
+            if p.error is not None:
+                item.error.CopyFrom(error_pb(p.error))
+            if p.current_leader is not None:
+                item.current_leader.CopyFrom(leader_pb(p.current_leader))
+    return response
+
+
+# --- ListOffsets ------------------------------------------------------------------------------
+
+
+def list_offsets_request(request: Any) -> ListOffsetsRequest:
+    return ListOffsetsRequest(
+        [
+            ListOffsetsTopic(
+                topic.name,
+                [
+                    ListOffsetsPartition(p.partition, p.timestamp, p.current_leader_epoch or -1)
+                    for p in topic.partitions
+                ],
+            )
+            for topic in request.topics
+        ]
+    )
+
+
+def list_offsets_response(answer: list[TopicOffsets]) -> client_pb2.ListOffsetsResponse:
+    response = client_pb2.ListOffsetsResponse()
+    for topic in answer:
+        out = response.topics.add(name=topic.name)
+        for p in topic.partitions:
+            item = out.partitions.add(
+                partition=p.partition,
+                timestamp=p.timestamp,
+                offset=p.offset,
+                leader_epoch=p.leader_epoch,
             )
             if p.error is not None:
                 item.error.CopyFrom(error_pb(p.error))

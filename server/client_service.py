@@ -20,6 +20,8 @@ from server.api_errors import error_pb, make_error
 from server.client_messages import (
     fetch_request,
     fetch_response,
+    list_offsets_request,
+    list_offsets_response,
     produce_request,
     produce_response,
 )
@@ -27,18 +29,11 @@ from server.group_service import GroupApi
 from server.request_authorization import RequestAuthorizer
 from server.request_session import current_session
 from server.requests.fetch import FetchAnswer, fetch, release
+from server.requests.list_offsets import list_offsets
 from server.requests.produce import produce
 from storage.errors import StorageError
-from storage.leader_epoch_cache import UNDEFINED_EPOCH
-from storage.log import Log
 from strom_api.error_codes import ErrorCode
-from strom_api.records import decode_batch
 from strom_api.v1 import client_pb2, client_pb2_grpc, common_pb2, controller_pb2
-
-LATEST = -1
-EARLIEST = -2
-MAX_TIMESTAMP = -3
-
 
 Observe = Callable[[str, float], None]
 
@@ -60,10 +55,6 @@ def _timed(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any
 
 async def _nothing() -> None:
     return None
-
-
-def _leader_pb(leader: tuple[int, int]) -> client_pb2.LeaderIdAndEpoch:
-    return client_pb2.LeaderIdAndEpoch(leader_id=leader[0], leader_epoch=leader[1])
 
 
 class ClientServicer(GroupApi, client_pb2_grpc.ClientServiceServicer):
@@ -203,10 +194,6 @@ class ClientServicer(GroupApi, client_pb2_grpc.ClientServiceServicer):
         )
         return produce_response(answer)
 
-    def _leader_hint(self, error: ApiError, topic: str, index: int, item: Any) -> None:
-        if error.error_name in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH):
-            item.current_leader.CopyFrom(_leader_pb(self.replicas.current_leader(topic, index)))
-
     # --- Fetch ------------------------------------------------------------------------------
 
     @_timed
@@ -243,53 +230,10 @@ class ClientServicer(GroupApi, client_pb2_grpc.ClientServiceServicer):
 
     @_timed
     async def ListOffsets(self, request: Any, context: Any) -> Any:  # noqa: N802
-        response = client_pb2.ListOffsetsResponse()
-        refused = self.authz.topics("ListOffsets", (t.name for t in request.topics))
-        for topic in request.topics:
-            out = response.topics.add(name=topic.name)
-            for p in topic.partitions:
-                item = out.partitions.add(partition=p.partition, timestamp=-1, offset=-1)
-                item.leader_epoch = -1
-                if topic.name in refused:
-                    item.error.CopyFrom(error_pb(refused[topic.name]))
-                    continue
-                try:
-                    self._list_offset(topic.name, p, item)
-                except ApiError as exc:
-                    item.error.CopyFrom(error_pb(exc))
-                    self._leader_hint(exc, topic.name, p.partition, item)
-                except StorageError as exc:  # a read by time met a failed disk
-                    item.error.CopyFrom(make_error(exc.error_name, str(exc)))
-        return response
-
-    def _list_offset(self, topic: str, p: Any, item: Any) -> None:
-        partition = self.replicas.leader_partition(topic, p.partition)
-        partition.check_epoch(p.current_leader_epoch if p.current_leader_epoch else -1)
-        log = partition.log
-        if p.timestamp == EARLIEST:
-            offset = log.log_start_offset
-        elif p.timestamp == LATEST:
-            offset = log.high_watermark
-        elif p.timestamp == MAX_TIMESTAMP:
-            found = _max_timestamp_offset(partition.log)
-            if found is None:
-                return
-            offset, item.timestamp = found
-        elif p.timestamp >= 0:
-            found_offset = log.offset_for_timestamp(p.timestamp)
-            if found_offset is None or found_offset >= log.high_watermark:
-                return  # no record that recent (below the high watermark): -1, -1
-            offset = found_offset
-            item.timestamp = _record_timestamp(log, offset)
-        else:
-            raise ApiError(
-                ErrorCode.INVALID_REQUEST,
-                f"ListOffsets timestamp {p.timestamp} is neither a time nor one of -1 "
-                "(latest), -2 (earliest), -3 (max timestamp).",
-            )
-        item.offset = offset
-        epoch = log.leader_epochs.epoch_for_offset(offset) if offset < log.log_end_offset else -1
-        item.leader_epoch = epoch if epoch != UNDEFINED_EPOCH else partition.leader_epoch
+        answer = list_offsets(
+            self.replicas, self.authz, list_offsets_request(request), current_session()
+        )
+        return list_offsets_response(answer)
 
     # --- OffsetsForLeaderEpoch --------------------------------------------------------------
 
@@ -371,36 +315,6 @@ class ClientServicer(GroupApi, client_pb2_grpc.ClientServiceServicer):
                         if not item.HasField("error"):
                             item.error.CopyFrom(error)
         return response
-
-
-def _max_timestamp_offset(log: Log) -> tuple[int, int] | None:
-    """(offset, timestamp) of the record with the largest timestamp (KIP-734), by the
-    segments' time indexes and one batch decoded."""
-    best = None
-    for segment in log.segments:
-        if best is None or segment.largest_timestamp > best.largest_timestamp:
-            best = segment
-    if best is None or best.largest_timestamp < 0:
-        return None
-    offset = log.offset_for_timestamp(best.largest_timestamp)
-    if offset is None:
-        return None
-    return offset, best.largest_timestamp
-
-
-def _record_timestamp(log: Log, offset: int) -> int:
-    """The timestamp of the record at `offset` (one batch decoded: ListOffsets by time is
-    rare, and Kafka answers with the record's own time)."""
-    data = log.read(offset, 1)
-    if not data:
-        return -1
-    header, records = decode_batch(data)
-    if header.log_append_time:
-        return int(header.max_timestamp)
-    for record in records:
-        if record.offset == offset:
-            return int(record.timestamp)
-    return -1
 
 
 async def auto_create(
