@@ -9,6 +9,12 @@ from typing import Any
 
 from server.api_errors import error_pb
 from server.requests.fetch import FetchAnswer, FetchPartition, FetchRequest, FetchTopic
+from server.requests.leader_epochs import (
+    EpochPartition,
+    EpochTopic,
+    OffsetsForLeaderEpochRequest,
+    TopicEpochEndOffsets,
+)
 from server.requests.list_offsets import (
     ListOffsetsPartition,
     ListOffsetsRequest,
@@ -146,4 +152,37 @@ def list_offsets_response(answer: list[TopicOffsets]) -> client_pb2.ListOffsetsR
                 item.error.CopyFrom(error_pb(p.error))
             if p.current_leader is not None:
                 item.current_leader.CopyFrom(leader_pb(p.current_leader))
+    return response
+
+
+# --- OffsetsForLeaderEpoch --------------------------------------------------------------------
+
+
+def offsets_for_leader_epoch_request(request: Any) -> OffsetsForLeaderEpochRequest:
+    return OffsetsForLeaderEpochRequest(
+        [
+            EpochTopic(
+                topic.name,
+                [
+                    EpochPartition(p.partition, p.leader_epoch, p.current_leader_epoch or -1)
+                    for p in topic.partitions
+                ],
+            )
+            for topic in request.topics
+        ]
+    )
+
+
+def offsets_for_leader_epoch_response(
+    answer: list[TopicEpochEndOffsets],
+) -> client_pb2.OffsetsForLeaderEpochResponse:
+    response = client_pb2.OffsetsForLeaderEpochResponse()
+    for topic in answer:
+        out = response.topics.add(name=topic.name)
+        for p in topic.partitions:
+            item = out.partitions.add(
+                partition=p.partition, leader_epoch=p.leader_epoch, end_offset=p.end_offset
+            )
+            if p.error is not None:
+                item.error.CopyFrom(error_pb(p.error))
     return response

@@ -22,6 +22,8 @@ from server.client_messages import (
     fetch_response,
     list_offsets_request,
     list_offsets_response,
+    offsets_for_leader_epoch_request,
+    offsets_for_leader_epoch_response,
     produce_request,
     produce_response,
 )
@@ -29,6 +31,7 @@ from server.group_service import GroupApi
 from server.request_authorization import RequestAuthorizer
 from server.request_session import current_session
 from server.requests.fetch import FetchAnswer, fetch, release
+from server.requests.leader_epochs import offsets_for_leader_epoch
 from server.requests.list_offsets import list_offsets
 from server.requests.produce import produce
 from storage.errors import StorageError
@@ -239,25 +242,13 @@ class ClientServicer(GroupApi, client_pb2_grpc.ClientServiceServicer):
 
     @_timed
     async def OffsetsForLeaderEpoch(self, request: Any, context: Any) -> Any:  # noqa: N802
-        response = client_pb2.OffsetsForLeaderEpochResponse()
-        refused = self.authz.topics("OffsetsForLeaderEpoch", (t.name for t in request.topics))
-        for topic in request.topics:
-            out = response.topics.add(name=topic.name)
-            for p in topic.partitions:
-                item = out.partitions.add(partition=p.partition, leader_epoch=-1, end_offset=-1)
-                if topic.name in refused:
-                    item.error.CopyFrom(error_pb(refused[topic.name]))
-                    continue
-                try:
-                    partition = self.replicas.leader_partition(topic.name, p.partition)
-                    epoch, end = partition.end_offset_for_epoch(
-                        p.leader_epoch, p.current_leader_epoch if p.current_leader_epoch else -1
-                    )
-                except ApiError as exc:
-                    item.error.CopyFrom(error_pb(exc))
-                    continue
-                item.leader_epoch, item.end_offset = epoch, end
-        return response
+        answer = offsets_for_leader_epoch(
+            self.replicas,
+            self.authz,
+            offsets_for_leader_epoch_request(request),
+            current_session(),
+        )
+        return offsets_for_leader_epoch_response(answer)
 
     # --- InitProducerId ---------------------------------------------------------------------
 

@@ -17,6 +17,12 @@ from metadata.authorizer import AuthorizerSettings, StandardAcl, StandardAuthori
 from server.request_authorization import RequestAuthorizer
 from server.request_session import Session
 from server.requests.fetch import FetchPartition, FetchRequest, FetchTopic, fetch, release
+from server.requests.leader_epochs import (
+    EpochPartition,
+    EpochTopic,
+    OffsetsForLeaderEpochRequest,
+    offsets_for_leader_epoch,
+)
 from server.requests.list_offsets import (
     EARLIEST,
     LATEST,
@@ -282,3 +288,35 @@ def test_list_offsets_on_a_follower_names_the_leader(tmp_path):
     )
     assert topic.partitions[0].error.error_name == ErrorCode.NOT_LEADER_OR_FOLLOWER
     assert topic.partitions[0].current_leader == LeaderHint(2, 2)
+
+
+# --- OffsetsForLeaderEpoch ---------------------------------------------------------------------
+
+
+def epochs_of(*partitions: tuple[int, int], current: int = -1) -> OffsetsForLeaderEpochRequest:
+    return OffsetsForLeaderEpochRequest(
+        [EpochTopic("orders", [EpochPartition(p, epoch, current) for p, epoch in partitions])]
+    )
+
+
+def test_offsets_for_leader_epoch_answers_where_each_epoch_ends(tmp_path):
+    manager, partition = leading(tmp_path, [1])
+    partition.append_as_leader(batch(3), 1, NOW)
+    answer = offsets_for_leader_epoch(manager, OPEN, epochs_of((0, 1), (0, 0), (3, 1)), None)
+    [topic] = run(manager, asyncio.sleep(0, answer))
+    current, older, unknown = topic.partitions
+    assert (current.error, current.leader_epoch, current.end_offset) == (None, 1, 3)
+    # An epoch before the first ends where the first begins (Kafka's answer).
+    assert (older.error, older.leader_epoch, older.end_offset) == (None, 0, 0)
+    assert unknown.error.error_name == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_offsets_for_leader_epoch_checks_the_leader_epoch_and_the_principal(tmp_path):
+    manager, _ = leading(tmp_path, [1])
+    answer = offsets_for_leader_epoch(manager, OPEN, epochs_of((0, 1), current=5), None)
+    [topic] = run(manager, asyncio.sleep(0, answer))
+    assert topic.partitions[0].error.error_name == ErrorCode.UNKNOWN_LEADER_EPOCH
+    manager, _ = leading(tmp_path / "again", [1])
+    answer = offsets_for_leader_epoch(manager, nobody_allowed(), epochs_of((0, 1)), ALICE)
+    [topic] = run(manager, asyncio.sleep(0, answer))
+    assert topic.partitions[0].error.error_name == ErrorCode.TOPIC_AUTHORIZATION_FAILED
