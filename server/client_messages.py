@@ -28,6 +28,7 @@ from server.requests.produce import (
     ProduceTopic,
     TopicProduced,
 )
+from server.requests.producer_ids import InitProducerIdAnswer, InitProducerIdRequest
 from strom_api.v1 import client_pb2
 
 DEFAULT_FETCH_MAX_BYTES = 50 * 1024 * 1024  # fetch.max.bytes
@@ -185,4 +186,22 @@ def offsets_for_leader_epoch_response(
             )
             if p.error is not None:
                 item.error.CopyFrom(error_pb(p.error))
+    return response
+
+
+# --- InitProducerId ---------------------------------------------------------------------------
+
+
+def init_producer_id_request(request: Any) -> InitProducerIdRequest:
+    return InitProducerIdRequest(
+        request.transactional_id, request.producer_id, request.producer_epoch
+    )
+
+
+def init_producer_id_response(answer: InitProducerIdAnswer) -> client_pb2.InitProducerIdResponse:
+    response = client_pb2.InitProducerIdResponse(
+        producer_id=answer.producer_id, producer_epoch=answer.producer_epoch
+    )
+    if answer.error is not None:
+        response.error.CopyFrom(error_pb(answer.error))
     return response

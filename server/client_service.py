@@ -20,6 +20,8 @@ from server.api_errors import error_pb, make_error
 from server.client_messages import (
     fetch_request,
     fetch_response,
+    init_producer_id_request,
+    init_producer_id_response,
     list_offsets_request,
     list_offsets_response,
     offsets_for_leader_epoch_request,
@@ -34,6 +36,7 @@ from server.requests.fetch import FetchAnswer, fetch, release
 from server.requests.leader_epochs import offsets_for_leader_epoch
 from server.requests.list_offsets import list_offsets
 from server.requests.produce import produce
+from server.requests.producer_ids import init_producer_id
 from storage.errors import StorageError
 from strom_api.error_codes import ErrorCode
 from strom_api.v1 import client_pb2, client_pb2_grpc, common_pb2, controller_pb2
@@ -254,20 +257,10 @@ class ClientServicer(GroupApi, client_pb2_grpc.ClientServiceServicer):
 
     @_timed
     async def InitProducerId(self, request: Any, context: Any) -> Any:  # noqa: N802
-        refusal = self.authz.init_producer_id(request.transactional_id)
-        if refusal is not None:
-            return client_pb2.InitProducerIdResponse(
-                error=error_pb(refusal), producer_id=-1, producer_epoch=-1
-            )
-        try:
-            pid, epoch = await self.producer_ids.init_producer_id(
-                request.transactional_id, request.producer_id, request.producer_epoch
-            )
-        except ApiError as exc:
-            return client_pb2.InitProducerIdResponse(
-                error=error_pb(exc), producer_id=-1, producer_epoch=-1
-            )
-        return client_pb2.InitProducerIdResponse(producer_id=pid, producer_epoch=epoch)
+        answer = await init_producer_id(
+            self.producer_ids, self.authz, init_producer_id_request(request), current_session()
+        )
+        return init_producer_id_response(answer)
 
     # --- DeleteRecords ----------------------------------------------------------------------
 

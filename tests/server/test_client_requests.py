@@ -12,6 +12,7 @@ from typing import TypeVar
 
 from broker.memory_pool import MemoryPool
 from broker.partition import Partition
+from broker.producer_ids import ProducerIdManager
 from broker.replica_manager import ReplicaManager
 from metadata.authorizer import AuthorizerSettings, StandardAcl, StandardAuthorizer
 from server.request_authorization import RequestAuthorizer
@@ -33,6 +34,7 @@ from server.requests.list_offsets import (
 )
 from server.requests.partitions import LeaderHint
 from server.requests.produce import ProducePartition, ProduceRequest, ProduceTopic, produce
+from server.requests.producer_ids import InitProducerIdRequest, init_producer_id
 from storage.log_manager import LogManager
 from strom_api.acls import AclOperation, AclPermissionType, PatternType, ResourceType
 from strom_api.error_codes import ErrorCode
@@ -320,3 +322,20 @@ def test_offsets_for_leader_epoch_checks_the_leader_epoch_and_the_principal(tmp_
     answer = offsets_for_leader_epoch(manager, nobody_allowed(), epochs_of((0, 1)), ALICE)
     [topic] = run(manager, asyncio.sleep(0, answer))
     assert topic.partitions[0].error.error_name == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
+# --- InitProducerId ----------------------------------------------------------------------------
+
+
+async def no_controller(method: str, request: object) -> None:
+    raise AssertionError(f"{method} must not reach the controller")
+
+
+def test_init_producer_id_needs_idempotent_write_and_refuses_a_transactional_id():
+    ids = ProducerIdManager(1, lambda: 1, no_controller)
+    refused = asyncio.run(init_producer_id(ids, nobody_allowed(), InitProducerIdRequest(""), ALICE))
+    assert refused.error.error_name == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    assert (refused.producer_id, refused.producer_epoch) == (-1, -1)
+    transactional = asyncio.run(init_producer_id(ids, OPEN, InitProducerIdRequest("tx"), None))
+    assert transactional.error.error_name == ErrorCode.INVALID_REQUEST
+    assert "Transactions are not supported" in transactional.error.message
