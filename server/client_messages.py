@@ -8,6 +8,12 @@ from __future__ import annotations
 from typing import Any
 
 from server.api_errors import error_pb
+from server.requests.delete_records import (
+    DeletePartition,
+    DeleteRecordsRequest,
+    DeleteTopic,
+    TopicLowWatermarks,
+)
 from server.requests.fetch import FetchAnswer, FetchPartition, FetchRequest, FetchTopic
 from server.requests.leader_epochs import (
     EpochPartition,
@@ -204,4 +210,29 @@ def init_producer_id_response(answer: InitProducerIdAnswer) -> client_pb2.InitPr
     )
     if answer.error is not None:
         response.error.CopyFrom(error_pb(answer.error))
+    return response
+
+
+# --- DeleteRecords ----------------------------------------------------------------------------
+
+
+def delete_records_request(request: Any) -> DeleteRecordsRequest:
+    return DeleteRecordsRequest(
+        [
+            DeleteTopic(
+                topic.name, [DeletePartition(p.partition, p.offset) for p in topic.partitions]
+            )
+            for topic in request.topics
+        ]
+    )
+
+
+def delete_records_response(answer: list[TopicLowWatermarks]) -> client_pb2.DeleteRecordsResponse:
+    response = client_pb2.DeleteRecordsResponse()
+    for topic in answer:
+        out = response.topics.add(name=topic.name)
+        for p in topic.partitions:
+            item = out.partitions.add(partition=p.partition, low_watermark=p.low_watermark)
+            if p.error is not None:
+                item.error.CopyFrom(error_pb(p.error))
     return response

@@ -13,11 +13,12 @@ from typing import Any
 from broker.producer_ids import ProducerIdManager
 from broker.replica_manager import ReplicaManager
 from coordinator.group.runtime import GroupCoordinator
-from metadata.errors import ApiError
 from metadata.image import MetadataImage
 from metadata.topic_control import INTERNAL_TOPICS
 from server.api_errors import error_pb, make_error
 from server.client_messages import (
+    delete_records_request,
+    delete_records_response,
     fetch_request,
     fetch_response,
     init_producer_id_request,
@@ -32,12 +33,12 @@ from server.client_messages import (
 from server.group_service import GroupApi
 from server.request_authorization import RequestAuthorizer
 from server.request_session import current_session
+from server.requests.delete_records import delete_records
 from server.requests.fetch import FetchAnswer, fetch, release
 from server.requests.leader_epochs import offsets_for_leader_epoch
 from server.requests.list_offsets import list_offsets
 from server.requests.produce import produce
 from server.requests.producer_ids import init_producer_id
-from storage.errors import StorageError
 from strom_api.error_codes import ErrorCode
 from strom_api.v1 import client_pb2, client_pb2_grpc, common_pb2, controller_pb2
 
@@ -266,39 +267,14 @@ class ClientServicer(GroupApi, client_pb2_grpc.ClientServiceServicer):
 
     @_timed
     async def DeleteRecords(self, request: Any, context: Any) -> Any:  # noqa: N802
-        response = client_pb2.DeleteRecordsResponse()
-        moved = False
-        refused = self.authz.topics("DeleteRecords", (t.name for t in request.topics))
-        for topic in request.topics:
-            out = response.topics.add(name=topic.name)
-            for p in topic.partitions:
-                item = out.partitions.add(partition=p.partition, low_watermark=-1)
-                if topic.name in refused:
-                    item.error.CopyFrom(error_pb(refused[topic.name]))
-                    continue
-                try:
-                    partition = self.replicas.leader_partition(topic.name, p.partition)
-                    item.low_watermark = partition.delete_records_before(p.offset)
-                    moved = True
-                except ApiError as exc:
-                    item.error.CopyFrom(error_pb(exc))
-                except StorageError as exc:
-                    item.error.CopyFrom(make_error(exc.error_name, str(exc)))
-        if moved:
-            # The new log start must be durable before the answer: a leader restarting with
-            # the old one would bring deleted records back with no epoch covering them (found
-            # by tests/replication_sim, seed 4341).
-            try:
-                await self.persist_offsets()
-            except OSError as exc:
-                error = make_error(
-                    ErrorCode.KAFKA_STORAGE_ERROR, f"the new log start is not durable: {exc}"
-                )
-                for topic in response.topics:
-                    for item in topic.partitions:
-                        if not item.HasField("error"):
-                            item.error.CopyFrom(error)
-        return response
+        answer = await delete_records(
+            self.replicas,
+            self.authz,
+            self.persist_offsets,
+            delete_records_request(request),
+            current_session(),
+        )
+        return delete_records_response(answer)
 
 
 async def auto_create(

@@ -17,6 +17,12 @@ from broker.replica_manager import ReplicaManager
 from metadata.authorizer import AuthorizerSettings, StandardAcl, StandardAuthorizer
 from server.request_authorization import RequestAuthorizer
 from server.request_session import Session
+from server.requests.delete_records import (
+    DeletePartition,
+    DeleteRecordsRequest,
+    DeleteTopic,
+    delete_records,
+)
 from server.requests.fetch import FetchPartition, FetchRequest, FetchTopic, fetch, release
 from server.requests.leader_epochs import (
     EpochPartition,
@@ -339,3 +345,58 @@ def test_init_producer_id_needs_idempotent_write_and_refuses_a_transactional_id(
     transactional = asyncio.run(init_producer_id(ids, OPEN, InitProducerIdRequest("tx"), None))
     assert transactional.error.error_name == ErrorCode.INVALID_REQUEST
     assert "Transactions are not supported" in transactional.error.message
+
+
+# --- DeleteRecords -----------------------------------------------------------------------------
+
+
+def deletion(*partitions: tuple[int, int]) -> DeleteRecordsRequest:
+    return DeleteRecordsRequest(
+        [DeleteTopic("orders", [DeletePartition(p, offset) for p, offset in partitions])]
+    )
+
+
+class Checkpoints:
+    """The node's offsets checkpoint writer, counting its writes; `fail` as a full disk."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.fail = fail
+        self.writes = 0
+
+    async def __call__(self) -> None:
+        self.writes += 1
+        if self.fail:
+            raise OSError(28, "No space left on device")
+
+
+def test_delete_records_moves_the_log_start_and_makes_it_durable_before_answering(tmp_path):
+    manager, partition = leading(tmp_path, [1])
+    partition.append_as_leader(batch(3), 1, NOW)
+    checkpoints = Checkpoints()
+    answer = delete_records(manager, OPEN, checkpoints, deletion((0, 2), (0, 9)), None)
+    [topic] = run(manager, answer)
+    moved, past = topic.partitions
+    assert (moved.error, moved.low_watermark) == (None, 2) and partition.log.log_start_offset == 2
+    assert past.error.error_name == ErrorCode.OFFSET_OUT_OF_RANGE and past.low_watermark == -1
+    assert checkpoints.writes == 1
+
+
+def test_delete_records_answers_a_storage_error_when_the_log_start_is_not_durable(tmp_path):
+    manager, partition = leading(tmp_path, [1])
+    partition.append_as_leader(batch(3), 1, NOW)
+    request = deletion((0, 1), (5, 1))
+    [topic] = run(manager, delete_records(manager, OPEN, Checkpoints(fail=True), request, None))
+    moved, unknown = topic.partitions
+    assert moved.error.error_name == ErrorCode.KAFKA_STORAGE_ERROR
+    assert "not durable" in moved.error.message
+    assert unknown.error.error_name == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_delete_records_refused_or_moving_nothing_writes_no_checkpoint(tmp_path):
+    manager, partition = leading(tmp_path, [1])
+    partition.append_as_leader(batch(3), 1, NOW)
+    checkpoints = Checkpoints()
+    answer = delete_records(manager, nobody_allowed(), checkpoints, deletion((0, 2)), ALICE)
+    [topic] = run(manager, answer)
+    assert topic.partitions[0].error.error_name == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    assert partition.log.log_start_offset == 0 and checkpoints.writes == 0
