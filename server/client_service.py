@@ -1,6 +1,9 @@
 """ClientService (proto/strom_api/v1/client.proto): what producers, consumers and admin
-clients ask a broker. Translates messages to ReplicaManager calls and answers back; every
-refusal is a per-partition Error with Kafka's name, a sentence and retriability."""
+clients ask a broker. Produce, Fetch, ListOffsets, OffsetsForLeaderEpoch, InitProducerId and
+DeleteRecords are answered by the front-end-neutral handlers of server/requests/, which hold
+every rule: this servicer converts protobuf to their requests and their answers back
+(server/client_messages.py), as the Kafka listener does with Kafka's messages. Every refusal
+is a per-partition Error with Kafka's name, a sentence and retriability."""
 
 from __future__ import annotations
 
