@@ -64,6 +64,12 @@ def run(manager: ReplicaManager, call: Awaitable[T]) -> T:
     return asyncio.run(scenario())
 
 
+def stopped(manager: ReplicaManager, answer: T) -> T:
+    """A synchronous handler's answer, once the manager it used is stopped."""
+    asyncio.run(manager.stop())
+    return answer
+
+
 def only_orders_readable() -> RequestAuthorizer:
     """alice may READ and DESCRIBE "orders" and nothing else (no WRITE, no DELETE)."""
     acls = [
@@ -261,7 +267,7 @@ def test_list_offsets_answers_earliest_latest_and_a_time(tmp_path):
     partition.append_as_leader(batch(2, ts=NOW), 1, NOW)
     partition.append_as_leader(batch(2, ts=NOW + 10), 1, NOW)
     request = offsets_of((0, EARLIEST), (0, LATEST), (0, NOW + 5), (0, NOW + 99))
-    [topic] = run(manager, asyncio.sleep(0, list_offsets(manager, OPEN, request, None)))
+    [topic] = stopped(manager, list_offsets(manager, OPEN, request, None))
     earliest, latest, by_time, too_late = topic.partitions
     assert (earliest.offset, earliest.timestamp, earliest.leader_epoch) == (0, -1, 1)
     assert (latest.offset, latest.timestamp) == (4, -1)
@@ -271,7 +277,7 @@ def test_list_offsets_answers_earliest_latest_and_a_time(tmp_path):
 
 def test_list_offsets_refuses_a_negative_timestamp_that_names_nothing(tmp_path):
     manager, _ = leading(tmp_path, [1])
-    [topic] = run(manager, asyncio.sleep(0, list_offsets(manager, OPEN, offsets_of((0, -4)), None)))
+    [topic] = stopped(manager, list_offsets(manager, OPEN, offsets_of((0, -4)), None))
     [answer] = topic.partitions
     assert answer.error.error_name == ErrorCode.INVALID_REQUEST and answer.offset == -1
 
@@ -279,13 +285,13 @@ def test_list_offsets_refuses_a_negative_timestamp_that_names_nothing(tmp_path):
 def test_list_offsets_checks_the_leader_epoch_and_the_principal(tmp_path):
     manager, _ = leading(tmp_path, [1])
     request = offsets_of((0, LATEST), epoch=0)
-    [topic] = run(manager, asyncio.sleep(0, list_offsets(manager, OPEN, request, None)))
+    [topic] = stopped(manager, list_offsets(manager, OPEN, request, None))
     assert topic.partitions[0].error.error_name == ErrorCode.FENCED_LEADER_EPOCH
     # the leader as the metadata has it: none here (the test's image is empty)
     assert topic.partitions[0].current_leader == LeaderHint(-1, -1)
     manager, _ = leading(tmp_path / "again", [1])
     answer = list_offsets(manager, nobody_allowed(), offsets_of((0, LATEST)), ALICE)
-    [topic] = run(manager, asyncio.sleep(0, answer))
+    [topic] = stopped(manager, answer)
     assert topic.partitions[0].error.error_name == ErrorCode.TOPIC_AUTHORIZATION_FAILED
 
 
@@ -311,7 +317,7 @@ def test_offsets_for_leader_epoch_answers_where_each_epoch_ends(tmp_path):
     manager, partition = leading(tmp_path, [1])
     partition.append_as_leader(batch(3), 1, NOW)
     answer = offsets_for_leader_epoch(manager, OPEN, epochs_of((0, 1), (0, 0), (3, 1)), None)
-    [topic] = run(manager, asyncio.sleep(0, answer))
+    [topic] = stopped(manager, answer)
     current, older, unknown = topic.partitions
     assert (current.error, current.leader_epoch, current.end_offset) == (None, 1, 3)
     # An epoch before the first ends where the first begins (Kafka's answer).
@@ -322,11 +328,11 @@ def test_offsets_for_leader_epoch_answers_where_each_epoch_ends(tmp_path):
 def test_offsets_for_leader_epoch_checks_the_leader_epoch_and_the_principal(tmp_path):
     manager, _ = leading(tmp_path, [1])
     answer = offsets_for_leader_epoch(manager, OPEN, epochs_of((0, 1), current=5), None)
-    [topic] = run(manager, asyncio.sleep(0, answer))
+    [topic] = stopped(manager, answer)
     assert topic.partitions[0].error.error_name == ErrorCode.UNKNOWN_LEADER_EPOCH
     manager, _ = leading(tmp_path / "again", [1])
     answer = offsets_for_leader_epoch(manager, nobody_allowed(), epochs_of((0, 1)), ALICE)
-    [topic] = run(manager, asyncio.sleep(0, answer))
+    [topic] = stopped(manager, answer)
     assert topic.partitions[0].error.error_name == ErrorCode.TOPIC_AUTHORIZATION_FAILED
 
 
