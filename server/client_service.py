@@ -1,6 +1,9 @@
 """ClientService (proto/strom_api/v1/client.proto): what producers, consumers and admin
-clients ask a broker. Translates messages to ReplicaManager calls and answers back; every
-refusal is a per-partition Error with Kafka's name, a sentence and retriability."""
+clients ask a broker. Produce, Fetch, ListOffsets, OffsetsForLeaderEpoch, InitProducerId and
+DeleteRecords are answered by the front-end-neutral handlers of server/requests/, which hold
+every rule: this servicer converts protobuf to their requests and their answers back
+(server/client_messages.py), as the Kafka listener does with Kafka's messages. Every refusal
+is a per-partition Error with Kafka's name, a sentence and retriability."""
 
 from __future__ import annotations
 
@@ -11,30 +14,35 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from broker.producer_ids import ProducerIdManager
-from broker.replica_manager import FetchItem, FetchResult, ProduceResult, ReplicaManager
-from broker.request_checks import named_twice
+from broker.replica_manager import ReplicaManager
 from coordinator.group.runtime import GroupCoordinator
-from metadata.errors import ApiError
-from metadata.image import MetadataImage
-from metadata.topic_control import INTERNAL_TOPICS
-from server.api_errors import error_pb, make_error
+from server.api_errors import error_pb
+from server.client_messages import (
+    delete_records_request,
+    delete_records_response,
+    fetch_request,
+    fetch_response,
+    init_producer_id_request,
+    init_producer_id_response,
+    list_offsets_request,
+    list_offsets_response,
+    offsets_for_leader_epoch_request,
+    offsets_for_leader_epoch_response,
+    produce_request,
+    produce_response,
+)
 from server.group_service import GroupApi
+from server.metadata_answer import MetadataSources, metadata_answer
 from server.request_authorization import RequestAuthorizer
-from storage.errors import StorageError
-from storage.leader_epoch_cache import UNDEFINED_EPOCH
-from storage.log import Log
+from server.request_session import current_session
+from server.requests.delete_records import delete_records
+from server.requests.fetch import FetchAnswer, fetch, release
+from server.requests.leader_epochs import offsets_for_leader_epoch
+from server.requests.list_offsets import list_offsets
+from server.requests.produce import produce
+from server.requests.producer_ids import init_producer_id
 from strom_api.error_codes import ErrorCode
-from strom_api.records import decode_batch
 from strom_api.v1 import client_pb2, client_pb2_grpc, common_pb2, controller_pb2
-
-LATEST = -1
-EARLIEST = -2
-MAX_TIMESTAMP = -3
-DEFAULT_FETCH_MAX_BYTES = 50 * 1024 * 1024  # fetch.max.bytes
-DEFAULT_PARTITION_MAX_BYTES = 1024 * 1024  # max.partition.fetch.bytes
-# Kafka's replica id of a debugging consumer: reads a follower's replica too.
-DEBUGGING_CONSUMER_ID = -2
-
 
 Observe = Callable[[str, float], None]
 
@@ -56,32 +64,6 @@ def _timed(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any
 
 async def _nothing() -> None:
     return None
-
-
-def repeated_partitions(topics: list[tuple[str, Any]]) -> set[tuple[str, int]]:
-    """The (topic, partition) pairs a request's `named` topics name more than once."""
-    return named_twice((name, p.partition) for name, topic in topics for p in topic.partitions)
-
-
-def named(request: Any) -> list[tuple[str, Any]]:
-    """(name, topic) of each topic of a request: the name decoded once. Read per partition,
-    a long name cost a decode each time (a fuzzed Fetch of 42,000 partitions under a
-    megabyte-long name held the event loop for minutes)."""
-    return [(topic.name, topic) for topic in request.topics]
-
-
-def duplicate_error(topic: str, partition: int) -> ApiError:
-    # Kafka answers a partition named twice in one request with INVALID_REQUEST (ListOffsets,
-    # CreatePartitions, DeleteRecords...); for Produce and Fetch too here: two batches for one
-    # partition would otherwise both be answered with one offset, two reads with copies.
-    return ApiError(
-        ErrorCode.INVALID_REQUEST,
-        f"The request names partition {topic}-{partition} more than once.",
-    )
-
-
-def _leader_pb(leader: tuple[int, int]) -> client_pb2.LeaderIdAndEpoch:
-    return client_pb2.LeaderIdAndEpoch(leader_id=leader[0], leader_epoch=leader[1])
 
 
 class ClientServicer(GroupApi, client_pb2_grpc.ClientServiceServicer):
@@ -128,381 +110,132 @@ class ClientServicer(GroupApi, client_pb2_grpc.ClientServiceServicer):
 
     @_timed
     async def Metadata(self, request: Any, context: Any) -> Any:  # noqa: N802
-        image = self.replicas.image
-        if request.topics:  # named: each one the principal may not DESCRIBE is refused
-            names = list(request.topics)
-            refused = self.authz.topics("Metadata", names)
-        else:  # every topic: those it may not DESCRIBE are left out
-            names = self.authz.visible_topics(sorted(image.topics.by_name))
-            refused = {}
-        # Internal topics are created by their owners (the group coordinator), never here.
-        missing = [
-            n
-            for n in names
-            if n not in image.topics.by_name and n not in INTERNAL_TOPICS and n not in refused
-        ]
-        created: set[str] = set()
-        if (
-            missing
-            and request.allow_auto_topic_creation
-            and self.auto_create_topics
-            and self.create_topics is not None
-        ):
-            refused.update(self.authz.create_topics("Metadata", missing))
-            creatable = [n for n in missing if n not in refused]
-            if creatable:
-                created = set(await self.create_topics(creatable))
-        response = client_pb2.MetadataResponse(
-            cluster_id=self.cluster_id, controller_id=self.controller_id()
+        # The rules are server/metadata_answer.py's, shared with the Kafka listener; here
+        # only protobuf in and out (an empty topic list asks for every topic).
+        answer = await metadata_answer(
+            self.replicas.image,
+            list(request.topics) or None,
+            request.allow_auto_topic_creation,
+            self.listener_name,
+            self.metadata_sources(),
         )
-        self._brokers(image, response)
-        for name in names:
-            out = response.topics.add()
-            error = refused.get(name)
-            if error is None:
-                self._topic(image, name, name in created, out)
-            else:
-                out.name = name
-                out.error.CopyFrom(error_pb(error))
+        response = client_pb2.MetadataResponse(
+            cluster_id=answer.cluster_id, controller_id=answer.controller_id
+        )
+        for b in answer.brokers:
+            response.brokers.add(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack or "")
+        for topic in answer.topics:
+            out = response.topics.add(name=topic.name, is_internal=topic.is_internal)
+            if topic.error is not None:
+                out.error.CopyFrom(error_pb(topic.error))
+                continue
+            out.topic_id = topic.topic_id
+            for p in topic.partitions:
+                item = out.partitions.add(
+                    partition=p.partition,
+                    leader_id=p.leader_id,
+                    leader_epoch=p.leader_epoch,
+                    replicas=p.replicas,
+                    isr=p.isr,
+                    offline_replicas=p.offline_replicas,
+                )
+                if p.error is not None:
+                    item.error.CopyFrom(error_pb(p.error))
         return response
 
-    def _brokers(self, image: MetadataImage, response: Any) -> None:
-        for broker_id, broker in sorted(image.cluster.brokers.items()):
-            if broker.fenced:
-                continue
-            endpoint = next((e for e in broker.endpoints if e.name == self.listener_name), None)
-            if endpoint is None:
-                continue
-            response.brokers.add(
-                node_id=broker_id, host=endpoint.host, port=endpoint.port, rack=broker.rack or ""
-            )
-
-    def _topic(self, image: MetadataImage, name: str, just_created: bool, out: Any) -> None:
-        out.name = name
-        out.is_internal = name in INTERNAL_TOPICS
-        topic = image.topics.by_name.get(name)
-        if topic is None:
-            if just_created:
-                out.error.CopyFrom(
-                    make_error(ErrorCode.LEADER_NOT_AVAILABLE, f"Topic '{name}' is being created.")
-                )
-            else:
-                out.error.CopyFrom(
-                    make_error(
-                        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                        f"This server does not host this topic: {name}.",
-                    )
-                )
-            return
-        out.topic_id = topic.topic_id
-        live = set(image.cluster.unfenced())
-        for index, registration in sorted(topic.partitions.items()):
-            item = out.partitions.add(
-                partition=index,
-                leader_id=registration.leader,
-                leader_epoch=registration.leader_epoch,
-                replicas=registration.replicas,
-                isr=registration.isr,
-                offline_replicas=[r for r in registration.replicas if r not in live],
-            )
-            if not registration.has_leader:
-                item.error.CopyFrom(
-                    make_error(
-                        ErrorCode.LEADER_NOT_AVAILABLE, f"{name}-{index} has no leader right now."
-                    )
-                )
+    def metadata_sources(self) -> MetadataSources:
+        """What a Metadata answer of this broker reads (server/metadata_answer.py)."""
+        return MetadataSources(
+            self.cluster_id,
+            self.controller_id,
+            self.authz,
+            self.create_topics,
+            self.auto_create_topics,
+        )
 
     # --- Produce ----------------------------------------------------------------------------
 
     @_timed
     async def Produce(self, request: Any, context: Any) -> Any:  # noqa: N802
-        topics = named(request)
-        twice = repeated_partitions(topics)
-        refused = self.authz.topics("Produce", (name for name, _ in topics))
-        batches = [
-            (name, partition.partition, partition.records)
-            for name, topic in topics
-            for partition in topic.partitions
-            if (name, partition.partition) not in twice and name not in refused
-        ]
-        size = sum(len(records) for _, _, records in batches)
-        memory = self.replicas.memory
-        if await memory.reserve(size, max(request.timeout_ms, 0) / 1000):
-            try:
-                results = await self.replicas.produce(request.acks, request.timeout_ms, batches)
-            finally:
-                memory.release(size)
-        else:
-            error = ApiError(
-                ErrorCode.REQUEST_TIMED_OUT,
-                f"The broker's request memory (queued.max.request.bytes={memory.capacity}) "
-                f"stayed full for the request's {request.timeout_ms} ms; nothing was written.",
-            )
-            results = {(t, p): ProduceResult(error=error) for t, p, _ in batches}
-        for name, topic in topics:
-            if name in refused:  # nothing of it written
-                for partition in topic.partitions:
-                    results[(name, partition.partition)] = ProduceResult(error=refused[name])
-        for key in twice:
-            results[key] = ProduceResult(error=duplicate_error(*key))
-        response = client_pb2.ProduceResponse()
-        if request.acks == 0:
-            return response
-        for name, topic in topics:
-            out = response.topics.add(name=name)
-            for partition in topic.partitions:
-                result = results[(name, partition.partition)]
-                item = out.partitions.add(partition=partition.partition)
-                if result.error is not None:
-                    item.base_offset = -1
-                    item.log_append_time_ms = -1
-                    item.log_start_offset = -1
-                    item.error.CopyFrom(error_pb(result.error))
-                    self._leader_hint(result.error, name, partition.partition, item)
-                else:
-                    assert result.append is not None
-                    item.base_offset = result.append.base_offset
-                    item.log_append_time_ms = result.append.log_append_time_ms
-                    local = self.replicas.partitions.get((name, partition.partition))
-                    item.log_start_offset = local.log.log_start_offset if local else -1
-        return response
-
-    def _leader_hint(self, error: ApiError, topic: str, index: int, item: Any) -> None:
-        if error.error_name in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH):
-            item.current_leader.CopyFrom(_leader_pb(self.replicas.current_leader(topic, index)))
+        answer = await produce(
+            self.replicas, self.authz, produce_request(request), current_session()
+        )
+        return produce_response(answer)
 
     # --- Fetch ------------------------------------------------------------------------------
 
     @_timed
     async def Fetch(self, request: Any, context: Any) -> Any:  # noqa: N802
-        response, held = await self._fetch(request, "Fetch")
-        self.replicas.memory.release(held)  # handed to gRPC now
+        answer = await fetch(self.replicas, self.authz, fetch_request(request), current_session())
+        response = fetch_response(answer)
+        release(self.replicas, answer)  # handed to gRPC now
         return response
 
     async def FetchStream(  # noqa: N802
         self, request_iterator: AsyncIterator[Any], context: Any
     ) -> AsyncIterator[Any]:
-        held = 0  # the last answer's bytes, until the client asks again (it took them)
+        held: FetchAnswer | None = None  # the last answer, until the client asks again
         try:
             async for request in request_iterator:
-                self.replicas.memory.release(held)
-                held = 0
+                if held is not None:
+                    release(self.replicas, held)  # the client took it
+                    held = None
                 start = time.perf_counter()
-                response, held = await self._fetch(request, "FetchStream")
+                held = await fetch(
+                    self.replicas,
+                    self.authz,
+                    fetch_request(request),
+                    current_session(),
+                    "FetchStream",
+                )
                 self.observe("FetchStream", time.perf_counter() - start)
-                yield response
+                yield fetch_response(held)
         finally:
-            self.replicas.memory.release(held)
-
-    async def _fetch(self, request: Any, api: str) -> tuple[Any, int]:
-        """The response, and how many bytes of records it holds in the memory pool."""
-        topics = named(request)
-        twice = repeated_partitions(topics)
-        refused = self.authz.topics(api, (name for name, _ in topics))
-        items = [
-            FetchItem(
-                name,
-                p.partition,
-                p.fetch_offset,
-                p.partition_max_bytes or DEFAULT_PARTITION_MAX_BYTES,
-                p.current_leader_epoch if p.current_leader_epoch else -1,
-            )
-            for name, topic in topics
-            for p in topic.partitions
-            if (name, p.partition) not in twice and name not in refused
-        ]
-        results = await self.replicas.fetch(
-            items,
-            request.max_wait_ms,
-            request.min_bytes,
-            request.max_bytes or DEFAULT_FETCH_MAX_BYTES,
-            any_replica=request.replica_id == DEBUGGING_CONSUMER_ID,
-        )
-        for name, topic in topics:
-            if name in refused:
-                for p in topic.partitions:
-                    results[(name, p.partition)] = FetchResult(error=refused[name])
-        for key in twice:
-            results[key] = FetchResult(error=duplicate_error(*key))
-        response = client_pb2.FetchResponse()
-        for name, topic in topics:
-            out = response.topics.add(name=name)
-            for p in topic.partitions:
-                result = results[(name, p.partition)]
-                item = out.partitions.add(partition=p.partition)
-                if result.error is not None:
-                    item.error.CopyFrom(error_pb(result.error))
-                    item.high_watermark = item.last_stable_offset = item.log_start_offset = -1
-                    self._leader_hint(result.error, name, p.partition, item)
-                    continue
-                item.high_watermark = result.high_watermark
-                item.last_stable_offset = result.high_watermark  # no transactions: LSO = HW
-                item.log_start_offset = result.log_start_offset
-                item.records = result.records
-        return response, sum(len(r.records) for r in results.values())
+            if held is not None:
+                release(self.replicas, held)
 
     # --- ListOffsets ------------------------------------------------------------------------
 
     @_timed
     async def ListOffsets(self, request: Any, context: Any) -> Any:  # noqa: N802
-        response = client_pb2.ListOffsetsResponse()
-        refused = self.authz.topics("ListOffsets", (t.name for t in request.topics))
-        for topic in request.topics:
-            out = response.topics.add(name=topic.name)
-            for p in topic.partitions:
-                item = out.partitions.add(partition=p.partition, timestamp=-1, offset=-1)
-                item.leader_epoch = -1
-                if topic.name in refused:
-                    item.error.CopyFrom(error_pb(refused[topic.name]))
-                    continue
-                try:
-                    self._list_offset(topic.name, p, item)
-                except ApiError as exc:
-                    item.error.CopyFrom(error_pb(exc))
-                    self._leader_hint(exc, topic.name, p.partition, item)
-                except StorageError as exc:  # a read by time met a failed disk
-                    item.error.CopyFrom(make_error(exc.error_name, str(exc)))
-        return response
-
-    def _list_offset(self, topic: str, p: Any, item: Any) -> None:
-        partition = self.replicas.leader_partition(topic, p.partition)
-        partition.check_epoch(p.current_leader_epoch if p.current_leader_epoch else -1)
-        log = partition.log
-        if p.timestamp == EARLIEST:
-            offset = log.log_start_offset
-        elif p.timestamp == LATEST:
-            offset = log.high_watermark
-        elif p.timestamp == MAX_TIMESTAMP:
-            found = _max_timestamp_offset(partition.log)
-            if found is None:
-                return
-            offset, item.timestamp = found
-        elif p.timestamp >= 0:
-            found_offset = log.offset_for_timestamp(p.timestamp)
-            if found_offset is None or found_offset >= log.high_watermark:
-                return  # no record that recent (below the high watermark): -1, -1
-            offset = found_offset
-            item.timestamp = _record_timestamp(log, offset)
-        else:
-            raise ApiError(
-                ErrorCode.INVALID_REQUEST,
-                f"ListOffsets timestamp {p.timestamp} is neither a time nor one of -1 "
-                "(latest), -2 (earliest), -3 (max timestamp).",
-            )
-        item.offset = offset
-        epoch = log.leader_epochs.epoch_for_offset(offset) if offset < log.log_end_offset else -1
-        item.leader_epoch = epoch if epoch != UNDEFINED_EPOCH else partition.leader_epoch
+        answer = list_offsets(
+            self.replicas, self.authz, list_offsets_request(request), current_session()
+        )
+        return list_offsets_response(answer)
 
     # --- OffsetsForLeaderEpoch --------------------------------------------------------------
 
     @_timed
     async def OffsetsForLeaderEpoch(self, request: Any, context: Any) -> Any:  # noqa: N802
-        response = client_pb2.OffsetsForLeaderEpochResponse()
-        refused = self.authz.topics("OffsetsForLeaderEpoch", (t.name for t in request.topics))
-        for topic in request.topics:
-            out = response.topics.add(name=topic.name)
-            for p in topic.partitions:
-                item = out.partitions.add(partition=p.partition, leader_epoch=-1, end_offset=-1)
-                if topic.name in refused:
-                    item.error.CopyFrom(error_pb(refused[topic.name]))
-                    continue
-                try:
-                    partition = self.replicas.leader_partition(topic.name, p.partition)
-                    epoch, end = partition.end_offset_for_epoch(
-                        p.leader_epoch, p.current_leader_epoch if p.current_leader_epoch else -1
-                    )
-                except ApiError as exc:
-                    item.error.CopyFrom(error_pb(exc))
-                    continue
-                item.leader_epoch, item.end_offset = epoch, end
-        return response
+        answer = offsets_for_leader_epoch(
+            self.replicas,
+            self.authz,
+            offsets_for_leader_epoch_request(request),
+            current_session(),
+        )
+        return offsets_for_leader_epoch_response(answer)
 
     # --- InitProducerId ---------------------------------------------------------------------
 
     @_timed
     async def InitProducerId(self, request: Any, context: Any) -> Any:  # noqa: N802
-        refusal = self.authz.init_producer_id(request.transactional_id)
-        if refusal is not None:
-            return client_pb2.InitProducerIdResponse(
-                error=error_pb(refusal), producer_id=-1, producer_epoch=-1
-            )
-        try:
-            pid, epoch = await self.producer_ids.init_producer_id(
-                request.transactional_id, request.producer_id, request.producer_epoch
-            )
-        except ApiError as exc:
-            return client_pb2.InitProducerIdResponse(
-                error=error_pb(exc), producer_id=-1, producer_epoch=-1
-            )
-        return client_pb2.InitProducerIdResponse(producer_id=pid, producer_epoch=epoch)
+        answer = await init_producer_id(
+            self.producer_ids, self.authz, init_producer_id_request(request), current_session()
+        )
+        return init_producer_id_response(answer)
 
     # --- DeleteRecords ----------------------------------------------------------------------
 
     @_timed
     async def DeleteRecords(self, request: Any, context: Any) -> Any:  # noqa: N802
-        response = client_pb2.DeleteRecordsResponse()
-        moved = False
-        refused = self.authz.topics("DeleteRecords", (t.name for t in request.topics))
-        for topic in request.topics:
-            out = response.topics.add(name=topic.name)
-            for p in topic.partitions:
-                item = out.partitions.add(partition=p.partition, low_watermark=-1)
-                if topic.name in refused:
-                    item.error.CopyFrom(error_pb(refused[topic.name]))
-                    continue
-                try:
-                    partition = self.replicas.leader_partition(topic.name, p.partition)
-                    item.low_watermark = partition.delete_records_before(p.offset)
-                    moved = True
-                except ApiError as exc:
-                    item.error.CopyFrom(error_pb(exc))
-                except StorageError as exc:
-                    item.error.CopyFrom(make_error(exc.error_name, str(exc)))
-        if moved:
-            # The new log start must be durable before the answer: a leader restarting with
-            # the old one would bring deleted records back with no epoch covering them (found
-            # by tests/replication_sim, seed 4341).
-            try:
-                await self.persist_offsets()
-            except OSError as exc:
-                error = make_error(
-                    ErrorCode.KAFKA_STORAGE_ERROR, f"the new log start is not durable: {exc}"
-                )
-                for topic in response.topics:
-                    for item in topic.partitions:
-                        if not item.HasField("error"):
-                            item.error.CopyFrom(error)
-        return response
-
-
-def _max_timestamp_offset(log: Log) -> tuple[int, int] | None:
-    """(offset, timestamp) of the record with the largest timestamp (KIP-734), by the
-    segments' time indexes and one batch decoded."""
-    best = None
-    for segment in log.segments:
-        if best is None or segment.largest_timestamp > best.largest_timestamp:
-            best = segment
-    if best is None or best.largest_timestamp < 0:
-        return None
-    offset = log.offset_for_timestamp(best.largest_timestamp)
-    if offset is None:
-        return None
-    return offset, best.largest_timestamp
-
-
-def _record_timestamp(log: Log, offset: int) -> int:
-    """The timestamp of the record at `offset` (one batch decoded: ListOffsets by time is
-    rare, and Kafka answers with the record's own time)."""
-    data = log.read(offset, 1)
-    if not data:
-        return -1
-    header, records = decode_batch(data)
-    if header.log_append_time:
-        return int(header.max_timestamp)
-    for record in records:
-        if record.offset == offset:
-            return int(record.timestamp)
-    return -1
+        answer = await delete_records(
+            self.replicas,
+            self.authz,
+            self.persist_offsets,
+            delete_records_request(request),
+            current_session(),
+        )
+        return delete_records_response(answer)
 
 
 async def auto_create(

@@ -26,10 +26,27 @@ for the inter-broker listener. As in Kafka:
   controller has one (Kafka's may have several).
 The controller listener in `advertised.listeners` is accepted (Kafka 4's example configs
 have it) and not used: controllers are found through controller.quorum.voters.
+
+A broker listener speaks gRPC (Strom's own clients, replication, the controller API
+forwarded), unless `kafka.listener.names` (a comma list, like controller.listener.names;
+default empty) names it: then it speaks Kafka's binary protocol, for Kafka's own clients
+and tools (server/kafka/, issue 20):
+
+    listeners=PLAINTEXT://:9092,KAFKA://:9192,CONTROLLER://:9093
+    kafka.listener.names=KAFKA
+    listener.security.protocol.map=PLAINTEXT:PLAINTEXT,KAFKA:PLAINTEXT,CONTROLLER:PLAINTEXT
+
+It is registered and advertised as any broker listener, so a Metadata request on it answers
+every broker's KAFKA endpoint. Each name must be a broker listener of `listeners`, never a
+controller listener nor the inter-broker one (replication is gRPC), and PLAINTEXT: TLS and
+SASL on a Kafka listener are refused with a config error until they are implemented (never
+accepted and ignored). Without inter.broker.listener.name the inter-broker listener is the
+first advertised gRPC listener.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -78,7 +95,10 @@ class BrokerListeners:
 
 
 def broker_listeners(
-    props: Mapping[str, str], listeners: Mapping[str, Listener], controller_listener: str
+    props: Mapping[str, str],
+    listeners: Mapping[str, Listener],
+    controller_listener: str,
+    kafka_names: frozenset[str] = frozenset(),
 ) -> BrokerListeners:
     bound = tuple(x for n, x in listeners.items() if n != controller_listener)
     text = props.get("advertised.listeners", "").strip()
@@ -111,7 +131,19 @@ def broker_listeners(
             "advertised.listeners names no broker listener: brokers and clients could not "
             "reach this broker"
         )
-    return BrokerListeners(bound, advertised, inter or names[0])
+    if inter in kafka_names:
+        raise InvalidConfigError(
+            f"inter.broker.listener.name {inter} is in kafka.listener.names: brokers replicate "
+            "over gRPC, so the inter-broker listener must be one kafka.listener.names does not "
+            "name"
+        )
+    grpc_names = [n for n in names if n not in kafka_names]
+    if not inter and not grpc_names:
+        raise InvalidConfigError(
+            "every advertised broker listener is in kafka.listener.names: brokers replicate "
+            "over gRPC, so advertise a broker listener kafka.listener.names does not name"
+        )
+    return BrokerListeners(bound, advertised, inter or grpc_names[0])
 
 
 def check_controller_listeners(
@@ -142,3 +174,47 @@ def check_controller_only(listeners: Mapping[str, Listener], controller_listener
             f"controller.listener.names when process.roles=controller; {', '.join(others)} "
             "is not one"
         )
+
+
+KAFKA_PROTOCOLS_SERVED = ("PLAINTEXT",)
+
+
+def kafka_listener_names(
+    props: Mapping[str, str], listeners: Mapping[str, Listener], controller_names: list[str]
+) -> frozenset[str]:
+    """kafka.listener.names: the broker listeners that speak Kafka's binary protocol (a
+    controller-only node binds none: any name is a controller one or not in listeners)."""
+    text = props.get("kafka.listener.names", "")
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    for name in names:
+        if name in controller_names:
+            raise InvalidConfigError(
+                f"kafka.listener.names names {name}, a controller listener "
+                "(controller.listener.names): controllers speak Raft over gRPC, name a broker "
+                "listener"
+            )
+        if name not in listeners:
+            raise InvalidConfigError(
+                f"kafka.listener.names names '{name}', which is not in 'listeners' "
+                f"({', '.join(listeners)})"
+            )
+    if names and importlib.util.find_spec("kio") is None:
+        raise InvalidConfigError(
+            "kafka.listener.names is set, but the Kafka protocol's codecs are not installed: "
+            "pip install 'strom[kafka]'"
+        )
+    return frozenset(names)
+
+
+def check_kafka_protocols(kafka_names: frozenset[str], protocols: Mapping[str, str]) -> None:
+    """A Kafka listener serves PLAINTEXT for now: TLS and SASL on it are refused (not
+    accepted and ignored) until the Kafka front end implements them."""
+    for name in sorted(kafka_names):
+        protocol = protocols.get(name, "PLAINTEXT")
+        if protocol not in KAFKA_PROTOCOLS_SERVED:
+            raise InvalidConfigError(
+                f"listener {name} in kafka.listener.names uses security protocol {protocol}, "
+                "which Strom's Kafka protocol listener does not serve yet: it serves PLAINTEXT "
+                "(map it to PLAINTEXT in listener.security.protocol.map, or serve TLS and SASL "
+                "clients on a gRPC listener)"
+            )

@@ -18,7 +18,10 @@ scrape asks no other node. Strom's own are in base units: strom_request_duration
 strom_replica_lag_records, strom_purgatory_size, strom_raft_messages_refused_total;
 kafka_server_authorizer_denied_total{operation} counts the requests the authorizer denied
 (server/request_authorization.py), by Kafka's operation name (a dozen values at most).
-kafka_network_socketserver_memorypool{available,used} for queued.max.request.bytes. The
+kafka_network_socketserver_memorypool{available,used} for queued.max.request.bytes. Requests on
+the Kafka protocol listeners count as kafka_network_requestmetrics_requests_total{request,
+version} (Kafka's RequestMetrics RequestsPerSec as Strimzi's exporter names it) and take
+strom_kafka_request_duration_seconds{request}. The
 replication throttles report as Kafka's quota sensors: kafka_server_leaderreplication_byte_rate
 and kafka_server_followerreplication_byte_rate (bytes/s of throttled replicas moved, since the
 previous scrape).
@@ -42,6 +45,7 @@ from prometheus_client import (
     PLATFORM_COLLECTOR,
     PROCESS_COLLECTOR,
     CollectorRegistry,
+    Counter,
     Histogram,
 )
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -76,12 +80,32 @@ class NodeMetrics:
             buckets=REQUEST_BUCKETS,
             registry=self.registry,
         )
+        # The Kafka listener's requests (server/kafka/), by the names Strimzi's JMX exporter
+        # gives Kafka's RequestMetrics RequestsPerSec{request,version}; their time in
+        # Strom's own histogram, in seconds.
+        self.kafka_requests = Counter(
+            "kafka_network_requestmetrics_requests",
+            "Requests served on the Kafka protocol listeners, by API and version.",
+            ["request", "version"],
+            registry=self.registry,
+        )
+        self.kafka_request_duration = Histogram(
+            "strom_kafka_request_duration_seconds",
+            "Time from a Kafka protocol request's arrival to its answer being written, by API.",
+            ["request"],
+            buckets=REQUEST_BUCKETS,
+            registry=self.registry,
+        )
         for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
             self.registry.register(collector)
         self.registry.register(NodeCollector(node, asyncio.get_running_loop()))
 
     def observe(self, api: str, seconds: float) -> None:
         self.request_duration.labels(api).observe(seconds)
+
+    def observe_kafka(self, request: str, version: int, seconds: float) -> None:
+        self.kafka_requests.labels(request, str(version)).inc()
+        self.kafka_request_duration.labels(request).observe(seconds)
 
 
 class NodeCollector(Collector):

@@ -31,7 +31,7 @@ import os
 import socket
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 import grpc.aio
@@ -51,7 +51,7 @@ from metadata.delta import MetadataDelta
 from metadata.image import Endpoint, MetadataImage
 from metadata.loader import MetadataLoader
 from raft.driver import RaftDriver
-from raft.transport import EXCLUSIVE_PORT, bind
+from raft.transport import EXCLUSIVE_PORT, BindError, bind
 from server import bootstrap_checkpoint
 from server.admission import (
     AnonymousAdmission,
@@ -64,6 +64,8 @@ from server.controller_authorization import authorizing
 from server.controller_forwarder import forwarding_servicer
 from server.controller_service import ControllerServicer
 from server.health import NodeHealth
+from server.listeners import Listener
+from server.metadata_answer import MetadataSources
 from server.metrics import NodeMetrics
 from server.metrics_listener import MetricsListener
 from server.node_authorizer import NodeAuthorizer
@@ -82,6 +84,9 @@ from storage.log_manager import LogManager
 from strom_api.scram_credential import ScramCredential
 from strom_api.tls import ServerTls, aio_channel
 from strom_api.v1 import client_pb2_grpc, controller_pb2_grpc, replica_pb2_grpc, security_pb2_grpc
+
+if TYPE_CHECKING:
+    from server.kafka.listener import KafkaListener
 
 log = logging.getLogger("strom.node")
 
@@ -129,6 +134,7 @@ class Node:
         self._offsets_topic_task: asyncio.Task[list[str]] | None = None
         self.broker_servers: list[grpc.aio.Server] = []  # one per broker listener
         self.broker_ports: dict[str, int] = {}  # listener name -> bound port
+        self.kafka_listeners: list[KafkaListener] = []  # kafka.listener.names (server/kafka/)
         # Which metadata deltas reach the local replicas, and when the broker listeners admit
         # calls (server/admission.CaughtUpAdmission): broker/metadata_gate.py decides, the
         # task of _apply_local_changes pumps it.
@@ -216,6 +222,8 @@ class Node:
         except BaseException:  # e.g. a quorum-state it refuses: end with the one line only
             for server in self.broker_servers:
                 await server.stop(0)
+            for kafka in self.kafka_listeners:
+                await kafka.stop()
             raise
         self.driver.add_failure_callback(self._raft_failed)
         await self.health.start()
@@ -334,6 +342,9 @@ class Node:
         # Every listener serves every broker API, as Kafka's do; each has its own server
         # because a Metadata answer carries the endpoints of the listener it came in on.
         for listener in config.broker_listeners:
+            if listener.name in config.kafka_listeners:
+                await self._bind_kafka_listener(listener, client_servicer.metadata_sources())
+                continue
             server = self._broker_server()
             # every caller admitted, every request checked, before a servicer sees it
             admission = CaughtUpAdmission(self._admission(listener.name), self._is_serving)
@@ -355,6 +366,28 @@ class Node:
             )
         for server in self.broker_servers:
             await server.start()
+
+    async def _bind_kafka_listener(self, listener: Listener, sources: MetadataSources) -> None:
+        """A listener of kafka.listener.names: Kafka's protocol (server/kafka/), bound now,
+        serving once the broker serves (_start_serving). Imported here: kio is the `kafka`
+        extra, which the config check asks for when a Kafka listener is configured."""
+        from server.kafka.handlers import KafkaApis
+        from server.kafka.listener import KafkaListener
+
+        assert self.replicas is not None
+        replicas = self.replicas
+        apis = KafkaApis(listener.name, lambda: replicas.image, sources)
+        kafka = KafkaListener(
+            listener, apis, self.config.replica.socket_request_max_bytes, self._observe_kafka
+        )
+        try:
+            self.broker_ports[listener.name] = await kafka.bind()
+        except OSError as exc:
+            raise BindError(
+                f"Socket server failed to bind to {listener.address}: address already in use "
+                f"or not available ({exc.strerror})"
+            ) from None
+        self.kafka_listeners.append(kafka)
 
     def _broker_server(self) -> grpc.aio.Server:
         replica = self.config.replica
@@ -387,6 +420,8 @@ class Node:
     def _start_serving(self) -> None:
         """The gate lets the broker listeners admit calls; then the broker asks to be
         unfenced (Kafka's BrokerServer enables request processing, then setReadyToUnfence)."""
+        for kafka in self.kafka_listeners:
+            self._background.append(asyncio.create_task(kafka.start_serving()))
         if self.lifecycle is not None:
             self.lifecycle.ready_to_unfence = True
 
@@ -478,6 +513,10 @@ class Node:
         if self.metrics is not None:
             self.metrics.observe(api, seconds)
 
+    def _observe_kafka(self, request: str, version: int, seconds: float) -> None:
+        if self.metrics is not None:
+            self.metrics.observe_kafka(request, version, seconds)
+
     def _inter_broker_address(self, broker_id: int) -> str | None:
         """host:port a broker advertises for the inter-broker listener
         (inter.broker.listener.name, else the first advertised broker listener)."""
@@ -541,6 +580,7 @@ class Node:
         if self.controller is not None:
             await self.controller.stop()
         await asyncio.gather(*(server.stop(0.5) for server in self.broker_servers))
+        await asyncio.gather(*(kafka.stop() for kafka in self.kafka_listeners))
         for task in self._background:
             task.cancel()
         if self.maintenance is not None:

@@ -221,19 +221,21 @@ class RequestAuthorizer:
             api, CLUSTER_OPERATION[api], ResourceType.CLUSTER, CLUSTER_NAME, session
         )
 
-    def topic(self, api: str, name: str) -> ApiError | None:
-        return self.refusal(api, TOPIC_OPERATION[api], ResourceType.TOPIC, name)
+    def topic(self, api: str, name: str, session: Session | None = None) -> ApiError | None:
+        return self.refusal(api, TOPIC_OPERATION[api], ResourceType.TOPIC, name, session)
 
     def group(self, api: str, group_id: str) -> ApiError | None:
         return self.refusal(api, GROUP_OPERATION[api], ResourceType.GROUP, group_id)
 
-    def topics(self, api: str, names: Iterable[str]) -> dict[str, ApiError]:
+    def topics(
+        self, api: str, names: Iterable[str], session: Session | None = None
+    ) -> dict[str, ApiError]:
         """The refusal of each named topic the principal may not (each asked once)."""
         if not self.enabled:
             return {}  # the hot path without an authorizer: not a call per topic
         refused = {}
         for name in dict.fromkeys(names):
-            error = self.topic(api, name)
+            error = self.topic(api, name, session)
             if error is not None:
                 refused[name] = error
         return refused
@@ -276,18 +278,27 @@ class RequestAuthorizer:
                 refused[name] = error
         return refused
 
-    def init_producer_id(self, transactional_id: str) -> ApiError | None:
+    def init_producer_id(
+        self, transactional_id: str, session: Session | None = None
+    ) -> ApiError | None:
         """A transactional producer needs WRITE on its TransactionalId; an idempotent one
         IDEMPOTENT_WRITE on the cluster or, since Kafka 3.0 (KIP-679), WRITE on any topic."""
         api = "InitProducerId"
         if transactional_id:
-            return self.refusal(api, Op.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id)
+            return self.refusal(
+                api, Op.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id, session
+            )
         authorizer = self._authorizer()
-        session = current_session()
+        session = session or current_session()
         if authorizer is None or session is None:
             return None
         if self.allowed(
-            api, Op.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME, log_denied=False
+            api,
+            Op.IDEMPOTENT_WRITE,
+            ResourceType.CLUSTER,
+            CLUSTER_NAME,
+            log_denied=False,
+            session=session,
         ) or authorizer.authorize_by_resource_type(
             session.principal, session.host, Op.WRITE, ResourceType.TOPIC
         ):

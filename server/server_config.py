@@ -47,6 +47,8 @@ from server.listeners import (
     broker_listeners,
     check_controller_listeners,
     check_controller_only,
+    check_kafka_protocols,
+    kafka_listener_names,
     parse_listeners,
 )
 from server.unapplied_configs import NOT_APPLIED
@@ -77,6 +79,7 @@ _NODE_KEYS = {
     "listeners",
     "advertised.listeners",
     "controller.listener.names",
+    "kafka.listener.names",
     "inter.broker.listener.name",
     "log.dirs",
     "log.dir",
@@ -188,6 +191,8 @@ class ServerConfig:
     sasl: Mapping[str, ListenerSasl] = field(default_factory=dict)  # the SASL_* listeners
     # authorizer.class.name set: the StandardAuthorizer's settings; None: no authorizer.
     authorizer: AuthorizerSettings | None = None
+    # kafka.listener.names: the broker listeners speaking Kafka's protocol (server/kafka/).
+    kafka_listeners: frozenset[str] = frozenset()
 
     @property
     def is_controller(self) -> bool:
@@ -331,6 +336,7 @@ def from_properties(props: Mapping[str, str]) -> ServerConfig:
     ]
     controller_listener = controller_names[0] if controller_names else ""
     check_controller_listeners(roles, listeners, controller_names)
+    kafka_names = kafka_listener_names(props, listeners, controller_names)
     if "controller" in roles:
         if controller_listener not in listeners:
             raise InvalidConfigError(
@@ -347,13 +353,14 @@ def from_properties(props: Mapping[str, str]) -> ServerConfig:
             f"'{controller_listener}' in 'listeners', e.g. PLAINTEXT://host:9092"
         )
     if "broker" in roles:
-        broker = broker_listeners(props, listeners, controller_listener)
+        broker = broker_listeners(props, listeners, controller_listener, kafka_names)
         advertised, inter_broker = broker.advertised, broker.inter_broker
     else:
         check_controller_only(listeners, controller_listener)
         advertised, inter_broker = (), ""
     used = dict.fromkeys([*listeners, *([controller_listener] if controller_listener else [])])
     protocols = listener_protocols(props, used, controller_names)
+    check_kafka_protocols(kafka_names, protocols)
     tls = {n: listener_tls(props, n, p) for n, p in protocols.items() if p in TLS_PROTOCOLS}
     dialled = {inter_broker: "inter.broker", controller_listener: "controller"}
     sasl = {
@@ -453,4 +460,5 @@ def from_properties(props: Mapping[str, str]) -> ServerConfig:
         tls=tls,
         sasl=sasl,
         authorizer=authorizer,
+        kafka_listeners=kafka_names,
     )

@@ -1,11 +1,14 @@
 """`make run`: a local cluster of three combined nodes (broker + controller) on loopback.
 
     python deploy/local/cluster.py [--secure] [--dir .local-cluster] [--base-port 9092]
-        [--metrics-port 9404] [--restart-backoff-ms 2000] [--override key=value ...]
+        [--kafka-port 9192] [--metrics-port 9404] [--restart-backoff-ms 2000]
+        [--override key=value ...]
 
 Node i listens for clients on PLAINTEXT 127.0.0.1:(base + 2(i-1)) and for controllers on
-CONTROLLER 127.0.0.1:(base + 2(i-1) + 1), and serves Prometheus /metrics on 127.0.0.1:
-(metrics port + i - 1), 9404-9406 by default. On first use the directory gets a cluster id and
+CONTROLLER 127.0.0.1:(base + 2(i-1) + 1), for Kafka's own clients on KAFKA 127.0.0.1:
+(kafka port + i - 1) (Kafka's binary protocol, kafka.listener.names; default kafka port:
+base + 100, so 9192-9194), and serves Prometheus /metrics on 127.0.0.1:(metrics port + i -
+1), 9404-9406 by default. On first use the directory gets a cluster id and
 each node's server.properties, and its data directories are formatted (`strom storage
 format`); later runs reuse them, so data survives restarts. Logs go to <dir>/node<i>/
 server.log. Topics get replication factor 3 and min.insync.replicas 2 by default (auto-created
@@ -66,9 +69,13 @@ def broker_port(base_port: int, node: int, secure: bool = False) -> int:
     return base_port + (3 if secure else 2) * (node - 1)
 
 
-def node_ports(base_port: int, node: int, secure: bool) -> list[int]:
+def node_ports(base_port: int, node: int, secure: bool, kafka_port: int) -> list[int]:
+    """Every port node `node` binds but its metrics one. The secured cluster has no Kafka
+    listener: the Kafka listener serves PLAINTEXT only for now."""
     first = broker_port(base_port, node, secure)
-    return list(range(first, first + (3 if secure else 2)))
+    if secure:
+        return list(range(first, first + 3))
+    return [first, first + 1, kafka_port + node - 1]
 
 
 def format_node(config: str, cluster_id: str, add_scram: list[str]) -> None:
@@ -86,6 +93,7 @@ def prepare(
     metrics_port: int,
     overrides: list[str],
     secured: secure.Secured | None = None,
+    kafka_port: int = 9192,
 ) -> str:
     os.makedirs(directory, exist_ok=True)
     id_file = os.path.join(directory, "cluster.id")
@@ -102,9 +110,15 @@ def prepare(
         config = os.path.join(node_dir, "server.properties")
         port = broker_port(base_port, i, is_secure)
         if secured is None:
+            kafka = kafka_port + i - 1
             listeners = [
-                f"listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{port + 1}",
+                f"listeners=PLAINTEXT://127.0.0.1:{port},KAFKA://127.0.0.1:{kafka},"
+                f"CONTROLLER://127.0.0.1:{port + 1}",
                 "controller.listener.names=CONTROLLER",
+                "# KAFKA speaks Kafka's binary protocol (kcat, confluent-kafka, ...).",
+                "kafka.listener.names=KAFKA",
+                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,KAFKA:PLAINTEXT,"
+                "CONTROLLER:PLAINTEXT",
             ]
         else:
             listeners = secure.server_properties(secured, i, (port, port + 2, port + 1), NODES)
@@ -173,6 +187,11 @@ def main() -> int:
     parser.add_argument("--dir", help=".local-cluster, with --secure .local-cluster-secure")
     parser.add_argument("--base-port", type=int, default=9092)
     parser.add_argument(
+        "--kafka-port",
+        type=int,
+        help="node i's Kafka protocol listener on this + i - 1 (default: base port + 100)",
+    )
+    parser.add_argument(
         "--metrics-port", type=int, default=9404, help="node i serves /metrics on this + i - 1"
     )
     parser.add_argument(
@@ -188,6 +207,7 @@ def main() -> int:
     )
     args = parser.parse_args()
     args.dir = args.dir or (".local-cluster-secure" if args.secure else ".local-cluster")
+    kafka_port = args.kafka_port if args.kafka_port is not None else args.base_port + 100
     command = "make run-secure" if args.secure else "make run"
     os.makedirs(args.dir, exist_ok=True)
     try:
@@ -195,7 +215,10 @@ def main() -> int:
         addresses = [
             ("127.0.0.1", port)
             for i in NODES
-            for port in (*node_ports(args.base_port, i, args.secure), args.metrics_port + i - 1)
+            for port in (
+                *node_ports(args.base_port, i, args.secure, kafka_port),
+                args.metrics_port + i - 1,
+            )
         ]
         taken = ports_in_use(addresses)
         orphans = live_nodes(args.dir)
@@ -213,7 +236,9 @@ def main() -> int:
         print(f"{command}: cannot start: {error}", file=sys.stderr)
         return 1
     secured = secure.prepare(args.dir, NODES) if args.secure else None
-    cluster_id = prepare(args.dir, args.base_port, args.metrics_port, args.override, secured)
+    cluster_id = prepare(
+        args.dir, args.base_port, args.metrics_port, args.override, secured, kafka_port
+    )
     specs = [
         NodeSpec(
             i,
@@ -257,6 +282,12 @@ def main() -> int:
         kind = "3 combined nodes" + (", secured" if secured else "")
         print(f"Strom cluster {cluster_id} is up: {kind}, data in {args.dir}/")
         print(f"  bootstrap servers (brokers): {brokers}")
+        if secured is None:
+            kafka = ",".join(f"127.0.0.1:{kafka_port + i - 1}" for i in NODES)
+            print(
+                f"  Kafka protocol (bootstrap.servers): {kafka} (Kafka's clients and tools; "
+                f"try: kcat -L -b {kafka})"
+            )
         if secured is not None:
             print(
                 "  clients: SASL_SSL with SCRAM-SHA-512 (user admin, a super user); nodes: "

@@ -2,7 +2,8 @@
 a replication-factor-3 topic can be created at once (a second run on the same data too), a
 node killed with SIGKILL is reported and restarted, a second `make run` over a running one
 (or over the nodes a killed one left behind) is refused with one line, Ctrl-C stops the
-nodes cleanly, and auto-created topics get three replicas (issue 17)."""
+nodes cleanly, and auto-created topics get three replicas (issue 17). Every node serves a
+Kafka protocol listener, whose bootstrap list `make run` prints (issue 20)."""
 
 from __future__ import annotations
 
@@ -57,8 +58,13 @@ def taken(base: int, metrics: int) -> str:
     return ", ".join(
         f"127.0.0.1:{port}"
         for i in range(3)
-        for port in (base + 2 * i, base + 2 * i + 1, metrics + i)
+        for port in (base + 2 * i, base + 2 * i + 1, kafka_port(base) + i, metrics + i)
     )
+
+
+def kafka_port(base: int) -> int:
+    """Node 1's Kafka listener: after the node ports and the metrics ports (base + 6...)."""
+    return base + 9
 
 
 class MakeRun:
@@ -68,7 +74,7 @@ class MakeRun:
         self.base = base
         self.proc = subprocess.Popen(
             [sys.executable, SCRIPT, "--dir", directory, "--base-port", str(base),
-             "--metrics-port", str(metrics), *options],
+             "--metrics-port", str(metrics), "--kafka-port", str(kafka_port(base)), *options],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT,
             env=dict(os.environ, PYTHONPATH=ROOT),
         )  # fmt: skip
@@ -124,16 +130,28 @@ def create_rf3_topic_at_once(bootstrap: str, name: str) -> None:
     assert all(len(p.replicas) == 3 for p in topic.partitions)
 
 
+def assert_kafka_clients_see(bootstrap: str, topic: str) -> None:
+    """Kafka's own clients (librdkafka) read the cluster's metadata on its Kafka listener."""
+    from confluent_kafka.admin import AdminClient as KafkaAdminClient
+
+    admin = KafkaAdminClient({"bootstrap.servers": bootstrap})
+    metadata = admin.list_topics(topic=topic, timeout=20)
+    assert len(metadata.brokers) == 3 and len(metadata.topics[topic].partitions) == 3
+
+
 def test_up_means_ready_and_a_restart_on_the_same_data_is_ready_too(tmp_path):
     """Before, a second run printed its bootstrap line 8-11 s before an RF-3 topic could
     be created ("only 0 broker(s) are registered")."""
     directory = str(tmp_path / "cluster")
-    base = free_range(9)
+    base = free_range(12)
     metrics = base + 6  # one range: two could overlap
     first = MakeRun(directory, base, metrics)
     try:
         assert "is up: 3 combined nodes" in first.wait_for("is up").string
         create_rf3_topic_at_once(first.bootstrap(), "first")
+        kafka = first.wait_for(r"Kafka protocol \(bootstrap.servers\): (\S+)").group(1)
+        assert kafka == ",".join(f"127.0.0.1:{kafka_port(base) + i}" for i in range(3))
+        assert_kafka_clients_see(kafka, "first")
         output = first.stop()
     finally:
         first.kill()
@@ -150,7 +168,7 @@ def test_up_means_ready_and_a_restart_on_the_same_data_is_ready_too(tmp_path):
         second.proc.wait(timeout=10)
         third = subprocess.run(
             [sys.executable, SCRIPT, "--dir", directory, "--base-port", str(base),
-             "--metrics-port", str(metrics)],
+             "--metrics-port", str(metrics), "--kafka-port", str(kafka_port(base))],
             capture_output=True, text=True, cwd=ROOT, timeout=60,
         )  # fmt: skip
         assert third.returncode == 1
@@ -168,7 +186,7 @@ def test_up_means_ready_and_a_restart_on_the_same_data_is_ready_too(tmp_path):
 
 def test_a_killed_node_is_reported_and_restarted_and_a_second_run_is_refused(tmp_path):
     directory = str(tmp_path / "cluster")
-    base = free_range(9)
+    base = free_range(12)
     metrics = base + 6  # one range: two could overlap
     fast = [f"--override={k}={v}" for k, v in FAST.items()]
     run = MakeRun(directory, base, metrics, "--restart-backoff-ms", "300", *fast)
@@ -184,7 +202,7 @@ def test_a_killed_node_is_reported_and_restarted_and_a_second_run_is_refused(tmp
         ]:
             refused = subprocess.run(
                 [sys.executable, SCRIPT, "--dir", other_dir, "--base-port", str(base),
-                 "--metrics-port", str(metrics)],
+                 "--metrics-port", str(metrics), "--kafka-port", str(kafka_port(base))],
                 capture_output=True, text=True, cwd=ROOT, timeout=60,
             )  # fmt: skip
             assert refused.returncode == 1 and refused.stdout == ""

@@ -5,7 +5,7 @@ produce answers and when), pumped as ReplicaManager pumps it: a partition's chan
 it on the next turn of the loop, a wake-up is set at its next deadline. A follower fetch
 is read by the product's broker/follower_reads.py (each partition it names within what is
 left of the request's max bytes, each read followed by the ISR check, isr.py); DeleteRecords
-(server/client_service.py) moves the leader's log start, then writes the offset
+(server/requests/delete_records.py) moves the leader's log start, then writes the offset
 checkpoints before answering.
 """
 
@@ -186,7 +186,7 @@ class LeaderSide:
         request.answer(self.broker, append, None)
 
     def delete_records(self, tp: TopicPartition, offset: int) -> int:
-        """ClientServicer.DeleteRecords for one partition (an admin's request; its answer is
+        """server/requests/delete_records.py for one partition (an admin's request; its answer is
         not modelled): the leader moves its log start (Partition.delete_records_before, which
         persists the truncated leader epoch cache at once), then writes the offset checkpoints
         (persist_offsets -> Node._checkpoint_now, in a thread: a later turn of the event loop)

@@ -77,3 +77,103 @@ def test_kafkas_refusals_are_one_line_naming_the_key(changes, words):
     with pytest.raises(InvalidConfigError, match=words) as caught:
         from_properties({**BASE, **changes})
     assert "\n" not in str(caught.value)
+
+
+# --- kafka.listener.names: the broker listeners speaking Kafka's protocol (issue 20) -------
+
+KAFKA = {
+    **BASE,
+    "listeners": "CLIENT://127.0.0.1:9092,KAFKA://127.0.0.1:9192,CONTROLLER://127.0.0.1:9093",
+    "listener.security.protocol.map": "CLIENT:PLAINTEXT,KAFKA:PLAINTEXT,CONTROLLER:PLAINTEXT",
+    "kafka.listener.names": "KAFKA",
+}
+
+
+def test_a_kafka_listener_is_a_broker_listener_that_is_registered_but_not_replicated_over():
+    config = from_properties(KAFKA)
+    assert config.kafka_listeners == frozenset({"KAFKA"})
+    assert [x.name for x in config.advertised_listeners] == ["CLIENT", "KAFKA"]
+    assert [x.name for x in config.broker_listeners] == ["CLIENT", "KAFKA"]
+    assert config.replica.inter_broker_listener == "CLIENT"
+    assert "kafka.listener.names" not in config.unknown
+
+
+def test_the_inter_broker_listener_defaults_to_the_first_grpc_one():
+    config = from_properties(
+        {
+            **KAFKA,
+            "listeners": "KAFKA://127.0.0.1:9192,CLIENT://127.0.0.1:9092,"
+            "CONTROLLER://127.0.0.1:9093",
+        }
+    )
+    assert config.replica.inter_broker_listener == "CLIENT"
+
+
+def test_without_kafka_listener_names_no_listener_speaks_kafka():
+    assert from_properties(BASE).kafka_listeners == frozenset()
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        (
+            {"kafka.listener.names": "NOPE"},
+            "kafka.listener.names names 'NOPE', which is not in 'listeners' "
+            "(CLIENT, KAFKA, CONTROLLER)",
+        ),
+        (
+            {"kafka.listener.names": "CONTROLLER"},
+            "kafka.listener.names names CONTROLLER, a controller listener "
+            "(controller.listener.names): controllers speak Raft over gRPC, name a broker "
+            "listener",
+        ),
+        (
+            {"kafka.listener.names": "KAFKA", "inter.broker.listener.name": "KAFKA"},
+            "inter.broker.listener.name KAFKA is in kafka.listener.names: brokers replicate over "
+            "gRPC, so the inter-broker listener must be one kafka.listener.names does not name",
+        ),
+        (
+            {"kafka.listener.names": "CLIENT,KAFKA"},
+            "every advertised broker listener is in kafka.listener.names: brokers replicate over "
+            "gRPC, so advertise a broker listener kafka.listener.names does not name",
+        ),
+    ],
+)
+def test_kafka_listener_names_are_checked_as_kafka_checks_listener_names(changes, message):
+    with pytest.raises(InvalidConfigError) as raised:
+        from_properties({**KAFKA, **changes})
+    assert str(raised.value) == message
+
+
+@pytest.mark.parametrize("protocol", ["SSL", "SASL_PLAINTEXT", "SASL_SSL"])
+def test_a_kafka_listener_refuses_the_security_protocols_it_does_not_serve_yet(protocol):
+    props = {
+        **KAFKA,
+        "listener.security.protocol.map": f"CLIENT:PLAINTEXT,KAFKA:{protocol},"
+        "CONTROLLER:PLAINTEXT",
+        # what the listener's TLS and SASL need, so that only the Kafka check can refuse it
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": "/nonexistent/key.pem",
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": "/nonexistent/ca.pem",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.kafka.plain.sasl.jaas.config": "org.apache.kafka.common.security.plain."
+        'PlainLoginModule required user_alice="secret";',
+    }
+    with pytest.raises(InvalidConfigError) as raised:
+        from_properties(props)
+    assert str(raised.value).startswith(
+        f"listener KAFKA in kafka.listener.names uses security protocol {protocol}, which "
+        "Strom's Kafka protocol listener does not serve yet: it serves PLAINTEXT"
+    )
+
+
+def test_a_controller_only_node_serves_no_kafka_listener():
+    props = {
+        **BASE,
+        "process.roles": "controller",
+        "listeners": "CONTROLLER://127.0.0.1:9093",
+        "kafka.listener.names": "CONTROLLER",
+    }
+    with pytest.raises(InvalidConfigError, match="a controller listener"):
+        from_properties(props)

@@ -1,0 +1,238 @@
+"""ClientService's protobuf (proto/strom_api/v1/client.proto) as the front-end-neutral
+requests of server/requests/ take them, and their answers back: the gRPC edge's whole
+conversion, no rule. What protobuf cannot say is mapped here: an unset (0) field where
+Kafka's request has a default or -1 for "none" (current_leader_epoch, max_bytes)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from server.api_errors import error_pb
+from server.requests.delete_records import (
+    DeletePartition,
+    DeleteRecordsRequest,
+    DeleteTopic,
+    TopicLowWatermarks,
+)
+from server.requests.fetch import FetchAnswer, FetchPartition, FetchRequest, FetchTopic
+from server.requests.leader_epochs import (
+    EpochPartition,
+    EpochTopic,
+    OffsetsForLeaderEpochRequest,
+    TopicEpochEndOffsets,
+)
+from server.requests.list_offsets import (
+    ListOffsetsPartition,
+    ListOffsetsRequest,
+    ListOffsetsTopic,
+    TopicOffsets,
+)
+from server.requests.partitions import LeaderHint
+from server.requests.produce import (
+    ProducePartition,
+    ProduceRequest,
+    ProduceTopic,
+    TopicProduced,
+)
+from server.requests.producer_ids import InitProducerIdAnswer, InitProducerIdRequest
+from strom_api.v1 import client_pb2
+
+DEFAULT_FETCH_MAX_BYTES = 50 * 1024 * 1024  # fetch.max.bytes
+DEFAULT_PARTITION_MAX_BYTES = 1024 * 1024  # max.partition.fetch.bytes
+
+
+def leader_pb(leader: LeaderHint) -> client_pb2.LeaderIdAndEpoch:
+    return client_pb2.LeaderIdAndEpoch(leader_id=leader.leader_id, leader_epoch=leader.leader_epoch)
+
+
+# --- Produce ----------------------------------------------------------------------------------
+
+
+def produce_request(request: Any) -> ProduceRequest:
+    # Each topic's name is read once: protobuf decodes a string field anew on every access.
+    return ProduceRequest(
+        request.acks,
+        request.timeout_ms,
+        [
+            ProduceTopic(
+                topic.name, [ProducePartition(p.partition, p.records) for p in topic.partitions]
+            )
+            for topic in request.topics
+        ],
+    )
+
+
+def produce_response(answer: list[TopicProduced]) -> client_pb2.ProduceResponse:
+    response = client_pb2.ProduceResponse()
+    for topic in answer:
+        out = response.topics.add(name=topic.name)
+        for p in topic.partitions:
+            item = out.partitions.add(
+                partition=p.partition,
+                base_offset=p.base_offset,
+                log_append_time_ms=p.log_append_time_ms,
+                log_start_offset=p.log_start_offset,
+            )
+            if p.error is not None:
+                item.error.CopyFrom(error_pb(p.error))
+            if p.current_leader is not None:
+                item.current_leader.CopyFrom(leader_pb(p.current_leader))
+    return response
+
+
+# --- Fetch ------------------------------------------------------------------------------------
+
+
+def fetch_request(request: Any) -> FetchRequest:
+    return FetchRequest(
+        request.replica_id,
+        request.max_wait_ms,
+        request.min_bytes,
+        request.max_bytes or DEFAULT_FETCH_MAX_BYTES,
+        [
+            FetchTopic(
+                topic.name,
+                [
+                    FetchPartition(
+                        p.partition,
+                        p.fetch_offset,
+                        p.partition_max_bytes or DEFAULT_PARTITION_MAX_BYTES,
+                        p.current_leader_epoch or -1,
+                    )
+                    for p in topic.partitions
+                ],
+            )
+            for topic in request.topics
+        ],
+    )
+
+
+def fetch_response(answer: FetchAnswer) -> client_pb2.FetchResponse:
+    response = client_pb2.FetchResponse()
+    for topic in answer.topics:
+        out = response.topics.add(name=topic.name)
+        for p in topic.partitions:
+            item = out.partitions.add(
+                partition=p.partition,
+                high_watermark=p.high_watermark,
+                last_stable_offset=p.last_stable_offset,
+                log_start_offset=p.log_start_offset,
+                records=p.records,
+            )
+            if p.error is not None:
+                item.error.CopyFrom(error_pb(p.error))
+            if p.current_leader is not None:
+                item.current_leader.CopyFrom(leader_pb(p.current_leader))
+    return response
+
+
+# --- ListOffsets ------------------------------------------------------------------------------
+
+
+def list_offsets_request(request: Any) -> ListOffsetsRequest:
+    return ListOffsetsRequest(
+        [
+            ListOffsetsTopic(
+                topic.name,
+                [
+                    ListOffsetsPartition(p.partition, p.timestamp, p.current_leader_epoch or -1)
+                    for p in topic.partitions
+                ],
+            )
+            for topic in request.topics
+        ]
+    )
+
+
+def list_offsets_response(answer: list[TopicOffsets]) -> client_pb2.ListOffsetsResponse:
+    response = client_pb2.ListOffsetsResponse()
+    for topic in answer:
+        out = response.topics.add(name=topic.name)
+        for p in topic.partitions:
+            item = out.partitions.add(
+                partition=p.partition,
+                timestamp=p.timestamp,
+                offset=p.offset,
+                leader_epoch=p.leader_epoch,
+            )
+            if p.error is not None:
+                item.error.CopyFrom(error_pb(p.error))
+            if p.current_leader is not None:
+                item.current_leader.CopyFrom(leader_pb(p.current_leader))
+    return response
+
+
+# --- OffsetsForLeaderEpoch --------------------------------------------------------------------
+
+
+def offsets_for_leader_epoch_request(request: Any) -> OffsetsForLeaderEpochRequest:
+    return OffsetsForLeaderEpochRequest(
+        [
+            EpochTopic(
+                topic.name,
+                [
+                    EpochPartition(p.partition, p.leader_epoch, p.current_leader_epoch or -1)
+                    for p in topic.partitions
+                ],
+            )
+            for topic in request.topics
+        ]
+    )
+
+
+def offsets_for_leader_epoch_response(
+    answer: list[TopicEpochEndOffsets],
+) -> client_pb2.OffsetsForLeaderEpochResponse:
+    response = client_pb2.OffsetsForLeaderEpochResponse()
+    for topic in answer:
+        out = response.topics.add(name=topic.name)
+        for p in topic.partitions:
+            item = out.partitions.add(
+                partition=p.partition, leader_epoch=p.leader_epoch, end_offset=p.end_offset
+            )
+            if p.error is not None:
+                item.error.CopyFrom(error_pb(p.error))
+    return response
+
+
+# --- InitProducerId ---------------------------------------------------------------------------
+
+
+def init_producer_id_request(request: Any) -> InitProducerIdRequest:
+    return InitProducerIdRequest(
+        request.transactional_id, request.producer_id, request.producer_epoch
+    )
+
+
+def init_producer_id_response(answer: InitProducerIdAnswer) -> client_pb2.InitProducerIdResponse:
+    response = client_pb2.InitProducerIdResponse(
+        producer_id=answer.producer_id, producer_epoch=answer.producer_epoch
+    )
+    if answer.error is not None:
+        response.error.CopyFrom(error_pb(answer.error))
+    return response
+
+
+# --- DeleteRecords ----------------------------------------------------------------------------
+
+
+def delete_records_request(request: Any) -> DeleteRecordsRequest:
+    return DeleteRecordsRequest(
+        [
+            DeleteTopic(
+                topic.name, [DeletePartition(p.partition, p.offset) for p in topic.partitions]
+            )
+            for topic in request.topics
+        ]
+    )
+
+
+def delete_records_response(answer: list[TopicLowWatermarks]) -> client_pb2.DeleteRecordsResponse:
+    response = client_pb2.DeleteRecordsResponse()
+    for topic in answer:
+        out = response.topics.add(name=topic.name)
+        for p in topic.partitions:
+            item = out.partitions.add(partition=p.partition, low_watermark=p.low_watermark)
+            if p.error is not None:
+                item.error.CopyFrom(error_pb(p.error))
+    return response

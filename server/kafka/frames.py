@@ -1,0 +1,106 @@
+"""Kafka's request and response frames, sans-I/O (the connection reads and writes them).
+
+A frame is an int32 size, then that many bytes: the request header (v1, or v2 for an
+API's flexible versions: api key, api version, correlation id, client id, tagged fields),
+then the request body of that API and version. A response frame is the size, the response
+header (v0: the correlation id; v1 adds tagged fields; an ApiVersions response always has
+v0, so a client that sent a version the broker does not know can read it), then the body.
+
+What is refused, and how, is Kafka's (SocketServer and RequestContext):
+- an API key Kafka does not have, or an API or version the listener does not serve
+  (apis.SERVED): InvalidRequest, the connection is closed ("Unknown API key", "Received
+  request api key ... which is not enabled");
+- an ApiVersions request of a version newer than served: answered, not refused, with
+  UNSUPPORTED_VERSION in an ApiVersions v0 response carrying the served ranges (KIP-511),
+  its body not read;
+- a header or body that does not decode: InvalidRequest. Bytes left after the body are
+  ignored, as Kafka ignores them.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from kio.index import load_request_schema
+from kio.schema.index import api_key_map
+from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
+from kio.serial import entity_reader, entity_writer
+from kio.serial.errors import DecodeError
+
+from server.kafka.apis import API_VERSIONS, SERVED
+
+SIZE = struct.Struct(">i")
+_KEY_AND_VERSION = struct.Struct(">hh")
+
+
+class InvalidRequest(Exception):
+    """A request this listener refuses by closing the connection; the message says why."""
+
+
+@dataclass(frozen=True)
+class Request:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    body: Any  # kio's request of that API and version
+
+
+@dataclass(frozen=True)
+class UnsupportedApiVersions:
+    """An ApiVersions request newer than served: answered in v0 (KIP-511)."""
+
+    api_version: int
+    correlation_id: int
+
+
+def api_name(key: int) -> str:
+    """Kafka's name of an API key, as its enum spells it (PRODUCE, METADATA, ...)."""
+    return api_key_map[key].upper()
+
+
+def parse_request(frame: bytes) -> Request | UnsupportedApiVersions:
+    if len(frame) < _KEY_AND_VERSION.size:
+        raise InvalidRequest(f"a request of {len(frame)} bytes is shorter than its header")
+    key, version = _KEY_AND_VERSION.unpack_from(frame)
+    api = SERVED.get(key)
+    if key == API_VERSIONS and api is not None and version > api.max_version:
+        header, _ = _read(RequestHeaderV2, frame, 0, "request header")
+        return UnsupportedApiVersions(version, header.correlation_id)
+    if key not in api_key_map:
+        raise InvalidRequest(f"Unknown API key {key}")
+    if api is None or not api.serves(version):
+        raise InvalidRequest(
+            f"Received request api key {api_name(key)} with version {version} which is not enabled"
+        )
+    request_type = load_request_schema(key, version)
+    header, header_size = _read(request_type.__header_schema__, frame, 0, "request header")
+    # Bytes after the body are ignored, as Kafka's generated parsers ignore them (they read
+    # the fields and never check what remains): librdkafka 2.16 sends 3 more after a
+    # Metadata v13 request for every topic.
+    body, _ = _read(request_type, frame, header_size, f"{api.name} v{version} request")
+    return Request(key, version, header.correlation_id, header.client_id, body)
+
+
+def _read(entity_type: type[Any], frame: bytes, offset: int, what: str) -> tuple[Any, int]:
+    try:
+        value, size = entity_reader(entity_type)(frame, offset)
+    except (DecodeError, ValueError, OverflowError) as exc:  # kio's, and bad UTF-8
+        raise InvalidRequest(f"the {what} does not decode: {type(exc).__name__}: {exc}") from None
+    return value, size
+
+
+def response_frame(correlation_id: int, response: Any) -> bytes:
+    """The size-prefixed frame of a response (kio message) to the request of that id."""
+    header_type = type(response).__header_schema__
+    out = io.BytesIO()
+    out.write(b"\0\0\0\0")
+    entity_writer(header_type)(out, header_type(correlation_id=correlation_id))
+    entity_writer(type(response))(out, response)
+    data = out.getbuffer()
+    SIZE.pack_into(data, 0, len(data) - SIZE.size)
+    del data
+    return out.getvalue()

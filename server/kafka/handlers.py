@@ -1,0 +1,61 @@
+"""The Kafka listener's dispatcher: a parsed request to its response (kio messages), by
+the served table of apis.py. Each handler converts at the edge and calls what the gRPC
+servicers call (server/metadata_answer.py for Metadata)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from kio.schema.errors import ErrorCode as KafkaErrorCode
+
+from metadata.image import MetadataImage
+from server.kafka.api_versions import api_versions_response, valid_request
+from server.kafka.apis import API_VERSIONS, METADATA, SERVED
+from server.kafka.frames import Request, UnsupportedApiVersions
+from server.kafka.metadata_api import metadata_response, requested_names
+from server.metadata_answer import MetadataSources, metadata_answer
+
+Handler = Callable[[Request], Awaitable[Any]]
+
+
+class KafkaApis:
+    """One per Kafka listener (Metadata answers carry the endpoints of `listener_name`)."""
+
+    def __init__(
+        self, listener_name: str, image: Callable[[], MetadataImage], sources: MetadataSources
+    ) -> None:
+        self.listener_name = listener_name
+        self.image = image
+        self.sources = sources
+        handlers: dict[int, Handler] = {
+            API_VERSIONS: self.api_versions,
+            METADATA: self.metadata,
+        }
+        # Served exactly what is advertised: a table entry without a handler is a bug.
+        assert set(handlers) == set(SERVED), (set(handlers), set(SERVED))
+        self.handlers = handlers
+
+    async def handle(self, request: Request | UnsupportedApiVersions) -> Any:
+        if isinstance(request, UnsupportedApiVersions):
+            return api_versions_response(0, KafkaErrorCode.unsupported_version)
+        return await self.handlers[request.api_key](request)
+
+    async def api_versions(self, request: Request) -> Any:
+        if not valid_request(request.body):  # Kafka answers INVALID_REQUEST, with the ranges
+            return api_versions_response(request.api_version, KafkaErrorCode.invalid_request)
+        return api_versions_response(request.api_version)
+
+    async def metadata(self, request: Request) -> Any:
+        body = request.body
+        image = self.image()
+        names, unknown_ids = requested_names(image, body)
+        answer = await metadata_answer(
+            image,
+            names,
+            # v0-v3 have no such field: those clients' Metadata always allowed it
+            getattr(body, "allow_auto_topic_creation", True),
+            self.listener_name,
+            self.sources,
+        )
+        return metadata_response(request.api_version, answer, unknown_ids)

@@ -1,0 +1,78 @@
+"""The asyncio server of one Kafka listener (server/listeners.py: kafka.listener.names).
+
+Bound when the broker starts (a port in use stops the node then, as for its gRPC
+listeners), it accepts connections only once the broker serves: Kafka's broker opens its
+acceptors (enableRequestProcessing) after its first catch-up with the metadata log, and
+until then its image would answer topics it does not know yet. Connections made before
+wait in the socket's backlog."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+
+from server.kafka.connection import Observe, serve_connection
+from server.kafka.handlers import KafkaApis
+from server.listeners import Listener
+
+log = logging.getLogger("strom.kafka")
+
+BACKLOG = 50  # Kafka's acceptors use the JVM's default backlog, 50
+
+
+class KafkaListener:
+    def __init__(
+        self, listener: Listener, apis: KafkaApis, max_request_bytes: int, observe: Observe
+    ) -> None:
+        self.listener = listener
+        self.apis = apis
+        self.max_request_bytes = max_request_bytes  # socket.request.max.bytes
+        self.observe = observe
+        self.server: asyncio.Server | None = None
+        self.connections: set[asyncio.Task[None]] = set()
+
+    async def bind(self) -> int:
+        """Binds (not yet accepting); returns the port."""
+        # Listening from now on (asyncio would listen only once it serves): a client that
+        # connects early waits in the backlog, as on Kafka's not yet accepting acceptor.
+        sock = socket.create_server(
+            (self.listener.host, self.listener.port), backlog=BACKLOG, reuse_port=False
+        )
+        try:
+            self.server = await asyncio.start_server(
+                self._connected, sock=sock, start_serving=False, backlog=BACKLOG
+            )
+        except BaseException:
+            sock.close()
+            raise
+        return int(sock.getsockname()[1])
+
+    async def start_serving(self) -> None:
+        assert self.server is not None
+        await self.server.start_serving()
+        log.info("Kafka protocol listener %s serving on %s", self.listener.name, self.address)
+
+    @property
+    def address(self) -> str:
+        assert self.server is not None
+        host, port = self.server.sockets[0].getsockname()[:2]
+        return f"{host}:{port}"
+
+    async def stop(self) -> None:
+        if self.server is None:
+            return
+        self.server.close()
+        for task in list(self.connections):
+            task.cancel()
+        await asyncio.gather(*self.connections, return_exceptions=True)
+        await self.server.wait_closed()
+
+    async def _connected(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self.connections.add(task)
+        try:
+            await serve_connection(reader, writer, self.apis, self.max_request_bytes, self.observe)
+        finally:
+            self.connections.discard(task)

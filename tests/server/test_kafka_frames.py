@@ -1,0 +1,73 @@
+"""The Kafka listener's frames and table, sans-I/O (server/kafka/frames.py, apis.py): every
+version the table serves has kio's request and response classes, ApiVersions advertises
+the table and nothing else, and a response frame carries its size and correlation id."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+
+import pytest
+from kio.index import load_request_schema, load_response_schema
+from kio.schema.errors import ErrorCode
+
+from metadata.image import MetadataImage
+from server.kafka.api_versions import api_versions_response
+from server.kafka.apis import SERVED
+from server.kafka.frames import InvalidRequest, Request, parse_request, response_frame
+from server.kafka.handlers import KafkaApis
+from server.metadata_answer import MetadataSources
+from server.request_authorization import RequestAuthorizer
+
+
+def test_every_served_version_has_its_request_and_response_classes():
+    for api in SERVED.values():
+        for version in range(api.min_version, api.max_version + 1):
+            assert load_request_schema(api.key, version).__api_key__ == api.key
+            assert load_response_schema(api.key, version).__version__ == version
+
+
+@pytest.mark.parametrize("version", range(5))
+def test_api_versions_advertises_the_table(version):
+    response = api_versions_response(version)
+    assert response.error_code == ErrorCode.none
+    assert {(k.api_key, k.min_version, k.max_version) for k in response.api_keys} == {
+        (a.key, a.min_version, a.max_version) for a in SERVED.values()
+    }
+
+
+def test_a_response_frame_is_its_size_then_the_header_then_the_body():
+    frame = response_frame(1234, api_versions_response(0))
+    (size,) = struct.unpack_from(">i", frame)
+    assert size == len(frame) - 4
+    assert struct.unpack_from(">i", frame, 4) == (1234,)  # header v0: the correlation id
+
+
+def test_an_api_the_table_lacks_is_refused_with_kafkas_words():
+    frame = struct.pack(">hhih", 0, 9, 1, -1)  # Produce v9
+    with pytest.raises(InvalidRequest, match="api key PRODUCE with version 9 which is not enabled"):
+        parse_request(frame)
+
+
+@pytest.mark.parametrize(
+    "name, version, valid",
+    [
+        ("confluent-kafka-python", "2.16.1-rdkafka-2.16.0", True),
+        ("apache-kafka-java", "4.0.0", True),
+        ("bad name", "1.0", False),
+        ("-leading", "1.0", False),
+        ("name", "", False),
+    ],
+)
+def test_api_versions_v3_names_its_client_software_as_kafka_requires(name, version, valid):
+    """KIP-511: Kafka answers a v3+ request with an invalid name or version INVALID_REQUEST."""
+    request = load_request_schema(18, 3)(client_software_name=name, client_software_version=version)
+    parsed = Request(18, 3, 1, "test", request)
+    apis = KafkaApis(
+        "KAFKA",
+        MetadataImage,
+        MetadataSources("cluster", lambda: -1, RequestAuthorizer(), None, False),
+    )
+    response = asyncio.run(apis.handle(parsed))
+    assert response.error_code == (ErrorCode.none if valid else ErrorCode.invalid_request)
+    assert len(response.api_keys) == len(SERVED)
