@@ -4,15 +4,20 @@ created through Strom's own AdminClient (gRPC)."""
 from __future__ import annotations
 
 import pytest
-from kafka_cluster import KafkaCluster, connect, decode_response, read_frame, request_frame
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 
 from strom.admin import AdminClient, NewTopic
 from tests.client.cluster_helpers import bootstrap
+from tests.kafka_listener.kafka_cluster import (
+    TOPICS,
+    KafkaCluster,
+    connect,
+    decode_response,
+    read_frame,
+    request_frame,
+)
 from tests.node_integration.node_cluster import wait_until
-
-TOPICS = {"orders": 3, "payments": 1}
 
 
 @pytest.fixture(scope="module")

@@ -17,6 +17,9 @@ from kio.static.primitive import i16, i32
 from tests.node_integration.node_cluster import NodeCluster
 from tests.raft_integration.process_cluster import free_ports
 
+# The topics the module's cluster is made with (conftest.py), and their partitions.
+TOPICS = {"orders": 3, "payments": 1}
+
 # Small enough that the oversized-frame test need not send much.
 MAX_REQUEST_BYTES = 1024 * 1024
 

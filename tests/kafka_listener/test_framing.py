@@ -11,14 +11,6 @@ import uuid
 from typing import Any
 
 import pytest
-from kafka_cluster import (
-    MAX_REQUEST_BYTES,
-    connect,
-    decode_response,
-    raw_frame,
-    read_frame,
-    request_frame,
-)
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v5.request import MetadataRequest as MetadataV5
@@ -26,6 +18,14 @@ from kio.schema.metadata.v12.request import MetadataRequest as MetadataV12
 from kio.schema.metadata.v12.request import MetadataRequestTopic as TopicV12
 from kio.schema.types import TopicName
 
+from tests.kafka_listener.kafka_cluster import (
+    MAX_REQUEST_BYTES,
+    connect,
+    decode_response,
+    raw_frame,
+    read_frame,
+    request_frame,
+)
 from tests.node_integration.node_cluster import wait_until
 
 API_VERSIONS, METADATA, PRODUCE = 18, 3, 0

@@ -10,9 +10,9 @@ import shutil
 import subprocess
 
 import pytest
-from conftest import TOPICS
 
 from strom_api.v1 import controller_pb2
+from tests.kafka_listener.kafka_cluster import TOPICS
 from tests.node_integration.node_cluster import wait_until
 
 
