@@ -64,3 +64,20 @@ def test_every_sans_io_module_is_named_in_the_architecture_document():
     assert sans_io, "no contract calls itself sans-I/O"
     unnamed = [m for m in sans_io if f"{m.rsplit('.', 1)[-1]}.py" not in doc]
     assert not unnamed, f"sans-I/O modules docs/architecture.md does not name: {unnamed}"
+
+
+def test_the_wheel_ships_every_package_of_the_tree():
+    """pyproject's [tool.setuptools] packages is a list: a subpackage left out of it is left
+    out of the wheel (and the docker image) while every test run from the tree passes."""
+    shipped = set(
+        tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    )
+    in_tree = {
+        ".".join(path.parent.relative_to(ROOT).parts)
+        for top in packages_in_tree()
+        for path in (ROOT / top).rglob("__init__.py")
+        if "__pycache__" not in path.parts
+    }
+    assert in_tree == shipped, (
+        f"not shipped: {sorted(in_tree - shipped)}; shipped but gone: {sorted(shipped - in_tree)}"
+    )
