@@ -268,7 +268,9 @@ class Cluster:
             except grpc.aio.AioRpcError as exc:
                 why = handshake_failure(exc.details(), self.tls)
                 self.last_error = f"{address}: {why or f'{exc.code().name} {exc.details()}'}"
-                if refused_authentication(why, self.tls):
+                if why is not None and await asyncio.to_thread(
+                    refused_authentication, why, self.tls, address
+                ):
                     refused = AuthenticationError(f"{why} (broker {address})")
                 self.rpc_failed(address, exc)
                 continue

@@ -293,7 +293,7 @@ class ControllerClient:
         code = exc.code()
         details = _one_line(exc.details() or "")
         refused = handshake_failure(details, self.tls)
-        if refused is not None and refused_authentication(refused, self.tls):
+        if refused is not None and refused_authentication(refused, self.tls, address.target):
             raise AuthenticationError(f"{refused} ({address.target})")
         if refused is not None:
             return _network_error(f"{address.target}: {refused}")

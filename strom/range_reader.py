@@ -118,7 +118,7 @@ class SyncCluster:
                 except grpc.RpcError as exc:
                     details = exc.details() if isinstance(exc, grpc.Call) else None
                     why = handshake_failure(details, self.tls)
-                    if refused_authentication(why, self.tls):
+                    if refused_authentication(why, self.tls, address):
                         # A refused handshake will not pass on a retry (Kafka's
                         # SslAuthenticationException is not retriable either).
                         raise AuthenticationError(f"{why} (broker {address})") from None

@@ -353,18 +353,44 @@ def sync_channel(
     return channel
 
 
-def refused_authentication(why: str | None, security: ChannelSecurity) -> bool:
-    """Whether `why` (handshake_failure's answer) is a refused authentication, which the
-    clients raise at once: a failed TLS handshake of a TLS client, or a SASL refusal."""
+def refused_authentication(why: str | None, security: ChannelSecurity, address: str) -> bool:
+    """Whether `why` (handshake_failure's answer for `address`) is a refused
+    authentication, which the clients raise at once (Kafka's SslAuthenticationException is
+    not retriable): a failed TLS handshake of a TLS client, or a SASL refusal.
+
+    One answer is ambiguous: a TLS connection closed during the handshake is how a server
+    refuses a client certificate, and also what a node killed mid-handshake leaves. The
+    two differ in whether the address still listens: a refusing node does, a dead one
+    refuses the connection. So that close counts as a refusal only when a fresh TCP
+    connection to `address` is accepted (blocking for at most a second; it runs only on
+    this failure path)."""
     if why is None:
         return False
-    return why.startswith(_SASL_REFUSALS) or tls_part(security) is not None
+    if why.startswith(_SASL_REFUSALS):
+        return True
+    if tls_part(security) is None:
+        return False
+    return not why.startswith(_CLOSED_DURING_HANDSHAKE) or still_listening(address)
+
+
+def still_listening(address: str, timeout_s: float = 1.0) -> bool:
+    """Whether `address` ("host:port", IPv6 hosts in brackets) accepts a TCP connection."""
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            return True
+    except (OSError, ValueError):
+        return False
 
 
 _SASL_REFUSALS = (
     ErrorCode.SASL_AUTHENTICATION_FAILED,
     ErrorCode.UNSUPPORTED_SASL_MECHANISM,
     ErrorCode.ILLEGAL_SASL_STATE,
+)
+
+_CLOSED_DURING_HANDSHAKE = (
+    "SSL handshake failed: the server closed the connection during the TLS handshake"
 )
 
 _HANDSHAKE = re.compile(
@@ -383,8 +409,8 @@ def handshake_failure(
     not carry is named ("Tls handshake failed ... CERTIFICATE_VERIFY_FAILED", "Hostname
     Verification Check failed"); a server that refuses the client's certificate (none
     given where one is required, or one from a CA it does not trust) just closes the
-    connection, which the client sees as "Socket closed" — a node going down is refused a
-    connection instead, so a TLS connection closed as it opened is taken as a refusal."""
+    connection, which the client sees as "Socket closed" (refused_authentication tells that
+    from a node killed during the handshake)."""
     text = " ".join((details or "").split())
     if isinstance(tls, SaslSecurity):
         tls = tls.tls
@@ -394,9 +420,9 @@ def handshake_failure(
         return f"SSL handshake failed: {text}"
     if tls and "socket closed" in text.lower():
         return (
-            "SSL handshake failed: the server closed the connection during the TLS "
-            "handshake: it requires a client certificate (ssl.client.auth=required) and was "
-            f"given none, or one signed by a CA it does not trust ({text})"
+            f"{_CLOSED_DURING_HANDSHAKE}: it requires a client certificate "
+            "(ssl.client.auth=required) and was given none, or one signed by a CA it does not "
+            f"trust ({text})"
         )
     if not tls and "socket closed" in text.lower():
         # A TLS listener closes a connection that opens in plaintext at once.

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import socket
 
 import grpc
 import grpc.aio
@@ -22,6 +23,7 @@ from strom_api.tls import (
     aio_channel,
     client_tls,
     handshake_failure,
+    refused_authentication,
 )
 from tests.tls_certs import make_certs
 
@@ -95,6 +97,35 @@ def test_mtls_accepts_the_ca_clients_and_names_the_refusals(certs):
     assert "CERTIFICATE_VERIFY_FAILED" in answers["wrong CA trusted"]
     assert "probably expects SSL" in answers["plaintext"]
     assert answers["after"] == "User:CN=strom-client"  # the refusals left it serving
+
+
+def test_a_close_during_the_handshake_is_a_refusal_only_while_the_address_listens(certs):
+    """A refused client certificate and a node killed mid-handshake both reach the client
+    as a TLS connection closed as it opened: the first is raised at once, the second is
+    retried (chaos: a client must not give up on a cluster whose node was killed)."""
+    tls = client_tls(certs.ca)  # no certificate where one is required
+
+    async def refusal_while_serving() -> tuple[str, str]:
+        server, port, _, _ = await _serve(_server_tls(certs.node_keystore, certs.ca))
+        try:
+            return f"127.0.0.1:{port}", await _ask(f"127.0.0.1:{port}", tls)
+        finally:
+            await server.stop(0)
+
+    target, answer = asyncio.run(refusal_while_serving())
+    why = answer.removeprefix("REFUSED ")
+    assert why.startswith("SSL handshake failed: the server closed the connection"), why
+    server = socket.create_server(("127.0.0.1", int(target.rpartition(":")[2])))
+    try:
+        assert refused_authentication(why, tls, target)  # the address still listens
+    finally:
+        server.close()
+    assert not refused_authentication(why, tls, target)  # gone: a node that went down
+    # A named handshake failure and a SASL refusal need no probe; plaintext is never one.
+    named = "SSL handshake failed: CERTIFICATE_VERIFY_FAILED"
+    assert refused_authentication(named, tls, target)
+    assert refused_authentication("SASL_AUTHENTICATION_FAILED: bad password", None, target)
+    assert not refused_authentication(why, None, target)
 
 
 def test_hostname_is_checked_unless_turned_off(certs):
