@@ -8,6 +8,7 @@ problem (Kafka's error name and a sentence) and exit code 1, never a traceback.
 from __future__ import annotations
 
 import asyncio
+import io
 import logging
 import os
 import signal
@@ -84,6 +85,7 @@ async def _serve(config: server_config.ServerConfig) -> int:
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     log.info("stopping (controlled shutdown)")
+    watchdog = asyncio.create_task(_report_slow_stop(log))
     try:
         await node.stop()
     except Exception:
@@ -94,5 +96,23 @@ async def _serve(config: server_config.ServerConfig) -> int:
         log.exception("the controlled shutdown failed; stopping anyway")
         logging.shutdown()
         os._exit(1)
+    watchdog.cancel()
     log.info("stopped")
     return 0
+
+
+# Under the 30 s the controlled shutdown may take, over what the rest of a stop takes, and
+# under the 60 s `make run`'s supervisor waits before it kills a node.
+SLOW_STOP_S = 45.0
+
+
+async def _report_slow_stop(log: logging.Logger) -> None:
+    """A stop that outlasts SLOW_STOP_S logs where every task of the loop waits, so a node
+    killed for a stop that hung leaves in its log what it was waiting for."""
+    await asyncio.sleep(SLOW_STOP_S)
+    stacks = []
+    for task in asyncio.all_tasks():
+        out = io.StringIO()
+        task.print_stack(limit=8, file=out)
+        stacks.append(out.getvalue())
+    log.warning("still stopping after %g s; the tasks wait in:\n%s", SLOW_STOP_S, "\n".join(stacks))

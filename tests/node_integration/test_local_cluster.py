@@ -72,6 +72,7 @@ class MakeRun:
 
     def __init__(self, directory: str, base: int, metrics: int, *options: str) -> None:
         self.base = base
+        self.directory = directory
         self.proc = subprocess.Popen(
             [sys.executable, SCRIPT, "--dir", directory, "--base-port", str(base),
              "--metrics-port", str(metrics), "--kafka-port", str(kafka_port(base)), *options],
@@ -107,10 +108,23 @@ class MakeRun:
         return self.wait_for(r"bootstrap servers \(brokers\): (\S+)").group(1)
 
     def stop(self, sig: int = signal.SIGINT) -> str:
+        """Stops the cluster as Ctrl-C does; every node must have stopped cleanly (a node
+        the supervisor had to kill fails here, with the end of each node's log)."""
         self.proc.send_signal(sig)
         self.wait_for(r"stopped \(exit codes", 90)
-        assert self.proc.wait(timeout=30) == 0, "".join(self.lines)
-        return "".join(self.lines)
+        output = "".join(self.lines)
+        assert self.proc.wait(timeout=30) == 0, output + self.node_logs()
+        assert "stopped (exit codes [0, 0, 0])" in output, output + self.node_logs()
+        return output
+
+    def node_logs(self, lines: int = 60) -> str:
+        tails = []
+        for node in (1, 2, 3):
+            path = os.path.join(self.directory, f"node{node}", "server.log")
+            if os.path.exists(path):
+                tail = open(path, errors="replace").readlines()[-lines:]
+                tails.append(f"\n--- end of {path}:\n{''.join(tail)}")
+        return "".join(tails)
 
     def kill(self) -> None:
         if self.proc.poll() is None:
