@@ -229,11 +229,18 @@ def _paused_broker_part(
         "leader-election", *b, "--election-type", "preferred", "--path-to-json-file", election
     )
     assert result.returncode == 1
-    assert result.stdout.splitlines() == [
+    [moves1, moves0] = result.stdout.splitlines()
+    # On a loaded machine broker 2 can miss heartbeats and be fenced between the describe
+    # above and the election, moving moves-1's leadership to 1 first: then the tool says
+    # so as kafka-leader-election.sh does (ELECTION_NOT_NEEDED).
+    assert moves1 in (
         "Successfully completed leader election (PREFERRED) for partitions moves-1",
+        "Valid replica already elected for partitions moves-1",
+    ), result.stdout
+    assert moves0 == (
         "Error completing leader election (PREFERRED) for partition: moves-0: "
-        "PREFERRED_LEADER_NOT_AVAILABLE: The preferred leader was not available.",
-    ]
+        "PREFERRED_LEADER_NOT_AVAILABLE: The preferred leader was not available."
+    )
     assert result.stderr == (
         "Error while executing leader-election command : PREFERRED_LEADER_NOT_AVAILABLE: "
         "1 replica(s) could not be elected\n"
