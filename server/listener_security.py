@@ -151,6 +151,11 @@ class ListenerTls:
         ssl.principal.mapping.rules)."""
         return ssl_principal(auth_context, self.principal_mapper)
 
+    def certificate_principal(self, der: bytes | None) -> str:
+        """The principal of a connection to this listener served by Python's ssl (the
+        Kafka protocol listener): certificate_principal with its mapping rules."""
+        return certificate_principal(der, self.principal_mapper)
+
     def load(self, on_reload_error: Callable[[str], None] | None = None) -> ServerTls:
         """Reads the PEM material (InvalidConfigError naming the listener if it cannot be
         used); `on_reload_error` hears of a rotated file that cannot be."""
@@ -259,6 +264,22 @@ def ssl_principal(
     principal_mapping.NoMatchingRule: the connection has no principal and is refused, as
     Kafka fails its authentication. The authorizer of issue 18's next layer reads it."""
     subject = auth_context.get("x509_subject") or ()
+    return subject_principal(subject[0].decode(errors="replace") if subject else None, mapper)
+
+
+def subject_principal(subject: str | None, mapper: PrincipalMapper = DEFAULT_MAPPER) -> str:
+    """`User:` and what `mapper` makes of a verified client certificate's subject DN (RFC
+    2253 form), or User:ANONYMOUS without one: the rule of both front ends."""
     if not subject:
         return ANONYMOUS
-    return f"User:{mapper.name(subject[0].decode(errors='replace'))}"
+    return f"User:{mapper.name(subject)}"
+
+
+def certificate_principal(der: bytes | None, mapper: PrincipalMapper = DEFAULT_MAPPER) -> str:
+    """subject_principal of a client certificate as Python's ssl gives it (DER, None
+    without one); its subject in RFC 2253 form, most specific first, as gRPC gives it."""
+    if not der:
+        return ANONYMOUS
+    from cryptography import x509
+
+    return subject_principal(x509.load_der_x509_certificate(der).subject.rfc4514_string(), mapper)

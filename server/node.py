@@ -372,13 +372,24 @@ class Node:
         serving once the broker serves (_start_serving). Imported here: kio is the `kafka`
         extra, which the config check asks for when a Kafka listener is configured."""
         from server.kafka.handlers import KafkaApis
-        from server.kafka.listener import KafkaListener
+        from server.kafka.listener import KafkaListener, KafkaListenerTls
 
         assert self.replicas is not None
         replicas = self.replicas
         apis = KafkaApis(listener.name, lambda: replicas.image, sources)
+        tls = None
+        if listener.name in self.tls:  # SSL: the listener's ssl.* material, as for gRPC's
+            settings = self.config.tls[listener.name]
+            context = self.tls[listener.name].ssl_context(
+                request_client_cert=settings.client_auth == "requested"
+            )
+            tls = KafkaListenerTls(context, settings.certificate_principal)
         kafka = KafkaListener(
-            listener, apis, self.config.replica.socket_request_max_bytes, self._observe_kafka
+            listener,
+            apis,
+            self.config.replica.socket_request_max_bytes,
+            self._observe_kafka,
+            tls,
         )
         try:
             self.broker_ports[listener.name] = await kafka.bind()

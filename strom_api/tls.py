@@ -480,23 +480,27 @@ class ServerTls:
             [(self.pair.key, self.pair.chain)], root_certificates=self.ca
         )
 
-    def _fetch(self) -> Any:
-        """gRPC asks before each handshake: a new configuration when the files changed,
-        else None (keep the current one). A stat per handshake, no read."""
+    def _reload(self) -> bool:
+        """Before each handshake: reads the material again when its files changed (a stat
+        per handshake, no read otherwise); whether there is new material to use."""
         with self._lock:
             stamp = self._file_stamp()
             if stamp == self._stamp:
-                return None
+                return False
             self._stamp = stamp
             try:
                 pair, ca = self.keystore.load(), self.truststore.load()
             except TlsConfigError as exc:
                 if self.on_reload_error is not None:
                     self.on_reload_error(str(exc))
-                return None
+                return False
             self.pair, self.ca = pair, ca
             self.reloads += 1
-            return self._configuration()
+            return True
+
+    def _fetch(self) -> Any:
+        """gRPC asks before each handshake: a new configuration, or None to keep its own."""
+        return self._configuration() if self._reload() else None
 
     def credentials(self) -> grpc.ServerCredentials:
         return grpc.dynamic_ssl_server_credentials(
@@ -505,7 +509,52 @@ class ServerTls:
             require_client_authentication=self.require_client_auth,
         )
 
+    def ssl_context(self, request_client_cert: bool = False) -> ssl.SSLContext:
+        """The same material for a listener served with Python's ssl (the Kafka protocol
+        listener, on asyncio streams), rotated the same way: each handshake first looks
+        for changed files and, if there are, switches to a context made from them (the
+        SNI callback runs before the server picks its certificate). A client certificate
+        is required as for gRPC, or with `request_client_cert` asked for and taken when
+        given (Kafka's ssl.client.auth=requested, which gRPC cannot do)."""
+        verify = (
+            ssl.CERT_REQUIRED
+            if self.require_client_auth
+            else ssl.CERT_OPTIONAL
+            if request_client_cert and self.ca is not None
+            else ssl.CERT_NONE
+        )
+        current = [self._python_context(verify)]
+
+        def rotate(connection: Any, server_name: str | None, context: ssl.SSLContext) -> None:
+            if self._reload():
+                current[0] = self._python_context(verify)
+            if connection.context is not current[0]:
+                connection.context = current[0]
+
+        current[0].sni_callback = rotate
+        return current[0]
+
+    def _python_context(self, verify: ssl.VerifyMode) -> ssl.SSLContext:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2  # Kafka's ssl.enabled.protocols
+        _load_pair(context, self.pair)
+        context.verify_mode = verify
+        if self.ca is not None and verify != ssl.CERT_NONE:
+            context.load_verify_locations(cadata=self.ca.decode())
+        return context
+
     def client(self, check_hostname: bool = True) -> ClientTls:
         """What this node presents and trusts when it dials a listener of the same name on
         another node (Kafka uses the listener's own ssl.* settings for that too)."""
         return ClientTls(self.ca, self.pair, check_hostname)
+
+
+def _load_pair(context: ssl.SSLContext, pair: KeyPair) -> None:
+    """Python's ssl loads a key and chain from files only: they go through an anonymous
+    in-memory file (memfd), so the clear key never reaches a disk, as with gRPC."""
+    fd = os.memfd_create("strom-tls-keystore", os.MFD_CLOEXEC)
+    try:
+        os.write(fd, pair.chain + pair.key)
+        context.load_cert_chain(f"/proc/self/fd/{fd}")
+    finally:
+        os.close(fd)

@@ -32,11 +32,13 @@ async def serve_connection(
     apis: KafkaApis,
     max_request_bytes: int,
     observe: Observe,
+    principal: str = ANONYMOUS,
 ) -> None:
+    """Serves the connection of `principal` (the listener established it: ANONYMOUS on
+    PLAINTEXT, the client certificate's on SSL) until it ends."""
     peer = writer.get_extra_info("peername")
     where = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
-    # PLAINTEXT: every caller is User:ANONYMOUS, as Kafka names unauthenticated ones.
-    session = Session(ANONYMOUS, peer[0] if isinstance(peer, tuple) else "", apis.listener_name)
+    session = Session(principal, peer[0] if isinstance(peer, tuple) else "", apis.listener_name)
     try:
         while True:
             why = await _serve_one(reader, writer, apis, max_request_bytes, observe, session)

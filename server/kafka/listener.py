@@ -11,21 +11,45 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import ssl
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from server.kafka.connection import Observe, serve_connection
 from server.kafka.handlers import KafkaApis
 from server.listeners import Listener
+from server.principal_mapping import NoMatchingRule
+from strom_api.acls import ANONYMOUS
 
 log = logging.getLogger("strom.kafka")
 
 BACKLOG = 50  # Kafka's acceptors use the JVM's default backlog, 50
+# A client that opens a TLS connection and stalls holds a slot no longer than this.
+SSL_HANDSHAKE_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True)
+class KafkaListenerTls:
+    """An SSL Kafka listener: the context its handshakes use (ServerTls.ssl_context, the
+    material of the listener's ssl.* settings, rotated as the gRPC listeners' is) and the
+    principal a client certificate names (ListenerTls.certificate_principal, the same rule
+    as the gRPC listeners': ssl.principal.mapping.rules)."""
+
+    context: ssl.SSLContext
+    principal: Callable[[bytes | None], str]
 
 
 class KafkaListener:
     def __init__(
-        self, listener: Listener, apis: KafkaApis, max_request_bytes: int, observe: Observe
+        self,
+        listener: Listener,
+        apis: KafkaApis,
+        max_request_bytes: int,
+        observe: Observe,
+        tls: KafkaListenerTls | None = None,
     ) -> None:
         self.listener = listener
+        self.tls = tls
         self.apis = apis
         self.max_request_bytes = max_request_bytes  # socket.request.max.bytes
         self.observe = observe
@@ -41,7 +65,12 @@ class KafkaListener:
         )
         try:
             self.server = await asyncio.start_server(
-                self._connected, sock=sock, start_serving=False, backlog=BACKLOG
+                self._connected,
+                sock=sock,
+                start_serving=False,
+                backlog=BACKLOG,
+                ssl=None if self.tls is None else self.tls.context,
+                ssl_handshake_timeout=None if self.tls is None else SSL_HANDSHAKE_TIMEOUT_S,
             )
         except BaseException:
             sock.close()
@@ -73,6 +102,33 @@ class KafkaListener:
         assert task is not None
         self.connections.add(task)
         try:
-            await serve_connection(reader, writer, self.apis, self.max_request_bytes, self.observe)
+            principal = self._principal(writer)
+            if principal is None:
+                writer.close()
+                return
+            await serve_connection(
+                reader, writer, self.apis, self.max_request_bytes, self.observe, principal
+            )
         finally:
             self.connections.discard(task)
+
+    def _principal(self, writer: asyncio.StreamWriter) -> str | None:
+        """Who the connection is: User:ANONYMOUS on PLAINTEXT (as Kafka names it), the
+        verified client certificate's principal on SSL; None (logged) when the
+        certificate's name maps to no principal, whose connection Kafka fails too."""
+        if self.tls is None:
+            return ANONYMOUS
+        ssl_object = writer.get_extra_info("ssl_object")
+        der = None if ssl_object is None else ssl_object.getpeercert(binary_form=True)
+        try:
+            return self.tls.principal(der)
+        except NoMatchingRule as exc:
+            peer = writer.get_extra_info("peername")
+            log.info(
+                "Failed authentication with /%s (listener %s, SSL): the client certificate's "
+                "name maps to no principal: %s",
+                peer[0] if isinstance(peer, tuple) else peer,
+                self.listener.name,
+                exc,
+            )
+            return None

@@ -11,7 +11,7 @@ import grpc.aio
 import pytest
 
 from server import server_config
-from server.listener_security import ANONYMOUS, ListenerTls, ssl_principal
+from server.listener_security import ANONYMOUS, ListenerTls, certificate_principal, ssl_principal
 from server.principal_mapping import NoMatchingRule, parse_rules
 from storage.errors import InvalidConfigError
 from strom_api.tls import ClientTls, aio_channel, client_tls
@@ -260,6 +260,27 @@ def test_ssl_principal_applies_the_mapping_rules():
     assert ssl_principal({}, mapper) == ANONYMOUS  # no certificate: no rule applies
     with pytest.raises(NoMatchingRule):
         ssl_principal({"x509_subject": [b"CN=strom-client"]}, mapper)
+
+
+def test_a_certificate_from_python_ssl_names_the_same_principal_as_from_grpc(certs):
+    """The Kafka listener (Python's ssl, DER) and the gRPC listeners (x509_subject) name a
+    client certificate alike, through the same mapping rules."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives.serialization import Encoding
+
+    def der(path: str) -> bytes:
+        pem = open(path, "rb").read()
+        return x509.load_pem_x509_certificates(pem)[0].public_bytes(Encoding.DER)
+
+    mapper = parse_rules("RULE:^CN=(.*?),OU=ServiceUsers.*$/$1/L,DEFAULT")
+    service = der(certs.service_client_keystore)
+    assert certificate_principal(service) == f"User:{SERVICE_CLIENT_DN}"
+    assert certificate_principal(service) == ssl_principal(
+        {"x509_subject": [SERVICE_CLIENT_DN.encode()]}
+    )
+    assert certificate_principal(service, mapper) == "User:duke"
+    assert certificate_principal(der(certs.client_keystore), mapper) == "User:CN=strom-client"
+    assert certificate_principal(None, mapper) == ANONYMOUS
 
 
 SERVICE_RULES = "RULE:^CN=(.*?),OU=ServiceUsers.*$/$1/L,RULE:^CN=([^,]+)$/cert-$1/"
