@@ -176,9 +176,6 @@ def check_controller_only(listeners: Mapping[str, Listener], controller_listener
         )
 
 
-KAFKA_PROTOCOLS_SERVED = ("PLAINTEXT", "SSL")
-
-
 def kafka_listener_names(
     props: Mapping[str, str], listeners: Mapping[str, Listener], controller_names: list[str]
 ) -> frozenset[str]:
@@ -204,17 +201,3 @@ def kafka_listener_names(
             "pip install 'strom[kafka]'"
         )
     return frozenset(names)
-
-
-def check_kafka_protocols(kafka_names: frozenset[str], protocols: Mapping[str, str]) -> None:
-    """A Kafka listener serves PLAINTEXT and SSL for now: SASL on it is refused (not
-    accepted and ignored) until the Kafka front end implements it."""
-    for name in sorted(kafka_names):
-        protocol = protocols.get(name, "PLAINTEXT")
-        if protocol not in KAFKA_PROTOCOLS_SERVED:
-            raise InvalidConfigError(
-                f"listener {name} in kafka.listener.names uses security protocol {protocol}, "
-                "which Strom's Kafka protocol listener does not serve yet: it serves PLAINTEXT "
-                "and SSL (map it to one of those in listener.security.protocol.map, or serve "
-                "SASL clients on a gRPC listener)"
-            )

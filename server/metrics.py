@@ -138,7 +138,7 @@ class NodeCollector(Collector):
 
     def _authentication(self) -> Iterator[Metric]:
         """Kafka's socket-server-metrics successful/failed-authentication-total, per
-        listener (server/sasl_service.py counts SASL exchanges)."""
+        listener (server/sasl_exchange.py counts SASL exchanges)."""
         counts = self.node.authentications
         for name, text, per_listener in (
             (

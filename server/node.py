@@ -74,7 +74,8 @@ from server.replica_service import ReplicaServicer
 from server.request_authorization import RequestAuthorizer
 from server.request_session import Admission, enter, leave
 from server.rpc_guard import guarded, quiet_grpc_server_log
-from server.sasl_service import AuthenticationCounts, SaslServicer
+from server.sasl_exchange import AuthenticationCounts, SaslListener
+from server.sasl_service import SaslServicer
 from server.sasl_sessions import SessionSigner
 from server.server_config import ServerConfig
 from server.unapplied_configs import not_applied_warning
@@ -384,12 +385,19 @@ class Node:
                 request_client_cert=settings.client_auth == "requested"
             )
             tls = KafkaListenerTls(context, settings.certificate_principal)
+        sasl_settings = self.config.sasl.get(listener.name)
+        sasl = (
+            None
+            if sasl_settings is None
+            else SaslListener(sasl_settings, self._scram_credential, self.authentications)
+        )
         kafka = KafkaListener(
             listener,
             apis,
             self.config.replica.socket_request_max_bytes,
             self._observe_kafka,
             tls,
+            sasl,
         )
         try:
             self.broker_ports[listener.name] = await kafka.bind()

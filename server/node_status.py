@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from metadata.controller import QuorumController
     from raft.core import RaftCore
     from raft.driver import DriverStats
-    from server.sasl_service import AuthenticationCounts
+    from server.sasl_exchange import AuthenticationCounts
     from storage.log_manager import LogManager
 
 

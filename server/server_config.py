@@ -47,7 +47,6 @@ from server.listeners import (
     broker_listeners,
     check_controller_listeners,
     check_controller_only,
-    check_kafka_protocols,
     kafka_listener_names,
     parse_listeners,
 )
@@ -360,7 +359,6 @@ def from_properties(props: Mapping[str, str]) -> ServerConfig:
         advertised, inter_broker = (), ""
     used = dict.fromkeys([*listeners, *([controller_listener] if controller_listener else [])])
     protocols = listener_protocols(props, used, controller_names)
-    check_kafka_protocols(kafka_names, protocols)
     tls = {n: listener_tls(props, n, p) for n, p in protocols.items() if p in TLS_PROTOCOLS}
     dialled = {inter_broker: "inter.broker", controller_listener: "controller"}
     sasl = {

@@ -20,6 +20,11 @@ class ApiRange:
 
 API_VERSIONS = 18
 METADATA = 3
+SASL_HANDSHAKE = 17
+SASL_AUTHENTICATE = 36
+
+# Served by the connection itself, whose identity they change (server/kafka/sasl_api.py).
+CONNECTION_APIS = frozenset((SASL_HANDSHAKE, SASL_AUTHENTICATE))
 
 SERVED: dict[int, ApiRange] = {
     api.key: api
@@ -28,5 +33,8 @@ SERVED: dict[int, ApiRange] = {
         # From v0, as Kafka 4 (KIP-896 kept every Metadata version): Debian 12's kcat links
         # librdkafka 2.0.2, which asks for v4 at most; aiokafka for v0-5.
         ApiRange(METADATA, "Metadata", 0, 13),
+        # v1 only: v0 sends SASL tokens without Kafka's framing; every client here sends v1.
+        ApiRange(SASL_HANDSHAKE, "SaslHandshake", 1, 1),
+        ApiRange(SASL_AUTHENTICATE, "SaslAuthenticate", 1, 2),
     )
 }

@@ -13,10 +13,19 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from typing import Any
 
-from server.kafka.apis import API_VERSIONS, SERVED
-from server.kafka.frames import SIZE, InvalidRequest, Request, parse_request, response_frame
+from server.kafka.apis import API_VERSIONS, CONNECTION_APIS, SERVED
+from server.kafka.frames import (
+    SIZE,
+    InvalidRequest,
+    Request,
+    UnsupportedApiVersions,
+    parse_request,
+    response_frame,
+)
 from server.kafka.handlers import KafkaApis
+from server.kafka.sasl_api import ConnectionAuthentication
 from server.request_session import Session, enter, leave
 from strom_api.acls import ANONYMOUS
 
@@ -32,16 +41,15 @@ async def serve_connection(
     apis: KafkaApis,
     max_request_bytes: int,
     observe: Observe,
-    principal: str = ANONYMOUS,
+    auth: ConnectionAuthentication,
 ) -> None:
-    """Serves the connection of `principal` (the listener established it: ANONYMOUS on
-    PLAINTEXT, the client certificate's on SSL) until it ends."""
+    """Serves the connection until it ends; `auth` says who it is (the listener's
+    principal on PLAINTEXT and SSL, the SASL exchange's on SASL listeners)."""
     peer = writer.get_extra_info("peername")
     where = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
-    session = Session(principal, peer[0] if isinstance(peer, tuple) else "", apis.listener_name)
     try:
         while True:
-            why = await _serve_one(reader, writer, apis, max_request_bytes, observe, session)
+            why = await _serve_one(reader, writer, apis, max_request_bytes, observe, auth)
             if why is not None:
                 if why:
                     log.info(
@@ -63,7 +71,7 @@ async def _serve_one(
     apis: KafkaApis,
     max_request_bytes: int,
     observe: Observe,
-    session: Session,
+    auth: ConnectionAuthentication,
 ) -> str | None:
     """Serves one request; returns None to go on, "" when the client closed between
     frames, else why the connection is closed."""
@@ -92,7 +100,18 @@ async def _serve_one(
         request = parse_request(frame)
     except InvalidRequest as exc:
         return str(exc)
-    token = enter(session)
+    refused = auth.refusal(request)
+    if refused is not None:
+        return refused
+    close = False
+    if isinstance(request, Request) and request.api_key in CONNECTION_APIS:
+        response, close = auth.handle(request)
+        _reply(writer, request, response)
+        await writer.drain()
+        _observed(observe, request, start)
+        return "" if close else None  # a refused exchange was logged by sasl_exchange
+    # Before a SASL login only ApiVersions comes here (refusal() admits nothing else).
+    token = enter(Session(auth.principal or ANONYMOUS, auth.host, apis.listener_name))
     try:
         response = await apis.handle(request)
     except Exception as exc:  # a bug or a collaborator's failure: this connection only
@@ -108,11 +127,21 @@ async def _serve_one(
         return ""  # logged above
     finally:
         leave(token)
-    writer.write(response_frame(request.correlation_id, response))
+    _reply(writer, request, response)
     await writer.drain()
+    _observed(observe, request, start)
+    return None
+
+
+def _reply(
+    writer: asyncio.StreamWriter, request: Request | UnsupportedApiVersions, response: Any
+) -> None:
+    writer.write(response_frame(request.correlation_id, response))
+
+
+def _observed(observe: Observe, request: Request | UnsupportedApiVersions, start: float) -> None:
     if isinstance(request, Request):
         name, version = SERVED[request.api_key].name, request.api_version
     else:
         name, version = SERVED[API_VERSIONS].name, request.api_version
     observe(name, version, time.perf_counter() - start)
-    return None

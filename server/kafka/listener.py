@@ -17,8 +17,10 @@ from dataclasses import dataclass
 
 from server.kafka.connection import Observe, serve_connection
 from server.kafka.handlers import KafkaApis
+from server.kafka.sasl_api import ConnectionAuthentication
 from server.listeners import Listener
 from server.principal_mapping import NoMatchingRule
+from server.sasl_exchange import SaslListener
 from strom_api.acls import ANONYMOUS
 
 log = logging.getLogger("strom.kafka")
@@ -47,9 +49,11 @@ class KafkaListener:
         max_request_bytes: int,
         observe: Observe,
         tls: KafkaListenerTls | None = None,
+        sasl: SaslListener | None = None,
     ) -> None:
         self.listener = listener
         self.tls = tls
+        self.sasl = sasl  # SASL_PLAINTEXT / SASL_SSL: a connection authenticates first
         self.apis = apis
         self.max_request_bytes = max_request_bytes  # socket.request.max.bytes
         self.observe = observe
@@ -102,12 +106,18 @@ class KafkaListener:
         assert task is not None
         self.connections.add(task)
         try:
-            principal = self._principal(writer)
-            if principal is None:
-                writer.close()
-                return
+            peer = writer.get_extra_info("peername")
+            host = peer[0] if isinstance(peer, tuple) else ""
+            if self.sasl is not None:  # nobody until the SASL exchange says who
+                auth = ConnectionAuthentication(None, self.sasl, host)
+            else:
+                principal = self._principal(writer)
+                if principal is None:
+                    writer.close()
+                    return
+                auth = ConnectionAuthentication(principal, None, host)
             await serve_connection(
-                reader, writer, self.apis, self.max_request_bytes, self.observe, principal
+                reader, writer, self.apis, self.max_request_bytes, self.observe, auth
             )
         finally:
             self.connections.discard(task)

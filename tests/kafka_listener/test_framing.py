@@ -18,6 +18,7 @@ from kio.schema.metadata.v12.request import MetadataRequest as MetadataV12
 from kio.schema.metadata.v12.request import MetadataRequestTopic as TopicV12
 from kio.schema.types import TopicName
 
+from server.kafka.apis import SERVED
 from tests.kafka_listener.kafka_cluster import (
     MAX_REQUEST_BYTES,
     connect,
@@ -90,10 +91,9 @@ def test_api_versions_advertises_exactly_what_is_served(cluster):
             correlation_id, response = decode_response(frame, API_VERSIONS, version)
             assert correlation_id == 100 + version
             assert response.error_code == ErrorCode.none
-            assert [(k.api_key, k.min_version, k.max_version) for k in response.api_keys] == [
-                (METADATA, 0, 13),
-                (API_VERSIONS, 0, 4),
-            ]
+            assert [(k.api_key, k.min_version, k.max_version) for k in response.api_keys] == (
+                served_table()
+            )
 
 
 def test_a_newer_api_versions_is_answered_in_v0_with_the_served_ranges(cluster):
@@ -108,10 +108,18 @@ def test_a_newer_api_versions_is_answered_in_v0_with_the_served_ranges(cluster):
         correlation_id, response = decode_response(frame, API_VERSIONS, 0)
     assert correlation_id == 41
     assert response.error_code == ErrorCode.unsupported_version
-    assert {(k.api_key, k.min_version, k.max_version) for k in response.api_keys} == {
-        (METADATA, 0, 13),
-        (API_VERSIONS, 0, 4),
-    }
+    assert [(k.api_key, k.min_version, k.max_version) for k in response.api_keys] == (
+        served_table()
+    )
+
+
+def served_table() -> list[tuple[int, int, int]]:
+    """server/kafka/apis.py's table, by key: what ApiVersions must advertise (and, per
+    API, docs/kafka_protocol.md's "Strom serves" range)."""
+    table = sorted((a.key, a.min_version, a.max_version) for a in SERVED.values())
+    assert (METADATA, 0, 13) in table and (API_VERSIONS, 0, 4) in table
+    assert (17, 1, 1) in table and (36, 1, 2) in table  # SaslHandshake, SaslAuthenticate
+    return table
 
 
 def test_pipelined_requests_are_answered_in_order(cluster):
@@ -259,3 +267,21 @@ def test_requests_are_counted_under_kafkas_request_metric_names(cluster):
     )
     assert samples[key] >= 1
     assert samples[("strom_kafka_request_duration_seconds_count", (("request", "Metadata"),))] >= 1
+
+
+def test_sasl_requests_on_a_plaintext_listener_are_answered_illegal_sasl_state(cluster):
+    """As Kafka's KafkaApis answers them on a listener that does not authenticate."""
+    with connect(kafka_address(cluster)) as sock:
+        sock.sendall(request_frame(load_request_schema(17, 1)(mechanism="PLAIN"), 1))
+        frame = read_frame(sock)
+        assert frame is not None
+        _, handshake = decode_response(frame, 17, 1)
+        assert handshake.error_code == ErrorCode.illegal_sasl_state
+        sock.sendall(request_frame(api_versions(3), 2))  # the connection goes on
+        assert read_frame(sock) is not None
+        sock.sendall(request_frame(load_request_schema(36, 2)(auth_bytes=b"\0a\0b"), 3))
+        frame = read_frame(sock)
+        assert frame is not None
+        _, authenticate = decode_response(frame, 36, 2)
+        assert authenticate.error_code == ErrorCode.illegal_sasl_state
+        assert read_frame(sock) is None  # then closed

@@ -145,13 +145,14 @@ def test_kafka_listener_names_are_checked_as_kafka_checks_listener_names(changes
     assert str(raised.value) == message
 
 
-@pytest.mark.parametrize("protocol", ["SASL_PLAINTEXT", "SASL_SSL"])
-def test_a_kafka_listener_refuses_the_security_protocols_it_does_not_serve_yet(protocol):
+@pytest.mark.parametrize("protocol", ["SSL", "SASL_PLAINTEXT", "SASL_SSL"])
+def test_a_kafka_listener_takes_every_security_protocol(protocol, tmp_path):
+    """Its TLS and SASL settings are read as any listener's (and checked: a keystore that
+    cannot be read is the error here, the Kafka listener is not)."""
     props = {
         **KAFKA,
         "listener.security.protocol.map": f"CLIENT:PLAINTEXT,KAFKA:{protocol},"
         "CONTROLLER:PLAINTEXT",
-        # what the listener's TLS and SASL need, so that only the Kafka check can refuse it
         "ssl.keystore.type": "PEM",
         "ssl.keystore.location": "/nonexistent/key.pem",
         "ssl.truststore.type": "PEM",
@@ -160,12 +161,12 @@ def test_a_kafka_listener_refuses_the_security_protocols_it_does_not_serve_yet(p
         "listener.name.kafka.plain.sasl.jaas.config": "org.apache.kafka.common.security.plain."
         'PlainLoginModule required user_alice="secret";',
     }
-    with pytest.raises(InvalidConfigError) as raised:
-        from_properties(props)
-    assert str(raised.value).startswith(
-        f"listener KAFKA in kafka.listener.names uses security protocol {protocol}, which "
-        "Strom's Kafka protocol listener does not serve yet: it serves PLAINTEXT and SSL"
-    )
+    config = from_properties(props)
+    assert config.kafka_listeners == frozenset({"KAFKA"})
+    assert ("KAFKA" in config.tls) == protocol.endswith("SSL")
+    assert ("KAFKA" in config.sasl) == protocol.startswith("SASL_")
+    if "KAFKA" in config.sasl:
+        assert config.sasl["KAFKA"].plain_users == {"alice": "secret"}
 
 
 def test_a_controller_only_node_serves_no_kafka_listener():
