@@ -73,6 +73,7 @@ from server.node_status import NodeStatus
 from server.replica_service import ReplicaServicer
 from server.request_authorization import RequestAuthorizer
 from server.request_session import Admission, enter, leave
+from server.requests.groups import GroupPaths
 from server.rpc_guard import guarded, quiet_grpc_server_log
 from server.sasl_service import AuthenticationCounts, SaslServicer
 from server.sasl_sessions import SessionSigner
@@ -343,7 +344,9 @@ class Node:
         # because a Metadata answer carries the endpoints of the listener it came in on.
         for listener in config.broker_listeners:
             if listener.name in config.kafka_listeners:
-                await self._bind_kafka_listener(listener, client_servicer.metadata_sources())
+                await self._bind_kafka_listener(
+                    listener, client_servicer.metadata_sources(), client_servicer.group_paths
+                )
                 continue
             server = self._broker_server()
             # every caller admitted, every request checked, before a servicer sees it
@@ -367,7 +370,9 @@ class Node:
         for server in self.broker_servers:
             await server.start()
 
-    async def _bind_kafka_listener(self, listener: Listener, sources: MetadataSources) -> None:
+    async def _bind_kafka_listener(
+        self, listener: Listener, sources: MetadataSources, groups: GroupPaths
+    ) -> None:
         """A listener of kafka.listener.names: Kafka's protocol (server/kafka/), bound now,
         serving once the broker serves (_start_serving). Imported here: kio is the `kafka`
         extra, which the config check asks for when a Kafka listener is configured."""
@@ -376,7 +381,7 @@ class Node:
 
         assert self.replicas is not None
         replicas = self.replicas
-        apis = KafkaApis(listener.name, lambda: replicas.image, sources)
+        apis = KafkaApis(listener.name, lambda: replicas.image, sources, groups)
         kafka = KafkaListener(
             listener, apis, self.config.replica.socket_request_max_bytes, self._observe_kafka
         )

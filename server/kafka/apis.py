@@ -20,6 +20,16 @@ class ApiRange:
 
 API_VERSIONS = 18
 METADATA = 3
+OFFSET_COMMIT = 8
+OFFSET_FETCH = 9
+FIND_COORDINATOR = 10
+JOIN_GROUP = 11
+HEARTBEAT = 12
+LEAVE_GROUP = 13
+SYNC_GROUP = 14
+DESCRIBE_GROUPS = 15
+LIST_GROUPS = 16
+DELETE_GROUPS = 42
 
 SERVED: dict[int, ApiRange] = {
     api.key: api
@@ -28,5 +38,16 @@ SERVED: dict[int, ApiRange] = {
         # From v0, as Kafka 4 (KIP-896 kept every Metadata version): Debian 12's kcat links
         # librdkafka 2.0.2, which asks for v4 at most; aiokafka for v0-5.
         ApiRange(METADATA, "Metadata", 0, 13),
+        # The consumer-group APIs (group_apis.py).
+        ApiRange(FIND_COORDINATOR, "FindCoordinator", 1, 6),
+        ApiRange(JOIN_GROUP, "JoinGroup", 5, 7),
+        ApiRange(SYNC_GROUP, "SyncGroup", 3, 5),
+        ApiRange(HEARTBEAT, "Heartbeat", 1, 4),
+        ApiRange(LEAVE_GROUP, "LeaveGroup", 1, 5),
+        ApiRange(OFFSET_COMMIT, "OffsetCommit", 3, 9),
+        ApiRange(OFFSET_FETCH, "OffsetFetch", 3, 9),
+        ApiRange(LIST_GROUPS, "ListGroups", 1, 5),
+        ApiRange(DESCRIBE_GROUPS, "DescribeGroups", 3, 6),
+        ApiRange(DELETE_GROUPS, "DeleteGroups", 1, 2),
     )
 }
