@@ -426,3 +426,171 @@ def test_offsets_committed_in_every_version_are_fetched_in_every_version(cluster
         for p in t.partitions
     ] == [("orders", 2, 109, "raw")]
     assert by_group[""].error_code == ErrorCode.invalid_group_id
+
+
+# --- real clients -------------------------------------------------------------------------
+
+TIMEOUT = 30
+
+
+def confluent_admin(cluster: KafkaCluster) -> Any:
+    from confluent_kafka.admin import AdminClient as ConfluentAdmin
+
+    return ConfluentAdmin({"bootstrap.servers": cluster.kafka_bootstrap()})
+
+
+def test_confluent_kafka_admin_alters_lists_describes_and_deletes_a_groups_offsets(cluster):
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+
+    group = f"confluent-{uuid.uuid4().hex[:8]}"
+    coordinator(cluster, group)  # __consumer_offsets is led
+    admin = confluent_admin(cluster)
+    offsets = [TopicPartition("orders", 0, 11), TopicPartition("orders", 2, 13)]
+    futures = admin.alter_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(group, offsets)], request_timeout=TIMEOUT
+    )
+    altered = futures[group].result(TIMEOUT)
+    assert all(tp.error is None for tp in altered.topic_partitions)
+
+    listed = admin.list_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(group)], request_timeout=TIMEOUT
+    )[group].result(TIMEOUT)
+    assert {(tp.topic, tp.partition, tp.offset) for tp in listed.topic_partitions} == {
+        ("orders", 0, 11),
+        ("orders", 2, 13),
+    }
+    # Strom's own client (gRPC) sees the offsets committed through Kafka's protocol.
+    with AdminClient(bootstrap(cluster)) as strom_admin:
+        committed = strom_admin.list_consumer_group_offsets(group)
+        assert committed == {("orders", 0): 11, ("orders", 2): 13}
+        names = {g.group_id for g in strom_admin.list_consumer_groups()}
+        assert group in names
+
+    groups = admin.list_consumer_groups(request_timeout=TIMEOUT).result(TIMEOUT)
+    listing = {g.group_id: g for g in groups.valid}
+    assert group in listing
+    assert listing[group].is_simple_consumer_group  # offsets only, never a member
+    assert str(listing[group].state.name) == "EMPTY"
+
+    described = admin.describe_consumer_groups([group], request_timeout=TIMEOUT)[group].result(
+        TIMEOUT
+    )
+    assert described.group_id == group and described.members == []
+    assert described.state.name == "EMPTY"
+    assert described.coordinator.port in cluster.kafka_port.values()
+
+    admin.delete_consumer_groups([group], request_timeout=TIMEOUT)[group].result(TIMEOUT)
+    with AdminClient(bootstrap(cluster)) as strom_admin:
+        assert group not in {g.group_id for g in strom_admin.list_consumer_groups()}
+
+
+def test_offsets_committed_by_stroms_client_are_read_by_kafka_clients(cluster):
+    from confluent_kafka import ConsumerGroupTopicPartitions
+    from kafka.admin import KafkaAdminClient
+    from kafka.structs import OffsetAndMetadata as KpOffset
+    from kafka.structs import TopicPartition as KpPartition
+
+    group = f"strom-{uuid.uuid4().hex[:8]}"
+    coordinator(cluster, group)
+    with AdminClient(bootstrap(cluster)) as strom_admin:
+        strom_admin.alter_consumer_group_offsets(group, {("payments", 0): 42})
+    confluent = confluent_admin(cluster)  # kept: futures of a collected client never end
+    listed = confluent.list_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(group)], request_timeout=TIMEOUT
+    )[group].result(TIMEOUT)
+    assert [(tp.topic, tp.partition, tp.offset) for tp in listed.topic_partitions] == [
+        ("payments", 0, 42)
+    ]
+    admin = KafkaAdminClient(
+        bootstrap_servers=cluster.kafka_bootstrap(), request_timeout_ms=TIMEOUT * 1000
+    )
+    try:
+        offsets = admin.list_group_offsets({group: None})[group]
+        assert {(tp.topic, tp.partition): o.offset for tp, o in offsets.items()} == {
+            ("payments", 0): 42
+        }
+        listed_groups = {g["group_id"]: g for g in admin.list_groups()}
+        assert listed_groups[group]["group_state"] == "Empty"
+        assert listed_groups[group]["group_type"] == "classic"
+        described = admin.describe_groups([group])[group]
+        assert (described["error"], described["group_state"], described["members"]) == (
+            None,
+            "Empty",
+            [],
+        )
+        new_offset = {KpPartition("payments", 0): KpOffset(43, "", -1)}
+        altered = admin.alter_group_offsets(group, new_offset)
+        assert [e.__name__ for e in altered.values()] == ["NoError"]
+        with AdminClient(bootstrap(cluster)) as strom_admin:
+            assert strom_admin.list_consumer_group_offsets(group) == {("payments", 0): 43}
+        assert admin.delete_groups([group]) == {group: "OK"}
+        again = admin.delete_groups([group])[group]
+        assert "GroupIdNotFound" in str(again), again
+    finally:
+        admin.close()
+    with AdminClient(bootstrap(cluster)) as strom_admin:
+        assert group not in {g.group_id for g in strom_admin.list_consumer_groups()}
+
+
+def test_two_confluent_kafka_consumers_share_a_topic_and_commit(cluster):
+    """librdkafka's group protocol, cooperative-sticky: both members join, the three
+    partitions of `orders` are split between them, and each commits for its own; Strom's
+    client sees the group and the offsets. (Fetching is not served on this branch: the
+    consumers only join and commit.)"""
+    from confluent_kafka import Consumer, TopicPartition
+
+    group = f"consumers-{uuid.uuid4().hex[:8]}"
+    coordinator(cluster, group)
+    assigned: dict[str, set[int]] = {"one": set(), "two": set()}
+    consumers = {}
+    for name in assigned:
+
+        def on_assign(consumer, partitions, name=name):
+            assigned[name] |= {p.partition for p in partitions}
+
+        def on_revoke(consumer, partitions, name=name):
+            assigned[name] -= {p.partition for p in partitions}
+
+        consumer = Consumer(
+            {
+                "bootstrap.servers": cluster.kafka_bootstrap(),
+                "group.id": group,
+                "client.id": f"consumer-{name}",
+                "partition.assignment.strategy": "cooperative-sticky",
+                "enable.auto.commit": False,
+                "session.timeout.ms": 10000,
+                "heartbeat.interval.ms": 500,
+            }
+        )
+        consumer.subscribe(["orders"], on_assign=on_assign, on_revoke=on_revoke)
+        consumers[name] = consumer
+    try:
+
+        def shared() -> bool:
+            for consumer in consumers.values():
+                consumer.poll(0.2)
+            return assigned["one"] | assigned["two"] == {0, 1, 2} and all(assigned.values())
+
+        wait_until(shared, 60, "both consumers to own partitions")
+        assert not assigned["one"] & assigned["two"]
+        for name, consumer in consumers.items():
+            consumer.commit(
+                offsets=[TopicPartition("orders", p, 7 + p) for p in assigned[name]],
+                asynchronous=False,
+            )
+        with AdminClient(bootstrap(cluster)) as strom_admin:
+            assert strom_admin.list_consumer_group_offsets(group) == {
+                ("orders", p): 7 + p for p in range(3)
+            }
+            (described,) = strom_admin.describe_consumer_groups([group])
+        assert (described.state, described.protocol) == ("Stable", "cooperative-sticky")
+        # Strom's client decodes the assignments librdkafka's leader made.
+        assert {m.client_id: {tp.partition for tp in m.assignment} for m in described.members} == {
+            f"consumer-{name}": partitions for name, partitions in assigned.items()
+        }
+    finally:
+        for consumer in consumers.values():
+            consumer.close()  # LeaveGroup
+    with AdminClient(bootstrap(cluster)) as strom_admin:
+        (described,) = strom_admin.describe_consumer_groups([group])
+    assert (described.state, described.members) == ("Empty", ())
