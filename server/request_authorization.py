@@ -47,6 +47,7 @@ TOPIC_OPERATION: dict[str, AclOperation] = {
     "DeleteRecords": Op.DELETE,
     "OffsetCommit": Op.READ,
     "OffsetFetch": Op.DESCRIBE,
+    "OffsetDelete": Op.READ,
     # ControllerService
     "DeleteTopics": Op.DELETE,
     "CreatePartitions": Op.ALTER,
@@ -63,6 +64,7 @@ GROUP_OPERATION: dict[str, AclOperation] = {
     "OffsetFetch": Op.DESCRIBE,
     "DescribeGroups": Op.DESCRIBE,
     "DeleteGroups": Op.DELETE,
+    "OffsetDelete": Op.DELETE,
 }
 # ... on the cluster (ControllerService, ReplicaService, RaftService).
 CLUSTER_OPERATION: dict[str, AclOperation] = {

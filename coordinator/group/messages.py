@@ -85,6 +85,12 @@ class DeleteGroup:
     group_id: str
 
 
+@dataclass(frozen=True, slots=True)
+class OffsetDelete:
+    group_id: str
+    partitions: tuple[TopicPartition, ...]
+
+
 # --- answers ----------------------------------------------------------------------------
 
 
@@ -121,6 +127,8 @@ class LeaveResult:
 
 # Each partition of an OffsetCommit: None when stored, else why not.
 CommitResult = dict[TopicPartition, ApiError | None]
+# Each partition of an OffsetDelete: None when it has no offset now, else why it keeps it.
+DeleteOffsetsResult = dict[TopicPartition, ApiError | None]
 # Each partition asked for (or every one with an offset): its offset, or None.
 FetchResult = dict[TopicPartition, OffsetValue | None]
 

@@ -30,6 +30,7 @@ SYNC_GROUP = 14
 DESCRIBE_GROUPS = 15
 LIST_GROUPS = 16
 DELETE_GROUPS = 42
+OFFSET_DELETE = 47
 
 SERVED: dict[int, ApiRange] = {
     api.key: api
@@ -49,5 +50,6 @@ SERVED: dict[int, ApiRange] = {
         ApiRange(LIST_GROUPS, "ListGroups", 1, 5),
         ApiRange(DESCRIBE_GROUPS, "DescribeGroups", 3, 6),
         ApiRange(DELETE_GROUPS, "DeleteGroups", 1, 2),
+        ApiRange(OFFSET_DELETE, "OffsetDelete", 0, 0),
     )
 }

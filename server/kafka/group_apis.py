@@ -1,9 +1,11 @@
 """The consumer-group APIs on the Kafka listener: FindCoordinator (10), JoinGroup (11),
 Heartbeat (12), LeaveGroup (13), SyncGroup (14), DescribeGroups (15), ListGroups (16),
-OffsetCommit (8), OffsetFetch (9) and DeleteGroups (42), over the ranges of apis.py. Each
-converts kio's request of its version to the dataclasses of server/requests/groups.py,
-calls the path the gRPC servicer calls (so the one group coordinator and the one
-authorizer decide), and converts the answer back in the request's version.
+OffsetCommit (8), OffsetFetch (9), DeleteGroups (42) and OffsetDelete (47), over the
+ranges of apis.py. Each converts kio's request of its version to the dataclasses of
+server/requests/groups.py, calls the path the gRPC servicer calls (so the one group
+coordinator and the one authorizer decide), and converts the answer back in the request's
+version. OffsetDelete has no gRPC twin yet; its rules are in that shared module all the
+same.
 
 What the versions change, and how it is read here:
 - FindCoordinator v4+ asks for a batch of keys (one answer each); v1-3 for one.
@@ -42,6 +44,7 @@ from coordinator.group.messages import (
     LeaveGroup,
     LeavingMember,
     OffsetCommit,
+    OffsetDelete,
     OffsetFetch,
     SyncGroup,
 )
@@ -55,6 +58,7 @@ from server.kafka.apis import (
     LEAVE_GROUP,
     LIST_GROUPS,
     OFFSET_COMMIT,
+    OFFSET_DELETE,
     OFFSET_FETCH,
     SYNC_GROUP,
 )
@@ -106,6 +110,7 @@ class GroupApis:
             LIST_GROUPS: self.list_groups,
             DESCRIBE_GROUPS: self.describe_groups,
             DELETE_GROUPS: self.delete_groups,
+            OFFSET_DELETE: self.offset_delete,
         }
 
     # --- FindCoordinator ----------------------------------------------------------------
@@ -414,6 +419,35 @@ class GroupApis:
             results=tuple(
                 build(result_type, group_id=group_id, error_code=_code(error))
                 for group_id, error in results
+            ),
+        )
+
+    async def offset_delete(self, request: Request) -> Any:
+        body = request.body
+        delete = OffsetDelete(
+            str(body.group_id),
+            tuple((str(t.name), int(p.partition_index)) for t in body.topics for p in t.partitions),
+        )
+        answer = await group_requests.delete_offsets(self.paths, delete, current_session())
+        response_type = _response(request)
+        topic_type = nested(response_type, "OffsetDeleteResponseTopic")
+        partition_type = nested(response_type, "OffsetDeleteResponsePartition")
+        by_topic: dict[str, list[Any]] = {}
+        for result in answer.partitions:
+            by_topic.setdefault(result.topic, []).append(
+                build(
+                    partition_type,
+                    partition_index=i32(result.partition),
+                    error_code=_code(result.error),
+                )
+            )
+        return build(
+            response_type,
+            error_code=_code(answer.error),
+            throttle_time=_NO_THROTTLE,
+            topics=tuple(
+                build(topic_type, name=name, partitions=tuple(partitions))
+                for name, partitions in by_topic.items()
             ),
         )
 

@@ -1,10 +1,11 @@
 """The consumer-group requests, front-end-neutral: FindCoordinator, JoinGroup, SyncGroup,
-Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups, ListGroups and
-DeleteGroups, with every rule the broker applies before and around the group coordinator
+Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups, ListGroups, DeleteGroups
+and OffsetDelete, with every rule the broker applies before and around the group coordinator
 (coordinator/group/, whose decisions they are): the authorization of each (Kafka's
 KafkaApis: READ on the group to join, sync, heartbeat, leave and commit; DESCRIBE to find
-its coordinator, fetch its offsets and describe it; DELETE to delete it; READ on each topic
-whose offset is committed, DESCRIBE on each whose offset is fetched), the coordinator's
+its coordinator, fetch its offsets and describe it; DELETE to delete it or its offsets;
+READ on each topic whose offset is committed or deleted, DESCRIBE on each whose offset is
+fetched), the coordinator's
 endpoint on the caller's listener, `__consumer_offsets` created on the first
 FindCoordinator, and the filters of the listings.
 
@@ -27,6 +28,7 @@ from coordinator.group.messages import (
     LeaveResult,
     MemberIdRequired,
     OffsetCommit,
+    OffsetDelete,
     OffsetFetch,
     SyncGroup,
     SyncResult,
@@ -100,6 +102,14 @@ class CommitAnswer:
     the whole commit failed)."""
 
     partitions: tuple[PartitionResult, ...]
+    error: ApiError | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetDeleteAnswer:
+    """Each partition of the request with its error; or the group's error alone."""
+
+    partitions: tuple[PartitionResult, ...] = ()
     error: ApiError | None = None
 
 
@@ -427,3 +437,40 @@ async def delete_groups(
                 error = exc
         out.append((group_id, error))
     return out
+
+
+async def delete_offsets(
+    paths: GroupPaths, delete: OffsetDelete, session: Session | None
+) -> OffsetDeleteAnswer:
+    """Kafka's OffsetDelete: DELETE on the group (else the whole request is refused), READ
+    on each topic (TOPIC_AUTHORIZATION_FAILED), partitions that exist
+    (UNKNOWN_TOPIC_OR_PARTITION); the coordinator deletes the rest unless a member
+    subscribes to their topic. A group-level error answers the whole request."""
+    authz = paths.authz
+    refusal = authz.group("OffsetDelete", delete.group_id, session)
+    if refusal is not None:
+        return OffsetDeleteAnswer(error=refusal)
+    refused: dict[TopicPartition, ApiError] = {}
+    topic_refusals = authz.topics("OffsetDelete", (t for t, _ in delete.partitions), session)
+    image = paths.image()
+    for topic, partition in delete.partitions:
+        if topic in topic_refusals:
+            refused[(topic, partition)] = topic_refusals[topic]
+            continue
+        known = image.topics.by_name.get(topic)
+        if known is None or partition not in known.partitions:
+            refused[(topic, partition)] = ApiError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                f"This server does not host this topic-partition: {topic}-{partition}.",
+            )
+    allowed = tuple(tp for tp in delete.partitions if tp not in refused)
+    try:
+        results = await paths.coordinator.delete_offsets(OffsetDelete(delete.group_id, allowed))
+    except ApiError as exc:
+        return OffsetDeleteAnswer(error=exc)
+    return OffsetDeleteAnswer(
+        tuple(
+            PartitionResult(t, p, refused.get((t, p)) or results.get((t, p)))
+            for t, p in delete.partitions
+        )
+    )

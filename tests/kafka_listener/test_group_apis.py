@@ -594,3 +594,95 @@ def test_two_confluent_kafka_consumers_share_a_topic_and_commit(cluster):
     with AdminClient(bootstrap(cluster)) as strom_admin:
         (described,) = strom_admin.describe_consumer_groups([group])
     assert (described.state, described.members) == ("Empty", ())
+
+
+def consumer_subscription(*topics: str) -> bytes:
+    """Kafka's ConsumerProtocolSubscription v0: what a Kafka consumer joins with."""
+    import struct
+
+    out = struct.pack(">hi", 0, len(topics))
+    for topic in topics:
+        out += struct.pack(">h", len(topic)) + topic.encode()
+    return out + struct.pack(">i", -1)
+
+
+def test_offset_delete_spares_the_topics_a_member_subscribes_to(cluster):
+    group = f"delete-{uuid.uuid4().hex[:8]}"
+    address = coordinator(cluster, group)
+    response = commit(address, group, {("orders", 0): 1, ("orders", 1): 2, ("payments", 0): 3})
+    assert set(partition_codes(response).values()) == {ErrorCode.none}
+    # A member subscribed to `orders` joins (its subscription as Kafka's consumer sends it).
+    protocol = nested(load_request_schema(JOIN_GROUP, 7), "JoinGroupRequestProtocol")
+    body = request(
+        JOIN_GROUP,
+        7,
+        group_id=group,
+        session_timeout=datetime.timedelta(seconds=30),
+        rebalance_timeout=datetime.timedelta(seconds=20),
+        member_id="",
+        group_instance_id="instance-1",  # static: joins at once, no MEMBER_ID_REQUIRED
+        protocol_type="consumer",
+        protocols=(protocol(name="range", metadata=consumer_subscription("orders")),),
+    )
+    joined = call(address, body)
+    assert joined.error_code == ErrorCode.none and joined.generation_id == 1
+    assert sync(address, group, joined.member_id, 1, {joined.member_id: b""}).error_code == (
+        ErrorCode.none
+    )
+
+    body_type = load_request_schema(47, 0)
+    topic_type = nested(body_type, "OffsetDeleteRequestTopic")
+    partition_type = nested(body_type, "OffsetDeleteRequestPartition")
+
+    def delete(group_id: str, partitions: dict[str, tuple[int, ...]]) -> Any:
+        address = coordinator(cluster, group_id)
+        topics = tuple(
+            topic_type(name=t, partitions=tuple(partition_type(partition_index=i32(p)) for p in ps))
+            for t, ps in partitions.items()
+        )
+        return call(address, body_type(group_id=group_id, topics=topics))
+
+    response = delete(group, {"orders": (0,), "payments": (0,), "nosuch": (0,)})
+    assert response.error_code == ErrorCode.none
+    assert partition_codes(response) == {
+        ("orders", 0): ErrorCode.group_subscribed_to_topic,
+        ("payments", 0): ErrorCode.none,
+        ("nosuch", 0): ErrorCode.unknown_topic_or_partition,
+    }
+    with AdminClient(bootstrap(cluster)) as strom_admin:
+        assert strom_admin.list_consumer_group_offsets(group) == {
+            ("orders", 0): 1,
+            ("orders", 1): 2,
+        }
+    missing = delete(f"no-such-{group}", {"orders": (0,)})
+    assert (missing.error_code, missing.topics) == (ErrorCode.group_id_not_found, ())
+
+
+def test_kafka_python_deletes_an_empty_groups_offsets(cluster):
+    """confluent-kafka's Python AdminClient (2.16) has no delete_consumer_group_offsets;
+    kafka-python's delete_group_offsets sends OffsetDelete v0."""
+    from kafka.admin import KafkaAdminClient
+    from kafka.structs import TopicPartition as KpPartition
+
+    group = f"delete-clients-{uuid.uuid4().hex[:8]}"
+    coordinator(cluster, group)
+    with AdminClient(bootstrap(cluster)) as strom_admin:
+        strom_admin.alter_consumer_group_offsets(
+            group, {("orders", 0): 1, ("orders", 1): 2, ("payments", 0): 3}
+        )
+    admin = KafkaAdminClient(
+        bootstrap_servers=cluster.kafka_bootstrap(), request_timeout_ms=TIMEOUT * 1000
+    )
+    try:
+        result = admin.delete_group_offsets(
+            group, [KpPartition("payments", 0), KpPartition("orders", 0)]
+        )
+        assert {(tp.topic, tp.partition): e.__name__ for tp, e in result.items()} == {
+            ("payments", 0): "NoError",
+            ("orders", 0): "NoError",
+        }
+    finally:
+        admin.close()
+    # Strom's client no longer sees them.
+    with AdminClient(bootstrap(cluster)) as strom_admin:
+        assert strom_admin.list_consumer_group_offsets(group) == {("orders", 1): 2}

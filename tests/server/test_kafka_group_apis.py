@@ -29,7 +29,7 @@ from server.request_session import Session, enter, leave
 from server.requests.groups import GroupPaths
 from tests.server.group_paths import no_groups
 
-GROUP_APIS = {8, 9, 10, 11, 12, 13, 14, 15, 16, 42}
+GROUP_APIS = {8, 9, 10, 11, 12, 13, 14, 15, 16, 42, 47}
 ALICE = Session("User:alice", "127.0.0.1", "KAFKA")
 
 
