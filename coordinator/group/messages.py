@@ -36,6 +36,9 @@ class SyncGroup:
     member_id: str
     generation_id: int
     assignments: Mapping[str, bytes] = field(default_factory=dict)  # the leader's only
+    # What the member was told at its join (Kafka's SyncGroup v5+); None: not sent.
+    protocol_type: str | None = None
+    protocol_name: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,8 @@ What the versions change, and how it is read here:
 - JoinGroup v4+ is always KIP-394's two-step join (MEMBER_ID_REQUIRED with the id to come
   back with); v5+ carries group_instance_id (KIP-345 static members, as the coordinator
   keeps them); protocol type, names and metadata pass through as bytes, unread.
+- SyncGroup v5 names the protocol type and assignor the member was given: another than
+  the generation's is INCONSISTENT_GROUP_PROTOCOL (the coordinator's check).
 - LeaveGroup v1-2 names one member (its error is the response's), v3+ a batch.
 - OffsetCommit: the generation and member checks are the coordinator's; a group-level
   error goes on every partition (the response has no other place for it). retention_time
@@ -210,6 +212,8 @@ class GroupApis:
             body.member_id,
             int(body.generation_id),
             {a.member_id: bytes(a.assignment) for a in body.assignments},
+            getattr(body, "protocol_type", None),  # v5+
+            getattr(body, "protocol_name", None),
         )
         answer = await group_requests.sync_group(self.paths, sync, current_session())
         result = answer.result

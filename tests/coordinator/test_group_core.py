@@ -545,3 +545,15 @@ def test_an_offset_delete_the_log_refuses_changes_nothing():
     with pytest.raises(ApiError, match="NOT_COORDINATOR"):
         d.answer(delete)
     assert set(d.group().offsets) == {("u", 0)}
+
+
+def test_a_sync_for_another_protocol_than_the_generations_is_inconsistent():
+    d = Driver()
+    d.load()
+    member, joined = stable_group_of_one(d)
+    for protocol_type, protocol_name in (("connect", None), (None, "roundrobin")):
+        sync = SyncGroup("g", member, joined.generation_id, {}, protocol_type, protocol_name)
+        with pytest.raises(ApiError, match="INCONSISTENT_GROUP_PROTOCOL"):
+            d.answer(d.send("sync_group", sync))
+    same = SyncGroup("g", member, joined.generation_id, {}, "consumer", "range")
+    assert d.answer(d.send("sync_group", same)) == SyncResult("consumer", "range", b"a")

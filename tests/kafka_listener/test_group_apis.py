@@ -135,7 +135,14 @@ def join_new_member(address: str, group: str) -> str:
     return str(first.member_id)
 
 
-def sync(address: str, group: str, member: str, generation: int, assignments: dict[str, bytes]):
+def sync(
+    address: str,
+    group: str,
+    member: str,
+    generation: int,
+    assignments: dict[str, bytes],
+    protocol_name: str = "range",
+):
     body_type = load_request_schema(SYNC_GROUP, 5)
     assignment = nested(body_type, "SyncGroupRequestAssignment")
     return call(
@@ -146,7 +153,7 @@ def sync(address: str, group: str, member: str, generation: int, assignments: di
             member_id=member,
             group_instance_id=None,
             protocol_type="consumer",
-            protocol_name="range",
+            protocol_name=protocol_name,
             assignments=tuple(
                 assignment(member_id=m, assignment=a) for m, a in assignments.items()
             ),
@@ -303,6 +310,9 @@ def test_bad_membership_requests_get_kafkas_error_codes(cluster):
     assert heartbeat(address, group, a, 7) == ErrorCode.illegal_generation
     assert sync(address, group, a, 7, {}).error_code == ErrorCode.illegal_generation
     assert sync(address, group, "made-up", 1, {}).error_code == ErrorCode.unknown_member_id
+    assert sync(address, group, a, 1, {}, "roundrobin").error_code == (
+        ErrorCode.inconsistent_group_protocol
+    )
     too_short = request(
         JOIN_GROUP,
         5,
