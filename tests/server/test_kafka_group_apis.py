@@ -18,7 +18,7 @@ import pytest
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 
-from metadata.authorizer import AuthorizerSettings, StandardAuthorizer
+from metadata.authorizer import AuthorizerSettings, StandardAcl, StandardAuthorizer
 from metadata.image import MetadataImage
 from server.kafka.apis import SERVED
 from server.kafka.frames import Request, response_frame
@@ -27,6 +27,7 @@ from server.metadata_answer import MetadataSources
 from server.request_authorization import RequestAuthorizer
 from server.request_session import Session, enter, leave
 from server.requests.groups import GroupPaths
+from strom_api.acls import AclOperation, AclPermissionType, PatternType, ResourceType
 from tests.server.group_paths import no_groups
 
 GROUP_APIS = {8, 9, 10, 11, 12, 13, 14, 15, 16, 42, 47}
@@ -130,3 +131,22 @@ def test_a_broker_that_coordinates_nothing_answers_not_coordinator(key, version)
     else:
         assert ErrorCode.not_coordinator in error_codes(response)
         assert error_codes(response) <= {ErrorCode.none, ErrorCode.not_coordinator}
+
+
+def test_a_commit_to_a_topic_it_may_not_read_is_topic_authorization_failed():
+    """READ on the group but not on the topic: that topic's partitions are refused, and
+    nothing reaches the coordinator (which here would answer NOT_COORDINATOR)."""
+    group_only = StandardAcl(
+        ResourceType.GROUP,
+        "g",
+        PatternType.LITERAL,
+        ALICE.principal,
+        "*",
+        AclOperation.READ,
+        AclPermissionType.ALLOW,
+    )
+    authorizer = StandardAuthorizer([group_only], AuthorizerSettings(frozenset(), False))
+    paths = dataclasses.replace(no_groups(), authz=RequestAuthorizer(lambda: authorizer))
+    for version in range(SERVED[8].min_version, SERVED[8].max_version + 1):
+        response = answer(dispatcher(paths), 8, version)
+        assert error_codes(response) == {ErrorCode.topic_authorization_failed}
