@@ -696,3 +696,63 @@ def test_kafka_python_deletes_an_empty_groups_offsets(cluster):
     # Strom's client no longer sees them.
     with AdminClient(bootstrap(cluster)) as strom_admin:
         assert strom_admin.list_consumer_group_offsets(group) == {("orders", 1): 2}
+
+
+def test_a_strom_consumer_and_a_confluent_kafka_consumer_share_one_group(cluster):
+    """One group, one member on each protocol: a Strom consumer over gRPC and librdkafka
+    over the Kafka listener join the same coordinator, and the leader's assignment (either
+    client's cooperative-sticky, reading the other's subscription) splits the partitions."""
+    from confluent_kafka import Consumer as ConfluentConsumer
+
+    from strom.consumer import Consumer as StromConsumer
+
+    group = f"mixed-{uuid.uuid4().hex[:8]}"
+    coordinator(cluster, group)
+    kafka_owned: set[int] = set()
+    confluent = ConfluentConsumer(
+        {
+            "bootstrap.servers": cluster.kafka_bootstrap(),
+            "group.id": group,
+            "client.id": "librdkafka-member",
+            "partition.assignment.strategy": "cooperative-sticky",
+            "enable.auto.commit": False,
+            "session.timeout.ms": 10000,
+            "heartbeat.interval.ms": 500,
+        }
+    )
+    confluent.subscribe(
+        ["orders"],
+        on_assign=lambda c, ps: kafka_owned.update(p.partition for p in ps),
+        on_revoke=lambda c, ps: kafka_owned.difference_update(p.partition for p in ps),
+    )
+    strom = StromConsumer(
+        "orders",
+        bootstrap_servers=bootstrap(cluster),
+        group_id=group,
+        client_id="strom-member",
+        partition_assignment_strategy=("cooperative-sticky",),
+        session_timeout_ms=10000,
+        heartbeat_interval_ms=500,
+        enable_auto_commit=False,
+    )
+    try:
+
+        def split() -> bool:
+            confluent.poll(0.1)
+            strom.poll(timeout_ms=100)
+            strom_owned = {tp.partition for tp in strom.assignment()}
+            return (
+                bool(strom_owned)
+                and bool(kafka_owned)
+                and strom_owned | kafka_owned == {0, 1, 2}
+                and not strom_owned & kafka_owned
+            )
+
+        wait_until(split, 60, "the two members to split the partitions")
+        with AdminClient(bootstrap(cluster)) as strom_admin:
+            (described,) = strom_admin.describe_consumer_groups([group])
+        assert described.state == "Stable"
+        assert {m.client_id for m in described.members} == {"librdkafka-member", "strom-member"}
+    finally:
+        strom.close(autocommit=False)
+        confluent.close()
