@@ -73,6 +73,7 @@ from server.node_status import NodeStatus
 from server.replica_service import ReplicaServicer
 from server.request_authorization import RequestAuthorizer
 from server.request_session import Admission, enter, leave
+from server.requests.groups import GroupPaths
 from server.rpc_guard import guarded, quiet_grpc_server_log
 from server.sasl_exchange import AuthenticationCounts, SaslListener
 from server.sasl_service import SaslServicer
@@ -344,7 +345,9 @@ class Node:
         # because a Metadata answer carries the endpoints of the listener it came in on.
         for listener in config.broker_listeners:
             if listener.name in config.kafka_listeners:
-                await self._bind_kafka_listener(listener, client_servicer.metadata_sources())
+                await self._bind_kafka_listener(
+                    listener, client_servicer.metadata_sources(), client_servicer.group_paths
+                )
                 continue
             server = self._broker_server()
             # every caller admitted, every request checked, before a servicer sees it
@@ -368,7 +371,9 @@ class Node:
         for server in self.broker_servers:
             await server.start()
 
-    async def _bind_kafka_listener(self, listener: Listener, sources: MetadataSources) -> None:
+    async def _bind_kafka_listener(
+        self, listener: Listener, sources: MetadataSources, groups: GroupPaths
+    ) -> None:
         """A listener of kafka.listener.names: Kafka's protocol (server/kafka/), bound now,
         serving once the broker serves (_start_serving). Imported here: kio is the `kafka`
         extra, which the config check asks for when a Kafka listener is configured."""
@@ -377,7 +382,7 @@ class Node:
 
         assert self.replicas is not None
         replicas = self.replicas
-        apis = KafkaApis(listener.name, lambda: replicas.image, sources)
+        apis = KafkaApis(listener.name, lambda: replicas.image, sources, groups)
         tls = None
         if listener.name in self.tls:  # SSL: the listener's ssl.* material, as for gRPC's
             settings = self.config.tls[listener.name]

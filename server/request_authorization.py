@@ -47,6 +47,7 @@ TOPIC_OPERATION: dict[str, AclOperation] = {
     "DeleteRecords": Op.DELETE,
     "OffsetCommit": Op.READ,
     "OffsetFetch": Op.DESCRIBE,
+    "OffsetDelete": Op.READ,
     # ControllerService
     "DeleteTopics": Op.DELETE,
     "CreatePartitions": Op.ALTER,
@@ -63,6 +64,7 @@ GROUP_OPERATION: dict[str, AclOperation] = {
     "OffsetFetch": Op.DESCRIBE,
     "DescribeGroups": Op.DESCRIBE,
     "DeleteGroups": Op.DELETE,
+    "OffsetDelete": Op.DELETE,
 }
 # ... on the cluster (ControllerService, ReplicaService, RaftService).
 CLUSTER_OPERATION: dict[str, AclOperation] = {
@@ -224,8 +226,8 @@ class RequestAuthorizer:
     def topic(self, api: str, name: str, session: Session | None = None) -> ApiError | None:
         return self.refusal(api, TOPIC_OPERATION[api], ResourceType.TOPIC, name, session)
 
-    def group(self, api: str, group_id: str) -> ApiError | None:
-        return self.refusal(api, GROUP_OPERATION[api], ResourceType.GROUP, group_id)
+    def group(self, api: str, group_id: str, session: Session | None = None) -> ApiError | None:
+        return self.refusal(api, GROUP_OPERATION[api], ResourceType.GROUP, group_id, session)
 
     def topics(
         self, api: str, names: Iterable[str], session: Session | None = None
@@ -240,27 +242,31 @@ class RequestAuthorizer:
                 refused[name] = error
         return refused
 
-    def visible_topics(self, names: Iterable[str]) -> list[str]:
+    def visible_topics(self, names: Iterable[str], session: Session | None = None) -> list[str]:
         """The topics of a listing the principal may DESCRIBE (others left out, silently)."""
         if not self.enabled:
             return list(names)
         return [
             n
             for n in names
-            if self.allowed("", Op.DESCRIBE, ResourceType.TOPIC, n, log_denied=False)
+            if self.allowed(
+                "", Op.DESCRIBE, ResourceType.TOPIC, n, log_denied=False, session=session
+            )
         ]
 
-    def visible_groups(self, group_ids: Iterable[str]) -> list[str]:
+    def visible_groups(self, group_ids: Iterable[str], session: Session | None = None) -> list[str]:
         """ListGroups: every group with DESCRIBE on the cluster, else those the principal
         may DESCRIBE."""
         if not self.enabled or self.allowed(
-            "", Op.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME, log_denied=False
+            "", Op.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME, log_denied=False, session=session
         ):
             return list(group_ids)
         return [
             g
             for g in group_ids
-            if self.allowed("", Op.DESCRIBE, ResourceType.GROUP, g, log_denied=False)
+            if self.allowed(
+                "", Op.DESCRIBE, ResourceType.GROUP, g, log_denied=False, session=session
+            )
         ]
 
     def create_topics(self, api: str, names: Iterable[str]) -> dict[str, ApiError]:

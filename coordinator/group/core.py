@@ -44,6 +44,7 @@ from coordinator.group.messages import (
     JoinGroup,
     LeaveGroup,
     OffsetCommit,
+    OffsetDelete,
     OffsetFetch,
     SyncGroup,
     TopicPartition,
@@ -55,7 +56,7 @@ from coordinator.group.persistence import (
     offset_tombstones,
     replay,
 )
-from coordinator.group.records import OffsetValue, partition_for_group
+from coordinator.group.records import OffsetKey, OffsetValue, offset_key, partition_for_group
 from coordinator.group.state import Group, GroupState
 from metadata.errors import ApiError
 from strom_api.error_codes import ErrorCode
@@ -91,6 +92,14 @@ class _StoreOffsets:
 class _DeleteGroup:
     request: int
     group: Group
+
+
+@dataclass(frozen=True, slots=True)
+class _DeleteOffsets:
+    request: int
+    group: Group
+    deleted: tuple[TopicPartition, ...]
+    answer: dict[TopicPartition, ApiError | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,6 +263,11 @@ class GroupCoordinatorCore:
             request, delete.group_id, lambda: self._delete(request, delete.group_id, now_ms)
         )
 
+    def delete_offsets(self, request: int, delete: OffsetDelete, now_ms: int) -> Effects:
+        return self._handle(
+            request, delete.group_id, lambda: self._delete_offsets(request, delete, now_ms)
+        )
+
     def _handle(self, request: int, group_id: str, handler: Callable[[], None]) -> Effects:
         self._outbox.open(request)
 
@@ -327,6 +341,35 @@ class GroupCoordinatorCore:
         records = [*offset_tombstones(group), group_tombstone(group_id)]
         self._outbox.append(group.partition, records, _DeleteGroup(request, group))
 
+    def _delete_offsets(self, request: int, delete: OffsetDelete, now: int) -> None:
+        """Kafka's OffsetDelete: the offsets of topics no member subscribes to are deleted
+        (tombstones, acks=all), those of subscribed topics refused GROUP_SUBSCRIBED_TO_TOPIC;
+        a partition without an offset is answered as deleted."""
+        group = self._group(delete.group_id, now)
+        refusal = offsets.offset_delete_refusal(group, delete.group_id)
+        if refusal is not None:
+            raise refusal
+        assert group is not None
+        subscribed = offsets.subscribed_topics(group)
+        answer: dict[TopicPartition, ApiError | None] = {}
+        deleted = []
+        for tp in delete.partitions:
+            if subscribed is None or tp[0] in subscribed:
+                answer[tp] = ApiError(
+                    ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC,
+                    f"The group '{group.group_id}' is subscribed to topic {tp[0]}.",
+                )
+                continue
+            answer[tp] = None
+            if tp in group.offsets and tp not in deleted:
+                deleted.append(tp)
+        if not deleted:
+            self._outbox.respond(request, answer)
+            return
+        records = [(offset_key(OffsetKey(group.group_id, t, p)), None) for t, p in deleted]
+        pending = _DeleteOffsets(request, group, tuple(deleted), answer)
+        self._outbox.append(group.partition, records, pending)
+
     # --- reading (admin and metrics) ----------------------------------------------------
 
     def describe(self, group_id: str) -> Group | None:
@@ -368,6 +411,14 @@ class GroupCoordinatorCore:
                 if self.groups.get(pending.group.group_id) is pending.group:
                     del self.groups[pending.group.group_id]
                 self._outbox.respond(pending.request)
+            else:
+                self._outbox.respond(pending.request, error=failure)
+            group = pending.group
+        elif isinstance(pending, _DeleteOffsets):
+            if failure is None:
+                for tp in pending.deleted:
+                    pending.group.offsets.pop(tp, None)
+                self._outbox.respond(pending.request, pending.answer)
             else:
                 self._outbox.respond(pending.request, error=failure)
             group = pending.group

@@ -280,6 +280,16 @@ class Membership:
     def sync(self, request: int, group: Group | None, sync: SyncGroup, now: int) -> None:
         member = self.check_member(group, sync.member_id, sync.generation_id, now)
         assert group is not None
+        if (sync.protocol_type is not None and sync.protocol_type != group.protocol_type) or (
+            sync.protocol_name is not None and sync.protocol_name != group.protocol
+        ):
+            # Kafka's isProtocolTypeAndNameConsistent: a member syncing for another protocol
+            # than the generation's (SyncGroup v5+ names it).
+            raise ApiError(
+                ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
+                f"The group's protocol is {group.protocol_type}/{group.protocol}, not "
+                f"{sync.protocol_type}/{sync.protocol_name}.",
+            )
         if group.state is GroupState.PREPARING_REBALANCE:
             raise _rebalancing()
         if group.state is GroupState.STABLE:

@@ -36,6 +36,9 @@ class SyncGroup:
     member_id: str
     generation_id: int
     assignments: Mapping[str, bytes] = field(default_factory=dict)  # the leader's only
+    # What the member was told at its join (Kafka's SyncGroup v5+); None: not sent.
+    protocol_type: str | None = None
+    protocol_name: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +88,12 @@ class DeleteGroup:
     group_id: str
 
 
+@dataclass(frozen=True, slots=True)
+class OffsetDelete:
+    group_id: str
+    partitions: tuple[TopicPartition, ...]
+
+
 # --- answers ----------------------------------------------------------------------------
 
 
@@ -121,6 +130,8 @@ class LeaveResult:
 
 # Each partition of an OffsetCommit: None when stored, else why not.
 CommitResult = dict[TopicPartition, ApiError | None]
+# Each partition of an OffsetDelete: None when it has no offset now, else why it keeps it.
+DeleteOffsetsResult = dict[TopicPartition, ApiError | None]
 # Each partition asked for (or every one with an offset): its offset, or None.
 FetchResult = dict[TopicPartition, OffsetValue | None]
 

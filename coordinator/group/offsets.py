@@ -5,6 +5,7 @@ expire. Pure functions; the core (coordinator/group/core.py) appends and answers
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -69,6 +70,60 @@ def fetch(group: Group | None, partitions: tuple[TopicPartition, ...] | None) ->
     if partitions is None:
         return dict(offsets)
     return {tp: offsets.get(tp) for tp in partitions}
+
+
+CONSUMER_PROTOCOL = "consumer"
+_VERSION_AND_COUNT = struct.Struct(">hi")
+_LENGTH = struct.Struct(">h")
+
+
+def subscribed_topics(group: Group) -> frozenset[str] | None:
+    """The topics a group's members subscribe to, read from their subscriptions (Kafka's
+    ConsumerProtocolSubscription, the metadata of the chosen assignor) as Kafka's
+    ClassicGroup.computeSubscribedTopics does; None when not known (not a consumer group,
+    or a subscription that does not parse): then every topic counts as subscribed."""
+    if group.protocol_type != CONSUMER_PROTOCOL and group.members:
+        return None
+    topics: set[str] = set()
+    for member in group.members.values():
+        parsed = _subscription_topics(member.metadata_for(group.protocol or ""))
+        if parsed is None:
+            return None
+        topics.update(parsed)
+    return frozenset(topics)
+
+
+def _subscription_topics(data: bytes) -> list[str] | None:
+    """The topics of a ConsumerProtocolSubscription (any version: the topics come first,
+    an int16 version, then an array of int16-length strings)."""
+    try:
+        version, count = _VERSION_AND_COUNT.unpack_from(data)
+        if version < 0 or count < 0:
+            return None
+        at, topics = _VERSION_AND_COUNT.size, []
+        for _ in range(count):
+            (length,) = _LENGTH.unpack_from(data, at)
+            at += _LENGTH.size
+            if length < 0 or at + length > len(data):
+                return None
+            topics.append(data[at : at + length].decode())
+            at += length
+        return topics
+    except (struct.error, UnicodeDecodeError):
+        return None
+
+
+def offset_delete_refusal(group: Group | None, group_id: str) -> ApiError | None:
+    """Kafka's ClassicGroup.validateOffsetDelete: a group that exists, and has no members
+    unless it is a consumer group (whose subscriptions say which topics are in use)."""
+    if group is None or group.state is GroupState.DEAD:
+        return ApiError(ErrorCode.GROUP_ID_NOT_FOUND, f"The group '{group_id}' does not exist.")
+    if group.state is not GroupState.EMPTY and group.protocol_type != CONSUMER_PROTOCOL:
+        return ApiError(
+            ErrorCode.NON_EMPTY_GROUP,
+            f"The group '{group_id}' has active members and is not a consumer group.",
+        )
+    return None
 
 
 def expired(group: Group, now_ms: int, retention_ms: int) -> bool:

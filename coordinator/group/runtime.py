@@ -22,6 +22,7 @@ from coordinator.group.messages import (
     Append,
     CommitResult,
     DeleteGroup,
+    DeleteOffsetsResult,
     Effects,
     FetchResult,
     Heartbeat,
@@ -30,6 +31,7 @@ from coordinator.group.messages import (
     LeaveGroup,
     LeaveResult,
     OffsetCommit,
+    OffsetDelete,
     OffsetFetch,
     SyncGroup,
     SyncResult,
@@ -121,6 +123,9 @@ class GroupCoordinator:
 
     async def delete_group(self, group_id: str) -> None:
         await self._call(self.core.delete_group, DeleteGroup(group_id))
+
+    async def delete_offsets(self, delete: OffsetDelete) -> DeleteOffsetsResult:
+        return cast(DeleteOffsetsResult, await self._call(self.core.delete_offsets, delete))
 
     async def _call(self, handler: _Handler[T], request: T) -> Answer:
         self._next_request += 1

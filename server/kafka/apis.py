@@ -25,6 +25,17 @@ SASL_AUTHENTICATE = 36
 
 # Served by the connection itself, whose identity they change (server/kafka/sasl_api.py).
 CONNECTION_APIS = frozenset((SASL_HANDSHAKE, SASL_AUTHENTICATE))
+OFFSET_COMMIT = 8
+OFFSET_FETCH = 9
+FIND_COORDINATOR = 10
+JOIN_GROUP = 11
+HEARTBEAT = 12
+LEAVE_GROUP = 13
+SYNC_GROUP = 14
+DESCRIBE_GROUPS = 15
+LIST_GROUPS = 16
+DELETE_GROUPS = 42
+OFFSET_DELETE = 47
 
 SERVED: dict[int, ApiRange] = {
     api.key: api
@@ -36,5 +47,17 @@ SERVED: dict[int, ApiRange] = {
         # v1 only: v0 sends SASL tokens without Kafka's framing; every client here sends v1.
         ApiRange(SASL_HANDSHAKE, "SaslHandshake", 1, 1),
         ApiRange(SASL_AUTHENTICATE, "SaslAuthenticate", 1, 2),
+        # The consumer-group APIs (group_apis.py).
+        ApiRange(FIND_COORDINATOR, "FindCoordinator", 1, 6),
+        ApiRange(JOIN_GROUP, "JoinGroup", 5, 7),
+        ApiRange(SYNC_GROUP, "SyncGroup", 3, 5),
+        ApiRange(HEARTBEAT, "Heartbeat", 1, 4),
+        ApiRange(LEAVE_GROUP, "LeaveGroup", 1, 5),
+        ApiRange(OFFSET_COMMIT, "OffsetCommit", 3, 9),
+        ApiRange(OFFSET_FETCH, "OffsetFetch", 3, 9),
+        ApiRange(LIST_GROUPS, "ListGroups", 1, 5),
+        ApiRange(DESCRIBE_GROUPS, "DescribeGroups", 3, 6),
+        ApiRange(DELETE_GROUPS, "DeleteGroups", 1, 2),
+        ApiRange(OFFSET_DELETE, "OffsetDelete", 0, 0),
     )
 }

@@ -13,8 +13,10 @@ from metadata.image import MetadataImage
 from server.kafka.api_versions import api_versions_response, valid_request
 from server.kafka.apis import API_VERSIONS, CONNECTION_APIS, METADATA, SERVED
 from server.kafka.frames import Request, UnsupportedApiVersions
+from server.kafka.group_apis import GroupApis
 from server.kafka.metadata_api import metadata_response, requested_names
 from server.metadata_answer import MetadataSources, metadata_answer
+from server.requests.groups import GroupPaths
 
 Handler = Callable[[Request], Awaitable[Any]]
 
@@ -23,7 +25,11 @@ class KafkaApis:
     """One per Kafka listener (Metadata answers carry the endpoints of `listener_name`)."""
 
     def __init__(
-        self, listener_name: str, image: Callable[[], MetadataImage], sources: MetadataSources
+        self,
+        listener_name: str,
+        image: Callable[[], MetadataImage],
+        sources: MetadataSources,
+        groups: GroupPaths,
     ) -> None:
         self.listener_name = listener_name
         self.image = image
@@ -32,6 +38,7 @@ class KafkaApis:
             API_VERSIONS: self.api_versions,
             METADATA: self.metadata,
         }
+        handlers.update(GroupApis(listener_name, groups).handlers())
         # Served exactly what is advertised: a table entry without a handler is a bug.
         assert set(handlers) | CONNECTION_APIS == set(SERVED), (set(handlers), set(SERVED))
         self.handlers = handlers

@@ -1,5 +1,6 @@
 """The broker's request paths, front-end-neutral: what a client's Produce, Fetch,
-ListOffsets, OffsetsForLeaderEpoch, InitProducerId and DeleteRecords ask, answered with
+ListOffsets, OffsetsForLeaderEpoch, InitProducerId and DeleteRecords ask (and the
+consumer-group requests around the group coordinator, groups.py), answered with
 every rule the broker applies to them (authorization, partitions named twice, the request
 memory, defaults Kafka states, the calls into the replica manager and the producer-id
 manager), over plain frozen dataclasses and ErrorCode errors (`metadata.errors.ApiError`).

@@ -73,6 +73,7 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ELIGIBLE_LEADERS_NOT_AVAILABLE: _ClassVar[ErrorCode]
     ELECTION_NOT_NEEDED: _ClassVar[ErrorCode]
     NO_REASSIGNMENT_IN_PROGRESS: _ClassVar[ErrorCode]
+    GROUP_SUBSCRIBED_TO_TOPIC: _ClassVar[ErrorCode]
     INVALID_RECORD: _ClassVar[ErrorCode]
     UNSTABLE_OFFSET_COMMIT: _ClassVar[ErrorCode]
     PRODUCER_FENCED: _ClassVar[ErrorCode]
@@ -156,6 +157,7 @@ FENCED_INSTANCE_ID: ErrorCode
 ELIGIBLE_LEADERS_NOT_AVAILABLE: ErrorCode
 ELECTION_NOT_NEEDED: ErrorCode
 NO_REASSIGNMENT_IN_PROGRESS: ErrorCode
+GROUP_SUBSCRIBED_TO_TOPIC: ErrorCode
 INVALID_RECORD: ErrorCode
 UNSTABLE_OFFSET_COMMIT: ErrorCode
 PRODUCER_FENCED: ErrorCode

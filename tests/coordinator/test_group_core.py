@@ -4,6 +4,7 @@ in with the time, answers, appends and wake-ups out; appends complete when the t
 from __future__ import annotations
 
 import itertools
+import struct
 
 import pytest
 
@@ -21,6 +22,7 @@ from coordinator.group.messages import (
     LeavingMember,
     MemberIdRequired,
     OffsetCommit,
+    OffsetDelete,
     OffsetFetch,
     Respond,
     SyncGroup,
@@ -32,7 +34,8 @@ from metadata.errors import ApiError
 SESSION = 10_000
 REBALANCE = 30_000
 DELAY = 3000
-TOPICS = {"__consumer_offsets": 1, "t": 2}  # a single offsets partition: every group on 0
+# A single offsets partition: every group on 0.
+TOPICS = {"__consumer_offsets": 1, "t": 2, "u": 1}
 
 
 class Driver:
@@ -436,3 +439,121 @@ def test_a_broken_rule_raises_and_keeps_what_the_step_had_already_answered():
         d.answer(sync2)  # answered before the transition failed, and not lost
     with pytest.raises(ApiError, match="UNKNOWN_SERVER_ERROR: The group coordinator failed"):
         d.answer(max(d.answers))
+
+
+def subscription(*topics: str) -> bytes:
+    """A ConsumerProtocolSubscription v0 (Kafka's consumer's JoinGroup metadata)."""
+    out = struct.pack(">hi", 0, len(topics))
+    for topic in topics:
+        out += struct.pack(">h", len(topic)) + topic.encode()
+    return out + struct.pack(">i", -1)  # no user data
+
+
+def consumer_of(d: Driver, metadata: bytes, protocol_type: str = "consumer") -> str:
+    """A Stable group of one member joined with `metadata` as its subscription."""
+
+    def join(member_id: str) -> int:
+        return d.send(
+            "join_group",
+            JoinGroup(
+                "g",
+                member_id,
+                None,
+                "c",
+                "h",
+                SESSION,
+                REBALANCE,
+                protocol_type,
+                (("range", metadata),),
+            ),
+        )
+
+    first = join("")
+    with pytest.raises(MemberIdRequired) as required:
+        d.answer(first)
+    member = required.value.member_id
+    request = join(member)
+    d.tick(d.now + DELAY)
+    generation = d.answer(request).generation_id
+    d.send("sync_group", SyncGroup("g", member, generation, {member: b"a"}))
+    d.complete_appends()
+    return member
+
+
+def committed(d: Driver, *partitions: tuple[str, int]) -> None:
+    offsets = tuple(CommittedOffset(t, p, 5, 1, "") for t, p in partitions)
+    d.send("commit_offsets", OffsetCommit("g", "", -1, offsets))
+    d.complete_appends()
+
+
+def test_offset_delete_removes_the_offsets_of_topics_no_member_subscribes_to():
+    d = Driver()
+    d.load()
+    committed(d, ("t", 0), ("u", 0))
+    consumer_of(d, subscription("t"))
+    delete = d.send("delete_offsets", OffsetDelete("g", (("t", 0), ("u", 0), ("t", 1))))
+    assert delete not in d.answers and ("u", 0) in d.group().offsets  # once stored
+    d.complete_appends()
+    answer = d.answer(delete)
+    assert answer[("t", 0)].error_name == "GROUP_SUBSCRIBED_TO_TOPIC"
+    assert answer[("t", 1)].error_name == "GROUP_SUBSCRIBED_TO_TOPIC"
+    assert answer[("u", 0)] is None
+    assert set(d.group().offsets) == {("t", 0)}
+    assert d.stored[-1][1] is None  # u-0's tombstone
+    # Nothing left to delete: answered at once, nothing appended.
+    again = d.send("delete_offsets", OffsetDelete("g", (("u", 0),)))
+    assert d.answer(again) == {("u", 0): None} and d.appends == []
+
+
+def test_offset_delete_keeps_everything_when_subscriptions_cannot_be_read():
+    d = Driver()
+    d.load()
+    committed(d, ("u", 0))
+    consumer_of(d, b"not a subscription")
+    answer = d.answer(d.send("delete_offsets", OffsetDelete("g", (("u", 0),))))
+    assert answer[("u", 0)].error_name == "GROUP_SUBSCRIBED_TO_TOPIC"
+    assert set(d.group().offsets) == {("u", 0)}
+
+
+def test_offset_delete_of_an_empty_group_deletes_and_of_no_group_is_not_found():
+    d = Driver()
+    d.load()
+    with pytest.raises(ApiError, match="GROUP_ID_NOT_FOUND"):
+        d.answer(d.send("delete_offsets", OffsetDelete("g", (("t", 0),))))
+    committed(d, ("t", 0), ("t", 1))
+    delete = d.send("delete_offsets", OffsetDelete("g", (("t", 0),)))
+    d.complete_appends()
+    assert d.answer(delete) == {("t", 0): None}
+    assert set(d.group().offsets) == {("t", 1)}
+
+
+def test_offset_delete_refuses_a_group_with_members_that_is_not_a_consumer_group():
+    d = Driver()
+    d.load()
+    committed(d, ("u", 0))
+    consumer_of(d, subscription("t"), protocol_type="connect")
+    with pytest.raises(ApiError, match="NON_EMPTY_GROUP"):
+        d.answer(d.send("delete_offsets", OffsetDelete("g", (("u", 0),))))
+
+
+def test_an_offset_delete_the_log_refuses_changes_nothing():
+    d = Driver()
+    d.load()
+    committed(d, ("u", 0))
+    delete = d.send("delete_offsets", OffsetDelete("g", (("u", 0),)))
+    d.complete_appends(ApiError("NOT_LEADER_OR_FOLLOWER", "moved"))
+    with pytest.raises(ApiError, match="NOT_COORDINATOR"):
+        d.answer(delete)
+    assert set(d.group().offsets) == {("u", 0)}
+
+
+def test_a_sync_for_another_protocol_than_the_generations_is_inconsistent():
+    d = Driver()
+    d.load()
+    member, joined = stable_group_of_one(d)
+    for protocol_type, protocol_name in (("connect", None), (None, "roundrobin")):
+        sync = SyncGroup("g", member, joined.generation_id, {}, protocol_type, protocol_name)
+        with pytest.raises(ApiError, match="INCONSISTENT_GROUP_PROTOCOL"):
+            d.answer(d.send("sync_group", sync))
+    same = SyncGroup("g", member, joined.generation_id, {}, "consumer", "range")
+    assert d.answer(d.send("sync_group", same)) == SyncResult("consumer", "range", b"a")

@@ -18,6 +18,7 @@ from server.kafka.frames import InvalidRequest, Request, parse_request, response
 from server.kafka.handlers import KafkaApis
 from server.metadata_answer import MetadataSources
 from server.request_authorization import RequestAuthorizer
+from tests.server.group_paths import no_groups
 
 
 def test_every_served_version_has_its_request_and_response_classes():
@@ -67,6 +68,7 @@ def test_api_versions_v3_names_its_client_software_as_kafka_requires(name, versi
         "KAFKA",
         MetadataImage,
         MetadataSources("cluster", lambda: -1, RequestAuthorizer(), None, False),
+        no_groups(),
     )
     response = asyncio.run(apis.handle(parsed))
     assert response.error_code == (ErrorCode.none if valid else ErrorCode.invalid_request)

@@ -1,0 +1,152 @@
+"""Every version of every group API the Kafka listener serves, through its dispatcher
+(server/kafka/handlers.py) without a socket: a request of that version is answered with a
+response of that version that encodes, with Kafka's error code where the one authorizer
+refuses (GROUP_AUTHORIZATION_FAILED) and where this broker coordinates nothing
+(NOT_COORDINATOR). The cluster tests (tests/kafka_listener/test_group_apis.py) cover the
+answers of a real coordinator."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime
+import types
+import typing
+from typing import Any
+
+import pytest
+from kio.index import load_request_schema
+from kio.schema.errors import ErrorCode
+
+from metadata.authorizer import AuthorizerSettings, StandardAcl, StandardAuthorizer
+from metadata.image import MetadataImage
+from server.kafka.apis import SERVED
+from server.kafka.frames import Request, response_frame
+from server.kafka.handlers import KafkaApis
+from server.metadata_answer import MetadataSources
+from server.request_authorization import RequestAuthorizer
+from server.request_session import Session, enter, leave
+from server.requests.groups import GroupPaths
+from strom_api.acls import AclOperation, AclPermissionType, PatternType, ResourceType
+from tests.server.group_paths import no_groups
+
+GROUP_APIS = {8, 9, 10, 11, 12, 13, 14, 15, 16, 42, 47}
+ALICE = Session("User:alice", "127.0.0.1", "KAFKA")
+
+
+def sample(kind: Any) -> Any:
+    """A value of a kio field type: every array with one element, strings "g"."""
+    origin = typing.get_origin(kind)
+    if origin in (typing.Union, types.UnionType):
+        return sample(next(a for a in typing.get_args(kind) if a is not type(None)))
+    if origin is tuple:
+        return (sample(typing.get_args(kind)[0]),)
+    if dataclasses.is_dataclass(kind):
+        hints = typing.get_type_hints(kind)
+        return kind(**{f.name: sample(hints[f.name]) for f in dataclasses.fields(kind)})
+    if issubclass(kind, datetime.timedelta):
+        return datetime.timedelta(seconds=10)
+    if issubclass(kind, bool):
+        return True
+    if issubclass(kind, int):
+        return kind(1)
+    if issubclass(kind, str):
+        return kind("g")
+    if issubclass(kind, bytes):
+        return b"\x00\x01"
+    raise AssertionError(f"no sample for {kind}")
+
+
+def error_codes(value: Any) -> set[ErrorCode]:
+    """Every error_code anywhere in a response."""
+    found = set()
+    if dataclasses.is_dataclass(value):
+        for f in dataclasses.fields(value):
+            item = getattr(value, f.name)
+            if f.name == "error_code":
+                found.add(item)
+            else:
+                found |= error_codes(item)
+    elif isinstance(value, tuple):
+        for item in value:
+            found |= error_codes(item)
+    return found
+
+
+def dispatcher(paths: GroupPaths) -> KafkaApis:
+    sources = MetadataSources("cluster", lambda: -1, paths.authz, None, False)
+    return KafkaApis("KAFKA", MetadataImage, sources, paths)
+
+
+def answer(apis: KafkaApis, key: int, version: int, **fields: Any) -> Any:
+    body_type = load_request_schema(key, version)
+    body = sample(body_type)
+    body = dataclasses.replace(body, key_type=0) if key == 10 else body
+    body = dataclasses.replace(body, **fields)
+    token = enter(ALICE)
+    try:
+        response = asyncio.run(apis.handle(Request(key, version, 7, "client", body)))
+    finally:
+        leave(token)
+    assert response.__version__ == version
+    assert response_frame(7, response)  # encodes in its version
+    return response
+
+
+VERSIONS = [
+    (key, version)
+    for key in sorted(GROUP_APIS)
+    for version in range(SERVED[key].min_version, SERVED[key].max_version + 1)
+]
+
+
+def test_every_group_api_is_served_and_advertised():
+    assert GROUP_APIS <= set(SERVED)
+
+
+@pytest.mark.parametrize(("key", "version"), VERSIONS)
+def test_a_refused_group_is_answered_group_authorization_failed(key, version):
+    denying = StandardAuthorizer([], AuthorizerSettings(frozenset(), False))
+    paths = dataclasses.replace(no_groups(), authz=RequestAuthorizer(lambda: denying))
+    response = answer(dispatcher(paths), key, version)
+    if key == 16:  # ListGroups leaves out what may not be described, silently
+        assert response.groups == ()
+        assert error_codes(response) == {ErrorCode.none}
+    else:
+        assert error_codes(response) == {ErrorCode.group_authorization_failed}
+
+
+@pytest.mark.parametrize(("key", "version"), VERSIONS)
+def test_a_broker_that_coordinates_nothing_answers_not_coordinator(key, version):
+    if key == 10:
+        pytest.skip("FindCoordinator: a broker answers it for any group (cluster tests)")
+    response = answer(dispatcher(no_groups()), key, version)
+    if key == 16:
+        assert response.groups == ()
+        assert error_codes(response) == {ErrorCode.none}
+    elif key == 13 and version >= 3:
+        # LeaveGroup v3+: the group's error at the top, the members unanswered
+        assert response.error_code == ErrorCode.not_coordinator
+        assert response.members == ()
+    else:
+        assert ErrorCode.not_coordinator in error_codes(response)
+        assert error_codes(response) <= {ErrorCode.none, ErrorCode.not_coordinator}
+
+
+def test_a_commit_to_a_topic_it_may_not_read_is_topic_authorization_failed():
+    """READ on the group but not on the topic: that topic's partitions are refused, and
+    nothing reaches the coordinator (which here would answer NOT_COORDINATOR)."""
+    group_only = StandardAcl(
+        ResourceType.GROUP,
+        "g",
+        PatternType.LITERAL,
+        ALICE.principal,
+        "*",
+        AclOperation.READ,
+        AclPermissionType.ALLOW,
+    )
+    authorizer = StandardAuthorizer([group_only], AuthorizerSettings(frozenset(), False))
+    paths = dataclasses.replace(no_groups(), authz=RequestAuthorizer(lambda: authorizer))
+    for version in range(SERVED[8].min_version, SERVED[8].max_version + 1):
+        response = answer(dispatcher(paths), 8, version)
+        assert error_codes(response) == {ErrorCode.topic_authorization_failed}
