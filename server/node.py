@@ -65,7 +65,6 @@ from server.controller_forwarder import forwarding_servicer
 from server.controller_service import ControllerServicer
 from server.health import NodeHealth
 from server.listeners import Listener
-from server.metadata_answer import MetadataSources
 from server.metrics import NodeMetrics
 from server.metrics_listener import MetricsListener
 from server.node_authorizer import NodeAuthorizer
@@ -343,7 +342,7 @@ class Node:
         # because a Metadata answer carries the endpoints of the listener it came in on.
         for listener in config.broker_listeners:
             if listener.name in config.kafka_listeners:
-                await self._bind_kafka_listener(listener, client_servicer.metadata_sources())
+                await self._bind_kafka_listener(listener, client_servicer)
                 continue
             server = self._broker_server()
             # every caller admitted, every request checked, before a servicer sees it
@@ -367,16 +366,21 @@ class Node:
         for server in self.broker_servers:
             await server.start()
 
-    async def _bind_kafka_listener(self, listener: Listener, sources: MetadataSources) -> None:
+    async def _bind_kafka_listener(self, listener: Listener, client: ClientServicer) -> None:
         """A listener of kafka.listener.names: Kafka's protocol (server/kafka/), bound now,
         serving once the broker serves (_start_serving). Imported here: kio is the `kafka`
         extra, which the config check asks for when a Kafka listener is configured."""
+        from server.kafka.data_plane import DataPlane
         from server.kafka.handlers import KafkaApis
         from server.kafka.listener import KafkaListener
 
         assert self.replicas is not None
         replicas = self.replicas
-        apis = KafkaApis(listener.name, lambda: replicas.image, sources)
+        # The gRPC servicer's collaborators: one producer-id manager, one authorizer.
+        data_plane = DataPlane(replicas, client.producer_ids, client.authz, client.persist_offsets)
+        apis = KafkaApis(
+            listener.name, lambda: replicas.image, client.metadata_sources(), data_plane
+        )
         kafka = KafkaListener(
             listener, apis, self.config.replica.socket_request_max_bytes, self._observe_kafka
         )

@@ -20,6 +20,8 @@ class ApiRange:
 
 API_VERSIONS = 18
 METADATA = 3
+PRODUCE = 0
+INIT_PRODUCER_ID = 22
 
 SERVED: dict[int, ApiRange] = {
     api.key: api
@@ -28,5 +30,7 @@ SERVED: dict[int, ApiRange] = {
         # From v0, as Kafka 4 (KIP-896 kept every Metadata version): Debian 12's kcat links
         # librdkafka 2.0.2, which asks for v4 at most; aiokafka for v0-5.
         ApiRange(METADATA, "Metadata", 0, 13),
+        ApiRange(PRODUCE, "Produce", 7, 10),
+        ApiRange(INIT_PRODUCER_ID, "InitProducerId", 0, 4),
     )
 }

@@ -1,6 +1,7 @@
 """The Kafka listener's dispatcher: a parsed request to its response (kio messages), by
 the served table of apis.py. Each handler converts at the edge and calls what the gRPC
-servicers call (server/metadata_answer.py for Metadata)."""
+servicers call (server/metadata_answer.py for Metadata, server/requests/ through the
+data-plane modules: produce_api.py, producer_id_api.py)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,12 @@ from kio.schema.errors import ErrorCode as KafkaErrorCode
 
 from metadata.image import MetadataImage
 from server.kafka.api_versions import api_versions_response, valid_request
-from server.kafka.apis import API_VERSIONS, METADATA, SERVED
+from server.kafka.apis import API_VERSIONS, INIT_PRODUCER_ID, METADATA, PRODUCE, SERVED
+from server.kafka.data_plane import DataPlane
 from server.kafka.frames import Request, UnsupportedApiVersions
 from server.kafka.metadata_api import metadata_response, requested_names
+from server.kafka.produce_api import produce_api
+from server.kafka.producer_id_api import init_producer_id_api
 from server.metadata_answer import MetadataSources, metadata_answer
 
 Handler = Callable[[Request], Awaitable[Any]]
@@ -23,14 +27,21 @@ class KafkaApis:
     """One per Kafka listener (Metadata answers carry the endpoints of `listener_name`)."""
 
     def __init__(
-        self, listener_name: str, image: Callable[[], MetadataImage], sources: MetadataSources
+        self,
+        listener_name: str,
+        image: Callable[[], MetadataImage],
+        sources: MetadataSources,
+        data_plane: DataPlane,
     ) -> None:
         self.listener_name = listener_name
         self.image = image
         self.sources = sources
+        self.data_plane = data_plane
         handlers: dict[int, Handler] = {
             API_VERSIONS: self.api_versions,
             METADATA: self.metadata,
+            PRODUCE: lambda r: produce_api(data_plane, listener_name, r),
+            INIT_PRODUCER_ID: lambda r: init_producer_id_api(data_plane, r),
         }
         # Served exactly what is advertised: a table entry without a handler is a bug.
         assert set(handlers) == set(SERVED), (set(handlers), set(SERVED))

@@ -91,8 +91,10 @@ def test_api_versions_advertises_exactly_what_is_served(cluster):
             assert correlation_id == 100 + version
             assert response.error_code == ErrorCode.none
             assert [(k.api_key, k.min_version, k.max_version) for k in response.api_keys] == [
+                (PRODUCE, 7, 10),
                 (METADATA, 0, 13),
                 (API_VERSIONS, 0, 4),
+                (22, 0, 4),  # InitProducerId
             ]
 
 
@@ -109,8 +111,10 @@ def test_a_newer_api_versions_is_answered_in_v0_with_the_served_ranges(cluster):
     assert correlation_id == 41
     assert response.error_code == ErrorCode.unsupported_version
     assert {(k.api_key, k.min_version, k.max_version) for k in response.api_keys} == {
+        (PRODUCE, 7, 10),
         (METADATA, 0, 13),
         (API_VERSIONS, 0, 4),
+        (22, 0, 4),  # InitProducerId
     }
 
 
@@ -198,8 +202,8 @@ def test_metadata_by_topic_id(cluster):
         ),
         (raw_frame(9999, 0, 1), "Unknown API key 9999"),
         (
-            raw_frame(PRODUCE, 10, 1),
-            "Received request api key PRODUCE with version 10 which is not enabled",
+            raw_frame(PRODUCE, 11, 1),
+            "Received request api key PRODUCE with version 11 which is not enabled",
         ),
         (
             raw_frame(METADATA, 14, 1),

@@ -167,9 +167,15 @@ def test_produce_refuses_acks_other_than_0_1_and_all(tmp_path):
     assert partition.log.log_end_offset == 0
 
 
-def test_produce_with_acks_0_writes_and_answers_nothing(tmp_path):
+def test_produce_with_acks_0_writes_and_still_tells_the_front_end_each_outcome(tmp_path):
+    """The client reads no answer; the front end needs the outcomes anyway: Kafka closes an
+    acks=0 producer's connection when a partition failed (the Kafka listener does)."""
     manager, partition = leading(tmp_path, [1])
-    assert run(manager, produce(manager, OPEN, produce_to((0, batch(2)), acks=0), None)) == []
+    request = produce_to((0, batch(2)), (7, batch(1)), acks=0)
+    [topic] = run(manager, produce(manager, OPEN, request, None))
+    [written, unknown] = topic.partitions
+    assert (written.error, written.base_offset) == (None, 0)
+    assert unknown.error.error_name == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     assert partition.log.log_end_offset == 2
 
 

@@ -1,0 +1,133 @@
+"""What the data-plane tests of the Kafka listener share: topics of their own (created over
+gRPC, known with a leader by every broker's Kafka listener), raw Produce frames, partition
+leaders as the Kafka listener names them, and records read back through Strom's own
+client for comparison."""
+
+from __future__ import annotations
+
+import datetime
+import time
+from typing import Any
+
+from kio.index import load_request_schema
+from kio.schema.errors import ErrorCode
+from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
+from kio.schema.types import TopicName
+from kio.static.primitive import i16, i32, i32Timedelta
+
+from strom import Consumer
+from strom.fetcher import ConsumerRecord
+from strom_api.records import Record, encode_batch
+from tests.client.cluster_helpers import bootstrap, create_topic
+from tests.kafka_listener.kafka_cluster import (
+    KafkaCluster,
+    connect,
+    decode_response,
+    read_frame,
+    request_frame,
+)
+from tests.node_integration.node_cluster import wait_until
+
+PRODUCE, METADATA, INIT_PRODUCER_ID = 0, 3, 22
+
+
+def kafka_address(cluster: KafkaCluster, node: int) -> str:
+    return f"{cluster.host[node]}:{cluster.kafka_port[node]}"
+
+
+def leaders(cluster: KafkaCluster, topic: str, node: int = 1) -> dict[int, int] | None:
+    """Each partition's leader as node `node`'s Kafka listener answers Metadata v12, or None
+    while it does not know the topic or a partition has no leader."""
+    request = MetadataRequest(
+        topics=(MetadataRequestTopic(topic_id=None, name=TopicName(topic)),),
+        allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False,
+    )
+    try:
+        with connect(kafka_address(cluster, node)) as sock:
+            sock.sendall(request_frame(request, 1))
+            frame = read_frame(sock)
+    except OSError:
+        return None
+    if frame is None:
+        return None
+    [answer] = decode_response(frame, METADATA, 12)[1].topics
+    if answer.error_code != ErrorCode.none or not answer.partitions:
+        return None
+    if any(p.error_code != ErrorCode.none or p.leader_id < 0 for p in answer.partitions):
+        return None
+    return {int(p.partition_index): int(p.leader_id) for p in answer.partitions}
+
+
+def kafka_topic(cluster: KafkaCluster, name: str, partitions: int = 1, **configs: str) -> None:
+    """A topic of RF 3 (min.insync.replicas 2), once every broker's Kafka listener knows
+    each of its partitions' leaders."""
+    create_topic(cluster, name, partitions, **configs)
+    for node in cluster.ids:
+        wait_until(
+            lambda n=node: (leaders(cluster, name, n) or {}).keys() == set(range(partitions)),
+            20,
+            f"node {node} to know {name}",
+        )
+
+
+def leader_address(cluster: KafkaCluster, topic: str, partition: int) -> str:
+    found = leaders(cluster, topic)
+    assert found is not None, topic
+    return kafka_address(cluster, found[partition])
+
+
+def batch(*values: bytes, timestamp: int | None = None) -> bytes:
+    """One uncompressed RecordBatch v2 of `values` (keys k0, k1, ...)."""
+    now = int(time.time() * 1000) if timestamp is None else timestamp
+    return encode_batch([Record(i, now, f"k{i}".encode(), v, []) for i, v in enumerate(values)])
+
+
+def produce_request(
+    version: int,
+    partitions: list[tuple[str, int, bytes | None]],
+    acks: int = -1,
+    timeout_ms: int = 10_000,
+) -> Any:
+    """A kio Produce request of `version`: one topic entry per (topic, partition, records)."""
+    request_type = load_request_schema(PRODUCE, version)
+    module = __import__(request_type.__module__, fromlist=["TopicProduceData"])
+    return request_type(
+        transactional_id=None,
+        acks=i16(acks),
+        timeout=i32Timedelta.parse(datetime.timedelta(milliseconds=timeout_ms)),
+        topic_data=tuple(
+            module.TopicProduceData(
+                name=topic,
+                partition_data=(module.PartitionProduceData(index=i32(p), records=records),),
+            )
+            for topic, p, records in partitions
+        ),
+    )
+
+
+def send(
+    address: str, *requests: tuple[Any, int], replies: int | None = None
+) -> list[bytes | None]:
+    """Sends each (request, correlation id) on one connection, then reads `replies` frames
+    (by default one per request; None once the broker closed the connection)."""
+    with connect(address) as sock:
+        for request, correlation_id in requests:
+            sock.sendall(request_frame(request, correlation_id))
+        return [read_frame(sock) for _ in range(len(requests) if replies is None else replies)]
+
+
+def strom_records(
+    cluster: KafkaCluster, topic: str, partitions: int, count: int, timeout_s: float = 30
+) -> list[ConsumerRecord]:
+    """The first `count` records of `topic` read through Strom's own client (gRPC), by
+    partition and offset."""
+    out: list[ConsumerRecord] = []
+    with Consumer(bootstrap_servers=bootstrap(cluster), auto_offset_reset="earliest") as consumer:
+        consumer.assign([(topic, p) for p in range(partitions)])
+        deadline = time.monotonic() + timeout_s
+        while len(out) < count and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=500).values():
+                out.extend(records)
+    assert len(out) == count, (len(out), count)
+    return sorted(out, key=lambda r: (r.partition, r.offset))
