@@ -21,6 +21,7 @@ class ApiRange:
 API_VERSIONS = 18
 METADATA = 3
 PRODUCE = 0
+FETCH = 1
 INIT_PRODUCER_ID = 22
 
 SERVED: dict[int, ApiRange] = {
@@ -31,6 +32,7 @@ SERVED: dict[int, ApiRange] = {
         # librdkafka 2.0.2, which asks for v4 at most; aiokafka for v0-5.
         ApiRange(METADATA, "Metadata", 0, 13),
         ApiRange(PRODUCE, "Produce", 7, 10),
+        ApiRange(FETCH, "Fetch", 11, 16),
         ApiRange(INIT_PRODUCER_ID, "InitProducerId", 0, 4),
     )
 }

@@ -1,7 +1,7 @@
 """The Kafka listener's dispatcher: a parsed request to its response (kio messages), by
 the served table of apis.py. Each handler converts at the edge and calls what the gRPC
 servicers call (server/metadata_answer.py for Metadata, server/requests/ through the
-data-plane modules: produce_api.py, producer_id_api.py)."""
+data-plane modules: produce_api.py, producer_id_api.py, fetch_api.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ from kio.schema.errors import ErrorCode as KafkaErrorCode
 
 from metadata.image import MetadataImage
 from server.kafka.api_versions import api_versions_response, valid_request
-from server.kafka.apis import API_VERSIONS, INIT_PRODUCER_ID, METADATA, PRODUCE, SERVED
+from server.kafka.apis import API_VERSIONS, FETCH, INIT_PRODUCER_ID, METADATA, PRODUCE, SERVED
 from server.kafka.data_plane import DataPlane
+from server.kafka.fetch_api import fetch_api
 from server.kafka.frames import Request, UnsupportedApiVersions
 from server.kafka.metadata_api import metadata_response, requested_names
 from server.kafka.produce_api import produce_api
@@ -42,6 +43,7 @@ class KafkaApis:
             METADATA: self.metadata,
             PRODUCE: lambda r: produce_api(data_plane, listener_name, r),
             INIT_PRODUCER_ID: lambda r: init_producer_id_api(data_plane, r),
+            FETCH: lambda r: fetch_api(data_plane, listener_name, r),
         }
         # Served exactly what is advertised: a table entry without a handler is a bug.
         assert set(handlers) == set(SERVED), (set(handlers), set(SERVED))

@@ -131,3 +131,103 @@ def strom_records(
                 out.extend(records)
     assert len(out) == count, (len(out), count)
     return sorted(out, key=lambda r: (r.partition, r.offset))
+
+
+FETCH = 1
+
+
+def strom_produced(cluster: KafkaCluster, topic: str, count: int, partition: int = 0) -> list[Any]:
+    """`count` records written through Strom's own producer (gRPC) to one partition, with
+    keys, headers and timestamps of their own; their RecordMetadata."""
+    from strom import Producer
+
+    with Producer(bootstrap(cluster), acks="all") as producer:
+        futures = [
+            producer.send(
+                topic,
+                f"value-{i}".encode(),
+                key=f"key-{i}".encode(),
+                headers=[("n", str(i).encode()), ("none", None)],
+                partition=partition,
+                timestamp_ms=1_600_000_000_000 + i,
+            )
+            for i in range(count)
+        ]
+        return [f.get(timeout=30) for f in futures]
+
+
+def expected_strom_records(count: int) -> list[tuple[int, bytes, bytes, int, list[Any]]]:
+    """What strom_produced wrote: (offset, key, value, timestamp, headers) each."""
+    return [
+        (
+            i,
+            f"key-{i}".encode(),
+            f"value-{i}".encode(),
+            1_600_000_000_000 + i,
+            [("n", str(i).encode()), ("none", None)],
+        )
+        for i in range(count)
+    ]
+
+
+def fetch_request(
+    version: int,
+    topics: list[tuple[Any, list[tuple[int, int]]]],
+    *,
+    max_wait_ms: int = 0,
+    min_bytes: int = 1,
+    isolation_level: int = 0,
+    session_id: int = 0,
+    session_epoch: int = -1,
+    replica_id: int = -1,
+) -> Any:
+    """A kio Fetch request of `version`; `topics` as (name, or topic id from v13, and
+    [(partition, fetch offset)])."""
+    request_type = load_request_schema(FETCH, version)
+    module = __import__(request_type.__module__, fromlist=["FetchTopic"])
+    topic_key = "topic_id" if version >= 13 else "topic"
+    fields: dict[str, Any] = {}
+    if version >= 15:
+        fields["replica_state"] = module.ReplicaState(replica_id=i32(replica_id))
+    else:
+        fields["replica_id"] = i32(replica_id)
+    return request_type(
+        max_wait=i32Timedelta.parse(datetime.timedelta(milliseconds=max_wait_ms)),
+        min_bytes=i32(min_bytes),
+        max_bytes=i32(50 << 20),
+        isolation_level=isolation_level,
+        session_id=i32(session_id),
+        session_epoch=i32(session_epoch),
+        topics=tuple(
+            module.FetchTopic(
+                **{topic_key: topic},
+                partitions=tuple(
+                    module.FetchPartition(
+                        partition=i32(p),
+                        current_leader_epoch=i32(-1),
+                        fetch_offset=offset,
+                        log_start_offset=-1,
+                        partition_max_bytes=i32(1 << 20),
+                    )
+                    for p, offset in partitions
+                ),
+            )
+            for topic, partitions in topics
+        ),
+        forgotten_topics_data=(),
+        rack_id="",
+        **fields,
+    )
+
+
+def topic_id(cluster: KafkaCluster, topic: str) -> Any:
+    """The topic's id as the Kafka listener's Metadata v12 answers it."""
+    request = MetadataRequest(
+        topics=(MetadataRequestTopic(topic_id=None, name=TopicName(topic)),),
+        allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False,
+    )
+    [frame] = send(kafka_address(cluster, 1), (request, 1))
+    assert frame is not None
+    [answer] = decode_response(frame, METADATA, 12)[1].topics
+    return answer.topic_id

@@ -92,6 +92,7 @@ def test_api_versions_advertises_exactly_what_is_served(cluster):
             assert response.error_code == ErrorCode.none
             assert [(k.api_key, k.min_version, k.max_version) for k in response.api_keys] == [
                 (PRODUCE, 7, 10),
+                (1, 11, 16),  # Fetch
                 (METADATA, 0, 13),
                 (API_VERSIONS, 0, 4),
                 (22, 0, 4),  # InitProducerId
@@ -112,6 +113,7 @@ def test_a_newer_api_versions_is_answered_in_v0_with_the_served_ranges(cluster):
     assert response.error_code == ErrorCode.unsupported_version
     assert {(k.api_key, k.min_version, k.max_version) for k in response.api_keys} == {
         (PRODUCE, 7, 10),
+        (1, 11, 16),  # Fetch
         (METADATA, 0, 13),
         (API_VERSIONS, 0, 4),
         (22, 0, 4),  # InitProducerId

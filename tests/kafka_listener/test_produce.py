@@ -170,6 +170,84 @@ def test_init_producer_id_gives_an_idempotent_producer_its_id_in_each_version(cl
         )
 
 
+@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
+def test_confluent_kafka_idempotent_acks_all_producer_with_each_codec(cluster, codec):
+    from confluent_kafka import Producer
+
+    topic = f"librdkafka-{codec}"
+    kafka_topic(cluster, topic, 3)
+    producer = Producer(
+        {
+            "bootstrap.servers": cluster.kafka_bootstrap(),
+            "enable.idempotence": True,
+            "acks": "all",
+            "compression.type": codec,
+            "linger.ms": 5,
+        }
+    )
+    delivered = []
+
+    def on_delivery(error, message):
+        assert error is None, error
+        delivered.append((message.partition(), message.offset(), message.key()))
+
+    sent = {}
+    base = int(time.time() * 1000) - 10_000
+    for i in range(60):
+        key = f"key-{i}".encode()
+        sent[key] = (f"value-{i}".encode() * 20, base + i)
+        producer.produce(
+            topic,
+            sent[key][0],
+            key,
+            headers=[*HEADERS, ("i", str(i).encode())],
+            timestamp=base + i,
+            on_delivery=on_delivery,
+        )
+    assert producer.flush(30) == 0
+    assert len(delivered) == 60
+    records = strom_records(cluster, topic, 3, 60)
+    assert sorted((r.partition, r.offset, r.key) for r in records) == sorted(delivered)
+    for r in records:
+        value, timestamp = sent[r.key]
+        assert (r.value, r.timestamp) == (value, timestamp)
+        assert r.headers == [*HEADERS, ("i", r.key.split(b"-")[1])]
+    read = [
+        (m.partition(), m.offset(), m.key(), m.value(), m.timestamp()[1], m.headers())
+        for m in librdkafka_read(cluster, topic, 3, 60)
+    ]
+    assert read == [
+        (r.partition, r.offset, r.key, r.value, r.timestamp, r.headers) for r in records
+    ]
+
+
+def librdkafka_read(cluster, topic: str, partitions: int, count: int) -> list:
+    """`count` messages read by confluent-kafka's consumer by assign() from offset 0, by
+    partition and offset."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.kafka_bootstrap(),
+            "group.id": "unused-by-assign",  # librdkafka's consumer needs one
+            "enable.auto.commit": False,  # nothing to commit: close() asks no coordinator
+        }
+    )
+    messages = []
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        deadline = time.monotonic() + 30
+        while len(messages) < count and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None:
+                assert message.error() is None, message.error()
+                messages.append(message)
+    finally:
+        consumer.close()
+    assert len(messages) == count
+    return sorted(messages, key=lambda m: (m.partition(), m.offset()))
+
+
 def test_kafka_python_produces_records_strom_reads(cluster):
     from kafka import KafkaProducer
 
