@@ -22,6 +22,9 @@ API_VERSIONS = 18
 METADATA = 3
 PRODUCE = 0
 FETCH = 1
+LIST_OFFSETS = 2
+OFFSET_FOR_LEADER_EPOCH = 23
+DELETE_RECORDS = 21
 INIT_PRODUCER_ID = 22
 
 SERVED: dict[int, ApiRange] = {
@@ -31,8 +34,16 @@ SERVED: dict[int, ApiRange] = {
         # From v0, as Kafka 4 (KIP-896 kept every Metadata version): Debian 12's kcat links
         # librdkafka 2.0.2, which asks for v4 at most; aiokafka for v0-5.
         ApiRange(METADATA, "Metadata", 0, 13),
-        ApiRange(PRODUCE, "Produce", 7, 10),
-        ApiRange(FETCH, "Fetch", 11, 16),
+        # The data plane from Kafka 4's lowest versions (KIP-896): librdkafka turns a
+        # feature on only when the broker's range overlaps the version that brought it
+        # (rd_kafka_feature_map: RecordBatch v2 needs Produce 3 and Fetch 4, offsets by time
+        # ListOffsets 1), so without them Debian 12's kcat (librdkafka 2.0.2) sends
+        # MessageSet v1, which Kafka 4 and Strom refuse.
+        ApiRange(PRODUCE, "Produce", 3, 10),
+        ApiRange(FETCH, "Fetch", 4, 16),
+        ApiRange(LIST_OFFSETS, "ListOffsets", 1, 10),
+        ApiRange(OFFSET_FOR_LEADER_EPOCH, "OffsetForLeaderEpoch", 2, 4),
+        ApiRange(DELETE_RECORDS, "DeleteRecords", 0, 2),
         ApiRange(INIT_PRODUCER_ID, "InitProducerId", 0, 4),
     )
 }

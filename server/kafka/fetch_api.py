@@ -1,4 +1,4 @@
-"""Fetch (key 1, v11-v16) on the Kafka listener: the request converted to
+"""Fetch (key 1, v4-v16) on the Kafka listener: the request converted to
 server/requests/fetch.py's (the one the gRPC ClientService calls), its answer converted back
 in the request's version, each partition's records as the bytes read from the log.
 
@@ -70,7 +70,8 @@ async def fetch_api(plane: DataPlane, listener_name: str, request: Request) -> A
     body = request.body
     version = request.api_version
     response_type = load_response_schema(FETCH, version)
-    if int(body.session_epoch) not in FULL_FETCH_EPOCHS:
+    # v4-v6 have no session fields: every such fetch is a full one
+    if int(getattr(body, "session_epoch", -1)) not in FULL_FETCH_EPOCHS:
         return build(
             response_type,
             throttle_time=NO_THROTTLE,
@@ -96,7 +97,7 @@ async def fetch_api(plane: DataPlane, listener_name: str, request: Request) -> A
                         int(p.partition),
                         int(p.fetch_offset),
                         int(p.partition_max_bytes),
-                        int(p.current_leader_epoch),
+                        int(getattr(p, "current_leader_epoch", -1)),  # v9+
                     )
                     for p in topic.partitions
                 ],

@@ -1,7 +1,8 @@
 """The Kafka listener's dispatcher: a parsed request to its response (kio messages), by
 the served table of apis.py. Each handler converts at the edge and calls what the gRPC
 servicers call (server/metadata_answer.py for Metadata, server/requests/ through the
-data-plane modules: produce_api.py, producer_id_api.py, fetch_api.py)."""
+data-plane modules: produce_api.py, producer_id_api.py, fetch_api.py, offsets_api.py,
+delete_records_api.py)."""
 
 from __future__ import annotations
 
@@ -12,11 +13,23 @@ from kio.schema.errors import ErrorCode as KafkaErrorCode
 
 from metadata.image import MetadataImage
 from server.kafka.api_versions import api_versions_response, valid_request
-from server.kafka.apis import API_VERSIONS, FETCH, INIT_PRODUCER_ID, METADATA, PRODUCE, SERVED
+from server.kafka.apis import (
+    API_VERSIONS,
+    DELETE_RECORDS,
+    FETCH,
+    INIT_PRODUCER_ID,
+    LIST_OFFSETS,
+    METADATA,
+    OFFSET_FOR_LEADER_EPOCH,
+    PRODUCE,
+    SERVED,
+)
 from server.kafka.data_plane import DataPlane
+from server.kafka.delete_records_api import delete_records_api
 from server.kafka.fetch_api import fetch_api
 from server.kafka.frames import Request, UnsupportedApiVersions
 from server.kafka.metadata_api import metadata_response, requested_names
+from server.kafka.offsets_api import list_offsets_api, offset_for_leader_epoch_api
 from server.kafka.produce_api import produce_api
 from server.kafka.producer_id_api import init_producer_id_api
 from server.metadata_answer import MetadataSources, metadata_answer
@@ -44,6 +57,9 @@ class KafkaApis:
             PRODUCE: lambda r: produce_api(data_plane, listener_name, r),
             INIT_PRODUCER_ID: lambda r: init_producer_id_api(data_plane, r),
             FETCH: lambda r: fetch_api(data_plane, listener_name, r),
+            LIST_OFFSETS: lambda r: list_offsets_api(data_plane, r),
+            OFFSET_FOR_LEADER_EPOCH: lambda r: offset_for_leader_epoch_api(data_plane, r),
+            DELETE_RECORDS: lambda r: delete_records_api(data_plane, r),
         }
         # Served exactly what is advertised: a table entry without a handler is a bug.
         assert set(handlers) == set(SERVED), (set(handlers), set(SERVED))

@@ -1,13 +1,17 @@
-"""Produce (key 0, v7-v10) on the Kafka listener: the request converted to
+"""Produce (key 0, v3-v10) on the Kafka listener: the request converted to
 server/requests/produce.py's (each partition's records handed on as the bytes the client
 sent: no per-record work here), its answer converted back in the request's version.
 
 Kafka's fields from the shared answer: per partition the error code and message (v8+),
 base_offset, log_append_time (-1 unless the topic stamps LogAppendTime), log_start_offset
-and, on NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH, KIP-951's current_leader with the
+(v5+) and, on NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH, KIP-951's current_leader with the
 leader's endpoint for this listener in node_endpoints (v10 tagged fields);
 throttle_time 0 (no quotas). record_errors stays empty: the shared path refuses a batch as a
 whole.
+
+A zstd batch in a request older than v7 is refused UNSUPPORTED_COMPRESSION_TYPE and not
+handed on, as Kafka's ProduceRequest.validateRecords refuses it (a rule of the request's
+version, so of this front end: the shared path has no versions).
 
 acks=0 is answered as Kafka's KafkaApis.handleProduceRequest does: no response at all when
 every partition was written, and the connection closed (with a log line naming each
@@ -24,6 +28,7 @@ from typing import Any
 from kio.index import load_response_schema
 from kio.static.primitive import i32, i64
 
+from metadata.errors import ApiError
 from server.kafka.apis import PRODUCE
 from server.kafka.data_plane import (
     NO_THROTTLE,
@@ -46,6 +51,8 @@ from server.requests.produce import (
     TopicProduced,
     produce,
 )
+from strom_api import compression
+from strom_api.error_codes import ErrorCode
 
 
 def produce_request(body: Any) -> ProduceRequest:
@@ -64,9 +71,52 @@ def produce_request(body: Any) -> ProduceRequest:
     )
 
 
+ZSTD_FROM_VERSION = 7  # KIP-110
+_MAGIC_AT = 16  # RecordBatch v2: base offset (8), length (4), partition leader epoch (4)
+_ATTRIBUTES_AT = 21  # then magic (1) and CRC (4); the codec is the attributes' low 3 bits
+
+
+def _zstd_batch(records: bytes) -> bool:
+    return (
+        len(records) >= _ATTRIBUTES_AT + 2
+        and records[_MAGIC_AT] == 2
+        and records[_ATTRIBUTES_AT + 1] & 0x07 == compression.ZSTD
+    )
+
+
+def _too_old_for_zstd(topic: str, partition: int) -> ApiError:
+    return ApiError(
+        ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+        f"Produce requests to {topic}-{partition} older than v{ZSTD_FROM_VERSION} may not "
+        "carry zstd-compressed batches.",
+    )
+
+
 async def produce_api(plane: DataPlane, listener_name: str, request: Request) -> Any:
-    shared = produce_request(request.body)
+    full = produce_request(request.body)
+    refused = set()
+    if request.api_version < ZSTD_FROM_VERSION:
+        refused = {
+            (t.name, p.partition)
+            for t in full.topics
+            for p in t.partitions
+            if _zstd_batch(p.records)
+        }
+    shared = full
+    if refused:
+        shared = ProduceRequest(
+            full.acks,
+            full.timeout_ms,
+            [
+                ProduceTopic(
+                    t.name, [p for p in t.partitions if (t.name, p.partition) not in refused]
+                )
+                for t in full.topics
+            ],
+        )
     answer = await produce(plane.replicas, plane.authz, shared, current_session())
+    if refused:
+        answer = [_with_refused(t, a, refused) for t, a in zip(full.topics, answer, strict=True)]
     if shared.acks == 0:
         failed = [
             f"{topic.name}-{p.partition}: {p.error}"
@@ -82,6 +132,22 @@ async def produce_api(plane: DataPlane, listener_name: str, request: Request) ->
             )
         return None
     return produce_response(request.api_version, answer, plane, listener_name)
+
+
+def _with_refused(
+    asked: ProduceTopic, answered: TopicProduced, refused: set[tuple[str, int]]
+) -> TopicProduced:
+    """The shared answer of a topic with its refused partitions answered in their place."""
+    rest = iter(answered.partitions)
+    return TopicProduced(
+        asked.name,
+        [
+            PartitionProduced(p.partition, _too_old_for_zstd(asked.name, p.partition))
+            if (asked.name, p.partition) in refused
+            else next(rest)
+            for p in asked.partitions
+        ],
+    )
 
 
 def produce_response(

@@ -15,6 +15,7 @@ from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopi
 from kio.schema.types import TopicName
 from kio.static.primitive import i16, i32, i32Timedelta
 
+from server.kafka.versioned import build
 from strom import Consumer
 from strom.fetcher import ConsumerRecord
 from strom_api.records import Record, encode_batch
@@ -29,6 +30,8 @@ from tests.kafka_listener.kafka_cluster import (
 from tests.node_integration.node_cluster import wait_until
 
 PRODUCE, METADATA, INIT_PRODUCER_ID = 0, 3, 22
+# Records' timestamps: recent, so that retention.ms (7 days) never deletes them mid-test.
+BASE_TS = (int(time.time()) // 60 - 60) * 60_000
 
 
 def kafka_address(cluster: KafkaCluster, node: int) -> str:
@@ -149,7 +152,7 @@ def strom_produced(cluster: KafkaCluster, topic: str, count: int, partition: int
                 key=f"key-{i}".encode(),
                 headers=[("n", str(i).encode()), ("none", None)],
                 partition=partition,
-                timestamp_ms=1_600_000_000_000 + i,
+                timestamp_ms=BASE_TS + i,
             )
             for i in range(count)
         ]
@@ -163,7 +166,7 @@ def expected_strom_records(count: int) -> list[tuple[int, bytes, bytes, int, lis
             i,
             f"key-{i}".encode(),
             f"value-{i}".encode(),
-            1_600_000_000_000 + i,
+            BASE_TS + i,
             [("n", str(i).encode()), ("none", None)],
         )
         for i in range(count)
@@ -191,7 +194,8 @@ def fetch_request(
         fields["replica_state"] = module.ReplicaState(replica_id=i32(replica_id))
     else:
         fields["replica_id"] = i32(replica_id)
-    return request_type(
+    return build(
+        request_type,
         max_wait=i32Timedelta.parse(datetime.timedelta(milliseconds=max_wait_ms)),
         min_bytes=i32(min_bytes),
         max_bytes=i32(50 << 20),
@@ -202,7 +206,8 @@ def fetch_request(
             module.FetchTopic(
                 **{topic_key: topic},
                 partitions=tuple(
-                    module.FetchPartition(
+                    build(
+                        module.FetchPartition,
                         partition=i32(p),
                         current_leader_epoch=i32(-1),
                         fetch_offset=offset,
@@ -222,6 +227,15 @@ def fetch_request(
 
 def topic_id(cluster: KafkaCluster, topic: str) -> Any:
     """The topic's id as the Kafka listener's Metadata v12 answers it."""
+    return _metadata_topic(cluster, topic).topic_id
+
+
+def leader_epoch(cluster: KafkaCluster, topic: str) -> int:
+    """Partition 0's leader epoch as the Kafka listener's Metadata v12 answers it."""
+    return int(_metadata_topic(cluster, topic).partitions[0].leader_epoch)
+
+
+def _metadata_topic(cluster: KafkaCluster, topic: str) -> Any:
     request = MetadataRequest(
         topics=(MetadataRequestTopic(topic_id=None, name=TopicName(topic)),),
         allow_auto_topic_creation=False,
@@ -230,4 +244,33 @@ def topic_id(cluster: KafkaCluster, topic: str) -> Any:
     [frame] = send(kafka_address(cluster, 1), (request, 1))
     assert frame is not None
     [answer] = decode_response(frame, METADATA, 12)[1].topics
-    return answer.topic_id
+    return answer
+
+
+LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH, DELETE_RECORDS = 2, 23, 21
+
+
+def list_offsets_request(version: int, topic: str, partitions: list[tuple[int, int]]) -> Any:
+    """A kio ListOffsets request of `version` for (partition, timestamp) pairs."""
+    request_type = load_request_schema(LIST_OFFSETS, version)
+    module = __import__(request_type.__module__, fromlist=["ListOffsetsTopic"])
+    return build(
+        request_type,
+        replica_id=i32(-1),
+        isolation_level=0,
+        timeout=i32Timedelta.parse(datetime.timedelta(seconds=10)),
+        topics=(
+            module.ListOffsetsTopic(
+                name=topic,
+                partitions=tuple(
+                    build(
+                        module.ListOffsetsPartition,
+                        partition_index=i32(p),
+                        timestamp=t,
+                        current_leader_epoch=i32(-1),
+                    )
+                    for p, t in partitions
+                ),
+            ),
+        ),
+    )

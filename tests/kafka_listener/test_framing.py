@@ -91,11 +91,14 @@ def test_api_versions_advertises_exactly_what_is_served(cluster):
             assert correlation_id == 100 + version
             assert response.error_code == ErrorCode.none
             assert [(k.api_key, k.min_version, k.max_version) for k in response.api_keys] == [
-                (PRODUCE, 7, 10),
-                (1, 11, 16),  # Fetch
+                (PRODUCE, 3, 10),
+                (1, 4, 16),  # Fetch
+                (2, 1, 10),  # ListOffsets
                 (METADATA, 0, 13),
                 (API_VERSIONS, 0, 4),
+                (21, 0, 2),  # DeleteRecords
                 (22, 0, 4),  # InitProducerId
+                (23, 2, 4),  # OffsetForLeaderEpoch
             ]
 
 
@@ -112,11 +115,14 @@ def test_a_newer_api_versions_is_answered_in_v0_with_the_served_ranges(cluster):
     assert correlation_id == 41
     assert response.error_code == ErrorCode.unsupported_version
     assert {(k.api_key, k.min_version, k.max_version) for k in response.api_keys} == {
-        (PRODUCE, 7, 10),
-        (1, 11, 16),  # Fetch
+        (PRODUCE, 3, 10),
+        (1, 4, 16),  # Fetch
+        (2, 1, 10),  # ListOffsets
         (METADATA, 0, 13),
         (API_VERSIONS, 0, 4),
+        (21, 0, 2),  # DeleteRecords
         (22, 0, 4),  # InitProducerId
+        (23, 2, 4),  # OffsetForLeaderEpoch
     }
 
 

@@ -16,7 +16,10 @@ from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i16, i32Timedelta, i64
 
+from strom_api.compression import ZSTD
+from strom_api.records import Record, encode_batch
 from tests.kafka_listener.data_helpers import (
+    BASE_TS,
     INIT_PRODUCER_ID,
     METADATA,
     PRODUCE,
@@ -60,7 +63,7 @@ def test_an_acks_0_produce_that_fails_closes_its_connection_as_kafka_does(cluste
         strom_records(cluster, "acks-0-failing", 1, 1, timeout_s=1)
 
 
-@pytest.mark.parametrize("version", [7, 8, 9, 10])
+@pytest.mark.parametrize("version", range(3, 11))
 def test_each_served_version_answers_the_offsets(cluster, version):
     topic = f"versions-{version}"
     kafka_topic(cluster, topic)
@@ -74,10 +77,36 @@ def test_each_served_version_answers_the_offsets(cluster, version):
     for _, response in answers:
         [topic_answer] = response.responses
         [p] = topic_answer.partition_responses
-        assert (p.error_code, p.log_append_time, p.log_start_offset) == (ErrorCode.none, None, 0)
+        assert (p.error_code, p.log_append_time) == (ErrorCode.none, None)
+        if version >= 5:
+            assert p.log_start_offset == 0
         offsets.append(p.base_offset)
         assert response.throttle_time.total_seconds() == 0
     assert offsets == [0, 3]
+
+
+def test_zstd_before_produce_v7_is_refused_as_kafka_refuses_it(cluster):
+    """KIP-110: zstd batches need Produce v7; the request's other partitions go on to the
+    shared path and are answered in their place (partition 5 does not exist)."""
+    kafka_topic(cluster, "zstd-versions")
+    now = int(time.time() * 1000)
+    zstd = encode_batch([Record(0, now, b"k", b"v" * 100, [])], compression_codec=ZSTD)
+    answers = {}
+    for version in (6, 7):
+        request = produce_request(
+            version, [("zstd-versions", 5, batch(b"x")), ("zstd-versions", 0, zstd)]
+        )
+        [frame] = send(leader_address(cluster, "zstd-versions", 0), (request, version))
+        answers[version] = [
+            (p.index, p.error_code, p.base_offset)
+            for t in decode_response(frame, PRODUCE, version)[1].responses
+            for p in t.partition_responses
+        ]
+    assert answers[6] == [
+        (5, ErrorCode.unknown_topic_or_partition, -1),
+        (0, ErrorCode.unsupported_compression_type, -1),
+    ]
+    assert answers[7] == [(5, ErrorCode.unknown_topic_or_partition, -1), (0, ErrorCode.none, 0)]
 
 
 def test_a_log_append_time_topic_answers_the_time_it_stamped(cluster):
@@ -262,7 +291,7 @@ def test_kafka_python_produces_records_strom_reads(cluster):
                 f"v{i}".encode(),
                 key=f"k{i}".encode(),
                 headers=HEADERS,
-                timestamp_ms=1_700_000_000_000 + i,
+                timestamp_ms=BASE_TS + i,
             ).get(timeout=30)
             for i in range(5)
         ]
@@ -271,7 +300,7 @@ def test_kafka_python_produces_records_strom_reads(cluster):
     assert [m.offset for m in metadata] == list(range(5))
     records = strom_records(cluster, "kafka-python-produced", 1, 5)
     assert [(r.offset, r.key, r.value, r.timestamp, r.headers) for r in records] == [
-        (i, f"k{i}".encode(), f"v{i}".encode(), 1_700_000_000_000 + i, HEADERS) for i in range(5)
+        (i, f"k{i}".encode(), f"v{i}".encode(), BASE_TS + i, HEADERS) for i in range(5)
     ]
 
 
@@ -294,7 +323,7 @@ def test_aiokafka_produces_records_strom_reads(cluster):
                             f"v{i}".encode(),
                             key=f"k{i}".encode(),
                             headers=HEADERS,
-                            timestamp_ms=1_700_000_000_000 + i,
+                            timestamp_ms=BASE_TS + i,
                         ),
                         30,
                     )
@@ -307,5 +336,5 @@ def test_aiokafka_produces_records_strom_reads(cluster):
     assert asyncio.run(produce()) == list(range(5))
     records = strom_records(cluster, "aiokafka-produced", 1, 5)
     assert [(r.offset, r.key, r.value, r.timestamp, r.headers) for r in records] == [
-        (i, f"k{i}".encode(), f"v{i}".encode(), 1_700_000_000_000 + i, HEADERS) for i in range(5)
+        (i, f"k{i}".encode(), f"v{i}".encode(), BASE_TS + i, HEADERS) for i in range(5)
     ]

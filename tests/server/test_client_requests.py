@@ -32,7 +32,9 @@ from server.requests.leader_epochs import (
 )
 from server.requests.list_offsets import (
     EARLIEST,
+    EARLIEST_LOCAL,
     LATEST,
+    LATEST_TIERED,
     ListOffsetsPartition,
     ListOffsetsRequest,
     ListOffsetsTopic,
@@ -281,9 +283,30 @@ def test_list_offsets_answers_earliest_latest_and_a_time(tmp_path):
     assert (too_late.error, too_late.offset, too_late.timestamp) == (None, -1, -1)
 
 
+def test_list_offsets_answers_the_tiered_storage_timestamps_as_kafka_without_remote_storage(
+    tmp_path,
+):
+    """KIP-405's -4 (earliest local) is the log start, KIP-1005's -5 (latest tiered) -1 with
+    epoch -1: UnifiedLog's answers for a topic with no remote storage (ListOffsets v8, v9)."""
+    manager, partition = leading(tmp_path, [1])
+    partition.append_as_leader(batch(3, ts=NOW), 1, NOW)
+    partition.log.high_watermark = 3
+    partition.delete_records_before(2)
+    request = offsets_of((0, EARLIEST_LOCAL), (0, LATEST_TIERED))
+    [topic] = stopped(manager, list_offsets(manager, OPEN, request, None))
+    local, tiered = topic.partitions
+    assert (local.error, local.offset, local.timestamp, local.leader_epoch) == (None, 2, -1, 1)
+    assert (tiered.error, tiered.offset, tiered.timestamp, tiered.leader_epoch) == (
+        None,
+        -1,
+        -1,
+        -1,
+    )
+
+
 def test_list_offsets_refuses_a_negative_timestamp_that_names_nothing(tmp_path):
     manager, _ = leading(tmp_path, [1])
-    [topic] = stopped(manager, list_offsets(manager, OPEN, offsets_of((0, -4)), None))
+    [topic] = stopped(manager, list_offsets(manager, OPEN, offsets_of((0, -7)), None))
     [answer] = topic.partitions
     assert answer.error.error_name == ErrorCode.INVALID_REQUEST and answer.offset == -1
 
