@@ -160,6 +160,8 @@ class ClientServicer(GroupApi, client_pb2_grpc.ClientServiceServicer):
         answer = await produce(
             self.replicas, self.authz, produce_request(request), current_session()
         )
+        if request.acks == 0:  # the producer reads no answer
+            return client_pb2.ProduceResponse()
         return produce_response(answer)
 
     # --- Fetch ------------------------------------------------------------------------------

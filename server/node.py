@@ -65,7 +65,6 @@ from server.controller_forwarder import forwarding_servicer
 from server.controller_service import ControllerServicer
 from server.health import NodeHealth
 from server.listeners import Listener
-from server.metadata_answer import MetadataSources
 from server.metrics import NodeMetrics
 from server.metrics_listener import MetricsListener
 from server.node_authorizer import NodeAuthorizer
@@ -73,7 +72,6 @@ from server.node_status import NodeStatus
 from server.replica_service import ReplicaServicer
 from server.request_authorization import RequestAuthorizer
 from server.request_session import Admission, enter, leave
-from server.requests.groups import GroupPaths
 from server.rpc_guard import guarded, quiet_grpc_server_log
 from server.sasl_exchange import AuthenticationCounts, SaslListener
 from server.sasl_service import SaslServicer
@@ -345,9 +343,7 @@ class Node:
         # because a Metadata answer carries the endpoints of the listener it came in on.
         for listener in config.broker_listeners:
             if listener.name in config.kafka_listeners:
-                await self._bind_kafka_listener(
-                    listener, client_servicer.metadata_sources(), client_servicer.group_paths
-                )
+                await self._bind_kafka_listener(listener, client_servicer)
                 continue
             server = self._broker_server()
             # every caller admitted, every request checked, before a servicer sees it
@@ -371,18 +367,25 @@ class Node:
         for server in self.broker_servers:
             await server.start()
 
-    async def _bind_kafka_listener(
-        self, listener: Listener, sources: MetadataSources, groups: GroupPaths
-    ) -> None:
+    async def _bind_kafka_listener(self, listener: Listener, client: ClientServicer) -> None:
         """A listener of kafka.listener.names: Kafka's protocol (server/kafka/), bound now,
         serving once the broker serves (_start_serving). Imported here: kio is the `kafka`
         extra, which the config check asks for when a Kafka listener is configured."""
+        from server.kafka.data_plane import DataPlane
         from server.kafka.handlers import KafkaApis
         from server.kafka.listener import KafkaListener, KafkaListenerTls
 
         assert self.replicas is not None
         replicas = self.replicas
-        apis = KafkaApis(listener.name, lambda: replicas.image, sources, groups)
+        # The gRPC servicer's collaborators: one producer-id manager, one authorizer.
+        data_plane = DataPlane(replicas, client.producer_ids, client.authz, client.persist_offsets)
+        apis = KafkaApis(
+            listener.name,
+            lambda: replicas.image,
+            client.metadata_sources(),
+            client.group_paths,
+            data_plane,
+        )
         tls = None
         if listener.name in self.tls:  # SSL: the listener's ssl.* material, as for gRPC's
             settings = self.config.tls[listener.name]

@@ -36,6 +36,12 @@ DESCRIBE_GROUPS = 15
 LIST_GROUPS = 16
 DELETE_GROUPS = 42
 OFFSET_DELETE = 47
+PRODUCE = 0
+FETCH = 1
+LIST_OFFSETS = 2
+OFFSET_FOR_LEADER_EPOCH = 23
+DELETE_RECORDS = 21
+INIT_PRODUCER_ID = 22
 
 SERVED: dict[int, ApiRange] = {
     api.key: api
@@ -59,5 +65,16 @@ SERVED: dict[int, ApiRange] = {
         ApiRange(DESCRIBE_GROUPS, "DescribeGroups", 3, 6),
         ApiRange(DELETE_GROUPS, "DeleteGroups", 1, 2),
         ApiRange(OFFSET_DELETE, "OffsetDelete", 0, 0),
+        # The data plane from Kafka 4's lowest versions (KIP-896): librdkafka turns a
+        # feature on only when the broker's range overlaps the version that brought it
+        # (rd_kafka_feature_map: RecordBatch v2 needs Produce 3 and Fetch 4, offsets by time
+        # ListOffsets 1), so without them Debian 12's kcat (librdkafka 2.0.2) sends
+        # MessageSet v1, which Kafka 4 and Strom refuse.
+        ApiRange(PRODUCE, "Produce", 3, 10),
+        ApiRange(FETCH, "Fetch", 4, 16),
+        ApiRange(LIST_OFFSETS, "ListOffsets", 1, 10),
+        ApiRange(OFFSET_FOR_LEADER_EPOCH, "OffsetForLeaderEpoch", 2, 4),
+        ApiRange(DELETE_RECORDS, "DeleteRecords", 0, 2),
+        ApiRange(INIT_PRODUCER_ID, "InitProducerId", 0, 4),
     )
 }

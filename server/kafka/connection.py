@@ -5,7 +5,9 @@ frame is read once the previous response is written, so pipelined requests are a
 in the order sent, and a client that sends faster is held back by TCP. A frame that breaks
 the protocol (a negative or larger than socket.request.max.bytes size, a connection ending
 inside a frame, a request that does not parse or that this listener does not serve) closes
-this connection only, with a log line saying why."""
+this connection only, with a log line saying why. A handler may also answer with no
+response (None) or by closing the connection (CloseConnection), as Kafka does for an
+acks=0 Produce (server/kafka/no_response.py)."""
 
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from server.kafka.frames import (
     response_frame,
 )
 from server.kafka.handlers import KafkaApis
+from server.kafka.no_response import CloseConnection
 from server.kafka.sasl_api import ConnectionAuthentication
 from server.request_session import Session, enter, leave
 from strom_api.acls import ANONYMOUS
@@ -114,6 +117,14 @@ async def _serve_one(
     token = enter(Session(auth.principal or ANONYMOUS, auth.host, apis.listener_name))
     try:
         response = await apis.handle(request)
+    except CloseConnection as exc:
+        log.info(
+            "Closing socket connection on listener %s after request %d: %s",
+            apis.listener_name,
+            request.correlation_id,
+            exc,
+        )
+        return ""  # logged above
     except Exception as exc:  # a bug or a collaborator's failure: this connection only
         log.error(
             "Closing socket connection on listener %s: request %d (api key %d v%d) failed: %s: %s",
@@ -127,8 +138,9 @@ async def _serve_one(
         return ""  # logged above
     finally:
         leave(token)
-    _reply(writer, request, response)
-    await writer.drain()
+    if response is not None:  # None: the request takes no response (acks=0)
+        _reply(writer, request, response)
+        await writer.drain()
     _observed(observe, request, start)
     return None
 

@@ -8,7 +8,9 @@ Rules:
 - timestamp -2 (earliest) is the log start offset, -1 (latest) the high watermark, -3 the
   record with the largest timestamp (KIP-734); a time (>= 0) the first record at or after
   it below the high watermark, answered with that record's own timestamp, else offset and
-  timestamp -1; any other negative is INVALID_REQUEST;
+  timestamp -1; -4 (earliest local, KIP-405) and -5 (latest tiered, KIP-1005) are answered
+  as Kafka answers them for a topic without remote storage (Strom has none): the log start
+  offset, and offset -1 with epoch -1; any other negative is INVALID_REQUEST;
 - the leader epoch answered is the one that wrote the offset (the partition's current one
   when no epoch covers it); a read by time that meets a failed disk answers its storage
   error.
@@ -33,6 +35,8 @@ from strom_api.records import decode_batch
 LATEST = -1
 EARLIEST = -2
 MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4  # the first offset on local disk: all of Strom's log
+LATEST_TIERED = -5  # the last offset in remote storage: none in Strom
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +116,9 @@ def _lookup(replicas: ReplicaManager, topic: str, p: ListOffsetsPartition) -> Pa
     partition.check_epoch(p.current_leader_epoch)
     log = partition.log
     timestamp = -1
-    if p.timestamp == EARLIEST:
+    if p.timestamp == LATEST_TIERED:  # UnifiedLog without remote storage: -1, epoch -1
+        return PartitionOffset(p.partition)
+    if p.timestamp in (EARLIEST, EARLIEST_LOCAL):
         offset = log.log_start_offset
     elif p.timestamp == LATEST:
         offset = log.high_watermark
@@ -131,7 +137,8 @@ def _lookup(replicas: ReplicaManager, topic: str, p: ListOffsetsPartition) -> Pa
         raise ApiError(
             ErrorCode.INVALID_REQUEST,
             f"ListOffsets timestamp {p.timestamp} is neither a time nor one of -1 "
-            "(latest), -2 (earliest), -3 (max timestamp).",
+            "(latest), -2 (earliest), -3 (max timestamp), -4 (earliest local), -5 (latest "
+            "tiered).",
         )
     epoch = log.leader_epochs.epoch_for_offset(offset) if offset < log.log_end_offset else -1
     return PartitionOffset(

@@ -9,7 +9,9 @@ Rules, in the order they apply:
   written;
 - the replica manager appends (acks other than 0, 1, -1 refused INVALID_REQUIRED_ACKS,
   each batch validated, acks=-1 waiting at most timeout_ms for the ISR).
-With acks=0 the answer is empty: Kafka sends none, and a client does not wait for one.
+With acks=0 the client waits for no answer; the partitions' answers are still returned so
+that the front end can tell it the one way Kafka does: by closing the connection when any
+partition failed (the Kafka listener; the gRPC servicer answers an empty response).
 """
 
 from __future__ import annotations
@@ -67,7 +69,7 @@ async def produce(
     request: ProduceRequest,
     session: Session | None,
 ) -> list[TopicProduced]:
-    """Each partition's answer, in the request's order (none with acks=0)."""
+    """Each partition's answer, in the request's order."""
     topics = request.topics
     twice = named_twice((t.name, p.partition) for t in topics for p in t.partitions)
     refused = authz.topics("Produce", (t.name for t in topics), session)
@@ -97,8 +99,6 @@ async def produce(
                 results[(topic.name, p.partition)] = ProduceResult(error=refused[topic.name])
     for key in twice:
         results[key] = ProduceResult(error=duplicate_error(*key))
-    if request.acks == 0:
-        return []
     return [
         TopicProduced(
             topic.name,

@@ -206,8 +206,8 @@ def test_metadata_by_topic_id(cluster):
         ),
         (raw_frame(9999, 0, 1), "Unknown API key 9999"),
         (
-            raw_frame(PRODUCE, 10, 1),
-            "Received request api key PRODUCE with version 10 which is not enabled",
+            raw_frame(PRODUCE, 11, 1),
+            "Received request api key PRODUCE with version 11 which is not enabled",
         ),
         (
             raw_frame(METADATA, 14, 1),

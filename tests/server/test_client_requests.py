@@ -32,7 +32,9 @@ from server.requests.leader_epochs import (
 )
 from server.requests.list_offsets import (
     EARLIEST,
+    EARLIEST_LOCAL,
     LATEST,
+    LATEST_TIERED,
     ListOffsetsPartition,
     ListOffsetsRequest,
     ListOffsetsTopic,
@@ -167,9 +169,15 @@ def test_produce_refuses_acks_other_than_0_1_and_all(tmp_path):
     assert partition.log.log_end_offset == 0
 
 
-def test_produce_with_acks_0_writes_and_answers_nothing(tmp_path):
+def test_produce_with_acks_0_writes_and_still_tells_the_front_end_each_outcome(tmp_path):
+    """The client reads no answer; the front end needs the outcomes anyway: Kafka closes an
+    acks=0 producer's connection when a partition failed (the Kafka listener does)."""
     manager, partition = leading(tmp_path, [1])
-    assert run(manager, produce(manager, OPEN, produce_to((0, batch(2)), acks=0), None)) == []
+    request = produce_to((0, batch(2)), (7, batch(1)), acks=0)
+    [topic] = run(manager, produce(manager, OPEN, request, None))
+    [written, unknown] = topic.partitions
+    assert (written.error, written.base_offset) == (None, 0)
+    assert unknown.error.error_name == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     assert partition.log.log_end_offset == 2
 
 
@@ -275,9 +283,30 @@ def test_list_offsets_answers_earliest_latest_and_a_time(tmp_path):
     assert (too_late.error, too_late.offset, too_late.timestamp) == (None, -1, -1)
 
 
+def test_list_offsets_answers_the_tiered_storage_timestamps_as_kafka_without_remote_storage(
+    tmp_path,
+):
+    """KIP-405's -4 (earliest local) is the log start, KIP-1005's -5 (latest tiered) -1 with
+    epoch -1: UnifiedLog's answers for a topic with no remote storage (ListOffsets v8, v9)."""
+    manager, partition = leading(tmp_path, [1])
+    partition.append_as_leader(batch(3, ts=NOW), 1, NOW)
+    partition.log.high_watermark = 3
+    partition.delete_records_before(2)
+    request = offsets_of((0, EARLIEST_LOCAL), (0, LATEST_TIERED))
+    [topic] = stopped(manager, list_offsets(manager, OPEN, request, None))
+    local, tiered = topic.partitions
+    assert (local.error, local.offset, local.timestamp, local.leader_epoch) == (None, 2, -1, 1)
+    assert (tiered.error, tiered.offset, tiered.timestamp, tiered.leader_epoch) == (
+        None,
+        -1,
+        -1,
+        -1,
+    )
+
+
 def test_list_offsets_refuses_a_negative_timestamp_that_names_nothing(tmp_path):
     manager, _ = leading(tmp_path, [1])
-    [topic] = stopped(manager, list_offsets(manager, OPEN, offsets_of((0, -4)), None))
+    [topic] = stopped(manager, list_offsets(manager, OPEN, offsets_of((0, -7)), None))
     [answer] = topic.partitions
     assert answer.error.error_name == ErrorCode.INVALID_REQUEST and answer.offset == -1
 

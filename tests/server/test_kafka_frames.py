@@ -6,19 +6,39 @@ from __future__ import annotations
 
 import asyncio
 import struct
+from typing import Any
 
 import pytest
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 
+from broker.producer_ids import ProducerIdManager
+from broker.replica_config import ReplicaConfig
+from broker.replica_manager import ReplicaManager
 from metadata.image import MetadataImage
 from server.kafka.api_versions import api_versions_response
 from server.kafka.apis import SERVED
+from server.kafka.data_plane import DataPlane
 from server.kafka.frames import InvalidRequest, Request, parse_request, response_frame
 from server.kafka.handlers import KafkaApis
 from server.metadata_answer import MetadataSources
 from server.request_authorization import RequestAuthorizer
 from tests.server.group_paths import no_groups
+
+
+async def _no_controller(method: str, request: Any) -> None:
+    return None
+
+
+async def _nothing() -> None:
+    return None
+
+
+def idle_data_plane() -> DataPlane:
+    """A broker holding no partition (the tests here send no data-plane request)."""
+    replicas = ReplicaManager(1, None, ReplicaConfig(), {}, _no_controller, lambda: 1)  # type: ignore[arg-type]
+    producer_ids = ProducerIdManager(1, lambda: 1, _no_controller)
+    return DataPlane(replicas, producer_ids, RequestAuthorizer(), _nothing)
 
 
 def test_every_served_version_has_its_request_and_response_classes():
@@ -45,8 +65,10 @@ def test_a_response_frame_is_its_size_then_the_header_then_the_body():
 
 
 def test_an_api_the_table_lacks_is_refused_with_kafkas_words():
-    frame = struct.pack(">hhih", 0, 9, 1, -1)  # Produce v9
-    with pytest.raises(InvalidRequest, match="api key PRODUCE with version 9 which is not enabled"):
+    frame = struct.pack(">hhih", 0, 11, 1, -1)  # Produce v11
+    with pytest.raises(
+        InvalidRequest, match="api key PRODUCE with version 11 which is not enabled"
+    ):
         parse_request(frame)
 
 
@@ -69,6 +91,7 @@ def test_api_versions_v3_names_its_client_software_as_kafka_requires(name, versi
         MetadataImage,
         MetadataSources("cluster", lambda: -1, RequestAuthorizer(), None, False),
         no_groups(),
+        idle_data_plane(),
     )
     response = asyncio.run(apis.handle(parsed))
     assert response.error_code == (ErrorCode.none if valid else ErrorCode.invalid_request)

@@ -29,6 +29,7 @@ from server.request_session import Session, enter, leave
 from server.requests.groups import GroupPaths
 from strom_api.acls import AclOperation, AclPermissionType, PatternType, ResourceType
 from tests.server.group_paths import no_groups
+from tests.server.test_kafka_frames import idle_data_plane
 
 GROUP_APIS = {8, 9, 10, 11, 12, 13, 14, 15, 16, 42, 47}
 ALICE = Session("User:alice", "127.0.0.1", "KAFKA")
@@ -75,7 +76,7 @@ def error_codes(value: Any) -> set[ErrorCode]:
 
 def dispatcher(paths: GroupPaths) -> KafkaApis:
     sources = MetadataSources("cluster", lambda: -1, paths.authz, None, False)
-    return KafkaApis("KAFKA", MetadataImage, sources, paths)
+    return KafkaApis("KAFKA", MetadataImage, sources, paths, idle_data_plane())
 
 
 def answer(apis: KafkaApis, key: int, version: int, **fields: Any) -> Any:

@@ -21,6 +21,7 @@ from server.listeners import Listener
 from server.metadata_answer import MetadataSources
 from server.request_authorization import RequestAuthorizer
 from tests.server.group_paths import no_groups
+from tests.server.test_kafka_frames import idle_data_plane
 
 
 def encode(entity: object) -> bytes:
@@ -43,7 +44,7 @@ def api_versions_frame(correlation_id: int) -> bytes:
 
 def listener() -> KafkaListener:
     sources = MetadataSources("cluster", lambda: -1, RequestAuthorizer(), None, False)
-    apis = KafkaApis("KAFKA", MetadataImage, sources, no_groups())
+    apis = KafkaApis("KAFKA", MetadataImage, sources, no_groups(), idle_data_plane())
     return KafkaListener(Listener("KAFKA", "127.0.0.1", 0), apis, 1 << 20, lambda *_: None)
 
 

@@ -1,0 +1,60 @@
+"""DeleteRecords (key 21, v0-v2) on the Kafka listener: the request converted to
+server/requests/delete_records.py's (the gRPC ClientService's path, which also writes the
+offsets checkpoint before answering), its answer back: per partition Kafka's error code and
+the new low watermark. The request's timeout_ms is not waited on: the shared path answers
+once the leader moved its log start (followers follow it on their next fetch)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.index import load_response_schema
+from kio.static.primitive import i32, i64
+
+from server.kafka.apis import DELETE_RECORDS
+from server.kafka.data_plane import NO_THROTTLE, DataPlane, code
+from server.kafka.frames import Request
+from server.kafka.versioned import build, nested
+from server.request_session import current_session
+from server.requests.delete_records import (
+    DeletePartition,
+    DeleteRecordsRequest,
+    DeleteTopic,
+    delete_records,
+)
+
+
+async def delete_records_api(plane: DataPlane, request: Request) -> Any:
+    shared = DeleteRecordsRequest(
+        [
+            DeleteTopic(
+                str(topic.name),
+                [DeletePartition(int(p.partition_index), int(p.offset)) for p in topic.partitions],
+            )
+            for topic in request.body.topics
+        ]
+    )
+    answer = await delete_records(
+        plane.replicas, plane.authz, plane.persist_offsets, shared, current_session()
+    )
+    response_type = load_response_schema(DELETE_RECORDS, request.api_version)
+    topic_type = nested(response_type, "DeleteRecordsTopicResult")
+    partition_type = nested(response_type, "DeleteRecordsPartitionResult")
+    return build(
+        response_type,
+        throttle_time=NO_THROTTLE,
+        topics=tuple(
+            topic_type(
+                name=topic.name,
+                partitions=tuple(
+                    partition_type(
+                        partition_index=i32(p.partition),
+                        low_watermark=i64(p.low_watermark),
+                        error_code=code(p.error),
+                    )
+                    for p in topic.partitions
+                ),
+            )
+            for topic in answer
+        ),
+    )
