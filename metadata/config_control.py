@@ -537,6 +537,15 @@ def _describe_broker(
     return entries
 
 
+def new_topic_configs(
+    image: MetadataImage, configs: Mapping[str, str], local: LocalConfig
+) -> list[ConfigEntry]:
+    """The configs a topic created with `configs` has, as DescribeConfigs will show them on
+    `local`'s node (Kafka's CreateTopics v5+ answer, its computeEffectiveTopicConfigs)."""
+    layers = _broker_layers(image, local.static, local.node_id)
+    return [_topic_entry(name, configs, layers) for name in sorted(_TOPIC_DEFAULTS)]
+
+
 def effective_topic_configs(
     image: MetadataImage, topic: str, static_broker_config: Mapping[str, str], broker_id: int
 ) -> dict[str, str]:

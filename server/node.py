@@ -61,7 +61,7 @@ from server.admission import (
 )
 from server.client_service import ClientServicer, auto_create
 from server.controller_authorization import authorizing
-from server.controller_forwarder import forwarding_servicer
+from server.controller_forwarder import authorized_forwarding, forwarding_servicer
 from server.controller_service import ControllerServicer
 from server.health import NodeHealth
 from server.listeners import Listener
@@ -376,7 +376,14 @@ class Node:
 
         assert self.replicas is not None
         replicas = self.replicas
-        apis = KafkaApis(listener.name, lambda: replicas.image, sources)
+        assert self.lifecycle is not None
+        apis = KafkaApis(
+            listener.name,
+            lambda: replicas.image,
+            sources,
+            # the gRPC forwarder's path: the client authorized, then the active controller
+            controller=authorized_forwarding(self.lifecycle.forward, self.authz),
+        )
         kafka = KafkaListener(
             listener, apis, self.config.replica.socket_request_max_bytes, self._observe_kafka
         )

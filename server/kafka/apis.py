@@ -20,6 +20,9 @@ class ApiRange:
 
 API_VERSIONS = 18
 METADATA = 3
+CREATE_TOPICS = 19
+DELETE_TOPICS = 20
+CREATE_PARTITIONS = 37
 
 SERVED: dict[int, ApiRange] = {
     api.key: api
@@ -28,5 +31,8 @@ SERVED: dict[int, ApiRange] = {
         # From v0, as Kafka 4 (KIP-896 kept every Metadata version): Debian 12's kcat links
         # librdkafka 2.0.2, which asks for v4 at most; aiokafka for v0-5.
         ApiRange(METADATA, "Metadata", 0, 13),
+        ApiRange(CREATE_TOPICS, "CreateTopics", 3, 7),
+        ApiRange(DELETE_TOPICS, "DeleteTopics", 3, 6),
+        ApiRange(CREATE_PARTITIONS, "CreatePartitions", 1, 3),
     )
 }

@@ -10,10 +10,19 @@ from typing import Any
 from kio.schema.errors import ErrorCode as KafkaErrorCode
 
 from metadata.image import MetadataImage
+from server.controller_forwarder import ControllerCall, NoControllerAnswered
 from server.kafka.api_versions import api_versions_response, valid_request
-from server.kafka.apis import API_VERSIONS, METADATA, SERVED
+from server.kafka.apis import (
+    API_VERSIONS,
+    CREATE_PARTITIONS,
+    CREATE_TOPICS,
+    DELETE_TOPICS,
+    METADATA,
+    SERVED,
+)
 from server.kafka.frames import Request, UnsupportedApiVersions
 from server.kafka.metadata_api import metadata_response, requested_names
+from server.kafka.topic_admin import TopicAdmin
 from server.metadata_answer import MetadataSources, metadata_answer
 
 Handler = Callable[[Request], Awaitable[Any]]
@@ -23,14 +32,24 @@ class KafkaApis:
     """One per Kafka listener (Metadata answers carry the endpoints of `listener_name`)."""
 
     def __init__(
-        self, listener_name: str, image: Callable[[], MetadataImage], sources: MetadataSources
+        self,
+        listener_name: str,
+        image: Callable[[], MetadataImage],
+        sources: MetadataSources,
+        *,
+        controller: ControllerCall | None = None,
     ) -> None:
         self.listener_name = listener_name
         self.image = image
         self.sources = sources
+        # Admin requests go where the gRPC forwarder sends them (controller_forwarder.py).
+        topics = TopicAdmin(controller or _no_controller, image)
         handlers: dict[int, Handler] = {
             API_VERSIONS: self.api_versions,
             METADATA: self.metadata,
+            CREATE_TOPICS: topics.create_topics,
+            DELETE_TOPICS: topics.delete_topics,
+            CREATE_PARTITIONS: topics.create_partitions,
         }
         # Served exactly what is advertised: a table entry without a handler is a bug.
         assert set(handlers) == set(SERVED), (set(handlers), set(SERVED))
@@ -59,3 +78,8 @@ class KafkaApis:
             self.sources,
         )
         return metadata_response(request.api_version, answer, unknown_ids)
+
+
+async def _no_controller(method: str, request: Any) -> Any:
+    """A dispatcher made without the controller path (the listener's unit tests)."""
+    raise NoControllerAnswered(f"no controller path to send {method} to")
