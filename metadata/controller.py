@@ -407,10 +407,15 @@ class QuorumController:
         return list_partition_reassignments(self.image, partitions)
 
     async def incremental_alter_configs(
-        self, changes: Sequence[tuple[ConfigResource, Sequence[ConfigOp]]], validate_only: bool
+        self,
+        changes: Sequence[tuple[ConfigResource, Sequence[ConfigOp]]],
+        validate_only: bool,
+        replace: bool = False,
     ) -> dict[ConfigResource, ApiError | None]:
         self._require_active()
-        records, results = incremental_alter_configs(self.core.image, changes, validate_only)
+        records, results = incremental_alter_configs(
+            self.core.image, changes, validate_only, replace
+        )
         return await self._write(records, results)
 
     async def create_acls(self, acls: Sequence[StandardAcl]) -> list[ApiError | None]:

@@ -384,7 +384,7 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
         ]
         try:
             results = await self.controller.incremental_alter_configs(
-                changes, request.validate_only
+                changes, request.validate_only, request.replace
             )
         except ApiError as error:
             return controller_pb2.IncrementalAlterConfigsResponse(

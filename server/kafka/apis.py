@@ -23,6 +23,9 @@ METADATA = 3
 CREATE_TOPICS = 19
 DELETE_TOPICS = 20
 CREATE_PARTITIONS = 37
+DESCRIBE_CONFIGS = 32
+ALTER_CONFIGS = 33
+INCREMENTAL_ALTER_CONFIGS = 44
 
 SERVED: dict[int, ApiRange] = {
     api.key: api
@@ -34,5 +37,8 @@ SERVED: dict[int, ApiRange] = {
         ApiRange(CREATE_TOPICS, "CreateTopics", 3, 7),
         ApiRange(DELETE_TOPICS, "DeleteTopics", 3, 6),
         ApiRange(CREATE_PARTITIONS, "CreatePartitions", 1, 3),
+        ApiRange(DESCRIBE_CONFIGS, "DescribeConfigs", 1, 4),
+        ApiRange(ALTER_CONFIGS, "AlterConfigs", 1, 2),
+        ApiRange(INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs", 1, 1),
     )
 }

@@ -13,13 +13,17 @@ from metadata.image import MetadataImage
 from server.controller_forwarder import ControllerCall, NoControllerAnswered
 from server.kafka.api_versions import api_versions_response, valid_request
 from server.kafka.apis import (
+    ALTER_CONFIGS,
     API_VERSIONS,
     CREATE_PARTITIONS,
     CREATE_TOPICS,
     DELETE_TOPICS,
+    DESCRIBE_CONFIGS,
+    INCREMENTAL_ALTER_CONFIGS,
     METADATA,
     SERVED,
 )
+from server.kafka.config_admin import ConfigAdmin
 from server.kafka.frames import Request, UnsupportedApiVersions
 from server.kafka.metadata_api import metadata_response, requested_names
 from server.kafka.topic_admin import TopicAdmin
@@ -44,12 +48,16 @@ class KafkaApis:
         self.sources = sources
         # Admin requests go where the gRPC forwarder sends them (controller_forwarder.py).
         topics = TopicAdmin(controller or _no_controller, image)
+        configs = ConfigAdmin(controller or _no_controller)
         handlers: dict[int, Handler] = {
             API_VERSIONS: self.api_versions,
             METADATA: self.metadata,
             CREATE_TOPICS: topics.create_topics,
             DELETE_TOPICS: topics.delete_topics,
             CREATE_PARTITIONS: topics.create_partitions,
+            DESCRIBE_CONFIGS: configs.describe_configs,
+            INCREMENTAL_ALTER_CONFIGS: configs.incremental_alter_configs,
+            ALTER_CONFIGS: configs.alter_configs,
         }
         # Served exactly what is advertised: a table entry without a handler is a bug.
         assert set(handlers) == set(SERVED), (set(handlers), set(SERVED))

@@ -468,7 +468,7 @@ class ConfigResource(_message.Message):
     def __init__(self, type: _Optional[_Union[_metadata_pb2.ConfigResourceType, str]] = ..., name: _Optional[str] = ...) -> None: ...
 
 class IncrementalAlterConfigsRequest(_message.Message):
-    __slots__ = ("resources", "validate_only")
+    __slots__ = ("resources", "validate_only", "replace")
     class Op(_message.Message):
         __slots__ = ("name", "op", "value")
         NAME_FIELD_NUMBER: _ClassVar[int]
@@ -487,9 +487,11 @@ class IncrementalAlterConfigsRequest(_message.Message):
         def __init__(self, resource: _Optional[_Union[ConfigResource, _Mapping]] = ..., ops: _Optional[_Iterable[_Union[IncrementalAlterConfigsRequest.Op, _Mapping]]] = ...) -> None: ...
     RESOURCES_FIELD_NUMBER: _ClassVar[int]
     VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
+    REPLACE_FIELD_NUMBER: _ClassVar[int]
     resources: _containers.RepeatedCompositeFieldContainer[IncrementalAlterConfigsRequest.Resource]
     validate_only: bool
-    def __init__(self, resources: _Optional[_Iterable[_Union[IncrementalAlterConfigsRequest.Resource, _Mapping]]] = ..., validate_only: _Optional[bool] = ...) -> None: ...
+    replace: bool
+    def __init__(self, resources: _Optional[_Iterable[_Union[IncrementalAlterConfigsRequest.Resource, _Mapping]]] = ..., validate_only: _Optional[bool] = ..., replace: _Optional[bool] = ...) -> None: ...
 
 class IncrementalAlterConfigsResponse(_message.Message):
     __slots__ = ("error", "results")
