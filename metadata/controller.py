@@ -394,10 +394,14 @@ class QuorumController:
         return await self._write(records, results)
 
     async def alter_partition_reassignments(
-        self, requests: Mapping[tuple[str, int], Sequence[int] | None]
+        self,
+        requests: Mapping[tuple[str, int], Sequence[int] | None],
+        keep_replication_factor: bool = False,
     ) -> dict[tuple[str, int], ApiError | None]:
         self._require_active()
-        records, results = alter_partition_reassignments(self.core.image, requests, self.local)
+        records, results = alter_partition_reassignments(
+            self.core.image, requests, self.local, keep_replication_factor
+        )
         return await self._write(records, results)
 
     def list_partition_reassignments(

@@ -349,7 +349,9 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
             for r in request.reassignments
         }
         try:
-            results = await self.controller.alter_partition_reassignments(requests)
+            results = await self.controller.alter_partition_reassignments(
+                requests, request.keep_replication_factor
+            )
         except ApiError as error:
             return controller_pb2.AlterPartitionReassignmentsResponse(
                 error=self._controller_error(error)

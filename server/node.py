@@ -383,6 +383,7 @@ class Node:
             sources,
             # the gRPC forwarder's path: the client authorized, then the active controller
             controller=authorized_forwarding(self.lifecycle.forward, self.authz),
+            authz=self.authz,
         )
         kafka = KafkaListener(
             listener, apis, self.config.replica.socket_request_max_bytes, self._observe_kafka

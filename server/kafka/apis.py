@@ -26,6 +26,11 @@ CREATE_PARTITIONS = 37
 DESCRIBE_CONFIGS = 32
 ALTER_CONFIGS = 33
 INCREMENTAL_ALTER_CONFIGS = 44
+ELECT_LEADERS = 43
+ALTER_PARTITION_REASSIGNMENTS = 45
+LIST_PARTITION_REASSIGNMENTS = 46
+DESCRIBE_QUORUM = 55
+DESCRIBE_CLUSTER = 60
 
 SERVED: dict[int, ApiRange] = {
     api.key: api
@@ -40,5 +45,10 @@ SERVED: dict[int, ApiRange] = {
         ApiRange(DESCRIBE_CONFIGS, "DescribeConfigs", 1, 4),
         ApiRange(ALTER_CONFIGS, "AlterConfigs", 1, 2),
         ApiRange(INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs", 1, 1),
+        ApiRange(ELECT_LEADERS, "ElectLeaders", 2, 2),
+        ApiRange(ALTER_PARTITION_REASSIGNMENTS, "AlterPartitionReassignments", 0, 1),
+        ApiRange(LIST_PARTITION_REASSIGNMENTS, "ListPartitionReassignments", 0, 0),
+        ApiRange(DESCRIBE_QUORUM, "DescribeQuorum", 2, 2),
+        ApiRange(DESCRIBE_CLUSTER, "DescribeCluster", 2, 2),
     )
 }

@@ -14,20 +14,27 @@ from server.controller_forwarder import ControllerCall, NoControllerAnswered
 from server.kafka.api_versions import api_versions_response, valid_request
 from server.kafka.apis import (
     ALTER_CONFIGS,
+    ALTER_PARTITION_REASSIGNMENTS,
     API_VERSIONS,
     CREATE_PARTITIONS,
     CREATE_TOPICS,
     DELETE_TOPICS,
+    DESCRIBE_CLUSTER,
     DESCRIBE_CONFIGS,
+    DESCRIBE_QUORUM,
+    ELECT_LEADERS,
     INCREMENTAL_ALTER_CONFIGS,
+    LIST_PARTITION_REASSIGNMENTS,
     METADATA,
     SERVED,
 )
+from server.kafka.cluster_admin import ClusterAdmin
 from server.kafka.config_admin import ConfigAdmin
 from server.kafka.frames import Request, UnsupportedApiVersions
 from server.kafka.metadata_api import metadata_response, requested_names
 from server.kafka.topic_admin import TopicAdmin
 from server.metadata_answer import MetadataSources, metadata_answer
+from server.request_authorization import RequestAuthorizer
 
 Handler = Callable[[Request], Awaitable[Any]]
 
@@ -42,6 +49,7 @@ class KafkaApis:
         sources: MetadataSources,
         *,
         controller: ControllerCall | None = None,
+        authz: RequestAuthorizer | None = None,
     ) -> None:
         self.listener_name = listener_name
         self.image = image
@@ -49,6 +57,9 @@ class KafkaApis:
         # Admin requests go where the gRPC forwarder sends them (controller_forwarder.py).
         topics = TopicAdmin(controller or _no_controller, image)
         configs = ConfigAdmin(controller or _no_controller)
+        cluster = ClusterAdmin(
+            controller or _no_controller, listener_name, authz or RequestAuthorizer()
+        )
         handlers: dict[int, Handler] = {
             API_VERSIONS: self.api_versions,
             METADATA: self.metadata,
@@ -58,6 +69,11 @@ class KafkaApis:
             DESCRIBE_CONFIGS: configs.describe_configs,
             INCREMENTAL_ALTER_CONFIGS: configs.incremental_alter_configs,
             ALTER_CONFIGS: configs.alter_configs,
+            DESCRIBE_CLUSTER: cluster.describe_cluster,
+            ELECT_LEADERS: cluster.elect_leaders,
+            ALTER_PARTITION_REASSIGNMENTS: cluster.alter_partition_reassignments,
+            LIST_PARTITION_REASSIGNMENTS: cluster.list_partition_reassignments,
+            DESCRIBE_QUORUM: cluster.describe_quorum,
         }
         # Served exactly what is advertised: a table entry without a handler is a bug.
         assert set(handlers) == set(SERVED), (set(handlers), set(SERVED))

@@ -414,7 +414,7 @@ class ElectLeadersResponse(_message.Message):
     def __init__(self, error: _Optional[_Union[ControllerError, _Mapping]] = ..., results: _Optional[_Iterable[_Union[PartitionResult, _Mapping]]] = ...) -> None: ...
 
 class AlterPartitionReassignmentsRequest(_message.Message):
-    __slots__ = ("reassignments",)
+    __slots__ = ("reassignments", "keep_replication_factor")
     class Reassignment(_message.Message):
         __slots__ = ("partition", "replicas")
         PARTITION_FIELD_NUMBER: _ClassVar[int]
@@ -423,8 +423,10 @@ class AlterPartitionReassignmentsRequest(_message.Message):
         replicas: _metadata_pb2.BrokerIdList
         def __init__(self, partition: _Optional[_Union[TopicPartition, _Mapping]] = ..., replicas: _Optional[_Union[_metadata_pb2.BrokerIdList, _Mapping]] = ...) -> None: ...
     REASSIGNMENTS_FIELD_NUMBER: _ClassVar[int]
+    KEEP_REPLICATION_FACTOR_FIELD_NUMBER: _ClassVar[int]
     reassignments: _containers.RepeatedCompositeFieldContainer[AlterPartitionReassignmentsRequest.Reassignment]
-    def __init__(self, reassignments: _Optional[_Iterable[_Union[AlterPartitionReassignmentsRequest.Reassignment, _Mapping]]] = ...) -> None: ...
+    keep_replication_factor: bool
+    def __init__(self, reassignments: _Optional[_Iterable[_Union[AlterPartitionReassignmentsRequest.Reassignment, _Mapping]]] = ..., keep_replication_factor: _Optional[bool] = ...) -> None: ...
 
 class AlterPartitionReassignmentsResponse(_message.Message):
     __slots__ = ("error", "results")
