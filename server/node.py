@@ -384,6 +384,7 @@ class Node:
             # the gRPC forwarder's path: the client authorized, then the active controller
             controller=authorized_forwarding(self.lifecycle.forward, self.authz),
             authz=self.authz,
+            replicas=lambda: replicas,
         )
         kafka = KafkaListener(
             listener, apis, self.config.replica.socket_request_max_bytes, self._observe_kafka

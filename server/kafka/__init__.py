@@ -14,7 +14,8 @@ choice"); the modules:
 - topic_admin.py (CreateTopics, DeleteTopics, CreatePartitions), config_admin.py
   (DescribeConfigs, IncrementalAlterConfigs, AlterConfigs) and cluster_admin.py
   (DescribeCluster, ElectLeaders, the partition reassignments, DescribeQuorum): on the
-  gRPC admin path
+  gRPC admin path; broker_admin.py (DescribeLogDirs, DescribeProducers) through
+  server/requests/ on this broker's replicas
   (controller_forwarder.authorized_forwarding); controller_answers.py and
   config_entries.py read the controller's answers.
 - handlers.py: the dispatcher (one request at a time per connection, as Kafka's).

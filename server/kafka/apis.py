@@ -31,6 +31,8 @@ ALTER_PARTITION_REASSIGNMENTS = 45
 LIST_PARTITION_REASSIGNMENTS = 46
 DESCRIBE_QUORUM = 55
 DESCRIBE_CLUSTER = 60
+DESCRIBE_LOG_DIRS = 35
+DESCRIBE_PRODUCERS = 61
 
 SERVED: dict[int, ApiRange] = {
     api.key: api
@@ -50,5 +52,7 @@ SERVED: dict[int, ApiRange] = {
         ApiRange(LIST_PARTITION_REASSIGNMENTS, "ListPartitionReassignments", 0, 0),
         ApiRange(DESCRIBE_QUORUM, "DescribeQuorum", 2, 2),
         ApiRange(DESCRIBE_CLUSTER, "DescribeCluster", 2, 2),
+        ApiRange(DESCRIBE_LOG_DIRS, "DescribeLogDirs", 5, 5),
+        ApiRange(DESCRIBE_PRODUCERS, "DescribeProducers", 0, 0),
     )
 }

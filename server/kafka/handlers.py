@@ -9,6 +9,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode as KafkaErrorCode
 
+from broker.replica_manager import ReplicaManager
 from metadata.image import MetadataImage
 from server.controller_forwarder import ControllerCall, NoControllerAnswered
 from server.kafka.api_versions import api_versions_response, valid_request
@@ -21,6 +22,8 @@ from server.kafka.apis import (
     DELETE_TOPICS,
     DESCRIBE_CLUSTER,
     DESCRIBE_CONFIGS,
+    DESCRIBE_LOG_DIRS,
+    DESCRIBE_PRODUCERS,
     DESCRIBE_QUORUM,
     ELECT_LEADERS,
     INCREMENTAL_ALTER_CONFIGS,
@@ -28,6 +31,7 @@ from server.kafka.apis import (
     METADATA,
     SERVED,
 )
+from server.kafka.broker_admin import BrokerAdmin
 from server.kafka.cluster_admin import ClusterAdmin
 from server.kafka.config_admin import ConfigAdmin
 from server.kafka.frames import Request, UnsupportedApiVersions
@@ -50,6 +54,7 @@ class KafkaApis:
         *,
         controller: ControllerCall | None = None,
         authz: RequestAuthorizer | None = None,
+        replicas: Callable[[], ReplicaManager | None] = lambda: None,
     ) -> None:
         self.listener_name = listener_name
         self.image = image
@@ -60,6 +65,7 @@ class KafkaApis:
         cluster = ClusterAdmin(
             controller or _no_controller, listener_name, authz or RequestAuthorizer()
         )
+        broker = BrokerAdmin(replicas, authz or RequestAuthorizer())
         handlers: dict[int, Handler] = {
             API_VERSIONS: self.api_versions,
             METADATA: self.metadata,
@@ -74,6 +80,8 @@ class KafkaApis:
             ALTER_PARTITION_REASSIGNMENTS: cluster.alter_partition_reassignments,
             LIST_PARTITION_REASSIGNMENTS: cluster.list_partition_reassignments,
             DESCRIBE_QUORUM: cluster.describe_quorum,
+            DESCRIBE_LOG_DIRS: broker.describe_log_dirs,
+            DESCRIBE_PRODUCERS: broker.describe_producers,
         }
         # Served exactly what is advertised: a table entry without a handler is a bug.
         assert set(handlers) == set(SERVED), (set(handlers), set(SERVED))
