@@ -210,10 +210,13 @@ def incremental_alter_configs(
     changes: Mapping[ConfigResource, Sequence[ConfigOp]]
     | Iterable[tuple[ConfigResource, Sequence[ConfigOp]]],
     validate_only: bool = False,
+    replace: bool = False,
 ) -> tuple[list[Message], dict[ConfigResource, ApiError | None]]:
     """The ConfigRecords that make `changes` (a mapping, or pairs in request order, so that
     a resource named twice can be told) and each resource's result; with `validate_only`
-    the same results and no records."""
+    the same results and no records. With `replace` (Kafka's legacy AlterConfigs, whose
+    ConfigurationControlManager.legacyAlterConfigs does the same) every config of the
+    resource that no op names is deleted, so its configs become exactly the ones set."""
     pairs = list(changes.items()) if isinstance(changes, Mapping) else list(changes)
     counts = Counter(resource for resource, _ in pairs)
     records: list[Message] = []
@@ -224,6 +227,10 @@ def incremental_alter_configs(
                 ErrorCode.INVALID_REQUEST, "Each resource must appear at most once."
             )
             continue
+        if replace:
+            named = {key for key, _, _ in ops}
+            current = image.configs.of(*resource)
+            ops = [*ops, *((key, OpType.DELETE, None) for key in current if key not in named)]
         try:
             records += _alter_one(image, resource, ops)
         except ApiError as error:
@@ -535,6 +542,15 @@ def _describe_broker(
             )
         )
     return entries
+
+
+def new_topic_configs(
+    image: MetadataImage, configs: Mapping[str, str], local: LocalConfig
+) -> list[ConfigEntry]:
+    """The configs a topic created with `configs` has, as DescribeConfigs will show them on
+    `local`'s node (Kafka's CreateTopics v5+ answer, its computeEffectiveTopicConfigs)."""
+    layers = _broker_layers(image, local.static, local.node_id)
+    return [_topic_entry(name, configs, layers) for name in sorted(_TOPIC_DEFAULTS)]
 
 
 def effective_topic_configs(

@@ -295,7 +295,11 @@ class QuorumController:
 
     # --- operations ------------------------------------------------------------------------
 
-    async def create_topics(self, topics: Sequence[NewTopic]) -> list[CreateTopicResult]:
+    async def create_topics(
+        self, topics: Sequence[NewTopic], validate_only: bool = False
+    ) -> list[CreateTopicResult]:
+        """With `validate_only` (Kafka's validateOnly) every check is made and each topic
+        answered as if created, and nothing is written."""
         self._require_active()
         defaults = TopicDefaults(self.config.num_partitions, self.config.default_replication_factor)
         records, results = create_topics(
@@ -305,6 +309,8 @@ class QuorumController:
             limits=self.config.partition_limits,
             start=self.rng.randrange(1 << 16),
         )
+        if validate_only:
+            return results
         return await self._write(records, results)
 
     async def delete_topics(self, names: Sequence[str]) -> dict[str, ApiError | None]:
@@ -313,7 +319,11 @@ class QuorumController:
         return await self._write(records, results)
 
     async def create_partitions(
-        self, name: str, count: int, assignments: Sequence[Sequence[int]] | None = None
+        self,
+        name: str,
+        count: int,
+        assignments: Sequence[Sequence[int]] | None = None,
+        validate_only: bool = False,
     ) -> None:
         self._require_active()
         records = create_partitions(
@@ -324,7 +334,8 @@ class QuorumController:
             limits=self.config.partition_limits,
             start=self.rng.randrange(1 << 16),
         )
-        await self._write(records, None)
+        if not validate_only:
+            await self._write(records, None)
 
     async def register_broker(self, request: BrokerRegistrationRequest) -> int:
         """Registers a broker; returns its broker epoch (the offset of its record)."""
@@ -383,10 +394,14 @@ class QuorumController:
         return await self._write(records, results)
 
     async def alter_partition_reassignments(
-        self, requests: Mapping[tuple[str, int], Sequence[int] | None]
+        self,
+        requests: Mapping[tuple[str, int], Sequence[int] | None],
+        keep_replication_factor: bool = False,
     ) -> dict[tuple[str, int], ApiError | None]:
         self._require_active()
-        records, results = alter_partition_reassignments(self.core.image, requests, self.local)
+        records, results = alter_partition_reassignments(
+            self.core.image, requests, self.local, keep_replication_factor
+        )
         return await self._write(records, results)
 
     def list_partition_reassignments(
@@ -396,10 +411,15 @@ class QuorumController:
         return list_partition_reassignments(self.image, partitions)
 
     async def incremental_alter_configs(
-        self, changes: Sequence[tuple[ConfigResource, Sequence[ConfigOp]]], validate_only: bool
+        self,
+        changes: Sequence[tuple[ConfigResource, Sequence[ConfigOp]]],
+        validate_only: bool,
+        replace: bool = False,
     ) -> dict[ConfigResource, ApiError | None]:
         self._require_active()
-        records, results = incremental_alter_configs(self.core.image, changes, validate_only)
+        records, results = incremental_alter_configs(
+            self.core.image, changes, validate_only, replace
+        )
         return await self._write(records, results)
 
     async def create_acls(self, acls: Sequence[StandardAcl]) -> list[ApiError | None]:

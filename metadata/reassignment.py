@@ -241,15 +241,32 @@ def _cancel(
     )
 
 
+def _check_same_factor(
+    name: str, partition_id: int, current: PartitionRegistration, target: Sequence[int]
+) -> None:
+    """The partition's replication factor: its replicas less those a reassignment in
+    progress is removing (its target's size)."""
+    factor = len(current.replicas) - len(current.removing_replicas)
+    if len(target) != factor:
+        raise ApiError(
+            ErrorCode.INVALID_REPLICATION_FACTOR,
+            f"The replication factor of partition {name}-{partition_id} would change from "
+            f"{factor} to {len(target)}, and allowReplicationFactorChange is false.",
+        )
+
+
 def alter_partition_reassignments(
     image: MetadataImage,
     requests: Mapping[TopicPartition, Sequence[int] | None],
     local: LocalConfig = NO_LOCAL_CONFIG,
+    keep_replication_factor: bool = False,
 ) -> tuple[list[Message], dict[TopicPartition, ApiError | None]]:
     """AlterPartitionReassignments: per partition, a target replica list starts (or
     replaces) a reassignment, None cancels the one in progress. Records for those that go
     ahead and a result for each (None, or the error); as in Kafka, the records of one
-    request are meant to be committed together."""
+    request are meant to be committed together. With `keep_replication_factor` (Kafka's
+    allowReplicationFactorChange=false, KIP-860) a target of another size than the
+    partition's replication factor is refused."""
     records: list[Message] = []
     results: dict[TopicPartition, ApiError | None] = {}
     for (name, partition_id), target in requests.items():
@@ -258,6 +275,8 @@ def alter_partition_reassignments(
             if target is None:
                 record = _cancel(image, topic, partition_id, current, local)
             else:
+                if keep_replication_factor:
+                    _check_same_factor(name, partition_id, current, target)
                 record = _start(image, topic, partition_id, current, target, local)
         except ApiError as error:
             results[name, partition_id] = error

@@ -10,7 +10,9 @@ What a call may do:
   DescribeConfigs): the refused topics or resources answered with their error, the rest
   served;
 - a listing of every topic (DescribeTopics without names) answered without the topics the
-  principal may not DESCRIBE.
+  principal may not DESCRIBE;
+- CreateTopics' answer without the configs of a topic the principal may not
+  DESCRIBE_CONFIGS (Kafka's topic_config_error_code).
 
 On a controller, a caller with CLUSTER_ACTION on the cluster is a broker forwarding a
 request it has already authorized for its client (Kafka's Envelope, which needs
@@ -25,9 +27,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from metadata.errors import ApiError
-from server.api_errors import error_pb
+from server.api_errors import error_pb, make_error
 from server.request_authorization import CLUSTER_OPERATION, RequestAuthorizer
 from strom_api.acls import CLUSTER_NAME, AclOperation, ResourceType
+from strom_api.error_codes import ErrorCode
 from strom_api.v1 import controller_pb2, controller_pb2_grpc
 from strom_api.v1 import metadata_pb2 as mpb
 
@@ -68,7 +71,8 @@ async def authorized_call(
         error = authz.topic(method, request.name)
     elif method == "CreateTopics":
         refused = authz.create_topics(method, [t.name for t in request.topics])
-        return await _in_part(method, request, "topics", refused, lambda t: t.name, serve)
+        response = await _in_part(method, request, "topics", refused, lambda t: t.name, serve)
+        return _configs_described(authz, response)
     elif method == "DeleteTopics":
         refused = authz.topics(method, request.names)
         return await _in_part(method, request, "names", refused, lambda name: name, serve)
@@ -96,6 +100,30 @@ async def _in_part(
     response = await serve(allowed) if getattr(allowed, field) else _empty(method)
     for name, error in refused.items():
         response.topics.add(name=name).error.CopyFrom(error_pb(error))
+    return response
+
+
+def _configs_described(authz: RequestAuthorizer, response: Any) -> Any:
+    """CreateTopics' answer without the configs of the topics the caller may not
+    DESCRIBE_CONFIGS, each marked TOPIC_AUTHORIZATION_FAILED (Kafka's ControllerApis:
+    topicConfigErrorCode)."""
+    for result in response.topics:
+        if not result.configs:
+            continue
+        if not authz.allowed(
+            "CreateTopics",
+            AclOperation.DESCRIBE_CONFIGS,
+            ResourceType.TOPIC,
+            result.name,
+            log_denied=False,
+        ):
+            del result.configs[:]
+            result.config_error.CopyFrom(
+                make_error(
+                    ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                    f"Not authorized to describe the configs of topic '{result.name}'.",
+                )
+            )
     return response
 
 

@@ -10,6 +10,8 @@ from typing import Any
 
 import grpc
 
+from server.controller_authorization import authorized_call
+from server.request_authorization import RequestAuthorizer
 from strom_api.v1 import controller_pb2_grpc
 
 FORWARDED = (
@@ -70,3 +72,33 @@ def forwarding_servicer(forward: Forward, timeout_s: float = 30.0) -> Any:
             methods[name] = not_here(name)
     cls = type("ControllerForwarder", (controller_pb2_grpc.ControllerServiceServicer,), methods)
     return cls()
+
+
+class NoControllerAnswered(Exception):
+    """No active controller answered a forwarded request in time (Kafka answers
+    REQUEST_TIMED_OUT)."""
+
+
+ControllerCall = Callable[[str, Any], Awaitable[Any]]
+
+
+def authorized_forwarding(
+    forward: Forward, authz: RequestAuthorizer, timeout_s: float = 30.0
+) -> ControllerCall:
+    """An admin request of a front end other than gRPC (the Kafka listener) on the very path
+    of the gRPC forwarder above: the caller's principal (the request's Session) authorized
+    as authorizing(forwarding_servicer(...)) does it, then forwarded to the active
+    controller. Raises NoControllerAnswered where the gRPC forwarder answers UNAVAILABLE."""
+
+    async def call(method: str, request: Any) -> Any:
+        async def serve(allowed: Any) -> Any:
+            response = await forward(method, allowed, timeout_s)
+            if response is None:
+                raise NoControllerAnswered(
+                    f"no active controller answered {method} within {timeout_s:g} s"
+                )
+            return response
+
+        return await authorized_call(authz, method, request, serve, on_controller=False)
+
+    return call

@@ -16,7 +16,7 @@ from metadata.acl_control import AclBindingFilter, from_code
 from metadata.alter_partition import IsrProposal
 from metadata.authorizer import StandardAcl
 from metadata.broker_lifecycle import BrokerRegistrationRequest, HeartbeatRequest
-from metadata.config_control import describe_configs
+from metadata.config_control import ConfigEntry, LocalConfig, describe_configs, new_topic_configs
 from metadata.controller import QuorumController
 from metadata.errors import ApiError
 from metadata.image import Endpoint
@@ -44,6 +44,19 @@ def _results(out: Any, results: Mapping[tuple[str, int], ApiError | None]) -> An
         if err is not None:
             item.error.CopyFrom(error_pb(err))
     return out
+
+
+def _add_entry(entries: Any, e: ConfigEntry) -> None:
+    """One DescribeConfigsResponse.Entry appended to the repeated field `entries`."""
+    entry = entries.add(
+        name=e.name, source=str(e.source), read_only=e.read_only, is_sensitive=e.is_sensitive
+    )
+    if e.value is not None:
+        entry.value = e.value
+    for syn in e.synonyms:
+        synonym = entry.synonyms.add(name=syn.name, source=str(syn.source))
+        if syn.value is not None:
+            synonym.value = syn.value
 
 
 def _acl(b: Any) -> StandardAcl:
@@ -200,10 +213,12 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
             for t in request.topics
         ]
         try:
-            results = await self.controller.create_topics(topics)
+            results = await self.controller.create_topics(topics, request.validate_only)
         except ApiError as error:
             return controller_pb2.CreateTopicsResponse(error=self._controller_error(error))
         out = controller_pb2.CreateTopicsResponse()
+        configs = {t.name: t.configs for t in topics}
+        local = LocalConfig(self.node_id, self.static_config)
         for r in results:
             item = out.topics.add(
                 name=r.name,
@@ -213,6 +228,11 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
             )
             if r.error is not None:
                 item.error.CopyFrom(error_pb(r.error))
+                continue
+            # As Kafka's controller answers CreateTopics v5+: the new topic's configs as
+            # its brokers will apply them (computed from this controller's image).
+            for entry in new_topic_configs(self.controller.image, configs[r.name], local):
+                _add_entry(item.configs, entry)
         return out
 
     async def DeleteTopics(self, request: Any, context: Any) -> Any:  # noqa: N802
@@ -230,7 +250,9 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
     async def CreatePartitions(self, request: Any, context: Any) -> Any:  # noqa: N802
         assignments = [list(a.ids) for a in request.assignments] or None
         try:
-            await self.controller.create_partitions(request.name, request.count, assignments)
+            await self.controller.create_partitions(
+                request.name, request.count, assignments, request.validate_only
+            )
         except ApiError as error:
             return controller_pb2.CreatePartitionsResponse(error=self._controller_error(error))
         return controller_pb2.CreatePartitionsResponse()
@@ -327,7 +349,9 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
             for r in request.reassignments
         }
         try:
-            results = await self.controller.alter_partition_reassignments(requests)
+            results = await self.controller.alter_partition_reassignments(
+                requests, request.keep_replication_factor
+            )
         except ApiError as error:
             return controller_pb2.AlterPartitionReassignmentsResponse(
                 error=self._controller_error(error)
@@ -362,7 +386,7 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
         ]
         try:
             results = await self.controller.incremental_alter_configs(
-                changes, request.validate_only
+                changes, request.validate_only, request.replace
             )
         except ApiError as error:
             return controller_pb2.IncrementalAlterConfigsResponse(
@@ -404,18 +428,7 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
                 item.error.CopyFrom(error_pb(error))
                 continue
             for e in entries:
-                entry = item.entries.add(
-                    name=e.name,
-                    source=str(e.source),
-                    read_only=e.read_only,
-                    is_sensitive=e.is_sensitive,
-                )
-                if e.value is not None:
-                    entry.value = e.value
-                for syn in e.synonyms:
-                    synonym = entry.synonyms.add(name=syn.name, source=str(syn.source))
-                    if syn.value is not None:
-                        synonym.value = syn.value
+                _add_entry(item.entries, e)
         return out
 
     async def CreateAcls(self, request: Any, context: Any) -> Any:  # noqa: N802

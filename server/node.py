@@ -61,7 +61,7 @@ from server.admission import (
 )
 from server.client_service import ClientServicer, auto_create
 from server.controller_authorization import authorizing
-from server.controller_forwarder import forwarding_servicer
+from server.controller_forwarder import authorized_forwarding, forwarding_servicer
 from server.controller_service import ControllerServicer
 from server.health import NodeHealth
 from server.listeners import Listener
@@ -375,7 +375,7 @@ class Node:
         from server.kafka.handlers import KafkaApis
         from server.kafka.listener import KafkaListener, KafkaListenerTls
 
-        assert self.replicas is not None
+        assert self.replicas is not None and self.lifecycle is not None
         replicas = self.replicas
         # The gRPC servicer's collaborators: one producer-id manager, one authorizer.
         data_plane = DataPlane(replicas, client.producer_ids, client.authz, client.persist_offsets)
@@ -385,6 +385,10 @@ class Node:
             client.metadata_sources(),
             client.group_paths,
             data_plane,
+            # the gRPC forwarder's path: the client authorized, then the active controller
+            controller=authorized_forwarding(self.lifecycle.forward, self.authz),
+            authz=self.authz,
+            replicas=lambda: replicas,
         )
         tls = None
         if listener.name in self.tls:  # SSL: the listener's ssl.* material, as for gRPC's

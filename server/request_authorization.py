@@ -45,6 +45,7 @@ TOPIC_OPERATION: dict[str, AclOperation] = {
     "ListOffsets": Op.DESCRIBE,
     "OffsetsForLeaderEpoch": Op.DESCRIBE,
     "DeleteRecords": Op.DELETE,
+    "DescribeProducers": Op.READ,
     "OffsetCommit": Op.READ,
     "OffsetFetch": Op.DESCRIBE,
     "OffsetDelete": Op.READ,
@@ -76,6 +77,7 @@ CLUSTER_OPERATION: dict[str, AclOperation] = {
     "RaftExchange": Op.CLUSTER_ACTION,
     "DescribeQuorum": Op.DESCRIBE,
     "ListPartitionReassignments": Op.DESCRIBE,
+    "DescribeLogDirs": Op.DESCRIBE,
     "ElectLeaders": Op.ALTER,
     "AlterPartitionReassignments": Op.ALTER,
     # ACLs and SCRAM credentials (Kafka's AclApis, ControllerApis): who may grant rights or

@@ -346,7 +346,8 @@ class AdminClient:
 
     def create_topics(self, new_topics: Iterable[NewTopic], validate_only: bool = False) -> None:
         """Creates every topic; raises the first failure (e.g. TOPIC_ALREADY_EXISTS) after
-        the others were tried."""
+        the others were tried. With `validate_only` every check is made and nothing is
+        created (Kafka's CreateTopicsOptions.validateOnly)."""
         topics = [
             controller_pb2.CreatableTopic(
                 name=t.name,
@@ -360,11 +361,10 @@ class AdminClient:
             )
             for t in new_topics
         ]
-        if validate_only:
-            raise StromError(
-                ErrorCode.UNSUPPORTED_VERSION, "validate_only is not supported by Strom"
-            )
-        response = self._call("CreateTopics", controller_pb2.CreateTopicsRequest(topics=topics))
+        response = self._call(
+            "CreateTopics",
+            controller_pb2.CreateTopicsRequest(topics=topics, validate_only=validate_only),
+        )
         for result in response.topics:
             if result.HasField("error"):
                 _raise(result.error)

@@ -42,6 +42,19 @@ LIST_OFFSETS = 2
 OFFSET_FOR_LEADER_EPOCH = 23
 DELETE_RECORDS = 21
 INIT_PRODUCER_ID = 22
+CREATE_TOPICS = 19
+DELETE_TOPICS = 20
+CREATE_PARTITIONS = 37
+DESCRIBE_CONFIGS = 32
+ALTER_CONFIGS = 33
+INCREMENTAL_ALTER_CONFIGS = 44
+ELECT_LEADERS = 43
+ALTER_PARTITION_REASSIGNMENTS = 45
+LIST_PARTITION_REASSIGNMENTS = 46
+DESCRIBE_QUORUM = 55
+DESCRIBE_CLUSTER = 60
+DESCRIBE_LOG_DIRS = 35
+DESCRIBE_PRODUCERS = 61
 
 SERVED: dict[int, ApiRange] = {
     api.key: api
@@ -76,5 +89,18 @@ SERVED: dict[int, ApiRange] = {
         ApiRange(OFFSET_FOR_LEADER_EPOCH, "OffsetForLeaderEpoch", 2, 4),
         ApiRange(DELETE_RECORDS, "DeleteRecords", 0, 2),
         ApiRange(INIT_PRODUCER_ID, "InitProducerId", 0, 4),
+        ApiRange(CREATE_TOPICS, "CreateTopics", 3, 7),
+        ApiRange(DELETE_TOPICS, "DeleteTopics", 3, 6),
+        ApiRange(CREATE_PARTITIONS, "CreatePartitions", 1, 3),
+        ApiRange(DESCRIBE_CONFIGS, "DescribeConfigs", 1, 4),
+        ApiRange(ALTER_CONFIGS, "AlterConfigs", 1, 2),
+        ApiRange(INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs", 1, 1),
+        ApiRange(ELECT_LEADERS, "ElectLeaders", 2, 2),
+        ApiRange(ALTER_PARTITION_REASSIGNMENTS, "AlterPartitionReassignments", 0, 1),
+        ApiRange(LIST_PARTITION_REASSIGNMENTS, "ListPartitionReassignments", 0, 0),
+        ApiRange(DESCRIBE_QUORUM, "DescribeQuorum", 2, 2),
+        ApiRange(DESCRIBE_CLUSTER, "DescribeCluster", 2, 2),
+        ApiRange(DESCRIBE_LOG_DIRS, "DescribeLogDirs", 5, 5),
+        ApiRange(DESCRIBE_PRODUCERS, "DescribeProducers", 0, 0),
     )
 }

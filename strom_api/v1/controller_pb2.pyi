@@ -193,26 +193,32 @@ class CreatableTopic(_message.Message):
     def __init__(self, name: _Optional[str] = ..., num_partitions: _Optional[int] = ..., replication_factor: _Optional[int] = ..., assignments: _Optional[_Mapping[int, _metadata_pb2.BrokerIdList]] = ..., configs: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class CreateTopicsRequest(_message.Message):
-    __slots__ = ("topics",)
+    __slots__ = ("topics", "validate_only")
     TOPICS_FIELD_NUMBER: _ClassVar[int]
+    VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
     topics: _containers.RepeatedCompositeFieldContainer[CreatableTopic]
-    def __init__(self, topics: _Optional[_Iterable[_Union[CreatableTopic, _Mapping]]] = ...) -> None: ...
+    validate_only: bool
+    def __init__(self, topics: _Optional[_Iterable[_Union[CreatableTopic, _Mapping]]] = ..., validate_only: _Optional[bool] = ...) -> None: ...
 
 class CreateTopicsResponse(_message.Message):
     __slots__ = ("error", "topics")
     class Result(_message.Message):
-        __slots__ = ("name", "error", "topic_id", "num_partitions", "replication_factor")
+        __slots__ = ("name", "error", "topic_id", "num_partitions", "replication_factor", "configs", "config_error")
         NAME_FIELD_NUMBER: _ClassVar[int]
         ERROR_FIELD_NUMBER: _ClassVar[int]
         TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
         NUM_PARTITIONS_FIELD_NUMBER: _ClassVar[int]
         REPLICATION_FACTOR_FIELD_NUMBER: _ClassVar[int]
+        CONFIGS_FIELD_NUMBER: _ClassVar[int]
+        CONFIG_ERROR_FIELD_NUMBER: _ClassVar[int]
         name: str
         error: _common_pb2.Error
         topic_id: bytes
         num_partitions: int
         replication_factor: int
-        def __init__(self, name: _Optional[str] = ..., error: _Optional[_Union[_common_pb2.Error, _Mapping]] = ..., topic_id: _Optional[bytes] = ..., num_partitions: _Optional[int] = ..., replication_factor: _Optional[int] = ...) -> None: ...
+        configs: _containers.RepeatedCompositeFieldContainer[DescribeConfigsResponse.Entry]
+        config_error: _common_pb2.Error
+        def __init__(self, name: _Optional[str] = ..., error: _Optional[_Union[_common_pb2.Error, _Mapping]] = ..., topic_id: _Optional[bytes] = ..., num_partitions: _Optional[int] = ..., replication_factor: _Optional[int] = ..., configs: _Optional[_Iterable[_Union[DescribeConfigsResponse.Entry, _Mapping]]] = ..., config_error: _Optional[_Union[_common_pb2.Error, _Mapping]] = ...) -> None: ...
     ERROR_FIELD_NUMBER: _ClassVar[int]
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     error: ControllerError
@@ -241,14 +247,16 @@ class DeleteTopicsResponse(_message.Message):
     def __init__(self, error: _Optional[_Union[ControllerError, _Mapping]] = ..., topics: _Optional[_Iterable[_Union[DeleteTopicsResponse.Result, _Mapping]]] = ...) -> None: ...
 
 class CreatePartitionsRequest(_message.Message):
-    __slots__ = ("name", "count", "assignments")
+    __slots__ = ("name", "count", "assignments", "validate_only")
     NAME_FIELD_NUMBER: _ClassVar[int]
     COUNT_FIELD_NUMBER: _ClassVar[int]
     ASSIGNMENTS_FIELD_NUMBER: _ClassVar[int]
+    VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
     name: str
     count: int
     assignments: _containers.RepeatedCompositeFieldContainer[_metadata_pb2.BrokerIdList]
-    def __init__(self, name: _Optional[str] = ..., count: _Optional[int] = ..., assignments: _Optional[_Iterable[_Union[_metadata_pb2.BrokerIdList, _Mapping]]] = ...) -> None: ...
+    validate_only: bool
+    def __init__(self, name: _Optional[str] = ..., count: _Optional[int] = ..., assignments: _Optional[_Iterable[_Union[_metadata_pb2.BrokerIdList, _Mapping]]] = ..., validate_only: _Optional[bool] = ...) -> None: ...
 
 class CreatePartitionsResponse(_message.Message):
     __slots__ = ("error",)
@@ -406,7 +414,7 @@ class ElectLeadersResponse(_message.Message):
     def __init__(self, error: _Optional[_Union[ControllerError, _Mapping]] = ..., results: _Optional[_Iterable[_Union[PartitionResult, _Mapping]]] = ...) -> None: ...
 
 class AlterPartitionReassignmentsRequest(_message.Message):
-    __slots__ = ("reassignments",)
+    __slots__ = ("reassignments", "keep_replication_factor")
     class Reassignment(_message.Message):
         __slots__ = ("partition", "replicas")
         PARTITION_FIELD_NUMBER: _ClassVar[int]
@@ -415,8 +423,10 @@ class AlterPartitionReassignmentsRequest(_message.Message):
         replicas: _metadata_pb2.BrokerIdList
         def __init__(self, partition: _Optional[_Union[TopicPartition, _Mapping]] = ..., replicas: _Optional[_Union[_metadata_pb2.BrokerIdList, _Mapping]] = ...) -> None: ...
     REASSIGNMENTS_FIELD_NUMBER: _ClassVar[int]
+    KEEP_REPLICATION_FACTOR_FIELD_NUMBER: _ClassVar[int]
     reassignments: _containers.RepeatedCompositeFieldContainer[AlterPartitionReassignmentsRequest.Reassignment]
-    def __init__(self, reassignments: _Optional[_Iterable[_Union[AlterPartitionReassignmentsRequest.Reassignment, _Mapping]]] = ...) -> None: ...
+    keep_replication_factor: bool
+    def __init__(self, reassignments: _Optional[_Iterable[_Union[AlterPartitionReassignmentsRequest.Reassignment, _Mapping]]] = ..., keep_replication_factor: _Optional[bool] = ...) -> None: ...
 
 class AlterPartitionReassignmentsResponse(_message.Message):
     __slots__ = ("error", "results")
@@ -460,7 +470,7 @@ class ConfigResource(_message.Message):
     def __init__(self, type: _Optional[_Union[_metadata_pb2.ConfigResourceType, str]] = ..., name: _Optional[str] = ...) -> None: ...
 
 class IncrementalAlterConfigsRequest(_message.Message):
-    __slots__ = ("resources", "validate_only")
+    __slots__ = ("resources", "validate_only", "replace")
     class Op(_message.Message):
         __slots__ = ("name", "op", "value")
         NAME_FIELD_NUMBER: _ClassVar[int]
@@ -479,9 +489,11 @@ class IncrementalAlterConfigsRequest(_message.Message):
         def __init__(self, resource: _Optional[_Union[ConfigResource, _Mapping]] = ..., ops: _Optional[_Iterable[_Union[IncrementalAlterConfigsRequest.Op, _Mapping]]] = ...) -> None: ...
     RESOURCES_FIELD_NUMBER: _ClassVar[int]
     VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
+    REPLACE_FIELD_NUMBER: _ClassVar[int]
     resources: _containers.RepeatedCompositeFieldContainer[IncrementalAlterConfigsRequest.Resource]
     validate_only: bool
-    def __init__(self, resources: _Optional[_Iterable[_Union[IncrementalAlterConfigsRequest.Resource, _Mapping]]] = ..., validate_only: _Optional[bool] = ...) -> None: ...
+    replace: bool
+    def __init__(self, resources: _Optional[_Iterable[_Union[IncrementalAlterConfigsRequest.Resource, _Mapping]]] = ..., validate_only: _Optional[bool] = ..., replace: _Optional[bool] = ...) -> None: ...
 
 class IncrementalAlterConfigsResponse(_message.Message):
     __slots__ = ("error", "results")

@@ -523,3 +523,16 @@ def test_describe_errors():
     with pytest.raises(ApiError) as raised:
         describe_configs(IMAGE, (pb.TOPIC, "nope"))
     assert raised.value.error_name == "UNKNOWN_TOPIC_OR_PARTITION"
+
+
+def test_replace_leaves_a_resource_exactly_the_configs_set():
+    """Kafka's legacy AlterConfigs: what the request does not name is deleted."""
+    image = ok(IMAGE, {TOPIC: [("retention.ms", SET, "1000"), ("segment.ms", SET, "5000")]})
+    records, results = incremental_alter_configs(
+        image, {TOPIC: [("retention.bytes", SET, "2048")]}, replace=True
+    )
+    assert results == {TOPIC: None}
+    after = commit(image, records)
+    assert dict(after.configs.of(*TOPIC)) == {"retention.bytes": "2048"}
+    _, bad = incremental_alter_configs(image, {TOPIC: [("retention.ms", SET, "x")]}, replace=True)
+    assert bad[TOPIC] is not None and bad[TOPIC].error_name == "INVALID_CONFIG"

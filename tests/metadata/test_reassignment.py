@@ -364,3 +364,22 @@ def test_a_reassignment_ends_on_its_target_with_a_sound_isr_and_leader(scenario)
         assert p.leader in p.isr
     else:
         assert p.leader == NO_LEADER
+
+
+def test_keeping_the_replication_factor_refuses_a_target_of_another_size():
+    """KIP-860's allowReplicationFactorChange=false; a reassignment in progress counts by
+    its target, not by the replicas it still has."""
+    image = build({("t", 0): P((1, 2, 3), (1, 2, 3), leader=1, leader_epoch=5)})
+    _, results = alter_partition_reassignments(
+        image, {("t", 0): [1, 2]}, keep_replication_factor=True
+    )
+    error = results["t", 0]
+    assert error is not None and error.error_name == "INVALID_REPLICATION_FACTOR"
+    assert "from 3 to 2" in error.message
+    moving = reassign(image, {("t", 0): [2, 3, 4]})  # replicas (2, 3, 4, 1) meanwhile
+    _, results = alter_partition_reassignments(
+        moving, {("t", 0): [3, 4, 5]}, keep_replication_factor=True
+    )
+    assert results == {("t", 0): None}
+    _, results = alter_partition_reassignments(image, {("t", 0): [1, 2]})
+    assert results == {("t", 0): None}  # allowed by default, as in Kafka

@@ -29,7 +29,7 @@ from strom_api.acls import (
     PatternType,
     ResourceType,
 )
-from strom_api.v1 import controller_pb2
+from strom_api.v1 import common_pb2, controller_pb2
 from strom_api.v1 import metadata_pb2 as mpb
 
 ALICE = Session("User:alice", "10.0.0.7", "CLIENT")
@@ -175,6 +175,9 @@ def run(
         if method == "DescribeTopics":
             for n in ["orders", "payments"]:
                 response.topics.add(name=n)
+        if method == "CreateTopics":
+            for t in allowed.topics:
+                response.topics.add(name=t.name).configs.add(name="retention.ms", value="1")
         return response
 
     return asyncio.run(
@@ -208,6 +211,27 @@ def test_controller_calls_refused_in_part_serve_the_rest(as_alice):
         checks, "DescribeTopics", controller_pb2.DescribeTopicsRequest(), on_controller=False
     )
     assert [t.name for t in described.topics] == ["orders"]  # payments left out, silently
+
+
+def test_created_topics_configs_are_answered_only_to_who_may_describe_them(as_alice):
+    """Kafka's CreateTopics v5+: a topic's configs need DESCRIBE_CONFIGS on it, else
+    topic_config_error_code TOPIC_AUTHORIZATION_FAILED and no configs."""
+    checks = authz(
+        [
+            *ACLS,
+            allow(ResourceType.CLUSTER, CLUSTER_NAME, AclOperation.CREATE),
+            allow(ResourceType.TOPIC, "seen", AclOperation.DESCRIBE_CONFIGS),
+        ]
+    )
+    request = controller_pb2.CreateTopicsRequest(
+        topics=[controller_pb2.CreatableTopic(name=n) for n in ("seen", "unseen")]
+    )
+    response, _ = run(checks, "CreateTopics", request, on_controller=False)
+    results = {t.name: t for t in response.topics}
+    assert [c.name for c in results["seen"].configs] == ["retention.ms"]
+    assert not results["seen"].HasField("config_error")
+    assert list(results["unseen"].configs) == []
+    assert results["unseen"].config_error.code == common_pb2.TOPIC_AUTHORIZATION_FAILED
 
 
 def test_a_controller_trusts_a_forwarding_broker_with_cluster_action():

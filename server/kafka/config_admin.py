@@ -1,0 +1,196 @@
+"""DescribeConfigs (key 32), IncrementalAlterConfigs (44) and AlterConfigs (33) on the Kafka
+listener, on the path of the gRPC front end's DescribeConfigs and IncrementalAlterConfigs
+(server/controller_forwarder.py authorized_forwarding: DESCRIBE_CONFIGS / ALTER_CONFIGS per
+resource as server/controller_authorization.py checks them, then the active controller,
+where metadata/config_control.py describes and checks). AlterConfigs is Kafka's
+non-incremental form: the controller's IncrementalAlterConfigs with `replace`, every config
+of a resource the request does not name deleted (Kafka's legacyAlterConfigs).
+
+What only Kafka's messages have is added here: each resource's own configuration_keys (the
+controller's request has one list for all, so every config is asked for and each resource's
+answer cut to its keys), include_synonyms, and from v3 each config's type and, when asked
+for, its documentation (metadata/config_docs.py)."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from kio.index import load_response_schema
+from kio.schema.errors import ErrorCode as KafkaErrorCode
+from kio.static.primitive import i8
+
+from metadata.config_docs import BROKER_CONFIGS, TOPIC_CONFIGS, ConfigDoc
+from server.controller_forwarder import ControllerCall, NoControllerAnswered
+from server.kafka.apis import ALTER_CONFIGS, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS
+from server.kafka.config_entries import source_id, type_id
+from server.kafka.controller_answers import Outcome, item_outcome, timed_out, whole_outcome
+from server.kafka.frames import Request
+from server.kafka.versioned import build, nested
+from strom_api.v1 import controller_pb2
+from strom_api.v1 import metadata_pb2 as mpb
+
+_NO_THROTTLE = datetime.timedelta(0)
+_DOCS: dict[int, dict[str, ConfigDoc]] = {mpb.TOPIC: TOPIC_CONFIGS, mpb.BROKER: BROKER_CONFIGS}
+
+Resource = tuple[int, str]
+
+
+def _resource(type_: int, name: str) -> Any:
+    return controller_pb2.ConfigResource(type=type_, name=name)  # type: ignore[arg-type]
+
+
+def _key(resource: Any) -> Resource:
+    return int(resource.type), resource.name
+
+
+class ConfigAdmin:
+    def __init__(self, call: ControllerCall) -> None:
+        self.call = call
+
+    async def describe_configs(self, request: Request) -> Any:
+        body = request.body
+        asked = [(int(r.resource_type), r.resource_name) for r in body.resources]
+        pb_request = controller_pb2.DescribeConfigsRequest(
+            resources=[_resource(t, n) for t, n in dict.fromkeys(asked)]
+        )
+        results: dict[Resource, Any] = {}
+        failed: Outcome | None = None
+        try:
+            response = await self.call("DescribeConfigs", pb_request)
+        except NoControllerAnswered as exc:
+            failed = timed_out(str(exc))
+        else:
+            results = {_key(r.resource): r for r in response.results}
+        response_type = load_response_schema(DESCRIBE_CONFIGS, request.api_version)
+        result_type = nested(response_type, "DescribeConfigsResult")
+        entry_type = nested(response_type, "DescribeConfigsResourceResult")
+        synonym_type = nested(response_type, "DescribeConfigsSynonym")
+        include_synonyms = getattr(body, "include_synonyms", False)
+        include_documentation = getattr(body, "include_documentation", False)
+        out = []
+        for resource in body.resources:
+            key = (int(resource.resource_type), resource.resource_name)
+            result = results.get(key)
+            code, message = failed or (item_outcome(result) if result else _missing(key))
+            entries: tuple[Any, ...] = ()
+            if result is not None and failed is None:
+                wanted = resource.configuration_keys
+                docs = _DOCS.get(key[0], {})
+                entries = tuple(
+                    _entry(
+                        entry_type,
+                        synonym_type,
+                        e,
+                        docs.get(e.name),
+                        include_synonyms,
+                        include_documentation,
+                    )
+                    for e in result.entries
+                    if wanted is None or e.name in wanted
+                )
+            out.append(
+                build(
+                    result_type,
+                    error_code=code,
+                    error_message=message,
+                    resource_type=resource.resource_type,
+                    resource_name=resource.resource_name,
+                    configs=entries,
+                )
+            )
+        return build(response_type, throttle_time=_NO_THROTTLE, results=tuple(out))
+
+    async def incremental_alter_configs(self, request: Request) -> Any:
+        body = request.body
+        pb_request = controller_pb2.IncrementalAlterConfigsRequest(validate_only=body.validate_only)
+        for r in body.resources:
+            item = pb_request.resources.add(resource=_resource(r.resource_type, r.resource_name))
+            for c in r.configs:
+                op = item.ops.add(name=c.name, op=c.config_operation)
+                if c.value is not None:
+                    op.value = c.value
+        return await self._alter(request, INCREMENTAL_ALTER_CONFIGS, pb_request)
+
+    async def alter_configs(self, request: Request) -> Any:
+        body = request.body
+        pb_request = controller_pb2.IncrementalAlterConfigsRequest(
+            validate_only=body.validate_only, replace=True
+        )
+        for r in body.resources:
+            item = pb_request.resources.add(resource=_resource(r.resource_type, r.resource_name))
+            for c in r.configs:
+                op = item.ops.add(name=c.name, op=controller_pb2.SET)
+                if c.value is not None:  # a null value is refused by the controller
+                    op.value = c.value
+        return await self._alter(request, ALTER_CONFIGS, pb_request)
+
+    async def _alter(self, request: Request, api_key: int, pb_request: Any) -> Any:
+        results: dict[Resource, Outcome] = {}
+        failed: Outcome | None = None
+        try:
+            response = await self.call("IncrementalAlterConfigs", pb_request)
+        except NoControllerAnswered as exc:
+            failed = timed_out(str(exc))
+        else:
+            failed = whole_outcome(response)
+            results = {_key(r.resource): item_outcome(r) for r in response.results}
+        response_type = load_response_schema(api_key, request.api_version)
+        result_type = nested(response_type, "AlterConfigsResourceResponse")
+        out = []
+        for resource in request.body.resources:
+            key = (int(resource.resource_type), resource.resource_name)
+            code, message = failed or results.get(key) or _missing(key)
+            out.append(
+                build(
+                    result_type,
+                    error_code=code,
+                    error_message=message,
+                    resource_type=resource.resource_type,
+                    resource_name=resource.resource_name,
+                )
+            )
+        return build(response_type, throttle_time=_NO_THROTTLE, responses=tuple(out))
+
+
+def _missing(resource: Resource) -> Outcome:
+    """A resource the controller's answer left out: a bug, answered rather than dropped."""
+    return (
+        KafkaErrorCode.unknown_server_error,
+        f"The controller's answer has no result for resource {resource}.",
+    )
+
+
+def _entry(
+    entry_type: type[Any],
+    synonym_type: type[Any],
+    e: Any,
+    doc: ConfigDoc | None,
+    include_synonyms: bool,
+    include_documentation: bool,
+) -> Any:
+    value = None if e.is_sensitive or not e.HasField("value") else e.value
+    synonyms = (
+        tuple(
+            build(
+                synonym_type,
+                name=s.name,
+                value=None if e.is_sensitive or not s.HasField("value") else s.value,
+                source=i8(source_id(s.source)),
+            )
+            for s in e.synonyms
+        )
+        if include_synonyms
+        else ()
+    )
+    return build(
+        entry_type,
+        name=e.name,
+        value=value,
+        read_only=e.read_only,
+        config_source=i8(source_id(e.source)),
+        is_sensitive=e.is_sensitive,
+        synonyms=synonyms,
+        config_type=i8(type_id(doc.type if doc else None)),
+        documentation=doc.documentation if doc and include_documentation else None,
+    )
