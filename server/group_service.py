@@ -150,11 +150,11 @@ class GroupApi:
         answer = await group_requests.commit_offsets(self.group_paths, commit, current_session())
         response = client_pb2.OffsetCommitResponse()
         _set_error(response, answer.error)
-        by_topic: dict[str, Any] = {}
+        # The request's topics as it listed them (a topic named twice answered twice).
+        out = None
         for result in answer.partitions:
-            out = by_topic.get(result.topic)
-            if out is None:
-                out = by_topic[result.topic] = response.topics.add(name=result.topic)
+            if out is None or out.name != result.topic:
+                out = response.topics.add(name=result.topic)
             _set_error(out.partitions.add(partition=result.partition), result.error)
         return response
 
