@@ -402,8 +402,17 @@ class ReplicaManager:
     # --- produce ----------------------------------------------------------------------------
 
     async def produce(
-        self, acks: int, timeout_ms: int, batches: Sequence[tuple[str, int, bytes]]
+        self,
+        acks: int,
+        timeout_ms: int,
+        batches: Sequence[tuple[str, int, bytes]],
+        appended: Callable[[], None] | None = None,
     ) -> dict[TopicPartition, ProduceResult]:
+        """Appends each batch to its partition's leader log, then (acks=all) waits for the
+        ISR. `appended` is told once every batch is appended (or refused) and only the
+        replication wait is left: a front end that pipelines a connection's requests
+        (server/kafka/connection.py) may start the next request's appends from then on,
+        and the appends of one connection keep its order."""
         if acks not in (0, 1, -1):
             error = ApiError(
                 ErrorCode.INVALID_REQUIRED_ACKS, f"acks must be 0, 1 or -1 (all), not {acks}."
@@ -429,6 +438,8 @@ class ReplicaManager:
                 _count(self.stats.messages_in, topic, append.next_offset - append.base_offset)
             if acks == -1:
                 waiting.append((key, partition, append))
+        if appended is not None:
+            appended()
         if waiting:
             await self._await_replication(waiting, results, timeout_ms)
         for (topic, _), result in results.items():

@@ -1,17 +1,28 @@
 """One client connection of a Kafka listener: frames in, responses out, in order.
 
-As Kafka's SocketServer, a connection has one request in progress at a time: the next
-frame is read once the previous response is written, so pipelined requests are answered
-in the order sent, and a client that sends faster is held back by TCP. A frame that breaks
-the protocol (a negative or larger than socket.request.max.bytes size, a connection ending
-inside a frame, a request that does not parse or that this listener does not serve) closes
-this connection only, with a log line saying why. A handler may also answer with no
-response (None) or by closing the connection (CloseConnection), as Kafka does for an
-acks=0 Produce (server/kafka/no_response.py)."""
+Requests are answered in the order sent (Kafka's protocol guarantee, which producers'
+sequence numbers and every client's correlation rely on). As Kafka's SocketServer, the
+next frame is read only once the request before it has done its ordered part, so a client
+that sends faster is held back by TCP. That ordered part is the whole request, except for
+a Produce: there it ends once its batches are appended (ReplicaManager.produce's
+`appended`), so the acks=all waits of up to MAX_IN_FLIGHT produce requests of one
+connection overlap, while their appends, like their responses, keep the connection's order.
+(Kafka's broker serves a connection strictly one request at a time; with acks=all its
+replication wait is short. Strom's follower fetch round trip is longer, so a producer
+with several requests in flight, as librdkafka's idempotent producer sends up to 5, was
+held to one replication round trip per request.)
+
+A frame that breaks the protocol (a negative or larger than socket.request.max.bytes size,
+a connection ending inside a frame, a request that does not parse or that this listener
+does not serve) closes this connection only, with a log line saying why, once the answers
+to the requests before it are written. A handler may also answer with no response (None)
+or by closing the connection (CloseConnection), as Kafka does for an acks=0 Produce
+(server/kafka/no_response.py)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -28,6 +39,7 @@ from server.kafka.frames import (
 )
 from server.kafka.handlers import KafkaApis
 from server.kafka.no_response import CloseConnection
+from server.kafka.ordering import ORDERED_PART_DONE
 from server.kafka.sasl_api import ConnectionAuthentication
 from server.request_session import Session, enter, leave
 from strom_api.acls import ANONYMOUS
@@ -36,6 +48,13 @@ log = logging.getLogger("strom.kafka")
 
 # request name, version, seconds from the frame read to the response written
 Observe = Callable[[str, int, float], None]
+
+# Requests of one connection whose replication waits may overlap: Kafka's producers send
+# at most 5 at once with idempotence (max.in.flight.requests.per.connection); more would
+# only hold more request memory per connection.
+MAX_IN_FLIGHT = 5
+
+AnyRequest = Request | UnsupportedApiVersions
 
 
 async def serve_connection(
@@ -50,10 +69,12 @@ async def serve_connection(
     principal on PLAINTEXT and SSL, the SASL exchange's on SASL listeners)."""
     peer = writer.get_extra_info("peername")
     where = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+    answers = _Answers(writer, apis.listener_name, observe)
     try:
-        while True:
-            why = await _serve_one(reader, writer, apis, max_request_bytes, observe, auth)
+        while not answers.closing:
+            why = await _serve_one(reader, apis, max_request_bytes, auth, answers)
             if why is not None:
+                await answers.drain()  # what came before is answered first
                 if why:
                     log.info(
                         "Closing socket connection to %s on listener %s due to invalid request: %s",
@@ -62,22 +83,23 @@ async def serve_connection(
                         why,
                     )
                 return
+        await answers.drain()
     except (ConnectionError, asyncio.IncompleteReadError):
         return  # the client went away while its answer was written
     finally:
+        answers.cancel()
         writer.close()
 
 
 async def _serve_one(
     reader: asyncio.StreamReader,
-    writer: asyncio.StreamWriter,
     apis: KafkaApis,
     max_request_bytes: int,
-    observe: Observe,
     auth: ConnectionAuthentication,
+    answers: _Answers,
 ) -> str | None:
-    """Serves one request; returns None to go on, "" when the client closed between
-    frames, else why the connection is closed."""
+    """Reads one request and starts it; returns once its ordered part is done: None to
+    go on, "" when the client closed between frames, else why the connection is closed."""
     try:
         head = await reader.readexactly(SIZE.size)
     except asyncio.IncompleteReadError as exc:
@@ -106,54 +128,130 @@ async def _serve_one(
     refused = auth.refusal(request)
     if refused is not None:
         return refused
-    close = False
     if isinstance(request, Request) and request.api_key in CONNECTION_APIS:
+        # They change who the connection is: every request before them is answered first.
+        await answers.drain()
         response, close = auth.handle(request)
-        _reply(writer, request, response)
-        await writer.drain()
-        _observed(observe, request, start)
+        answers.write(request, response, start)
+        await answers.flush()
         return "" if close else None  # a refused exchange was logged by sasl_exchange
     # Before a SASL login only ApiVersions comes here (refusal() admits nothing else).
-    token = enter(Session(auth.principal or ANONYMOUS, auth.host, apis.listener_name))
-    try:
-        response = await apis.handle(request)
-    except CloseConnection as exc:
-        log.info(
-            "Closing socket connection on listener %s after request %d: %s",
-            apis.listener_name,
-            request.correlation_id,
-            exc,
-        )
-        return ""  # logged above
-    except Exception as exc:  # a bug or a collaborator's failure: this connection only
-        log.error(
-            "Closing socket connection on listener %s: request %d (api key %d v%d) failed: %s: %s",
-            apis.listener_name,
-            request.correlation_id,
-            getattr(request, "api_key", API_VERSIONS),
-            request.api_version,
-            type(exc).__name__,
-            exc,
-        )
-        return ""  # logged above
-    finally:
-        leave(token)
-    if response is not None:  # None: the request takes no response (acks=0)
-        _reply(writer, request, response)
-        await writer.drain()
-    _observed(observe, request, start)
+    session = Session(auth.principal or ANONYMOUS, auth.host, apis.listener_name)
+    await answers.room()
+    ordered = asyncio.get_running_loop().create_future()
+    task = asyncio.create_task(_handle(apis, request, session, ordered))
+    answers.add(request, task, start)
+    await asyncio.wait((ordered, task), return_when=asyncio.FIRST_COMPLETED)
     return None
 
 
-def _reply(
-    writer: asyncio.StreamWriter, request: Request | UnsupportedApiVersions, response: Any
-) -> None:
-    writer.write(response_frame(request.correlation_id, response))
+async def _handle(
+    apis: KafkaApis, request: AnyRequest, session: Session, ordered: asyncio.Future[None]
+) -> Any:
+    def ordered_part_done() -> None:
+        if not ordered.done():
+            ordered.set_result(None)
+
+    ORDERED_PART_DONE.set(ordered_part_done)  # this task's own context
+    token = enter(session)
+    try:
+        return await apis.handle(request)
+    finally:
+        leave(token)
+        ordered_part_done()
 
 
-def _observed(observe: Observe, request: Request | UnsupportedApiVersions, start: float) -> None:
-    if isinstance(request, Request):
-        name, version = SERVED[request.api_key].name, request.api_version
-    else:
-        name, version = SERVED[API_VERSIONS].name, request.api_version
-    observe(name, version, time.perf_counter() - start)
+class _Answers:
+    """The connection's requests in progress, answered in the order they came: each
+    response is written once those before it are."""
+
+    def __init__(self, writer: asyncio.StreamWriter, listener_name: str, observe: Observe):
+        self.writer = writer
+        self.listener_name = listener_name
+        self.observe = observe
+        self.pending: list[asyncio.Task[None]] = []
+        self.handlers: set[asyncio.Task[Any]] = set()
+        self.closing = False  # a handler closed the connection, or failed
+
+    async def room(self) -> None:
+        """Waits until fewer than MAX_IN_FLIGHT requests are unanswered."""
+        while len(self.pending) >= MAX_IN_FLIGHT:
+            await asyncio.wait(self.pending[:1])
+            self._forget_done()
+
+    def add(self, request: AnyRequest, handler: asyncio.Task[Any], start: float) -> None:
+        before = self.pending[-1] if self.pending else None
+        self.handlers.add(handler)
+        handler.add_done_callback(self.handlers.discard)
+        self.pending.append(asyncio.create_task(self._answer(before, request, handler, start)))
+
+    async def _answer(
+        self,
+        before: asyncio.Task[None] | None,
+        request: AnyRequest,
+        handler: asyncio.Task[Any],
+        start: float,
+    ) -> None:
+        if before is not None:
+            with contextlib.suppress(Exception):
+                await before
+        try:
+            response = await handler
+        except CloseConnection as exc:
+            log.info(
+                "Closing socket connection on listener %s after request %d: %s",
+                self.listener_name,
+                request.correlation_id,
+                exc,
+            )
+            self._close()
+            return
+        except Exception as exc:  # a bug or a collaborator's failure: this connection only
+            log.error(
+                "Closing socket connection on listener %s: request %d (api key %d v%d) "
+                "failed: %s: %s",
+                self.listener_name,
+                request.correlation_id,
+                getattr(request, "api_key", API_VERSIONS),
+                request.api_version,
+                type(exc).__name__,
+                exc,
+            )
+            self._close()
+            return
+        if self.closing:
+            return  # an earlier request closed the connection: nothing more is said
+        self.write(request, response, start)
+        await self.flush()
+
+    def write(self, request: AnyRequest, response: Any, start: float) -> None:
+        if response is not None:  # None: the request takes no response (acks=0)
+            self.writer.write(response_frame(request.correlation_id, response))
+        if isinstance(request, Request):
+            name, version = SERVED[request.api_key].name, request.api_version
+        else:
+            name, version = SERVED[API_VERSIONS].name, request.api_version
+        self.observe(name, version, time.perf_counter() - start)
+
+    async def flush(self) -> None:
+        try:
+            await self.writer.drain()
+        except ConnectionError:
+            self._close()  # the client went away: its other answers have nowhere to go
+
+    async def drain(self) -> None:
+        """Until every request so far is answered (or the connection is closing)."""
+        while self.pending:
+            await asyncio.wait(self.pending)
+            self._forget_done()
+
+    def _forget_done(self) -> None:
+        self.pending = [t for t in self.pending if not t.done()]
+
+    def _close(self) -> None:
+        self.closing = True
+        self.writer.close()  # the reader's next read ends too
+
+    def cancel(self) -> None:
+        for task in (*self.pending, *self.handlers):
+            task.cancel()

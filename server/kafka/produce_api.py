@@ -41,6 +41,7 @@ from server.kafka.data_plane import (
 )
 from server.kafka.frames import Request
 from server.kafka.no_response import CloseConnection
+from server.kafka.ordering import ORDERED_PART_DONE
 from server.kafka.versioned import build, nested
 from server.request_session import current_session
 from server.requests.produce import (
@@ -114,7 +115,11 @@ async def produce_api(plane: DataPlane, listener_name: str, request: Request) ->
                 for t in full.topics
             ],
         )
-    answer = await produce(plane.replicas, plane.authz, shared, current_session())
+    # Its appends keep the connection's order; its acks=all wait may overlap the next
+    # requests' (server/kafka/connection.py).
+    answer = await produce(
+        plane.replicas, plane.authz, shared, current_session(), ORDERED_PART_DONE.get()
+    )
     if refused:
         answer = [_with_refused(t, a, refused) for t, a in zip(full.topics, answer, strict=True)]
     if shared.acks == 0:

@@ -16,7 +16,7 @@ partition failed (the Kafka listener; the gRPC servicer answers an empty respons
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from broker.replica_manager import ProduceResult, ReplicaManager
@@ -68,8 +68,10 @@ async def produce(
     authz: RequestAuthorizer,
     request: ProduceRequest,
     session: Session | None,
+    appended: Callable[[], None] | None = None,
 ) -> list[TopicProduced]:
-    """Each partition's answer, in the request's order."""
+    """Each partition's answer, in the request's order. `appended` is told when only the
+    acks=all wait is left (ReplicaManager.produce), or when nothing will be appended."""
     topics = request.topics
     twice = named_twice((t.name, p.partition) for t in topics for p in t.partitions)
     refused = authz.topics("Produce", (t.name for t in topics), session)
@@ -83,7 +85,7 @@ async def produce(
     memory = replicas.memory
     if await memory.reserve(size, max(request.timeout_ms, 0) / 1000):
         try:
-            results = await replicas.produce(request.acks, request.timeout_ms, batches)
+            results = await replicas.produce(request.acks, request.timeout_ms, batches, appended)
         finally:
             memory.release(size)
     else:

@@ -1,0 +1,147 @@
+"""A Kafka connection's requests (server/kafka/connection.py) over a real loopback socket,
+with a dispatcher whose handlers the test holds: answers always come in the order sent; a
+request that says its ordered part is done (a Produce once appended) lets the next one
+start while it waits; one that does not holds the connection; at most MAX_IN_FLIGHT are
+started and unanswered at once."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import struct
+
+from kio.index import load_request_schema, load_response_schema
+
+from server.kafka import connection
+from server.kafka.api_versions import api_versions_response
+from server.kafka.frames import Request
+from server.kafka.ordering import ORDERED_PART_DONE
+from server.kafka.sasl_api import ConnectionAuthentication
+from strom_api.acls import ANONYMOUS
+from tests.kafka_listener.kafka_cluster import request_frame
+
+
+class HeldApis:
+    """Each Produce (correlation id N) is started, says its ordered part is done when
+    `signal` holds, and is answered once the test releases N; ApiVersions at once."""
+
+    listener_name = "KAFKA"
+
+    def __init__(self, signal: bool) -> None:
+        self.signal = signal
+        self.started: list[int] = []
+        self.release: dict[int, asyncio.Event] = {}
+
+    async def handle(self, request: Request) -> object:
+        self.started.append(request.correlation_id)
+        if request.api_key == 18:
+            return api_versions_response(request.api_version)
+        if self.signal:
+            done = ORDERED_PART_DONE.get()
+            assert done is not None
+            done()
+        await self.release.setdefault(request.correlation_id, asyncio.Event()).wait()
+        return load_response_schema(0, 9)(responses=(), throttle_time=datetime.timedelta(0))
+
+    def let_go(self, correlation_id: int) -> None:
+        self.release.setdefault(correlation_id, asyncio.Event()).set()
+
+
+def produce(correlation_id: int) -> bytes:
+    body = load_request_schema(0, 9)(
+        transactional_id=None, acks=-1, timeout=datetime.timedelta(seconds=5), topic_data=()
+    )
+    return request_frame(body, correlation_id)
+
+
+def api_versions(correlation_id: int) -> bytes:
+    body = load_request_schema(18, 3)(client_software_name="t", client_software_version="1")
+    return request_frame(body, correlation_id)
+
+
+async def _session(apis: HeldApis, frames: list[bytes], script) -> list[int]:
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        auth = ConnectionAuthentication(ANONYMOUS, None, "127.0.0.1")
+        await connection.serve_connection(reader, writer, apis, 1 << 20, lambda *_: None, auth)
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"".join(frames))  # all before any answer, as a pipelining client sends
+    await writer.drain()
+    answered: list[int] = []
+
+    async def read_answers() -> None:
+        while True:
+            (size,) = struct.unpack(">i", await reader.readexactly(4))
+            frame = await reader.readexactly(size)
+            (correlation_id,) = struct.unpack_from(">i", frame)
+            answered.append(correlation_id)
+
+    reading = asyncio.create_task(read_answers())
+    try:
+        await script(answered)
+    finally:
+        reading.cancel()
+        writer.close()
+        server.close()
+    return answered
+
+
+async def settle() -> None:
+    for _ in range(20):
+        await asyncio.sleep(0.01)
+
+
+def test_a_produce_that_has_appended_lets_the_next_request_start_and_answers_stay_in_order():
+    apis = HeldApis(signal=True)
+
+    async def script(answered: list[int]) -> None:
+        await settle()
+        assert apis.started == [1, 2, 3]  # 2 and 3 started while 1 waits
+        assert answered == []  # 3 (ApiVersions) is done, but waits for 1 and 2
+        apis.let_go(2)
+        await settle()
+        assert answered == []  # 2 is done, but 1 is not answered yet
+        apis.let_go(1)
+        await settle()
+        assert answered == [1, 2, 3]
+
+    asyncio.run(_session(apis, [produce(1), produce(2), api_versions(3)], script))
+
+
+def test_a_request_that_does_not_say_its_ordered_part_is_done_holds_the_connection():
+    apis = HeldApis(signal=False)
+
+    async def script(answered: list[int]) -> None:
+        await settle()
+        assert apis.started == [1]
+        apis.let_go(1)
+        await settle()
+        assert apis.started == [1, 2]
+        assert answered == [1]
+        apis.let_go(2)
+        await settle()
+        assert apis.started == [1, 2, 3]
+        assert answered == [1, 2, 3]
+
+    asyncio.run(_session(apis, [produce(1), produce(2), api_versions(3)], script))
+
+
+def test_at_most_max_in_flight_requests_are_started_and_unanswered():
+    apis = HeldApis(signal=True)
+    count = connection.MAX_IN_FLIGHT + 2
+
+    async def script(answered: list[int]) -> None:
+        await settle()
+        assert apis.started == list(range(1, connection.MAX_IN_FLIGHT + 1))
+        apis.let_go(1)
+        await settle()
+        assert answered == [1]
+        assert apis.started == list(range(1, connection.MAX_IN_FLIGHT + 2))
+        for n in range(2, count + 1):
+            apis.let_go(n)
+        await settle()
+        assert answered == list(range(1, count + 1))
+
+    asyncio.run(_session(apis, [produce(n) for n in range(1, count + 1)], script))
