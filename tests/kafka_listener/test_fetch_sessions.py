@@ -145,9 +145,7 @@ def test_forgotten_partitions_leave_the_session_and_forgetting_all_closes_it(clu
     full = fetched(cluster, node, 12, [("sa", [(pa, 0)]), ("sb", [(pb, 0)])], 0, 0)
     session = int(full.session_id)
     ends = {k: v[1] for k, v in answered(full).items()}
-    moved = fetched(
-        cluster, node, 12, [("sa", [(pa, ends["sa", pa])])], session, 1, [("sb", [pb])]
-    )
+    moved = fetched(cluster, node, 12, [("sa", [(pa, ends["sa", pa])])], session, 1, [("sb", [pb])])
     assert answered(moved) == {}  # sa at its end, sb gone (though it has records at 0)
     produced(cluster, node, [("sb", pb)], b"v")  # news in a forgotten partition
     assert fetched(cluster, node, 12, [], session, 2).responses == ()
@@ -202,9 +200,7 @@ def test_sessions_by_topic_id(cluster, placed, version):
     assert session != 0
     ends = {k: v[1] for k, v in answered(full, version).items()}
     assert set(ends) == {(a, pa), (b, pb)}
-    moved = fetched(
-        cluster, node, version, [(a, [(pa, ends[a, pa])])], session, 1, [(b, [pb])]
-    )
+    moved = fetched(cluster, node, version, [(a, [(pa, ends[a, pa])])], session, 1, [(b, [pb])])
     assert (moved.error_code, moved.session_id, moved.responses) == (ErrorCode.none, session, ())
     produced(cluster, node, [("sa", pa)], b"u")
     news = fetched(cluster, node, version, [], session, 2)
@@ -246,13 +242,15 @@ def test_kafka_python_consumes_through_sessions_across_a_leader_death(cluster):
     from kafka.consumer.fetcher import FetchSessionHandler
 
     kafka_topic(cluster, CLIENT_TOPIC, CLIENT_PARTITIONS)
-    seen_responses: list[tuple[bool, int, int, int]] = []
+    # (full?, session id, partitions carried, partitions in the client's session, error)
+    seen_responses: list[tuple[bool, int, int, int, int]] = []
     original = FetchSessionHandler.handle_response
 
     def recording(handler, response):  # the client's own handler, its answers noted
         full = handler.next_metadata.is_full
         carried = sum(len(t.partitions) for t in response.responses)
-        seen_responses.append((full, int(response.session_id), carried, response.error_code))
+        size = len(handler.session_partitions)
+        seen_responses.append((full, int(response.session_id), carried, size, response.error_code))
         return original(handler, response)
 
     producer = KafkaProducer(
@@ -306,10 +304,10 @@ def test_kafka_python_consumes_through_sessions_across_a_leader_death(cluster):
         assert [o for o, _ in records] == list(range(len(records))), p
     assert sorted(v for records in by_partition.values() for _, v in records) == sorted(sent)
     # the broker's answers carried sessions, and incremental ones left out quiet partitions
-    incremental = [r for r in seen_responses if not r[0] and r[3] == ErrorCode.none]
-    assert any(session != 0 for full, session, _, _ in seen_responses if full)
-    assert incremental and all(session != 0 for _, session, _, _ in incremental)
-    assert any(carried < CLIENT_PARTITIONS for _, _, carried, _ in incremental)
+    incremental = [r for r in seen_responses if not r[0] and r[4] == ErrorCode.none]
+    assert any(session != 0 for full, session, *_ in seen_responses if full)
+    assert incremental and all(session != 0 for _, session, *_ in incremental)
+    assert any(carried < size for _, _, carried, size, _ in incremental)
 
 
 def _produce(producer, topic: str, start: int) -> list[bytes]:
