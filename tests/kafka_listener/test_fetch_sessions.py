@@ -1,11 +1,12 @@
 """Incremental fetch sessions (KIP-227) on the Kafka listener (issue 20), through the
 broker's session cache (broker/fetch_sessions.py): raw Fetch frames open a session, follow
 it incrementally (only partitions with news answered), forget partitions, close it, and
-are refused a wrong epoch, an unknown id or a topic-id mismatch; node 3 runs with one
-session slot and a 2 s eviction time (max.incremental.fetch.session.cache.slots,
-min.incremental.fetch.session.eviction.ms). kafka-python's consumer, whose
-FetchSessionHandler sends incremental fetches, reads a multi-partition topic through
-sessions across a partition leader's death without skipping or repeating a record."""
+are refused a wrong epoch (also a long poll overtaken by the next epoch), an unknown id or
+a topic-id mismatch; node 3 runs with one session slot and a 2 s eviction time
+(max.incremental.fetch.session.cache.slots, min.incremental.fetch.session.eviction.ms).
+kafka-python's consumer, whose FetchSessionHandler sends incremental fetches, reads a
+multi-partition topic through sessions across a partition leader's death without skipping
+or repeating a record."""
 
 from __future__ import annotations
 
@@ -29,7 +30,13 @@ from tests.kafka_listener.data_helpers import (
     send,
     topic_id,
 )
-from tests.kafka_listener.kafka_cluster import KafkaCluster, decode_response
+from tests.kafka_listener.kafka_cluster import (
+    KafkaCluster,
+    connect,
+    decode_response,
+    read_frame,
+    request_frame,
+)
 from tests.node_integration.node_cluster import wait_until
 
 LIMITED_NODE = 3  # one session slot, sessions stale after EVICTION_MS idle
@@ -189,6 +196,31 @@ def test_the_final_epoch_closes_a_session_and_answers_in_full(cluster, placed):
     other = int(fetched(cluster, node, 12, [("sa", [(pa, 0)])], one, 0).session_id)
     assert other not in (0, one)
     assert fetched(cluster, node, 12, [], one, 1).error_code == ErrorCode.fetch_session_id_not_found
+
+
+def test_a_fetch_overtaken_by_the_next_epoch_is_answered_invalid_epoch(cluster, placed):
+    """Kafka's IncrementalFetchContext: a long-polling fetch whose session moved on while
+    it waited (the next epoch came on another connection: a duplicate or retried request)
+    is answered INVALID_FETCH_SESSION_EPOCH, naming the session, with no partitions."""
+    node, pa, _ = placed
+    full = fetched(cluster, node, 12, [("sa", [(pa, 0)])], 0, 0)
+    session, hw = int(full.session_id), answered(full)[("sa", pa)][1]
+    waiting = fetch_request(
+        12, [("sa", [(pa, hw)])], session_id=session, session_epoch=1, max_wait_ms=3000
+    )
+    with connect(kafka_address(cluster, node)) as first:
+        first.sendall(request_frame(waiting, 1))  # waits up to 3 s for a byte at the end
+        time.sleep(0.5)
+        later = fetched(cluster, node, 12, [], session, 2)
+        assert (later.error_code, later.session_id) == (ErrorCode.none, session)
+        frame = read_frame(first)
+    assert frame is not None
+    overtaken = decode_response(frame, FETCH, 12)[1]
+    assert (overtaken.error_code, overtaken.session_id, overtaken.responses) == (
+        ErrorCode.invalid_fetch_session_epoch,
+        session,
+        (),
+    )
 
 
 @pytest.mark.parametrize("version", [13, 16])
