@@ -31,5 +31,8 @@ class ReplicaConfig:
     # Replication throttles (KIP-73), bytes/s; Long.MAX_VALUE is none (Kafka's default).
     leader_replication_throttled_rate: int = 2**63 - 1
     follower_replication_throttled_rate: int = 2**63 - 1
+    # Incremental fetch sessions (KIP-227, broker/fetch_sessions.py), Kafka's defaults.
+    max_incremental_fetch_session_cache_slots: int = 1000
+    min_incremental_fetch_session_eviction_ms: int = 120_000
     auto_create_topics: bool = True
     inter_broker_listener: str = ""  # resolved by broker/listeners.py; "": not a broker

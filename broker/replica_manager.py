@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from broker.alter_partition_sender import AlterPartitionSender
+from broker.fetch_sessions import FetchSessionCache
 from broker.follower_fetch import FetchRequest
 from broker.follower_reads import FollowerAnswer, read_follower_fetch, read_summary
 from broker.isr_proposals import ISR_RETRY_BACKOFF_S, Outcome
@@ -143,6 +145,13 @@ class ReplicaManager:
         # this class pumps: the partitions that changed on the next turn of the loop (True:
         # the broker no longer holds it), its deadlines on one timer.
         self.purgatory = Purgatory()
+        # The broker's one fetch session cache (KIP-227), Kafka's FetchManager's: the
+        # Kafka listener's Fetch uses it (server/kafka/fetch_api.py).
+        self.fetch_sessions = FetchSessionCache(
+            config.max_incremental_fetch_session_cache_slots,
+            config.min_incremental_fetch_session_eviction_ms,
+            random.Random(),
+        )
         self._parked: dict[DelayedOperation, asyncio.Future[None]] = {}
         self._changed: dict[TopicPartition, bool] = {}
         self._timer: asyncio.TimerHandle | None = None

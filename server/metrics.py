@@ -18,7 +18,8 @@ scrape asks no other node. Strom's own are in base units: strom_request_duration
 strom_replica_lag_records, strom_purgatory_size, strom_raft_messages_refused_total;
 kafka_server_authorizer_denied_total{operation} counts the requests the authorizer denied
 (server/request_authorization.py), by Kafka's operation name (a dozen values at most).
-kafka_network_socketserver_memorypool{available,used} for queued.max.request.bytes. Requests on
+kafka_network_socketserver_memorypool{available,used} for queued.max.request.bytes;
+kafka_server_fetchsessioncache_* for the incremental fetch sessions (KIP-227). Requests on
 the Kafka protocol listeners count as kafka_network_requestmetrics_requests_total{request,
 version} (Kafka's RequestMetrics RequestsPerSec as Strimzi's exporter names it) and take
 strom_kafka_request_duration_seconds{request}. The
@@ -405,6 +406,24 @@ class NodeCollector(Collector):
             "kafka_network_socketserver_memorypoolused",
             "Bytes of produce requests and fetch responses held.",
             memory.in_use,
+        )
+        # Kafka's kafka.server:type=FetchSessionCache (KIP-227, broker/fetch_sessions.py).
+        sessions = replicas.fetch_sessions.stats
+        prefix = "kafka_server_fetchsessioncache_"
+        yield _gauge(
+            prefix + "numincrementalfetchsessions",
+            "Incremental fetch sessions cached.",
+            sessions.sessions,
+        )
+        yield _gauge(
+            prefix + "numincrementalfetchpartitionscached",
+            "Partitions held by the cached incremental fetch sessions.",
+            sessions.partitions_cached,
+        )
+        yield _counter(
+            prefix + "incrementalfetchsessionevictions",
+            "Incremental fetch sessions evicted to make room for new ones.",
+            sessions.evictions,
         )
 
     # --- offsets ------------------------------------------------------------------------

@@ -110,6 +110,8 @@ _REPLICA_KEYS = {
     "queued.max.requests": "queued_max_requests",
     "queued.max.request.bytes": "queued_max_request_bytes",
     "fetch.max.bytes": "fetch_response_limit",
+    "max.incremental.fetch.session.cache.slots": "max_incremental_fetch_session_cache_slots",
+    "min.incremental.fetch.session.eviction.ms": "min_incremental_fetch_session_eviction_ms",
     # Dynamic too (broker/replication_settings.py): these are the values under the dynamic ones.
     "leader.replication.throttled.rate": "leader_replication_throttled_rate",
     "follower.replication.throttled.rate": "follower_replication_throttled_rate",

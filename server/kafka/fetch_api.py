@@ -13,30 +13,48 @@ current leader on NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH (with its endpoin
 last_fetched_epoch is not checked (diverging_epoch stays -1): consumers find a truncation
 through OffsetForLeaderEpoch (KIP-320), which is served.
 
+Fetch sessions (KIP-227, v7+): the broker's one session cache (broker/fetch_sessions.py,
+Kafka's FetchManager; max.incremental.fetch.session.cache.slots,
+min.incremental.fetch.session.eviction.ms) decides from session_id and session_epoch what
+is read: a full fetch reads the request's partitions and may open a session answered with
+its id; an incremental one updates the session with the partitions it names and
+forgotten_topics_data, and reads all the session's partitions with their cached fetch
+state through the same shared path, the answer keeping only the partitions with records,
+an error or changed offsets. Sessions are keyed by topic name before v13, by topic id
+from v13 (a session made with one is FETCH_SESSION_TOPIC_ID_ERROR asked with the other).
+v4-v6 have no session fields: every such fetch is sessionless.
+
 Decided, as Kafka 4 would answer:
-- Fetch sessions (KIP-227): this listener answers as a Kafka broker whose fetch session
-  cache has no slots (max.incremental.fetch.session.cache.slots=0), by Kafka's
-  FetchManager.newContext: a full fetch (session epoch 0 or -1, any session id) is answered
-  in full with session_id 0, so clients keep sending full fetches; an incremental one
-  (any other epoch) names a session that does not exist: FETCH_SESSION_ID_NOT_FOUND, no
-  partitions (INVALID_FETCH_SESSION_EPOCH needs a cached session, so never arises).
-  Incremental sessions come with a shared session cache (issue 21).
 - A replica's fetch (replica_id >= 0: in replica_state from v15) is Kafka's follower
   fetch; Strom's followers fetch over gRPC's ReplicaService, and the leader tracks no
   follower that fetches here, so each partition is answered NOT_LEADER_OR_FOLLOWER, as
   Kafka's Partition.fetchRecords answers a replica id it does not count among the
-  partition's followers (followerReplicaOrThrow), and nothing is read.
+  partition's followers (followerReplicaOrThrow), and nothing is read. Such a fetch gets
+  no session (one would hold a slot for partitions never read); an incremental one names
+  none: FETCH_SESSION_ID_NOT_FOUND.
 """
 
 from __future__ import annotations
 
+import time
 import uuid
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode as KafkaErrorCode
 from kio.static.primitive import i32, i64
 
+from broker.fetch_sessions import (
+    FINAL_EPOCH,
+    INITIAL_EPOCH,
+    NO_SESSION,
+    ContextKind,
+    FetchState,
+    PartitionKey,
+    PartitionNews,
+    SessionError,
+)
 from metadata.errors import ApiError
 from server.kafka.apis import FETCH
 from server.kafka.data_plane import (
@@ -55,78 +73,154 @@ from server.requests.fetch import (
     FetchRequest,
     FetchTopic,
     PartitionFetched,
-    TopicFetched,
     fetch,
     release,
 )
 from strom_api.error_codes import ErrorCode
 
 READ_COMMITTED = 1
-FULL_FETCH_EPOCHS = (0, -1)  # Kafka's INITIAL_EPOCH and FINAL_EPOCH
+FIRST_SESSION_VERSION = 7
 FIRST_TOPIC_ID_VERSION = 13
+_SESSION_ERRORS = {
+    SessionError.FETCH_SESSION_ID_NOT_FOUND: KafkaErrorCode.fetch_session_id_not_found,
+    SessionError.INVALID_FETCH_SESSION_EPOCH: KafkaErrorCode.invalid_fetch_session_epoch,
+    SessionError.FETCH_SESSION_TOPIC_ID_ERROR: KafkaErrorCode.fetch_session_topic_id_error,
+}
 
 
 async def fetch_api(plane: DataPlane, listener_name: str, request: Request) -> Any:
     body = request.body
     version = request.api_version
     response_type = load_response_schema(FETCH, version)
-    # v4-v6 have no session fields: every such fetch is a full one
-    if int(getattr(body, "session_epoch", -1)) not in FULL_FETCH_EPOCHS:
-        return build(
-            response_type,
-            throttle_time=NO_THROTTLE,
-            error_code=KafkaErrorCode.fetch_session_id_not_found,
-            session_id=i32(0),
-            responses=(),
-        )
+    with_sessions = version >= FIRST_SESSION_VERSION
+    session_id = int(body.session_id) if with_sessions else NO_SESSION
+    epoch = int(body.session_epoch) if with_sessions else FINAL_EPOCH
+    asked = list(_asked(body.topics, version))
     replica_id = int(body.replica_state.replica_id if version >= 15 else body.replica_id)
-    names = _topic_names(plane, body.topics, version)
     if replica_id >= 0:
-        answer = _refused(body.topics, names, _follower_error(replica_id))
-        return _response(response_type, version, body, names, answer, plane, listener_name)
+        if epoch not in (INITIAL_EPOCH, FINAL_EPOCH):
+            return _session_error(response_type, SessionError.FETCH_SESSION_ID_NOT_FOUND)
+        error = _follower_error(replica_id)
+        answer = [(key, PartitionFetched(key[1], error)) for key, _ in asked]
+        return _response(response_type, version, body, answer, NO_SESSION, plane, listener_name)
+    sessions = plane.replicas.fetch_sessions
+    context = sessions.new_context(
+        session_id,
+        epoch,
+        asked,
+        list(_forgotten(body, version)) if with_sessions else [],
+        uses_topic_ids=version >= FIRST_TOPIC_ID_VERSION,
+        privileged=False,
+        now_ms=_now_ms(),
+    )
+    if context.kind is ContextKind.ERROR:
+        assert context.error is not None
+        return _session_error(response_type, context.error)
+    keys = [key for key, _ in context.partitions]
+    names = [_topic_name(plane, key[0]) for key in keys]
     shared = FetchRequest(
         replica_id,
         millis(body.max_wait),
         int(body.min_bytes),
         int(body.max_bytes),
-        [
-            FetchTopic(
-                name,
-                [
-                    FetchPartition(
-                        int(p.partition),
-                        int(p.fetch_offset),
-                        int(p.partition_max_bytes),
-                        int(getattr(p, "current_leader_epoch", -1)),  # v9+
-                    )
-                    for p in topic.partitions
-                ],
-            )
-            for topic, name in zip(body.topics, names, strict=True)
-            if name is not None
-        ],
+        list(_shared_topics(context.partitions, names)),
     )
     held = await fetch(plane.replicas, plane.authz, shared, current_session())
     try:
-        answer = _with_unknown_ids(body.topics, names, held.topics)
-        return _response(response_type, version, body, names, answer, plane, listener_name)
+        read = iter([p for topic in held.topics for p in topic.partitions])
+        answered = [
+            (key, next(read) if name is not None else PartitionFetched(key[1], _unknown_id(key[0])))
+            for key, name in zip(keys, names, strict=True)
+        ]
+        done = sessions.complete(context, [(k, _news(p)) for k, p in answered], _now_ms())
+        if done.error is not None:  # the session moved on while this fetch read
+            return _session_error(response_type, done.error, done.session_id)
+        carried = set(done.carried)
+        if context.kind is ContextKind.INCREMENTAL:
+            answered = [(k, p) for k, p in answered if k in carried]
+        return _response(
+            response_type, version, body, answered, done.session_id, plane, listener_name
+        )
     finally:
         release(plane.replicas, held)  # the kio response holds the bytes now
 
 
-def _topic_names(plane: DataPlane, topics: Any, version: int) -> list[str | None]:
-    """Each request topic's name; None for an id (v13+) no topic has."""
+def _now_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+def _topic_key(topic: Any, version: int) -> str | bytes:
+    """A request topic as the session keys it: its name before v13, its id's bytes after."""
     if version < FIRST_TOPIC_ID_VERSION:
-        return [str(t.topic) for t in topics]
-    by_id = plane.replicas.image.topics.by_id
-    names: list[str | None] = []
-    for t in topics:
-        found = by_id.get(t.topic_id.bytes) if t.topic_id is not None else None
-        names.append(None if found is None else found.name)
-    return names
+        return str(topic.topic)
+    return topic.topic_id.bytes if topic.topic_id is not None else bytes(16)
 
 
-def _unknown_id(topic_id: uuid.UUID | None) -> ApiError:
+def _asked(topics: Any, version: int) -> Iterator[tuple[PartitionKey, FetchState]]:
+    for topic in topics:
+        key = _topic_key(topic, version)
+        for p in topic.partitions:
+            yield (
+                (key, int(p.partition)),
+                FetchState(
+                    int(p.fetch_offset),
+                    int(p.partition_max_bytes),
+                    int(getattr(p, "current_leader_epoch", -1)),  # v9+
+                    int(getattr(p, "last_fetched_epoch", -1)),  # v12+
+                    int(getattr(p, "log_start_offset", -1)),  # v5+
+                ),
+            )
+
+
+def _forgotten(body: Any, version: int) -> Iterator[PartitionKey]:
+    for topic in body.forgotten_topics_data:
+        key = _topic_key(topic, version)
+        for partition in topic.partitions:
+            yield (key, int(partition))
+
+
+def _topic_name(plane: DataPlane, topic: str | bytes) -> str | None:
+    """A session key's topic name; None for an id (v13+) no topic has."""
+    if isinstance(topic, str):
+        return topic
+    found = plane.replicas.image.topics.by_id.get(topic)
+    return None if found is None else found.name
+
+
+def _shared_topics(
+    partitions: Sequence[tuple[PartitionKey, FetchState]], names: list[str | None]
+) -> Iterator[FetchTopic]:
+    """The shared path's topics: consecutive partitions of one topic together, in order,
+    those of unknown topic ids left out."""
+    current: tuple[str, list[FetchPartition]] | None = None
+    for (key, state), name in zip(partitions, names, strict=True):
+        if name is None:
+            continue
+        partition = FetchPartition(
+            key[1], state.fetch_offset, state.max_bytes, state.current_leader_epoch
+        )
+        if current is not None and current[0] == name:
+            current[1].append(partition)
+            continue
+        if current is not None:
+            yield FetchTopic(*current)
+        current = (name, [partition])
+    if current is not None:
+        yield FetchTopic(*current)
+
+
+def _news(p: PartitionFetched) -> PartitionNews:
+    return PartitionNews(
+        has_records=bool(p.records),
+        has_error=p.error is not None,
+        high_watermark=p.high_watermark,
+        last_stable_offset=p.last_stable_offset,
+        log_start_offset=p.log_start_offset,
+    )
+
+
+def _unknown_id(topic: str | bytes) -> ApiError:
+    topic_id = uuid.UUID(bytes=topic) if isinstance(topic, bytes) else topic
     return ApiError(ErrorCode.UNKNOWN_TOPIC_ID, f"This server does not host topic id {topic_id}.")
 
 
@@ -138,64 +232,47 @@ def _follower_error(replica_id: int) -> ApiError:
     )
 
 
-def _refused(topics: Any, names: list[str | None], error: ApiError) -> list[TopicFetched]:
-    return [
-        TopicFetched(
-            name or "",
-            [
-                PartitionFetched(
-                    int(p.partition), error if name is not None else _unknown_id(t.topic_id)
-                )
-                for p in t.partitions
-            ],
-        )
-        for t, name in zip(topics, names, strict=True)
-    ]
-
-
-def _with_unknown_ids(
-    topics: Any, names: list[str | None], fetched: list[TopicFetched]
-) -> list[TopicFetched]:
-    """The shared answer (known topics, in order) with each unknown id's partitions
-    answered UNKNOWN_TOPIC_ID in their place."""
-    if all(name is not None for name in names):
-        return fetched
-    known = iter(fetched)
-    return [
-        next(known)
-        if name is not None
-        else TopicFetched(
-            "", [PartitionFetched(int(p.partition), _unknown_id(t.topic_id)) for p in t.partitions]
-        )
-        for t, name in zip(topics, names, strict=True)
-    ]
+def _session_error(
+    response_type: type[Any], error: SessionError, session_id: int = NO_SESSION
+) -> Any:
+    return build(
+        response_type,
+        throttle_time=NO_THROTTLE,
+        error_code=_SESSION_ERRORS[error],
+        session_id=i32(session_id),
+        responses=(),
+    )
 
 
 def _response(
     response_type: type[Any],
     version: int,
     body: Any,
-    names: list[str | None],
-    answer: list[TopicFetched],
+    answer: list[tuple[PartitionKey, PartitionFetched]],
+    session_id: int,
     plane: DataPlane,
     listener_name: str,
 ) -> Any:
+    """The answer's partitions, consecutive ones of one topic under one topic entry (as
+    Kafka's FetchResponse.of groups them: a session's order may interleave topics)."""
     topic_type = nested(response_type, "FetchableTopicResponse")
     partition_type = nested(response_type, "PartitionData")
     leader_type = nested(response_type, "LeaderIdAndEpoch") if version >= 12 else None
     aborted: tuple[Any, ...] | None = () if int(body.isolation_level) == READ_COMMITTED else None
     leaders: list[int] = []
-    topics = []
-    for request_topic, topic in zip(body.topics, answer, strict=True):
-        partitions = []
-        for p in topic.partitions:
-            partitions.append(_partition(partition_type, leader_type, p, aborted))
-            if p.current_leader is not None and p.current_leader.leader_id >= 0:
-                leaders.append(p.current_leader.leader_id)
-        if version >= FIRST_TOPIC_ID_VERSION:
-            topics.append(topic_type(topic_id=request_topic.topic_id, partitions=tuple(partitions)))
-        else:
-            topics.append(topic_type(topic=topic.name, partitions=tuple(partitions)))
+    grouped: list[tuple[str | bytes, list[Any]]] = []
+    for (topic, _), p in answer:
+        if not grouped or grouped[-1][0] != topic:
+            grouped.append((topic, []))
+        grouped[-1][1].append(_partition(partition_type, leader_type, p, aborted))
+        if p.current_leader is not None and p.current_leader.leader_id >= 0:
+            leaders.append(p.current_leader.leader_id)
+    topics = [
+        topic_type(topic_id=uuid.UUID(bytes=topic), partitions=tuple(partitions))
+        if isinstance(topic, bytes)
+        else topic_type(topic=topic, partitions=tuple(partitions))
+        for topic, partitions in grouped
+    ]
     endpoints = (
         node_endpoints(
             nested(response_type, "NodeEndpoint"), plane.replicas.image, listener_name, leaders
@@ -207,7 +284,7 @@ def _response(
         response_type,
         throttle_time=NO_THROTTLE,
         error_code=KafkaErrorCode.none,
-        session_id=i32(0),  # no session was created: the client sends full fetches
+        session_id=i32(session_id),
         responses=tuple(topics),
         node_endpoints=endpoints,
     )

@@ -23,7 +23,8 @@ from tests.node_integration.node_cluster import wait_until
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory, request):
     base = str(tmp_path_factory.mktemp(request.module.__name__.rsplit(".", 1)[-1]))
-    cluster = KafkaCluster(base, 3)
+    # a module may name its own KafkaCluster subclass (other settings) as CLUSTER
+    cluster = getattr(request.module, "CLUSTER", KafkaCluster)(base, 3)
     cluster.start_all()
     try:
         cluster.wait_for_brokers()

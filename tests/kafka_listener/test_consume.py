@@ -1,8 +1,7 @@
 """Fetch on the Kafka listener (issue 20): records written through Strom's own producer are
 read by Kafka's clients (confluent-kafka, kafka-python, aiokafka, each by assign()) with the
 same offsets, keys, headers and timestamps; raw frames check each served version, topic
-ids (v13+), the answer of a broker without fetch session slots (KIP-227), a replica's fetch
-refused, and bad inputs answered with Kafka's codes."""
+ids (v13+), a replica's fetch refused, and bad inputs answered with Kafka's codes."""
 
 from __future__ import annotations
 
@@ -94,26 +93,6 @@ def test_an_unknown_topic_id_is_answered_unknown_topic_id(cluster, written):
     assert unknown.topic_id == missing
     assert [p.error_code for p in unknown.partitions] == [ErrorCode.unknown_topic_id]
     assert [p.error_code for p in known.partitions] == [ErrorCode.none]
-
-
-def test_without_session_slots_full_fetches_are_answered_and_incremental_ones_refused(
-    cluster, written
-):
-    """As a Kafka broker with max.incremental.fetch.session.cache.slots=0 (KIP-227)."""
-    for session_id, epoch in ((0, 0), (0, -1), (1234, 0)):  # full fetches, sessions closed
-        request = fetch_request(
-            12, [(written, [(0, 0)])], session_id=session_id, session_epoch=epoch
-        )
-        _, response = fetched(cluster, 12, request)
-        assert (response.error_code, response.session_id) == (ErrorCode.none, 0)
-        assert [p.error_code for p in response.responses[0].partitions] == [ErrorCode.none]
-    for session_id, epoch in ((1234, 1), (0, 5)):  # incremental: no such session
-        request = fetch_request(
-            12, [(written, [(0, 0)])], session_id=session_id, session_epoch=epoch
-        )
-        _, response = fetched(cluster, 12, request)
-        assert response.error_code == ErrorCode.fetch_session_id_not_found
-        assert (response.session_id, response.responses) == (0, ())
 
 
 @pytest.mark.parametrize("version", [11, 15])

@@ -105,6 +105,30 @@ def test_request_limits_and_offset_metadata_reach_their_users():
         from_properties({**BASE, "fetch.max.bytes": "100"})  # Kafka's floor is 1024
 
 
+def test_fetch_session_settings_reach_the_replica_config():
+    assert (
+        ReplicaConfig().max_incremental_fetch_session_cache_slots,
+        ReplicaConfig().min_incremental_fetch_session_eviction_ms,
+    ) == (1000, 120_000)  # Kafka's defaults
+    config = from_properties(
+        {
+            **BASE,
+            "max.incremental.fetch.session.cache.slots": "0",
+            "min.incremental.fetch.session.eviction.ms": "500",
+        }
+    )
+    replica = config.replica
+    assert replica.max_incremental_fetch_session_cache_slots == 0
+    assert replica.min_incremental_fetch_session_eviction_ms == 500
+    assert "max.incremental.fetch.session.cache.slots" not in config.unknown
+    for key in (
+        "max.incremental.fetch.session.cache.slots",
+        "min.incremental.fetch.session.eviction.ms",
+    ):
+        with pytest.raises(InvalidConfigError, match=key):
+            from_properties({**BASE, key: "-1"})  # Kafka's floor is 0
+
+
 def test_broker_id_is_kafkas_synonym_of_node_id():
     without_node_id = {k: v for k, v in BASE.items() if k != "node.id"}
     assert from_properties({**without_node_id, "broker.id": "1"}).node_id == 1
