@@ -6,11 +6,14 @@ client call is bounded by a timeout."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import json
 import shutil
 import struct
 import subprocess
+import sys
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -21,7 +24,7 @@ from kio.index import load_request_schema
 from strom.admin import AdminClient, NewTopic
 from tests.client.cluster_helpers import bootstrap
 from tests.kafka_listener.conftest import topics_known
-from tests.kafka_listener.data_helpers import kafka_topic
+from tests.kafka_listener.data_helpers import BASE_TS, kafka_topic
 from tests.kafka_listener.kafka_cluster import TOPICS, KafkaCluster
 from tests.node_integration.node_cluster import wait_until
 
@@ -54,6 +57,52 @@ def cluster(tmp_path_factory) -> Iterator[KafkaCluster]:
         yield cluster
     finally:
         cluster.stop_all()
+
+
+def confluent_produce(cluster: KafkaCluster, topic: str, count: int, partitions: int) -> list[Any]:
+    """`count` records through confluent-kafka's idempotent acks=all producer, round-robin
+    over the partitions, each with a key, two headers and a timestamp of its own; the
+    delivered messages (offsets assigned by the broker)."""
+    from confluent_kafka import Producer
+
+    producer = Producer(
+        {
+            "bootstrap.servers": cluster.kafka_bootstrap(),
+            "enable.idempotence": True,
+            "acks": "all",
+            "linger.ms": 5,
+        }
+    )
+    delivered: list[Any] = []
+
+    def on_delivery(error, message) -> None:
+        assert error is None, error
+        delivered.append(message)
+
+    for i in range(count):
+        producer.produce(
+            topic,
+            value=f"value-{i}".encode(),
+            key=f"key-{i}".encode(),
+            partition=i % partitions,
+            headers=[("n", str(i).encode()), ("source", b"confluent")],
+            timestamp=BASE_TS + i,
+            on_delivery=on_delivery,
+        )
+    assert producer.flush(TIMEOUT) == 0
+    assert len(delivered) == count
+    return delivered
+
+
+def as_written(delivered: list[Any]) -> list[tuple[int, int, bytes, bytes, int, Any]]:
+    """What confluent_produce wrote, as a consumer reads it: (partition, offset, key,
+    value, timestamp, headers); delivery reports carry no headers, so they are rebuilt."""
+    out = []
+    for m in delivered:
+        i = int(m.key().decode().removeprefix("key-"))
+        headers = [("n", str(i).encode()), ("source", b"confluent")]
+        out.append((m.partition(), m.offset(), m.key(), m.value(), BASE_TS + i, headers))
+    return out
 
 
 def committed(cluster: KafkaCluster, group: str) -> dict[tuple[str, int], int]:
@@ -105,6 +154,218 @@ def test_kcat_group_reads_keys_and_headers_and_commits(cluster):
     # Strom's AdminClient (gRPC) sees the offsets kcat committed through the Kafka listener.
     assert committed(cluster, group) == {(topic, 0): 3}
     assert strom_describe(cluster, group).state == "Empty"
+
+
+# --- confluent-kafka: two cooperative-sticky members, then one ------------------------------
+
+
+def confluent_member(cluster: KafkaCluster, group: str, name: str) -> Any:
+    from confluent_kafka import Consumer
+
+    return Consumer(
+        {
+            "bootstrap.servers": cluster.kafka_bootstrap(),
+            "group.id": group,
+            "client.id": name,
+            "partition.assignment.strategy": "cooperative-sticky",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "session.timeout.ms": 6000,
+            "heartbeat.interval.ms": 500,
+        }
+    )
+
+
+def test_confluent_kafka_two_members_share_commit_and_one_takes_over(cluster):
+    topic, group, partitions = "shared", f"pair-{uuid.uuid4().hex[:8]}", 4
+    kafka_topic(cluster, topic, partitions=partitions)
+    members = {name: confluent_member(cluster, group, name) for name in ("one", "two")}
+    owned: dict[str, set[int]] = {name: set() for name in members}
+    read: dict[str, list[tuple[int, int, bytes, bytes, int, Any]]] = {n: [] for n in members}
+
+    def subscribe(name: str) -> None:
+        def on_assign(consumer, assigned, name=name):
+            owned[name] |= {p.partition for p in assigned}
+
+        def on_revoke(consumer, revoked, name=name):
+            owned[name] -= {p.partition for p in revoked}
+
+        members[name].subscribe([topic], on_assign=on_assign, on_revoke=on_revoke)
+
+    def poll(name: str) -> None:
+        message = members[name].poll(0.1)
+        if message is None:
+            return
+        assert message.error() is None, message.error()
+        assert message.partition() in owned[name]  # only what the member owns
+        read[name].append(
+            (
+                message.partition(),
+                message.offset(),
+                message.key(),
+                message.value(),
+                message.timestamp()[1],
+                message.headers(),
+            )
+        )
+
+    for name in members:
+        subscribe(name)
+    open_members = dict(members)
+    try:
+
+        def shared() -> bool:
+            for name in members:
+                poll(name)
+            return (
+                owned["one"] | owned["two"] == set(range(partitions))
+                and all(owned.values())
+                and not owned["one"] & owned["two"]
+            )
+
+        wait_until(shared, 60, "the two members to share the partitions")
+        delivered = confluent_produce(cluster, topic, 40, partitions)
+
+        def all_read() -> bool:
+            for name in members:
+                poll(name)
+            return len(read["one"]) + len(read["two"]) >= 40
+
+        wait_until(all_read, 60, "the 40 records to be read")
+        for name in members:
+            poll(name)  # nothing more comes
+        assert read["one"] and read["two"]
+        got = sorted(read["one"] + read["two"])
+        assert got == sorted(as_written(delivered)), "every record read once, as written"
+        for member in members.values():
+            member.commit(asynchronous=False)
+        assert committed(cluster, group) == {(topic, p): 10 for p in range(partitions)}
+        described = strom_describe(cluster, group)
+        assert (described.state, described.protocol) == ("Stable", "cooperative-sticky")
+        assert {m.client_id: {tp.partition for tp in m.assignment} for m in described.members} == {
+            name: owned[name] for name in members
+        }
+        tool = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "strom_tools",
+                "consumer-groups",
+                "--bootstrap-server",
+                bootstrap(cluster),
+            ]
+            + ["--describe", "--group", group],
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+        )
+        assert tool.returncode == 0, tool.stderr
+        rows = [line.split() for line in tool.stdout.splitlines() if line.startswith(group)]
+        # GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG CONSUMER-ID HOST CLIENT-ID
+        assert sorted((r[1], int(r[2]), int(r[3]), int(r[4]), int(r[5])) for r in rows) == [
+            (topic, p, 10, 10, 0) for p in range(partitions)
+        ]
+        assert {r[-1] for r in rows} == {"one", "two"}
+
+        # Member two leaves; one then owns every partition and goes on from the commits.
+        read["one"].clear()
+        more = confluent_produce(cluster, topic, 20, partitions)
+        open_members.pop("two").close()  # LeaveGroup: nothing read since its commit
+
+        def took_over() -> bool:
+            poll("one")
+            return owned["one"] == set(range(partitions)) and len(read["one"]) >= 20
+
+        wait_until(took_over, 60, "member one to own every partition and read on")
+        poll("one")
+        assert sorted(r[:2] for r in read["one"]) == sorted(
+            (m.partition(), m.offset()) for m in more
+        ), "nothing lost, nothing read twice"
+        members["one"].commit(asynchronous=False)
+        assert committed(cluster, group) == {(topic, p): 15 for p in range(partitions)}
+        described = strom_describe(cluster, group)
+        assert [m.client_id for m in described.members] == ["one"]
+    finally:
+        for member in open_members.values():
+            member.close()
+
+
+# --- kafka-python and aiokafka: subscribe with a group, consume, commit, resume -------------
+
+
+def test_kafka_python_group_consumes_commits_and_a_successor_resumes(cluster):
+    from kafka import KafkaConsumer
+
+    topic, group = "kafka-python-group", f"kp-{uuid.uuid4().hex[:8]}"
+    kafka_topic(cluster, topic, partitions=2)
+    first = as_written(confluent_produce(cluster, topic, 10, 2))
+
+    def consume(count: int) -> list[tuple[int, int, bytes, bytes, int, Any]]:
+        consumer = KafkaConsumer(
+            topic,
+            bootstrap_servers=cluster.kafka_bootstrap(),
+            group_id=group,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            request_timeout_ms=TIMEOUT * 1000,
+            session_timeout_ms=6000,
+            heartbeat_interval_ms=500,
+        )
+        try:
+            read: list[tuple[int, int, bytes, bytes, int, Any]] = []
+            deadline = time.monotonic() + TIMEOUT
+            while len(read) < count and time.monotonic() < deadline:
+                for records in consumer.poll(timeout_ms=500).values():
+                    read.extend(
+                        (r.partition, r.offset, r.key, r.value, r.timestamp, r.headers)
+                        for r in records
+                    )
+            consumer.commit()  # OffsetCommit of the positions reached
+            return read
+        finally:
+            consumer.close()
+
+    assert sorted(consume(10)) == sorted(first)
+    assert committed(cluster, group) == {(topic, 0): 5, (topic, 1): 5}
+    second = as_written(confluent_produce(cluster, topic, 6, 2))
+    # A new member of the group starts from the commits: only the new records.
+    assert sorted(consume(6)) == sorted(second)
+    assert committed(cluster, group) == {(topic, 0): 8, (topic, 1): 8}
+
+
+def test_aiokafka_group_consumes_commits_and_a_successor_resumes(cluster):
+    from aiokafka import AIOKafkaConsumer
+
+    topic, group = "aiokafka-group", f"aio-{uuid.uuid4().hex[:8]}"
+    kafka_topic(cluster, topic, partitions=2)
+    first = as_written(confluent_produce(cluster, topic, 10, 2))
+
+    async def consume(count: int) -> list[tuple[int, int, bytes, bytes, int, Any]]:
+        consumer = AIOKafkaConsumer(
+            topic,
+            bootstrap_servers=cluster.kafka_bootstrap(),
+            group_id=group,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            session_timeout_ms=6000,
+            heartbeat_interval_ms=500,
+        )
+        await asyncio.wait_for(consumer.start(), TIMEOUT)
+        try:
+            read = []
+            while len(read) < count:
+                r = await asyncio.wait_for(consumer.getone(), TIMEOUT)
+                read.append((r.partition, r.offset, r.key, r.value, r.timestamp, list(r.headers)))
+            await asyncio.wait_for(consumer.commit(), TIMEOUT)
+            return read
+        finally:
+            await asyncio.wait_for(consumer.stop(), TIMEOUT)
+
+    assert sorted(asyncio.run(consume(10))) == sorted(first)
+    assert committed(cluster, group) == {(topic, 0): 5, (topic, 1): 5}
+    second = as_written(confluent_produce(cluster, topic, 6, 2))
+    assert sorted(asyncio.run(consume(6))) == sorted(second)
+    assert committed(cluster, group) == {(topic, 0): 8, (topic, 1): 8}
 
 
 # --- the lowest versions, that librdkafka's feature detection asks to overlap ---------------
