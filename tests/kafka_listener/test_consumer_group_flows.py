@@ -21,11 +21,17 @@ from typing import Any
 import pytest
 from kio.index import load_request_schema
 
-from strom.admin import AdminClient, NewTopic
 from tests.client.cluster_helpers import bootstrap
-from tests.kafka_listener.conftest import topics_known
-from tests.kafka_listener.data_helpers import BASE_TS, kafka_topic
-from tests.kafka_listener.kafka_cluster import TOPICS, KafkaCluster
+from tests.kafka_listener.client_flows import (
+    as_written,
+    committed,
+    confluent_member,
+    confluent_produce,
+    strom_describe,
+)
+from tests.kafka_listener.conftest import QUICK_GROUPS, started
+from tests.kafka_listener.data_helpers import kafka_topic
+from tests.kafka_listener.kafka_cluster import KafkaCluster
 from tests.node_integration.node_cluster import wait_until
 
 TIMEOUT = 30
@@ -33,87 +39,9 @@ TIMEOUT = 30
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory) -> Iterator[KafkaCluster]:
-    """The cluster of conftest.py, with groups that rebalance without the initial delay,
-    short sessions allowed and a small __consumer_offsets."""
-    cluster = KafkaCluster(
-        str(tmp_path_factory.mktemp("group_flows")),
-        3,
-        extra={
-            "group.initial.rebalance.delay.ms": "0",
-            "group.min.session.timeout.ms": "1000",
-            "offsets.topic.num.partitions": "3",
-        },
+    yield from started(
+        KafkaCluster(str(tmp_path_factory.mktemp("group_flows")), 3, dict(QUICK_GROUPS))
     )
-    cluster.start_all()
-    try:
-        cluster.wait_for_brokers()
-        with AdminClient(bootstrap(cluster)) as admin:
-            admin.create_topics(
-                NewTopic(name, partitions, replication_factor=3)
-                for name, partitions in TOPICS.items()
-            )
-        for node in cluster.ids:
-            wait_until(lambda n=node: topics_known(cluster, n), 20, f"node {node} topics")
-        yield cluster
-    finally:
-        cluster.stop_all()
-
-
-def confluent_produce(cluster: KafkaCluster, topic: str, count: int, partitions: int) -> list[Any]:
-    """`count` records through confluent-kafka's idempotent acks=all producer, round-robin
-    over the partitions, each with a key, two headers and a timestamp of its own; the
-    delivered messages (offsets assigned by the broker)."""
-    from confluent_kafka import Producer
-
-    producer = Producer(
-        {
-            "bootstrap.servers": cluster.kafka_bootstrap(),
-            "enable.idempotence": True,
-            "acks": "all",
-            "linger.ms": 5,
-        }
-    )
-    delivered: list[Any] = []
-
-    def on_delivery(error, message) -> None:
-        assert error is None, error
-        delivered.append(message)
-
-    for i in range(count):
-        producer.produce(
-            topic,
-            value=f"value-{i}".encode(),
-            key=f"key-{i}".encode(),
-            partition=i % partitions,
-            headers=[("n", str(i).encode()), ("source", b"confluent")],
-            timestamp=BASE_TS + i,
-            on_delivery=on_delivery,
-        )
-    assert producer.flush(TIMEOUT) == 0
-    assert len(delivered) == count
-    return delivered
-
-
-def as_written(delivered: list[Any]) -> list[tuple[int, int, bytes, bytes, int, Any]]:
-    """What confluent_produce wrote, as a consumer reads it: (partition, offset, key,
-    value, timestamp, headers); delivery reports carry no headers, so they are rebuilt."""
-    out = []
-    for m in delivered:
-        i = int(m.key().decode().removeprefix("key-"))
-        headers = [("n", str(i).encode()), ("source", b"confluent")]
-        out.append((m.partition(), m.offset(), m.key(), m.value(), BASE_TS + i, headers))
-    return out
-
-
-def committed(cluster: KafkaCluster, group: str) -> dict[tuple[str, int], int]:
-    with AdminClient(bootstrap(cluster)) as admin:
-        return admin.list_consumer_group_offsets(group)
-
-
-def strom_describe(cluster: KafkaCluster, group: str) -> Any:
-    with AdminClient(bootstrap(cluster)) as admin:
-        (described,) = admin.describe_consumer_groups([group])
-    return described
 
 
 # --- kcat -----------------------------------------------------------------------------------
@@ -157,23 +85,6 @@ def test_kcat_group_reads_keys_and_headers_and_commits(cluster):
 
 
 # --- confluent-kafka: two cooperative-sticky members, then one ------------------------------
-
-
-def confluent_member(cluster: KafkaCluster, group: str, name: str) -> Any:
-    from confluent_kafka import Consumer
-
-    return Consumer(
-        {
-            "bootstrap.servers": cluster.kafka_bootstrap(),
-            "group.id": group,
-            "client.id": name,
-            "partition.assignment.strategy": "cooperative-sticky",
-            "enable.auto.commit": False,
-            "auto.offset.reset": "earliest",
-            "session.timeout.ms": 6000,
-            "heartbeat.interval.ms": 500,
-        }
-    )
 
 
 def test_confluent_kafka_two_members_share_commit_and_one_takes_over(cluster):
