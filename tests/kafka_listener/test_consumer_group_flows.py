@@ -137,12 +137,12 @@ def test_confluent_kafka_two_members_share_commit_and_one_takes_over(cluster):
         wait_until(shared, 60, "the two members to share the partitions")
         delivered = confluent_produce(cluster, topic, 40, partitions)
 
-        def all_read() -> bool:
+        def read_by_both(count: int) -> bool:
             for name in members:
                 poll(name)
-            return len(read["one"]) + len(read["two"]) >= 40
+            return len(read["one"]) + len(read["two"]) >= count
 
-        wait_until(all_read, 60, "the 40 records to be read")
+        wait_until(lambda: read_by_both(40), 60, "the 40 records to be read")
         for name in members:
             poll(name)  # nothing more comes
         assert read["one"] and read["two"]
@@ -178,20 +178,30 @@ def test_confluent_kafka_two_members_share_commit_and_one_takes_over(cluster):
         ]
         assert {r[-1] for r in rows} == {"one", "two"}
 
-        # Member two leaves; one then owns every partition and goes on from the commits.
-        read["one"].clear()
+        # Both read 5 more records per partition; one commits, two leaves without
+        # committing. One then owns every partition and goes on from the commits: it
+        # reads again what two read after its last commit (Kafka's at-least-once), and
+        # nothing else twice; nothing is lost.
+        for name in members:
+            read[name].clear()
         more = confluent_produce(cluster, topic, 20, partitions)
-        open_members.pop("two").close()  # LeaveGroup: nothing read since its commit
+        wait_until(lambda: read_by_both(20), 60, "the 20 new records to be read")
+        assert sorted(read["one"] + read["two"]) == sorted(as_written(more))
+        members["one"].commit(asynchronous=False)
+        left = set(owned["two"])
+        open_members.pop("two").close()  # LeaveGroup, no commit
+        read["one"].clear()
+        again = 5 * len(left)
 
         def took_over() -> bool:
             poll("one")
-            return owned["one"] == set(range(partitions)) and len(read["one"]) >= 20
+            return owned["one"] == set(range(partitions)) and len(read["one"]) >= again
 
         wait_until(took_over, 60, "member one to own every partition and read on")
         poll("one")
         assert sorted(r[:2] for r in read["one"]) == sorted(
-            (m.partition(), m.offset()) for m in more
-        ), "nothing lost, nothing read twice"
+            (p, o) for p in left for o in range(10, 15)
+        ), "two's records after its last commit read again, nothing else"
         members["one"].commit(asynchronous=False)
         assert committed(cluster, group) == {(topic, p): 15 for p in range(partitions)}
         described = strom_describe(cluster, group)
