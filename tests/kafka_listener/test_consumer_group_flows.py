@@ -69,7 +69,7 @@ def test_kcat_group_reads_keys_and_headers_and_commits(cluster):
         + ["-X", "auto.offset.reset=earliest", "-X", "session.timeout.ms=6000"],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=TIMEOUT,
     )
     assert consumed.returncode == 0, consumed.stderr
     messages = [json.loads(line) for line in consumed.stdout.splitlines() if line.strip()]
