@@ -109,10 +109,14 @@ class Membership:
             self._join_static(request, group, join, protocols, instance, now)
             return
         if not member_id:
-            # KIP-394: hand out an id and have the member come back with it.
+            # KIP-394: hand out an id and have the member come back with it; a client older
+            # than KIP-394 (Kafka's JoinGroup v0-3) joins at once under the id made for it,
+            # as Kafka's coordinator does when the version does not require a known id.
             new_id = f"{join.client_id or 'member'}-{self.new_uuid()}"
             group.pending_members[new_id] = now + join.session_timeout_ms
-            raise MemberIdRequired(new_id)
+            if join.require_known_member_id:
+                raise MemberIdRequired(new_id)
+            member_id = new_id
         if member_id in group.pending_members:
             del group.pending_members[member_id]
             member = Member(

@@ -28,6 +28,9 @@ class JoinGroup:
     rebalance_timeout_ms: int
     protocol_type: str
     protocols: tuple[tuple[str, bytes], ...]  # (assignor name, subscription), preferred first
+    # KIP-394: a dynamic member's first join is answered MEMBER_ID_REQUIRED with its id.
+    # False for Kafka's JoinGroup v0-3, which predate it: the member joins at once.
+    require_known_member_id: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -66,14 +66,20 @@ SERVED: dict[int, ApiRange] = {
         # v1 only: v0 sends SASL tokens without Kafka's framing; every client here sends v1.
         ApiRange(SASL_HANDSHAKE, "SaslHandshake", 1, 1),
         ApiRange(SASL_AUTHENTICATE, "SaslAuthenticate", 1, 2),
-        # The consumer-group APIs (group_apis.py).
-        ApiRange(FIND_COORDINATOR, "FindCoordinator", 1, 6),
-        ApiRange(JOIN_GROUP, "JoinGroup", 5, 7),
-        ApiRange(SYNC_GROUP, "SyncGroup", 3, 5),
-        ApiRange(HEARTBEAT, "Heartbeat", 1, 4),
-        ApiRange(LEAVE_GROUP, "LeaveGroup", 1, 5),
-        ApiRange(OFFSET_COMMIT, "OffsetCommit", 3, 9),
-        ApiRange(OFFSET_FETCH, "OffsetFetch", 3, 9),
+        # The consumer-group APIs (group_apis.py). Those librdkafka's balanced consumer
+        # needs start at Kafka 4's lowest versions: it joins a group only when the broker's
+        # ranges overlap FindCoordinator, JoinGroup, SyncGroup, Heartbeat and LeaveGroup v0,
+        # OffsetCommit v1-2 and OffsetFetch v1 (rd_kafka_feature_map's
+        # BrokerBalancedConsumer; LZ4 also needs FindCoordinator v0), so Debian 12's kcat
+        # (librdkafka 2.0.2) `-G` never looked for a coordinator. It then sends their
+        # newest versions in its range (FindCoordinator 2, JoinGroup 5, OffsetCommit 7).
+        ApiRange(FIND_COORDINATOR, "FindCoordinator", 0, 6),
+        ApiRange(JOIN_GROUP, "JoinGroup", 0, 7),
+        ApiRange(SYNC_GROUP, "SyncGroup", 0, 5),
+        ApiRange(HEARTBEAT, "Heartbeat", 0, 4),
+        ApiRange(LEAVE_GROUP, "LeaveGroup", 0, 5),
+        ApiRange(OFFSET_COMMIT, "OffsetCommit", 2, 9),
+        ApiRange(OFFSET_FETCH, "OffsetFetch", 1, 9),
         ApiRange(LIST_GROUPS, "ListGroups", 1, 5),
         ApiRange(DESCRIBE_GROUPS, "DescribeGroups", 3, 6),
         ApiRange(DELETE_GROUPS, "DeleteGroups", 1, 2),

@@ -7,20 +7,25 @@ coordinator and the one authorizer decide), and converts the answer back in the 
 version. OffsetDelete has no gRPC twin yet; its rules are in that shared module all the
 same.
 
-What the versions change, and how it is read here:
-- FindCoordinator v4+ asks for a batch of keys (one answer each); v1-3 for one.
+What the versions change, and how it is read here (the ranges start at Kafka 4's lowest
+versions, as apis.py says why):
+- FindCoordinator v4+ asks for a batch of keys (one answer each); v0-3 for one, v0 always
+  for a group (it has no key type).
   Coordinators are this listener's endpoints (the caller's listener, as Metadata answers).
 - JoinGroup v4+ is always KIP-394's two-step join (MEMBER_ID_REQUIRED with the id to come
-  back with); v5+ carries group_instance_id (KIP-345 static members, as the coordinator
+  back with); v0-3 join at once under the id the coordinator makes, as Kafka's
+  (requireKnownMemberId); v0 has no rebalance timeout, the session timeout serves as it, as
+  in Kafka; v5+ carries group_instance_id (KIP-345 static members, as the coordinator
   keeps them); protocol type, names and metadata pass through as bytes, unread.
 - SyncGroup v5 names the protocol type and assignor the member was given: another than
   the generation's is INCONSISTENT_GROUP_PROTOCOL (the coordinator's check).
-- LeaveGroup v1-2 names one member (its error is the response's), v3+ a batch.
+- LeaveGroup v0-2 names one member (its error is the response's), v3+ a batch.
 - OffsetCommit: the generation and member checks are the coordinator's; a group-level
   error goes on every partition (the response has no other place for it). retention_time
   (v2-4) is not honoured: offsets expire by offsets.retention.minutes (KIP-211), the way
   Kafka treats clients that send -1.
-- OffsetFetch v8+ batches groups; v1-7 one group, a top-level error from v2. require_stable
+- OffsetFetch v8+ batches groups; v1-7 one group, a top-level error from v2 (v1 has none:
+  a group's error is answered on each partition asked, as Kafka does). require_stable
   (v7+) needs no wait: Strom has no transactions, so no offset is ever pending.
 - DescribeGroups v6 answers a group that does not exist GROUP_ID_NOT_FOUND (KIP-1043);
   older versions as Kafka did, a Dead group without error.
@@ -31,6 +36,7 @@ What the versions change, and how it is read here:
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -69,7 +75,7 @@ from server.kafka.frames import Request
 from server.kafka.versioned import build, nested
 from server.request_session import current_session
 from server.requests import groups as group_requests
-from server.requests.groups import CoordinatorAnswer, FetchAnswer, GroupPaths
+from server.requests.groups import CoordinatorAnswer, FetchAnswer, FetchedOffset, GroupPaths
 from strom_api.error_codes import ErrorCode
 
 # Kafka's "authorized operations not requested" value (Integer.MIN_VALUE).
@@ -121,7 +127,7 @@ class GroupApis:
         body = request.body
         response_type = _response(request)
         if request.api_version < 4:
-            answer = await self._coordinator(body.key_type, body.key)
+            answer = await self._coordinator(getattr(body, "key_type", 0), body.key)  # v1+
             return build(
                 response_type,
                 throttle_time=_NO_THROTTLE,
@@ -158,16 +164,18 @@ class GroupApis:
     async def join_group(self, request: Request) -> Any:
         body = request.body
         session = current_session()
+        session_timeout = body.session_timeout // _MS
         join = JoinGroup(
             str(body.group_id),
             body.member_id,
-            body.group_instance_id or None,
+            getattr(body, "group_instance_id", None) or None,  # v5+
             request.client_id or "",
             session.host if session is not None else "",
-            body.session_timeout // _MS,
-            body.rebalance_timeout // _MS,
+            session_timeout,
+            getattr(body, "rebalance_timeout", body.session_timeout) // _MS,  # v1+
             body.protocol_type,
             tuple((p.name, bytes(p.metadata)) for p in body.protocols),
+            require_known_member_id=request.api_version >= 4,
         )
         answer = await group_requests.join_group(self.paths, join, session)
         response_type = _response(request)
@@ -308,6 +316,8 @@ class GroupApis:
         response_type = _response(request)
         if request.api_version < 8:
             answer = await self._fetch(body.group_id, body.topics)
+            if request.api_version < 2 and answer.error is not None:
+                answer = _on_each_partition(answer, body.topics)
             return build(
                 response_type,
                 throttle_time=_NO_THROTTLE,
@@ -454,6 +464,17 @@ class GroupApis:
                 for name, partitions in by_topic.items()
             ),
         )
+
+
+def _on_each_partition(answer: FetchAnswer, topics: Any) -> FetchAnswer:
+    """OffsetFetch v1's answer to a group-level error: that error on each partition asked
+    (offset -1), since v1 has no top-level error code."""
+    failed = tuple(
+        FetchedOffset(str(t.name), int(p), -1, -1, "", answer.error)
+        for t in topics
+        for p in t.partition_indexes
+    )
+    return dataclasses.replace(answer, partitions=failed)
 
 
 def _fetched_topics(

@@ -557,3 +557,32 @@ def test_a_sync_for_another_protocol_than_the_generations_is_inconsistent():
             d.answer(d.send("sync_group", sync))
     same = SyncGroup("g", member, joined.generation_id, {}, "consumer", "range")
     assert d.answer(d.send("sync_group", same)) == SyncResult("consumer", "range", b"a")
+
+
+def test_a_member_older_than_kip_394_joins_at_once_under_the_id_made_for_it():
+    """Kafka's JoinGroup v0-3 (no known member id required): the first join is the join,
+    answered with the id the coordinator made, as Kafka's requireKnownMemberId=false."""
+    d = Driver()
+    d.load()
+    join = d.send(
+        "join_group",
+        JoinGroup(
+            "g",
+            "",
+            None,
+            "c",
+            "h",
+            SESSION,
+            REBALANCE,
+            "consumer",
+            (("range", b"s"),),
+            require_known_member_id=False,
+        ),
+    )
+    assert join not in d.answers  # a member: it waits the initial delay like any other
+    d.tick(d.now + DELAY)
+    answer = d.answer(join)
+    assert isinstance(answer, JoinResult)
+    assert answer.member_id == "c-u1" and answer.leader == "c-u1"
+    assert answer.generation_id == 1
+    assert d.group().pending_members == {}

@@ -3,6 +3,8 @@ created through Strom's own AdminClient (gRPC)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
@@ -24,7 +26,21 @@ from tests.node_integration.node_cluster import wait_until
 def cluster(tmp_path_factory, request):
     base = str(tmp_path_factory.mktemp(request.module.__name__.rsplit(".", 1)[-1]))
     # a module may name its own KafkaCluster subclass (other settings) as CLUSTER
-    cluster = getattr(request.module, "CLUSTER", KafkaCluster)(base, 3)
+    yield from started(getattr(request.module, "CLUSTER", KafkaCluster)(base, 3))
+
+
+# Brokers whose groups rebalance without the initial delay, allow short sessions and keep
+# a small __consumer_offsets: for modules whose real clients join groups.
+QUICK_GROUPS = {
+    "group.initial.rebalance.delay.ms": "0",
+    "group.min.session.timeout.ms": "1000",
+    "offsets.topic.num.partitions": "3",
+}
+
+
+def started(cluster: KafkaCluster) -> Iterator[KafkaCluster]:
+    """`cluster` started with the topics of TOPICS, known with leaders by every broker's
+    Kafka listener; stopped when the generator is closed."""
     cluster.start_all()
     try:
         cluster.wait_for_brokers()

@@ -82,7 +82,7 @@ def dispatcher(paths: GroupPaths) -> KafkaApis:
 def answer(apis: KafkaApis, key: int, version: int, **fields: Any) -> Any:
     body_type = load_request_schema(key, version)
     body = sample(body_type)
-    body = dataclasses.replace(body, key_type=0) if key == 10 else body
+    body = dataclasses.replace(body, key_type=0) if key == 10 and version >= 1 else body
     body = dataclasses.replace(body, **fields)
     token = enter(ALICE)
     try:
