@@ -119,13 +119,21 @@ def encode_assignment(a: Assignment) -> bytes:
     return bytes(out)
 
 
+class MalformedAssignment(ValueError):
+    """Bytes that are not a ConsumerProtocolAssignment."""
+
+
 def decode_assignment(data: bytes) -> Assignment:
+    """A ConsumerProtocolAssignment (any version); MalformedAssignment if it is not one."""
     if not data:
         return Assignment()
     r = _Reader(data)
-    r.take(">h")
-    partitions = tuple(r.partitions())
-    user_data = r.bytes_() if r.more() else b""
+    try:
+        r.take(">h")
+        partitions = tuple(r.partitions())
+        user_data = r.bytes_() if r.more() else b""
+    except (struct.error, UnicodeDecodeError) as exc:
+        raise MalformedAssignment(f"{len(data)} bytes that do not read as one ({exc})") from None
     return Assignment(partitions, user_data)
 
 

@@ -17,7 +17,7 @@ import grpc
 import grpc.aio
 
 from strom._loop_thread import shared_loop
-from strom.assignors import decode_assignment
+from strom.assignors import MalformedAssignment, decode_assignment
 from strom.cluster import Cluster, parse_bootstrap
 from strom.errors import AuthorizationError, StromError, error_for, error_name, from_pb
 from strom.fetcher import EARLIEST, LATEST, FetchConfig, Fetcher, TopicPartition
@@ -189,9 +189,7 @@ class GroupAdmin:
                     m.group_instance_id,
                     m.client_id,
                     m.client_host,
-                    tuple(
-                        TopicPartition(t, p) for t, p in decode_assignment(m.assignment).partitions
-                    ),
+                    _assigned(g, m),
                 )
                 for m in g.members
             )
@@ -300,3 +298,21 @@ def _first_error(response: Any) -> ErrorCode:
 
 
 __all__ = ["EARLIEST", "LATEST", "GroupAdmin", "GroupDescription", "GroupListing", "PartitionLag"]
+
+
+def _assigned(group: Any, member: Any) -> tuple[TopicPartition, ...]:
+    """A member's partitions, from its assignment when the group speaks Kafka's consumer
+    protocol (or has no protocol type yet), as Kafka's AdminClient reads them; other groups'
+    assignments are their own business (none). Bytes that are not a consumer assignment
+    are CORRUPT_MESSAGE with a sentence, as Kafka's describe fails on them."""
+    if group.protocol_type not in ("consumer", ""):
+        return ()
+    try:
+        assignment = decode_assignment(member.assignment)
+    except MalformedAssignment as exc:
+        raise StromError(
+            ErrorCode.CORRUPT_MESSAGE,
+            f"member {member.member_id} of group {group.group_id} has an assignment that is "
+            f"not a consumer protocol assignment: {exc}",
+        ) from None
+    return tuple(TopicPartition(t, p) for t, p in assignment.partitions)
