@@ -63,9 +63,12 @@ SERVED: dict[int, ApiRange] = {
         # From v0, as Kafka 4 (KIP-896 kept every Metadata version): Debian 12's kcat links
         # librdkafka 2.0.2, which asks for v4 at most; aiokafka for v0-5.
         ApiRange(METADATA, "Metadata", 0, 13),
-        # v1 only: v0 sends SASL tokens without Kafka's framing; every client here sends v1.
-        ApiRange(SASL_HANDSHAKE, "SaslHandshake", 1, 1),
-        ApiRange(SASL_AUTHENTICATE, "SaslAuthenticate", 1, 2),
+        # From v0 (then the SASL tokens come bare, without Kafka's framing: sasl_api.py), as
+        # Kafka 4: librdkafka 2.0.2 (Debian 12's kcat) turns SASL on only with v0 served.
+        ApiRange(SASL_HANDSHAKE, "SaslHandshake", 0, 1),
+        # From v0, as Kafka 4: librdkafka 2.0.2 sends SaslAuthenticate requests (not bare
+        # tokens) only when v0 is served.
+        ApiRange(SASL_AUTHENTICATE, "SaslAuthenticate", 0, 2),
         # The consumer-group APIs (group_apis.py). Those librdkafka's balanced consumer
         # needs start at Kafka 4's lowest versions: it joins a group only when the broker's
         # ranges overlap FindCoordinator, JoinGroup, SyncGroup, Heartbeat and LeaveGroup v0,

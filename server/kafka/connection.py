@@ -121,6 +121,12 @@ async def _serve_one(
     except asyncio.IncompleteReadError as exc:
         return f"the connection ended inside a frame: {len(exc.partial)} of {size} bytes came"
     start = time.perf_counter()
+    if auth.raw_tokens:  # after a v0 SaslHandshake: a bare SASL token, not a request
+        token, failed = auth.raw_token(frame)
+        if token is not None:
+            answers.writer.write(SIZE.pack(len(token)) + token)
+            await answers.flush()
+        return "" if failed else None  # a refused exchange was logged by sasl_exchange
     try:
         request = parse_request(frame)
     except InvalidRequest as exc:

@@ -9,9 +9,11 @@ rules of server/sasl_exchange.py that the gRPC listeners share.
 - SaslHandshake names the mechanism; one the listener does not enable is answered
   UNSUPPORTED_SASL_MECHANISM with the enabled ones, and the connection closed. Each
   SaslAuthenticate carries one client message; a refusal is answered with Kafka's error
-  and a sentence, then the connection is closed, as Kafka does. v0 of SaslHandshake
-  (SASL tokens without Kafka framing) is not served; every client this listener serves
-  sends v1.
+  and a sentence, then the connection is closed, as Kafka does. After a v0 SaslHandshake
+  (before KIP-152; served as Kafka 4 serves it: Debian 12's kcat, on librdkafka 2.0.2,
+  turns SASL on only when the broker's range includes v0) the client's messages come as
+  bare size-prefixed tokens, answered the same way; a refused one closes the connection,
+  since a bare token carries no error.
 - KIP-368: a session of connections.max.reauth.ms (or an OAUTHBEARER token's remaining
   life) tells the client its lifetime; the client re-authenticates on the same connection
   before it ends (SaslHandshake + SaslAuthenticate again, as the same principal; another
@@ -62,6 +64,7 @@ class ConnectionAuthentication:
         self.clock_ms = clock_ms
         self.expires_at_ms = 0  # 0: the session does not end
         self._exchange: SaslExchange | None = None
+        self.raw_tokens = False  # a v0 handshake's exchange is under way
 
     def refusal(self, request: Request | UnsupportedApiVersions) -> str | None:
         """Why `request` closes the connection before it is served, or None."""
@@ -98,7 +101,36 @@ class ConnectionAuthentication:
             error = kafka_error_code(ErrorCode(exc.code))
             return build(response, error_code=error, mechanisms=mechanisms), True
         self._exchange = exchange
+        # v0: the client's SASL messages follow as bare size-prefixed tokens, not as
+        # SaslAuthenticate requests (Kafka's handshake before KIP-152).
+        self.raw_tokens = request.api_version == 0
         return build(response, error_code=KafkaErrorCode.none, mechanisms=mechanisms), False
+
+    def raw_token(self, data: bytes) -> tuple[bytes | None, bool]:
+        """After a v0 handshake: the server's token for the client's (None: nothing to
+        send), and whether the exchange failed and the connection closes (a bare token
+        cannot carry an error: Kafka closes, and the failure is logged)."""
+        exchange = self._exchange
+        assert exchange is not None and self.raw_tokens
+        try:
+            answer = exchange.step(data)
+        except SaslRefused:
+            self._exchange, self.raw_tokens = None, False
+            return None, True
+        if not isinstance(answer, Authenticated):
+            return answer, False
+        self._exchange, self.raw_tokens = None, False
+        if self.principal is not None and answer.principal != self.principal:
+            exchange.abandon(
+                ErrorCode.SASL_AUTHENTICATION_FAILED,
+                "Cannot change principals during re-authentication from "
+                f"{self.principal}: {answer.principal}",
+            )
+            return None, True
+        self.principal = answer.principal
+        now = self.clock_ms()
+        self.expires_at_ms = now + answer.lifetime_ms if answer.lifetime_ms else 0
+        return answer.last, False
 
     def _authenticate(self, request: Request) -> tuple[Any, bool]:
         exchange, self._exchange = self._exchange, None

@@ -9,6 +9,10 @@ principal, and a request after it ended closing the connection."""
 
 from __future__ import annotations
 
+import json
+import shutil
+import struct
+import subprocess
 import time
 
 import pytest
@@ -149,7 +153,7 @@ def test_nothing_but_the_sasl_apis_before_authentication(cluster):
         versions = ask(sock, load_request_schema(18, 3)(
             client_software_name="raw", client_software_version="1"), 1)  # fmt: skip
         served = {k.api_key: (k.min_version, k.max_version) for k in versions.api_keys}
-        assert served[17] == (1, 1) and served[36] == (1, 2)
+        assert served[17] == (0, 1) and served[36] == (0, 2)
         assert ask(sock, metadata_request(), 2) is None  # closed, as Kafka does
     with connect(kafka_address(cluster)) as sock:
         answer = ask(sock, load_request_schema(17, 1)(mechanism="GSSAPI"), 1)
@@ -180,3 +184,40 @@ def test_a_session_is_renewed_as_the_same_principal_and_ends_after_its_lifetime(
         assert other.error_code == ErrorCode.sasl_authentication_failed
         assert "Cannot change principals" in other.error_message
         assert read_frame(sock) is None
+
+
+def bare(sock, token: bytes) -> bytes | None:
+    sock.sendall(struct.pack(">i", len(token)) + token)
+    return read_frame(sock)
+
+
+def test_a_v0_handshake_then_bare_tokens_log_in(cluster):
+    """Kafka's SASL before KIP-152, which old librdkafka (Debian 12's kcat) speaks: the
+    tokens come size-prefixed without Kafka's request framing, and so do the answers."""
+    with connect(kafka_address(cluster)) as sock:
+        handshake = ask(sock, load_request_schema(17, 0)(mechanism="PLAIN"), 1)
+        assert handshake.error_code == ErrorCode.none
+        assert bare(sock, b"\0admin\0admin-secret") == b""  # PLAIN's empty answer
+        assert TOPIC in [t.name for t in ask(sock, metadata_request(), 2).topics]
+    with connect(kafka_address(cluster)) as sock:
+        assert ask(sock, load_request_schema(17, 0)(mechanism="PLAIN"), 1).error_code == 0
+        assert bare(sock, b"\0admin\0wrong") is None  # refused: the connection closes
+
+
+def test_kcat_logs_in_with_plain(cluster):
+    """Debian 12's kcat (librdkafka 2.0.2) logs in once SaslHandshake v0 and
+    SaslAuthenticate v0 are served, as Kafka 4 serves them. Its SCRAM is refused, by Kafka 4
+    too: librdkafka before 2.6.1 repeats its client nonce in the final message
+    (librdkafka#4895), which RFC 5802's check refuses."""
+    kcat = shutil.which("kcat")
+    if kcat is None:
+        pytest.skip("kcat is not installed (Debian package kcat; .ci/run installs it)")
+    for mechanism, user, password in (("PLAIN", "admin", "admin-secret"),):
+        listed = subprocess.run(
+            [kcat, "-L", "-J", "-b", cluster.kafka_bootstrap(), "-m", "10",
+             "-X", "security.protocol=SASL_PLAINTEXT", "-X", f"sasl.mechanisms={mechanism}",
+             "-X", f"sasl.username={user}", "-X", f"sasl.password={password}"],
+            capture_output=True, text=True, timeout=30,
+        )  # fmt: skip
+        assert listed.returncode == 0, listed.stderr
+        assert TOPIC in [t["topic"] for t in json.loads(listed.stdout)["topics"]]
