@@ -291,24 +291,10 @@ class GroupApis:
         )
         answer = await group_requests.commit_offsets(self.paths, commit, current_session())
         response_type = _response(request)
-        topic_type = nested(response_type, "OffsetCommitResponseTopic")
-        partition_type = nested(response_type, "OffsetCommitResponsePartition")
-        by_topic: dict[str, list[Any]] = {}
-        for result in answer.partitions:
-            by_topic.setdefault(result.topic, []).append(
-                build(
-                    partition_type,
-                    partition_index=i32(result.partition),
-                    error_code=_code(result.error),
-                )
-            )
         return build(
             response_type,
             throttle_time=_NO_THROTTLE,
-            topics=tuple(
-                build(topic_type, name=name, partitions=tuple(partitions))
-                for name, partitions in by_topic.items()
-            ),
+            topics=_partition_errors(response_type, "OffsetCommitResponse", answer.partitions),
         )
 
     async def offset_fetch(self, request: Request) -> Any:
@@ -444,26 +430,32 @@ class GroupApis:
         )
         answer = await group_requests.delete_offsets(self.paths, delete, current_session())
         response_type = _response(request)
-        topic_type = nested(response_type, "OffsetDeleteResponseTopic")
-        partition_type = nested(response_type, "OffsetDeleteResponsePartition")
-        by_topic: dict[str, list[Any]] = {}
-        for result in answer.partitions:
-            by_topic.setdefault(result.topic, []).append(
-                build(
-                    partition_type,
-                    partition_index=i32(result.partition),
-                    error_code=_code(result.error),
-                )
-            )
         return build(
             response_type,
             error_code=_code(answer.error),
             throttle_time=_NO_THROTTLE,
-            topics=tuple(
-                build(topic_type, name=name, partitions=tuple(partitions))
-                for name, partitions in by_topic.items()
-            ),
+            topics=_partition_errors(response_type, "OffsetDeleteResponse", answer.partitions),
         )
+
+
+def _partition_errors(response_type: Any, prefix: str, results: Any) -> tuple[Any, ...]:
+    """Each partition's error, grouped by topic as Kafka's response builders group them
+    (OffsetCommit, OffsetDelete: `prefix`Topic holding `prefix`Partition entries)."""
+    topic_type = nested(response_type, f"{prefix}Topic")
+    partition_type = nested(response_type, f"{prefix}Partition")
+    by_topic: dict[str, list[Any]] = {}
+    for result in results:
+        by_topic.setdefault(result.topic, []).append(
+            build(
+                partition_type,
+                partition_index=i32(result.partition),
+                error_code=_code(result.error),
+            )
+        )
+    return tuple(
+        build(topic_type, name=name, partitions=tuple(partitions))
+        for name, partitions in by_topic.items()
+    )
 
 
 def _on_each_partition(answer: FetchAnswer, topics: Any) -> FetchAnswer:
