@@ -58,6 +58,8 @@ DESCRIBE_PRODUCERS = 61
 DESCRIBE_ACLS = 29
 CREATE_ACLS = 30
 DELETE_ACLS = 31
+DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+ALTER_USER_SCRAM_CREDENTIALS = 51
 
 SERVED: dict[int, ApiRange] = {
     api.key: api
@@ -119,5 +121,7 @@ SERVED: dict[int, ApiRange] = {
         ApiRange(DESCRIBE_ACLS, "DescribeAcls", 1, 3),
         ApiRange(CREATE_ACLS, "CreateAcls", 1, 3),
         ApiRange(DELETE_ACLS, "DeleteAcls", 1, 3),
+        ApiRange(DESCRIBE_USER_SCRAM_CREDENTIALS, "DescribeUserScramCredentials", 0, 0),
+        ApiRange(ALTER_USER_SCRAM_CREDENTIALS, "AlterUserScramCredentials", 0, 0),
     )
 }

@@ -4,7 +4,7 @@ servicers call (server/metadata_answer.py for Metadata, server/requests/ through
 data-plane modules: produce_api.py, producer_id_api.py, fetch_api.py, offsets_api.py,
 delete_records_api.py; the group paths through group_apis.py; the gRPC forwarder's
 authorized path to the controller through topic_admin.py, config_admin.py,
-cluster_admin.py, acl_admin.py; broker_admin.py)."""
+cluster_admin.py, acl_admin.py, scram_admin.py; broker_admin.py)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from server.kafka.api_versions import api_versions_response, valid_request
 from server.kafka.apis import (
     ALTER_CONFIGS,
     ALTER_PARTITION_REASSIGNMENTS,
+    ALTER_USER_SCRAM_CREDENTIALS,
     API_VERSIONS,
     CONNECTION_APIS,
     CREATE_ACLS,
@@ -35,6 +36,7 @@ from server.kafka.apis import (
     DESCRIBE_LOG_DIRS,
     DESCRIBE_PRODUCERS,
     DESCRIBE_QUORUM,
+    DESCRIBE_USER_SCRAM_CREDENTIALS,
     ELECT_LEADERS,
     FETCH,
     INCREMENTAL_ALTER_CONFIGS,
@@ -58,6 +60,7 @@ from server.kafka.metadata_api import metadata_response, requested_names
 from server.kafka.offsets_api import list_offsets_api, offset_for_leader_epoch_api
 from server.kafka.produce_api import produce_api
 from server.kafka.producer_id_api import init_producer_id_api
+from server.kafka.scram_admin import ScramAdmin
 from server.kafka.topic_admin import TopicAdmin
 from server.metadata_answer import MetadataSources, metadata_answer
 from server.request_authorization import RequestAuthorizer
@@ -93,6 +96,7 @@ class KafkaApis:
         )
         broker = BrokerAdmin(replicas, authz or RequestAuthorizer())
         acls = AclAdmin(controller or _no_controller, authz or RequestAuthorizer())
+        scram = ScramAdmin(controller or _no_controller)
         handlers: dict[int, Handler] = {
             API_VERSIONS: self.api_versions,
             METADATA: self.metadata,
@@ -118,6 +122,8 @@ class KafkaApis:
             DESCRIBE_ACLS: acls.describe_acls,
             CREATE_ACLS: acls.create_acls,
             DELETE_ACLS: acls.delete_acls,
+            DESCRIBE_USER_SCRAM_CREDENTIALS: scram.describe_user_scram_credentials,
+            ALTER_USER_SCRAM_CREDENTIALS: scram.alter_user_scram_credentials,
         }
         handlers.update(GroupApis(listener_name, groups).handlers())
         # Served exactly what is advertised: a table entry without a handler is a bug.

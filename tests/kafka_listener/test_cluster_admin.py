@@ -239,7 +239,7 @@ def test_alter_partition_reassignments_v0_cancels_nothing_in_progress(cluster):
 def test_acl_apis_answer_security_disabled_without_an_authorizer(cluster):
     """As Kafka's AclApis on a cluster with no authorizer.class.name (this module's cluster
     has none): per creation, per filter, and for the whole description. The ACL APIs
-    themselves are tested in test_acl_admin.py."""
+    themselves are tested in test_security_admin.py."""
     filter_fields = dict(
         resource_type_filter=i8(1), resource_name_filter=None, pattern_type_filter=i8(1),
         principal_filter=None, host_filter=None, operation=i8(1), permission_type=i8(1),

@@ -1,9 +1,12 @@
-"""DescribeAcls, CreateAcls and DeleteAcls through the Kafka listener (issue 20), on a
-cluster with Kafka's StandardAuthorizer and a SASL_PLAINTEXT Kafka listener: admin (a super
-user) manages ACLs with confluent-kafka (librdkafka: v2) and kafka-python (v3); alice (no
-ACLs) is refused CLUSTER_AUTHORIZATION_FAILED; ACLs made through the Kafka protocol are seen
-by Strom's own AdminClient (gRPC) and the reverse. SECURITY_DISABLED on a cluster without an
-authorizer is in test_cluster_admin.py (the shared cluster has none)."""
+"""The security admin APIs through the Kafka listener (issue 20), on a cluster with Kafka's
+StandardAuthorizer and a SASL_PLAINTEXT Kafka listener. DescribeAcls, CreateAcls and
+DeleteAcls: admin (a super user) manages ACLs with confluent-kafka (librdkafka: v2) and
+kafka-python (v3); alice (no ACLs) is refused CLUSTER_AUTHORIZATION_FAILED; ACLs made through
+the Kafka protocol are seen by Strom's own AdminClient (gRPC) and the reverse.
+Describe/AlterUserScramCredentials: a user made by confluent-kafka (which salts the
+password) logs in with SCRAM and is seen by Strom's AdminClient; Kafka's per-user errors
+through kafka-python. SECURITY_DISABLED on a cluster without an authorizer is in
+test_cluster_admin.py (the shared cluster has none)."""
 
 from __future__ import annotations
 
@@ -288,3 +291,100 @@ def test_kafka_python_and_strom_see_each_others_acls(cluster, kafka_python, stro
     ]
     assert strom_acls(strom_admin, "payments") == set()
     assert strom_acls(strom_admin, "audit") == set()
+
+
+# --- SCRAM credentials ---------------------------------------------------------------------
+
+
+def test_a_user_made_by_confluent_kafka_logs_in_with_scram(cluster, strom_admin):
+    from confluent_kafka.admin import (
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialUpsertion,
+    )
+
+    admin = librdkafka_admin(cluster)
+    upsertion = UserScramCredentialUpsertion(
+        "carol", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 8192), b"carol-secret"
+    )
+    futures = admin.alter_user_scram_credentials([upsertion], request_timeout=TIMEOUT)
+    assert futures["carol"].result(timeout=TIMEOUT) is None
+
+    described = admin.describe_user_scram_credentials(["carol"], request_timeout=TIMEOUT)
+    infos = described["carol"].result(timeout=TIMEOUT).scram_credential_infos
+    assert [(i.mechanism, i.iterations) for i in infos] == [(ScramMechanism.SCRAM_SHA_256, 8192)]
+    seen = strom_admin.describe_user_scram_credentials(["carol"])["carol"].credential_infos
+    assert [(i.mechanism, i.iterations) for i in seen] == [("SCRAM-SHA-256", 8192)]
+
+    from confluent_kafka.admin import AdminClient as KafkaAdmin
+
+    carol = KafkaAdmin(sasl_config(cluster, "carol", "carol-secret", "SCRAM-SHA-256"))
+    carol.list_topics(timeout=TIMEOUT)  # raises when the login fails
+    wrong = KafkaAdmin(sasl_config(cluster, "carol", "not-hers", "SCRAM-SHA-256"))
+    from confluent_kafka import KafkaException
+
+    with pytest.raises(KafkaException):
+        wrong.list_topics(timeout=5)
+
+    with pytest.raises(Exception) as unknown:
+        admin.describe_user_scram_credentials(["ghost"], request_timeout=TIMEOUT)["ghost"].result(
+            timeout=TIMEOUT
+        )
+    assert unknown.value.args[0].name() == "RESOURCE_NOT_FOUND"
+    # Kafka's codes per user, as librdkafka reads them
+    twice = [
+        UserScramCredentialUpsertion(
+            "ivy", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), password
+        )
+        for password in (b"one", b"two")
+    ]
+    futures = admin.alter_user_scram_credentials(twice, request_timeout=TIMEOUT)
+    with pytest.raises(Exception) as duplicate:
+        futures["ivy"].result(timeout=TIMEOUT)
+    assert duplicate.value.args[0].name() == "DUPLICATE_RESOURCE"
+
+
+def test_kafka_python_gets_kafkas_errors_per_user(cluster, kafka_python):
+    from kafka.admin import ScramMechanism, UserScramCredentialDeletion
+    from kafka.admin import UserScramCredentialUpsertion as Upsertion
+
+    answers = kafka_python.alter_user_scram_credentials(
+        [
+            Upsertion("erin", ScramMechanism.SCRAM_SHA_512, "erin-secret", iterations=4096),
+            UserScramCredentialDeletion("frank", ScramMechanism.SCRAM_SHA_256),
+            UserScramCredentialDeletion("gina", ScramMechanism.UNKNOWN),
+            Upsertion("hal", ScramMechanism.SCRAM_SHA_256, "one", iterations=4096),
+            Upsertion("hal", ScramMechanism.SCRAM_SHA_256, "two", iterations=4096),
+        ]
+    )
+    assert answers["erin"] is None
+    assert "does not exist" in answers["frank"]  # RESOURCE_NOT_FOUND
+    assert answers["gina"].startswith("Unknown SCRAM mechanism 0")  # UNSUPPORTED_SASL_MECHANISM
+    assert "cannot be altered twice" in answers["hal"]  # DUPLICATE_RESOURCE
+    described = kafka_python.describe_user_scram_credentials(["erin", "nobody", "erin"])
+    assert "does not exist" in described["nobody"]["error"]  # RESOURCE_NOT_FOUND
+    assert "twice" in described["erin"]["error"]  # DUPLICATE_RESOURCE
+
+
+def test_scram_apis_without_cluster_rights_are_refused(cluster):
+    from kafka.admin import KafkaAdminClient, ScramMechanism
+    from kafka.admin import UserScramCredentialUpsertion as Upsertion
+    from kafka.errors import ClusterAuthorizationFailedError
+
+    alice = KafkaAdminClient(
+        bootstrap_servers=cluster.kafka_bootstrap(),
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="PLAIN",
+        sasl_plain_username="alice",
+        sasl_plain_password=USERS["alice"],
+        request_timeout_ms=TIMEOUT * 1000,
+    )
+    try:
+        with pytest.raises(ClusterAuthorizationFailedError):
+            alice.describe_user_scram_credentials()
+        answers = alice.alter_user_scram_credentials(
+            [Upsertion("alice", ScramMechanism.SCRAM_SHA_256, "mine", iterations=4096)]
+        )
+        assert "may not ALTER Cluster" in answers["alice"]
+    finally:
+        alice.close()
