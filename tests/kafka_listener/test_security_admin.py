@@ -203,7 +203,7 @@ def test_confluent_kafka_without_cluster_alter_is_refused(cluster):
             call().result(timeout=TIMEOUT)
         assert refused.value.args[0].name() == "CLUSTER_AUTHORIZATION_FAILED"
     # librdkafka 2.16 reads DescribeAcls' top-level error but answers an empty list (it
-    # never sets it on the result); kafka-python raises it.
+    # never sets it on the result, against Kafka's brokers too); kafka-python raises it.
     from kafka.admin import ACLFilter as KafkaACLFilter
     from kafka.admin import ACLOperation as KafkaOp
     from kafka.admin import ACLPermissionType as KafkaPermission
