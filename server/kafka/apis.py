@@ -55,6 +55,11 @@ DESCRIBE_QUORUM = 55
 DESCRIBE_CLUSTER = 60
 DESCRIBE_LOG_DIRS = 35
 DESCRIBE_PRODUCERS = 61
+DESCRIBE_ACLS = 29
+CREATE_ACLS = 30
+DELETE_ACLS = 31
+DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+ALTER_USER_SCRAM_CREDENTIALS = 51
 
 SERVED: dict[int, ApiRange] = {
     api.key: api
@@ -111,5 +116,12 @@ SERVED: dict[int, ApiRange] = {
         ApiRange(DESCRIBE_CLUSTER, "DescribeCluster", 2, 2),
         ApiRange(DESCRIBE_LOG_DIRS, "DescribeLogDirs", 5, 5),
         ApiRange(DESCRIBE_PRODUCERS, "DescribeProducers", 0, 0),
+        # From v1 (Kafka 4's lowest, KIP-896): librdkafka asks for up to v2, kafka-python
+        # for v3 (USER resources need it).
+        ApiRange(DESCRIBE_ACLS, "DescribeAcls", 1, 3),
+        ApiRange(CREATE_ACLS, "CreateAcls", 1, 3),
+        ApiRange(DELETE_ACLS, "DeleteAcls", 1, 3),
+        ApiRange(DESCRIBE_USER_SCRAM_CREDENTIALS, "DescribeUserScramCredentials", 0, 0),
+        ApiRange(ALTER_USER_SCRAM_CREDENTIALS, "AlterUserScramCredentials", 0, 0),
     )
 }

@@ -4,7 +4,7 @@ servicers call (server/metadata_answer.py for Metadata, server/requests/ through
 data-plane modules: produce_api.py, producer_id_api.py, fetch_api.py, offsets_api.py,
 delete_records_api.py; the group paths through group_apis.py; the gRPC forwarder's
 authorized path to the controller through topic_admin.py, config_admin.py,
-cluster_admin.py; broker_admin.py)."""
+cluster_admin.py, acl_admin.py, scram_admin.py; broker_admin.py)."""
 
 from __future__ import annotations
 
@@ -16,21 +16,27 @@ from kio.schema.errors import ErrorCode as KafkaErrorCode
 from broker.replica_manager import ReplicaManager
 from metadata.image import MetadataImage
 from server.controller_forwarder import ControllerCall, NoControllerAnswered
+from server.kafka.acl_admin import AclAdmin
 from server.kafka.api_versions import api_versions_response, valid_request
 from server.kafka.apis import (
     ALTER_CONFIGS,
     ALTER_PARTITION_REASSIGNMENTS,
+    ALTER_USER_SCRAM_CREDENTIALS,
     API_VERSIONS,
     CONNECTION_APIS,
+    CREATE_ACLS,
     CREATE_PARTITIONS,
     CREATE_TOPICS,
+    DELETE_ACLS,
     DELETE_RECORDS,
     DELETE_TOPICS,
+    DESCRIBE_ACLS,
     DESCRIBE_CLUSTER,
     DESCRIBE_CONFIGS,
     DESCRIBE_LOG_DIRS,
     DESCRIBE_PRODUCERS,
     DESCRIBE_QUORUM,
+    DESCRIBE_USER_SCRAM_CREDENTIALS,
     ELECT_LEADERS,
     FETCH,
     INCREMENTAL_ALTER_CONFIGS,
@@ -54,6 +60,7 @@ from server.kafka.metadata_api import metadata_response, requested_names
 from server.kafka.offsets_api import list_offsets_api, offset_for_leader_epoch_api
 from server.kafka.produce_api import produce_api
 from server.kafka.producer_id_api import init_producer_id_api
+from server.kafka.scram_admin import ScramAdmin
 from server.kafka.topic_admin import TopicAdmin
 from server.metadata_answer import MetadataSources, metadata_answer
 from server.request_authorization import RequestAuthorizer
@@ -88,6 +95,8 @@ class KafkaApis:
             controller or _no_controller, listener_name, authz or RequestAuthorizer()
         )
         broker = BrokerAdmin(replicas, authz or RequestAuthorizer())
+        acls = AclAdmin(controller or _no_controller, authz or RequestAuthorizer())
+        scram = ScramAdmin(controller or _no_controller)
         handlers: dict[int, Handler] = {
             API_VERSIONS: self.api_versions,
             METADATA: self.metadata,
@@ -110,6 +119,11 @@ class KafkaApis:
             DESCRIBE_QUORUM: cluster.describe_quorum,
             DESCRIBE_LOG_DIRS: broker.describe_log_dirs,
             DESCRIBE_PRODUCERS: broker.describe_producers,
+            DESCRIBE_ACLS: acls.describe_acls,
+            CREATE_ACLS: acls.create_acls,
+            DELETE_ACLS: acls.delete_acls,
+            DESCRIBE_USER_SCRAM_CREDENTIALS: scram.describe_user_scram_credentials,
+            ALTER_USER_SCRAM_CREDENTIALS: scram.alter_user_scram_credentials,
         }
         handlers.update(GroupApis(listener_name, groups).handlers())
         # Served exactly what is advertised: a table entry without a handler is a bug.

@@ -7,6 +7,7 @@ through Strom's own AdminClient (gRPC)."""
 from __future__ import annotations
 
 import datetime
+import sys
 
 import pytest
 from kio.index import load_request_schema
@@ -233,3 +234,35 @@ def test_alter_partition_reassignments_v0_cancels_nothing_in_progress(cluster):
     ((partition,),) = [t.partitions for t in response.responses]
     assert partition.error_code == ErrorCode.no_reassignment_in_progress
     assert partition.error_message == "No partition reassignment is in progress."
+
+
+def test_acl_apis_answer_security_disabled_without_an_authorizer(cluster):
+    """As Kafka's AclApis on a cluster with no authorizer.class.name (this module's cluster
+    has none): per creation, per filter, and for the whole description. The ACL APIs
+    themselves are tested in test_security_admin.py."""
+    filter_fields = dict(
+        resource_type_filter=i8(1), resource_name_filter=None, pattern_type_filter=i8(1),
+        principal_filter=None, host_filter=None, operation=i8(1), permission_type=i8(1),
+    )  # fmt: skip
+    described = _raw(cluster, load_request_schema(29, 3)(**filter_fields), 29)
+    assert (described.error_code, described.error_message) == (
+        ErrorCode.security_disabled,
+        "No Authorizer is configured.",
+    )
+    assert described.resources == ()
+    create_type = load_request_schema(30, 3)
+    creation = sys.modules[create_type.__module__].AclCreation(
+        resource_type=i8(2), resource_name="t", resource_pattern_type=i8(3),
+        principal="User:alice", host="*", operation=i8(3), permission_type=i8(3),
+    )  # fmt: skip
+    created = _raw(cluster, create_type(creations=(creation,)), 30)
+    assert [(r.error_code, r.error_message) for r in created.results] == [
+        (ErrorCode.security_disabled, "No Authorizer is configured.")
+    ]
+    delete_type = load_request_schema(31, 3)
+    deletion = sys.modules[delete_type.__module__].DeleteAclsFilter(**filter_fields)
+    deleted = _raw(cluster, delete_type(filters=(deletion, deletion)), 31)
+    assert [(r.error_code, r.matching_acls) for r in deleted.filter_results] == [
+        (ErrorCode.security_disabled, ()),
+        (ErrorCode.security_disabled, ()),
+    ]
