@@ -356,7 +356,11 @@ def read_replicas(
 ) -> dict[int, dict[int, dict[int, bytes]]]:
     """{partition: {broker: {offset: value}}}: every replica's records up to its own high
     watermark (Kafka's debugging-consumer fetch), once the replicas' high watermarks agree
-    (or `timeout_s` passed)."""
+    and every replica answers (or `timeout_s` passed). A broker restarted by the final heal
+    can be registered, so unfenced, and still refuse calls UNAVAILABLE until it has caught up
+    with the metadata log: it is asked again."""
+    import grpc
+
     from strom_api.records import decode_batches
 
     deadline = time.monotonic() + timeout_s
@@ -367,11 +371,18 @@ def read_replicas(
         while True:
             views: dict[int, dict[int, bytes]] = {}
             marks = set()
+            starting = False
             for broker in replicas:
                 view: dict[int, bytes] = {}
                 offset = 0
                 while True:
-                    answer = client.fetch_raw(broker, topic, partition, offset, replica_id=-2)
+                    try:
+                        answer = client.fetch_raw(broker, topic, partition, offset, replica_id=-2)
+                    except grpc.RpcError as exc:
+                        if exc.code() != grpc.StatusCode.UNAVAILABLE:
+                            raise
+                        starting = True
+                        break
                     if answer.error.code != 0:
                         break
                     got = [r for _, batch in decode_batches(answer.records) for r in batch]
@@ -384,7 +395,8 @@ def read_replicas(
                     offset = got[-1].offset + 1
                 views[broker] = view
             out[partition] = views
-            if len(marks) == 1 and len(views) == len(replicas) or time.monotonic() > deadline:
+            agree = len(marks) == 1 and len(views) == len(replicas) and not starting
+            if agree or time.monotonic() > deadline:
                 break
             time.sleep(0.5)
     return out
