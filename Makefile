@@ -46,16 +46,18 @@ bench: venv
 	for f in $$scripts; do echo "== $$f"; $(PY) $$f $(if $(QUICK),--quick); done
 
 # Fault injection (tests/chaos): `make chaos SEEDS=5 DURATION=120 [NEMESIS=kill,pause]
-# [TOPOLOGY=combined|split|both]` runs each seed on each topology and prints the checker's
-# table; `make test` runs two short fixed runs.
+# [TOPOLOGY=combined|split|both] [CLIENTS=strom|confluent]` runs each seed on each topology
+# and prints the checker's table; CLIENTS=confluent runs the workload through confluent-kafka
+# against the Kafka protocol listeners. `make test` runs short fixed runs (tests/chaos).
 DURATION ?= 60
 TOPOLOGY ?= both
+CLIENTS ?= strom
 NEMESIS ?= kill,kill-leader,kill-controller,pause,partition-node,partition-leader,partition-controller,crash-unflushed,slow-disk,clock-jump
 # SEEDS defaults to 1000 for `make sim`; chaos runs take a minute each, so 3 unless given.
 CHAOS_SEEDS = $(if $(filter command line environment,$(origin SEEDS)),$(SEEDS),3)
 chaos: venv
 	$(PY) -m tests.chaos --seeds $(CHAOS_SEEDS) --start $(START) --duration $(DURATION) \
-		--topology $(TOPOLOGY) --nemesis $(NEMESIS)
+		--topology $(TOPOLOGY) --nemesis $(NEMESIS) --clients $(CLIENTS)
 
 # The seeded fuzzer (tests/fuzz): `make fuzz CASES=20000 SEED=3 [SERVICE=Produce,RaftService]
 # [SECURED=1]` sends CASES random and mutated requests to every RPC of a 3-node cluster

@@ -1,6 +1,8 @@
 """Long chaos runs: python -m tests.chaos [--seeds N] [--start S] [--duration SECONDS]
 [--nemesis KIND,...] [--each] [--topology combined|split|both] [--seed N (one run)]
-[--secured (SASL_SSL clients, mTLS between nodes, the authorizer on: tests/chaos/secured.py)].
+[--secured (SASL_SSL clients, mTLS between nodes, the authorizer on: tests/chaos/secured.py)]
+[--clients strom|confluent (the workload's producers and consumers: Strom's client over gRPC,
+or confluent-kafka over the nodes' Kafka protocol listeners: tests/chaos/kafka_clients.py)].
 Prints each run's seed, schedule and report, then a table per nemesis set; exit status 1
 when any run found a violation."""
 
@@ -13,7 +15,7 @@ import tempfile
 from collections import defaultdict
 
 from tests.chaos.nemesis import KINDS
-from tests.chaos.run import RunResult, run_once
+from tests.chaos.run import CLIENTS, RunResult, run_once
 
 
 def main() -> int:
@@ -30,7 +32,12 @@ def main() -> int:
     parser.add_argument(
         "--secured", action="store_true", help="a secured cluster (tests/chaos/secured.py)"
     )
+    parser.add_argument(
+        "--clients", choices=CLIENTS, default="strom", help="the workload's producers and consumers"
+    )
     args = parser.parse_args()
+    if args.secured and args.clients != "strom":
+        parser.error("--secured runs Strom's client only")
     kinds = tuple(k.strip() for k in args.nemesis.split(",") if k.strip())
     unknown = set(kinds) - set(KINDS)
     if unknown:
@@ -44,7 +51,15 @@ def main() -> int:
             for nemeses in sets:
                 with tempfile.TemporaryDirectory(prefix="strom-chaos-") as base:
                     results.append(
-                        run_once(base, seed, nemeses, args.duration, topology, secured=args.secured)
+                        run_once(
+                            base,
+                            seed,
+                            nemeses,
+                            args.duration,
+                            topology,
+                            secured=args.secured,
+                            clients=args.clients,
+                        )
                     )
                 print(flush=True)
     print(table(results))

@@ -17,6 +17,8 @@ from tests.chaos.workload import Ack, Recorder
 class Report:
     acknowledged: int = 0
     read: int = 0
+    group_reads: int = 0  # records the group's members read while the faults ran
+    group_commits: int = 0  # offsets they committed
     lost: list[bytes] = field(default_factory=list)  # acknowledged, never read
     duplicated: list[bytes] = field(default_factory=list)  # one value at two offsets
     inconsistent: list[str] = field(default_factory=list)  # one offset, two values
@@ -52,7 +54,8 @@ class Report:
     def summary(self) -> str:
         lines = [
             f"acknowledged {self.acknowledged}, read at the end {self.read}, failed sends "
-            f"{self.failed_sends} (not acknowledged: allowed); during the faults "
+            f"{self.failed_sends} (not acknowledged: allowed); the group read "
+            f"{self.group_reads} and committed {self.group_commits} offsets; during the faults "
             f"{self.topics_created} topics created and written, {self.reassignments} "
             f"partitions reassigned with a preferred election",
             f"lost {len(self.lost)}, duplicated {len(self.duplicated)}, inconsistent offsets "
@@ -94,6 +97,8 @@ def check(
     report = Report(
         acknowledged=len(rec.acks) + len(rec.churn_acks),
         read=len(final),
+        group_reads=len(rec.reads),
+        group_commits=len(rec.commits),
         failed_sends=rec.failed_sends,
         topics_created=rec.topics_created,
         reassignments=rec.reassignments,

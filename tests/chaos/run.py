@@ -1,7 +1,10 @@
 """One chaos run: a cluster, the workload, a seeded fault schedule, healing, a liveness check,
 the final read, and the checker's report. Every run prints its seed and fault schedule.
 `secured=True` runs it all against a secured cluster (secured.py): SASL_SSL clients, mTLS
-between nodes, the authorizer on."""
+between nodes, the authorizer on. `clients="confluent"` runs the producers, group readers and
+final read through confluent-kafka against the nodes' Kafka protocol listeners
+(kafka_clients.py); the nemeses, the admin churn, the replicas' reads and the checker are the
+same."""
 
 from __future__ import annotations
 
@@ -11,9 +14,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from strom.producer import Producer
 from tests.chaos import netns
 from tests.chaos.checker import Report, check
+from tests.chaos.clients import ClientError, Clients, StromClients
 from tests.chaos.nemesis import NETWORK_KINDS, Nemesis, schedule
 from tests.chaos.node_faults import NodeFaults, missing_tools
 from tests.chaos.secured import ADMIN, SecuredCluster
@@ -24,17 +27,18 @@ from tests.chaos.workload import (
     GroupReaders,
     Producers,
     Recorder,
-    read_everything,
     read_replicas,
     read_topics,
 )
 from tests.client.cluster_helpers import GROUP_SETTINGS, create_topic
 from tests.data_plane.data_client import DataClient
+from tests.kafka_listener.kafka_cluster import KafkaCluster
 from tests.node_integration.node_cluster import FAST, NodeCluster
 
 TOPIC = "chaos"
 PARTITIONS = 6
 LIVENESS_BOUND_S = 30.0  # after healing, produce and consume must work again within this
+CLIENTS = ("strom", "confluent")  # whose producers and consumers the workload runs
 
 
 @dataclass
@@ -43,6 +47,7 @@ class RunResult:
     topology: str
     kinds: tuple[str, ...]
     secured: bool
+    clients: str  # strom or confluent
     report: Report
     schedule: list[str]
     recovered_s: float  # from healing until a produce to every partition was acknowledged
@@ -57,8 +62,13 @@ def run_once(
     topology: str = "combined",
     echo: bool = True,
     secured: bool = False,
+    clients: str = "strom",
 ) -> RunResult:
     started = time.monotonic()
+    if clients not in CLIENTS:
+        raise ValueError(f"clients must be one of {', '.join(CLIENTS)}, not {clients!r}")
+    if secured and clients != "strom":
+        raise RuntimeError("the secured cluster's runs use Strom's client only")
     brokers = 3 if topology == "split" else 0
     network = None
     if any(kind in NETWORK_KINDS for kind in kinds):
@@ -77,7 +87,8 @@ def run_once(
             shimmed = ("slow-disk", "disk-error", "clock-jump")
             raise RuntimeError(f"{'/'.join(k for k in kinds if k in shimmed)} needs {missing}")
         node_faults = NodeFaults(base, ids, slow_disk, clock, disk_errors)
-        cluster = (SecuredCluster if secured else NodeCluster)(
+        cluster_type = KafkaCluster if clients == "confluent" else NodeCluster
+        cluster = (SecuredCluster if secured else cluster_type)(
             base,
             3,
             extra=GROUP_SETTINGS,
@@ -111,9 +122,14 @@ def run_once(
             client = DataClient(addresses, cluster.broker_security())
         else:
             client = DataClient(addresses)
+        workload: Clients = StromClients(bootstrap, security)
+        if isinstance(cluster, KafkaCluster):
+            from tests.chaos.kafka_clients import KafkaClients  # confluent-kafka only here
+
+            workload = KafkaClients(cluster.kafka_bootstrap())
         rec = Recorder()
-        producers = Producers(bootstrap, TOPIC, count=2, rate=150, rec=rec, security=security)
-        readers = GroupReaders(bootstrap, TOPIC, count=2, rec=rec, security=security)
+        producers = Producers(workload, TOPIC, count=2, rate=150, rec=rec)
+        readers = GroupReaders(workload, TOPIC, count=2, rec=rec)
         metrics = {n: f"{cluster.host[n]}:{cluster.metrics_port[n]}" for n in cluster.ids}
         watch = ControllerWatch(metrics, lambda: list(cluster.procs), rec)
         churn = AdminChurn(bootstrap, TOPIC, PARTITIONS, rec, security=admin)
@@ -141,13 +157,13 @@ def run_once(
         nemesis.heal()
         healed = time.monotonic()
         cluster.wait_for_brokers(timeout_s=60)
-        recovered = _produce_everywhere(bootstrap, security) - healed
+        recovered = _produce_everywhere(workload) - healed
         producers.close()
         churn.close()
         time.sleep(1.0)  # the readers catch up on the last records
         readers.close()
         watch.close()
-        final = read_everything(bootstrap, TOPIC, PARTITIONS, security)
+        final = workload.read_all(TOPIC, PARTITIONS, GROUP_PREFIX + "final-read")
         replicas = read_replicas(client, TOPIC, PARTITIONS)
         churned = read_topics(bootstrap, churn.created, admin)
         report = check(rec, final, nemesis.faults, replicas, churned)
@@ -157,6 +173,7 @@ def run_once(
             topology,
             kinds,
             secured,
+            clients,
             report,
             described,
             recovered,
@@ -196,24 +213,36 @@ def _fully_replicated_check(client: DataClient):  # type: ignore[no-untyped-def]
     return fully_replicated
 
 
-def _produce_everywhere(bootstrap: str, security: dict[str, Any]) -> float:
+def _produce_everywhere(clients: Clients) -> float:
     """Liveness: an acks=all record acknowledged on every partition; when that happened."""
     deadline = time.monotonic() + LIVENESS_BOUND_S
-    with Producer(
-        bootstrap,
-        acks="all",
-        request_timeout_ms=5000,
-        delivery_timeout_ms=int(LIVENESS_BOUND_S * 1000),
-        **security,
-    ) as p:
-        futures = [p.send(TOPIC, b"liveness:%d" % i, partition=i) for i in range(PARTITIONS)]
-        for future in futures:
-            future.get(timeout=max(deadline - time.monotonic(), 0.1))
+    acked: dict[int, threading.Event] = {i: threading.Event() for i in range(PARTITIONS)}
+    errors: list[ClientError] = []
+
+    def on_done(partition: int, offset: int, error: ClientError | None) -> None:
+        if error is not None:
+            errors.append(error)
+        else:
+            acked[partition].set()
+
+    producer = clients.producer(delivery_timeout_ms=int(LIVENESS_BOUND_S * 1000))
+    try:
+        for i in range(PARTITIONS):
+            producer.send(TOPIC, b"liveness:%d" % i, on_done, partition=i)
+    finally:
+        producer.close(timeout_s=max(deadline - time.monotonic(), 0.1))
+    if errors:
+        raise errors[0]
+    missing = [i for i, event in acked.items() if not event.is_set()]
+    if missing:
+        raise TimeoutError(f"no acknowledgement within {LIVENESS_BOUND_S} s in {missing}")
     return time.monotonic()
 
 
 def format_result(result: RunResult) -> str:
     secured, flag = (" secured", " --secured") if result.secured else ("", "")
+    if result.clients != "strom":
+        secured, flag = f"{secured} clients={result.clients}", f"{flag} --clients {result.clients}"
     head = (
         f"chaos run seed={result.seed} topology={result.topology} "
         f"nemeses={','.join(result.kinds)}{secured} ({result.seconds:.0f} s); replay: python "

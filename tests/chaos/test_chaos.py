@@ -2,7 +2,9 @@
 processes; every run must end with nothing lost, duplicated, reordered or inconsistent, no
 committed offset going backwards, never two active controllers in one epoch, and the
 healed cluster serving produce and consume within the liveness bound. `make chaos` runs
-longer ones (python -m tests.chaos). One run is against a secured cluster (secured.py)."""
+longer ones (python -m tests.chaos). One run is against a secured cluster (secured.py), one
+runs the workload through confluent-kafka against the Kafka protocol listeners
+(kafka_clients.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import os
 import pytest
 
 from tests.chaos import netns
-from tests.chaos.nemesis import NETWORK_KINDS, PROCESS_KINDS
+from tests.chaos.nemesis import KINDS, NETWORK_KINDS, PROCESS_KINDS
 from tests.chaos.node_faults import missing_tools
 from tests.chaos.run import RunResult, format_result, run_once
 
@@ -64,6 +66,28 @@ def test_a_secured_cluster_loses_nothing_and_refuses_no_granted_request(tmp_path
     of about 30 s, so each client logs in again many times, across the restarts too."""
     result = run_once(str(tmp_path), 1, PROCESS_KINDS, 25.0, "combined", echo=False, secured=True)
     assert_clean(result)
+
+
+def test_confluent_kafka_clients_lose_and_duplicate_nothing_acknowledged(tmp_path):
+    """The workload through librdkafka on the Kafka listeners (issue 20): idempotent acks=all
+    producers whose delivery reports are the acknowledgements, a consumer group committing,
+    and a final read assigning every partition. A partition leader is killed -9, then a node
+    paused past the session timeout: every record librdkafka reported delivered is read
+    back once, at the offset reported, in each producer's order."""
+    result = run_once(
+        str(tmp_path),
+        2,
+        ("kill-leader", "pause"),
+        15.0,
+        "combined",
+        echo=False,
+        clients="confluent",
+    )
+    assert_clean(result)
+    text = format_result(result)
+    kinds = [kind for line in result.schedule for kind in line.split() if kind in KINDS]
+    assert kinds == ["kill-leader", "pause"], text
+    assert result.report.group_reads > 1000 and result.report.group_commits > 0, text
 
 
 def assert_clean(result: RunResult) -> None:

@@ -11,10 +11,11 @@
   leadership moves under load.
 - The final read: a fresh consumer reading every partition from its log start to its end.
 
-Every client takes `security`, kafka-python's security settings (none: PLAINTEXT). On a
-secured cluster (secured.py) every refusal the workload meets, of its login or by the
-authorizer, is recorded: its users hold what they need, so a refusal is a fault that broke
-a session or the authorizer (the checker counts it).
+The producers, group readers and final read use a Clients (clients.py): Strom's own client
+over gRPC, or confluent-kafka over the Kafka protocol listener (kafka_clients.py). The admin
+churn always uses Strom's AdminClient. On a secured cluster (secured.py) every refusal the
+workload meets, of its login or by the authorizer, is recorded: its users hold what they
+need, so a refusal is a fault that broke a session or the authorizer (the checker counts it).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from typing import Any
 from strom.consumer import Consumer, TopicPartition
 from strom.errors import AuthenticationError, AuthorizationError, StromError
 from strom.producer import Producer
-from tests.client.cluster_helpers import FAST
+from tests.chaos.clients import ChaosReader, ClientError, Clients, OnDone
 
 GROUP_PREFIX = "chaos-"  # every group the workload uses (its user reads them by prefix)
 GROUP = GROUP_PREFIX + "readers"
@@ -66,22 +67,14 @@ class Recorder:
 
 def _note_refusal(rec: Recorder, error: BaseException, where: str) -> None:
     """Called with rec.lock held."""
-    if isinstance(error, AuthenticationError | AuthorizationError):
+    refused = error.refused if isinstance(error, ClientError) else False
+    if refused or isinstance(error, AuthenticationError | AuthorizationError):
         rec.refused.append(f"{where}: {error}")
 
 
 class Producers:
-    def __init__(
-        self,
-        bootstrap: str,
-        topic: str,
-        count: int,
-        rate: float,
-        rec: Recorder,
-        security: dict[str, Any] | None = None,
-    ):
-        self.bootstrap, self.topic, self.rate, self.rec = bootstrap, topic, rate, rec
-        self.security = security or {}
+    def __init__(self, clients: Clients, topic: str, count: int, rate: float, rec: Recorder):
+        self.clients, self.topic, self.rate, self.rec = clients, topic, rate, rec
         self.stop = threading.Event()
         self.threads = [
             threading.Thread(target=self._run, args=(i,), daemon=True) for i in range(count)
@@ -93,16 +86,7 @@ class Producers:
             thread.start()
 
     def _run(self, index: int) -> None:
-        producer = Producer(
-            self.bootstrap,
-            acks="all",
-            enable_idempotence=True,
-            linger_ms=5,
-            request_timeout_ms=5000,
-            delivery_timeout_ms=60_000,
-            retry_backoff_ms=100,
-            **self.security,
-        )
+        producer = self.clients.producer(delivery_timeout_ms=60_000)
         interval = 1 / self.rate
         seq = 0
         next_at = time.monotonic()
@@ -111,11 +95,12 @@ class Producers:
                 value = b"%d:%d" % (index, seq)
                 sent = time.monotonic()
                 try:
-                    future = producer.send(self.topic, value, key=b"%d" % (seq % 24))
-                except StromError as exc:
+                    producer.send(
+                        self.topic, value, self._on_done(value, sent), key=b"%d" % (seq % 24)
+                    )
+                except ClientError as exc:
                     self._failed(f"send: {exc}", exc)
                     continue
-                future.add_done_callback(self._on_done(value, sent))
                 seq += 1
                 with self.rec.lock:
                     self.sent += 1
@@ -127,20 +112,17 @@ class Producers:
                     next_at = time.monotonic()
         finally:
             try:
-                producer.flush(timeout=70)
-            except StromError as exc:
+                producer.close(timeout_s=70)
+            except ClientError as exc:
                 self._failed(f"flush: {exc}", exc)
-            producer.close()
 
-    def _on_done(self, value: bytes, sent: float) -> Any:
-        def done(future: Any) -> None:
-            error = future.exception()
+    def _on_done(self, value: bytes, sent: float) -> OnDone:
+        def done(partition: int, offset: int, error: ClientError | None) -> None:
             if error is not None:
                 self._failed(str(error), error)
                 return
-            md = future.result()
             with self.rec.lock:
-                self.rec.acks.append(Ack(value, md.partition, md.offset, sent, time.monotonic()))
+                self.rec.acks.append(Ack(value, partition, offset, sent, time.monotonic()))
 
         return done
 
@@ -158,16 +140,8 @@ class Producers:
 
 
 class GroupReaders:
-    def __init__(
-        self,
-        bootstrap: str,
-        topic: str,
-        count: int,
-        rec: Recorder,
-        security: dict[str, Any] | None = None,
-    ):
-        self.bootstrap, self.topic, self.rec = bootstrap, topic, rec
-        self.security = security or {}
+    def __init__(self, clients: Clients, topic: str, count: int, rec: Recorder):
+        self.clients, self.topic, self.rec = clients, topic, rec
         self.stop = threading.Event()
         self.threads = [
             threading.Thread(target=self._run, args=(f"reader-{i}",), daemon=True)
@@ -179,36 +153,27 @@ class GroupReaders:
             thread.start()
 
     def _run(self, name: str) -> None:
-        consumer: Consumer | None = None
+        reader: ChaosReader | None = None
         while not self.stop.is_set():
             try:
-                if consumer is None:
-                    consumer = Consumer(
-                        self.topic,
-                        bootstrap_servers=self.bootstrap,
-                        group_id=GROUP,
-                        enable_auto_commit=False,
-                        request_timeout_ms=5000,
-                        **FAST,
-                        **self.security,
-                    )
-                batches = consumer.poll(timeout_ms=200)
+                if reader is None:
+                    reader = self.clients.group_reader(self.topic, GROUP)
+                batches = reader.poll(timeout_s=0.2)
                 now = time.monotonic()
                 with self.rec.lock:
-                    for tp, records in batches.items():
+                    for (topic, partition), records in batches.items():
                         self.rec.reads.extend(
-                            (now, tp.topic, tp.partition, r.offset, r.value) for r in records
+                            (now, topic, partition, offset, value) for offset, value in records
                         )
                 if batches:
-                    positions = {tp: consumer.position(tp) for tp in batches}
-                    consumer.commit({tp: pos for tp, pos in positions.items()})
+                    positions = reader.commit(batches)
                     now = time.monotonic()
                     with self.rec.lock:
                         self.rec.commits.extend(
-                            (now, tp.topic, tp.partition, pos, name)
-                            for tp, pos in positions.items()
+                            (now, topic, partition, pos, name)
+                            for (topic, partition), pos in positions.items()
                         )
-            except StromError as exc:
+            except ClientError as exc:
                 # Rebalances and faults: the next poll rejoins; what was read but not
                 # committed is read again (at-least-once), which the checker allows.
                 with self.rec.lock:
@@ -216,11 +181,8 @@ class GroupReaders:
                     if len(self.rec.errors) < 20:
                         self.rec.errors.append(f"{name}: {exc}")
                 time.sleep(0.1)
-        if consumer is not None:
-            try:
-                consumer.close(autocommit=False)
-            except StromError:
-                pass
+        if reader is not None:
+            reader.close()
 
     def close(self) -> None:
         self.stop.set()
@@ -364,35 +326,6 @@ def _controller_sample(address: str) -> tuple[float, float] | None:
     return active, epoch
 
 
-def read_everything(
-    bootstrap: str, topic: str, partitions: int, security: dict[str, Any] | None = None
-) -> list[tuple[int, int, bytes]]:
-    """Every record of the topic, read by a new consumer group from the beginning to the
-    end offsets seen when it joined."""
-    tps = [TopicPartition(topic, p) for p in range(partitions)]
-    out: list[tuple[int, int, bytes]] = []
-    with Consumer(
-        bootstrap_servers=bootstrap,
-        group_id=GROUP_PREFIX + "final-read",
-        enable_auto_commit=False,
-        request_timeout_ms=10_000,
-        **FAST,
-        **(security or {}),
-    ) as consumer:
-        ends = consumer.end_offsets(tps)
-        consumer.subscribe([topic])
-        done: set[TopicPartition] = {tp for tp in tps if ends[tp] == 0}
-        deadline = time.monotonic() + 60
-        while len(done) < len(tps):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"final read stuck: {sorted(set(tps) - done)}")
-            for tp, records in consumer.poll(timeout_ms=500).items():
-                out.extend((tp.partition, r.offset, r.value) for r in records)
-                if consumer.position(tp) >= ends[tp]:
-                    done.add(tp)
-    return out
-
-
 def read_topics(
     bootstrap: str, topics: list[str], security: dict[str, Any] | None = None
 ) -> dict[str, list[tuple[int, int, bytes]]]:
@@ -423,7 +356,11 @@ def read_replicas(
 ) -> dict[int, dict[int, dict[int, bytes]]]:
     """{partition: {broker: {offset: value}}}: every replica's records up to its own high
     watermark (Kafka's debugging-consumer fetch), once the replicas' high watermarks agree
-    (or `timeout_s` passed)."""
+    and every replica answers (or `timeout_s` passed). A broker restarted by the final heal
+    can be registered, so unfenced, and still refuse calls UNAVAILABLE until it has caught up
+    with the metadata log: it is asked again."""
+    import grpc
+
     from strom_api.records import decode_batches
 
     deadline = time.monotonic() + timeout_s
@@ -434,11 +371,18 @@ def read_replicas(
         while True:
             views: dict[int, dict[int, bytes]] = {}
             marks = set()
+            starting = False
             for broker in replicas:
                 view: dict[int, bytes] = {}
                 offset = 0
                 while True:
-                    answer = client.fetch_raw(broker, topic, partition, offset, replica_id=-2)
+                    try:
+                        answer = client.fetch_raw(broker, topic, partition, offset, replica_id=-2)
+                    except grpc.RpcError as exc:
+                        if exc.code() != grpc.StatusCode.UNAVAILABLE:
+                            raise
+                        starting = True
+                        break
                     if answer.error.code != 0:
                         break
                     got = [r for _, batch in decode_batches(answer.records) for r in batch]
@@ -451,7 +395,8 @@ def read_replicas(
                     offset = got[-1].offset + 1
                 views[broker] = view
             out[partition] = views
-            if len(marks) == 1 and len(views) == len(replicas) or time.monotonic() > deadline:
+            agree = len(marks) == 1 and len(views) == len(replicas) and not starting
+            if agree or time.monotonic() > deadline:
                 break
             time.sleep(0.5)
     return out

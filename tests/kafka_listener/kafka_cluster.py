@@ -1,5 +1,6 @@
-"""Three combined nodes, each with a Kafka protocol listener (KAFKA, kafka.listener.names)
-beside its gRPC PLAINTEXT one, and a raw Kafka-protocol client for the framing tests."""
+"""Three combined nodes (or a split cluster's brokers), each with a Kafka protocol listener
+(KAFKA, kafka.listener.names) beside its gRPC PLAINTEXT one, and a raw Kafka-protocol client
+for the framing tests."""
 
 from __future__ import annotations
 
@@ -29,12 +30,18 @@ class KafkaCluster(NodeCluster):
         if not hasattr(self, "kafka_port"):
             self.kafka_port = dict(zip(self.ids, free_ports(len(self.ids)), strict=True))
         super()._write_config(node)
+        if self.split and node in self.controller_ids:
+            return  # a controller-only node serves no clients
         host = self.host[node]
+        listeners = [
+            f"PLAINTEXT://{host}:{self.broker_port[node]}",
+            f"KAFKA://{host}:{self.kafka_port[node]}",
+        ]
+        if node in self.controller_ids:
+            listeners.append(f"CONTROLLER://{host}:{self.controller_port[node]}")
         with open(self.config_path(node), "a") as f:  # later lines win
             f.write(
-                f"listeners=PLAINTEXT://{host}:{self.broker_port[node]},"
-                f"KAFKA://{host}:{self.kafka_port[node]},"
-                f"CONTROLLER://{host}:{self.controller_port[node]}\n"
+                f"listeners={','.join(listeners)}\n"
                 "kafka.listener.names=KAFKA\n"
                 "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,KAFKA:PLAINTEXT,"
                 "CONTROLLER:PLAINTEXT\n"
@@ -42,7 +49,9 @@ class KafkaCluster(NodeCluster):
             )
 
     def kafka_bootstrap(self) -> str:
-        return ",".join(f"{self.host[i]}:{self.kafka_port[i]}" for i in self.ids)
+        """Every broker's Kafka listener (the broker-only nodes of a split cluster)."""
+        brokers = [i for i in self.ids if not self.split or i not in self.controller_ids]
+        return ",".join(f"{self.host[i]}:{self.kafka_port[i]}" for i in brokers)
 
 
 def encode(entity: Any) -> bytes:
