@@ -111,11 +111,9 @@ async def _serve_one(
     (size,) = SIZE.unpack(head)
     if size < 0:
         return f"Invalid receive (size = {size})"
-    if size > max_request_bytes:
-        return (
-            f"Invalid receive (size = {size} larger than {max_request_bytes}, "
-            "socket.request.max.bytes)"
-        )
+    limit, setting = auth.frame_limit(max_request_bytes)
+    if size > limit:
+        return f"Invalid receive (size = {size} larger than {limit}, {setting})"
     try:
         frame = await reader.readexactly(size)
     except asyncio.IncompleteReadError as exc:

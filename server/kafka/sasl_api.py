@@ -66,6 +66,17 @@ class ConnectionAuthentication:
         self._exchange: SaslExchange | None = None
         self.raw_tokens = False  # a v0 handshake's exchange is under way
 
+    def frame_limit(self, max_request_bytes: int) -> tuple[int, str]:
+        """The largest frame the connection may send now, and the setting that says so. A
+        connection still authenticating may send at most sasl.server.max.receive.size, as
+        Kafka's SaslServerAuthenticator reads it: nobody may make the broker buffer
+        socket.request.max.bytes before saying who they are."""
+        if self.principal is None and self.sasl is not None:
+            limit = self.sasl.settings.max_receive_bytes
+            if limit < max_request_bytes:
+                return limit, "sasl.server.max.receive.size, before authentication"
+        return max_request_bytes, "socket.request.max.bytes"
+
     def refusal(self, request: Request | UnsupportedApiVersions) -> str | None:
         """Why `request` closes the connection before it is served, or None."""
         api_key = getattr(request, "api_key", API_VERSIONS)

@@ -221,3 +221,19 @@ def test_kcat_logs_in_with_plain(cluster):
         )  # fmt: skip
         assert listed.returncode == 0, listed.stderr
         assert TOPIC in [t["topic"] for t in json.loads(listed.stdout)["topics"]]
+
+
+def test_before_login_a_frame_may_not_pass_sasl_server_max_receive_size(cluster):
+    """As Kafka's SaslServerAuthenticator: an unauthenticated client cannot make the broker
+    buffer socket.request.max.bytes (1 MiB here), only sasl.server.max.receive.size (512
+    KiB by default); once logged in, the larger frames are read."""
+    big = struct.pack(">i", 600_000)
+    with connect(kafka_address(cluster)) as sock:
+        sock.sendall(big)  # the size alone: refused before any body is read
+        assert read_frame(sock) is None
+    with connect(kafka_address(cluster)) as sock:
+        assert plain_login(sock, "admin", "admin-secret", 1).error_code == ErrorCode.none
+        sock.sendall(big)  # now within the limit: the broker waits for the body
+        sock.settimeout(1.0)
+        with pytest.raises(TimeoutError):
+            sock.recv(1)
