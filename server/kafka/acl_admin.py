@@ -26,15 +26,14 @@ from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode as KafkaErrorCode
 from kio.static.primitive import i8
 
-from server.controller_forwarder import ControllerCall, NoControllerAnswered
+from server.controller_forwarder import ControllerCall
 from server.kafka.apis import CREATE_ACLS, DELETE_ACLS, DESCRIBE_ACLS
 from server.kafka.controller_answers import (
     NO_ERROR,
     Outcome,
     item_outcome,
-    timed_out,
-    whole_outcome,
 )
+from server.kafka.controller_calls import forward
 from server.kafka.frames import Request
 from server.kafka.versioned import build, nested
 from server.request_authorization import RequestAuthorizer
@@ -50,17 +49,10 @@ class AclAdmin:
         self.authz = authz
 
     async def _forward(self, method: str, pb_request: Any) -> tuple[Any, Outcome | None]:
-        """The controller's answer, or (None, why) when the request as a whole failed."""
+        """forward(), unless no authorizer is configured: SECURITY_DISABLED, as Kafka."""
         if not self.authz.enabled:
             return None, SECURITY_DISABLED
-        try:
-            response = await self.call(method, pb_request)
-        except NoControllerAnswered as exc:
-            return None, timed_out(str(exc))
-        whole = whole_outcome(response)
-        if whole is not None and whole != NO_ERROR:
-            return None, whole
-        return response, None
+        return await forward(self.call, method, pb_request)
 
     # --- DescribeAcls -------------------------------------------------------------------
 

@@ -30,7 +30,7 @@ from kio.schema.errors import ErrorCode as KafkaErrorCode
 from kio.static.constants import uuid_zero
 from kio.static.primitive import i8, i32, i64
 
-from server.controller_forwarder import ControllerCall, NoControllerAnswered
+from server.controller_forwarder import ControllerCall
 from server.kafka.apis import (
     ALTER_PARTITION_REASSIGNMENTS,
     DESCRIBE_CLUSTER,
@@ -42,9 +42,8 @@ from server.kafka.controller_answers import (
     NO_ERROR,
     Outcome,
     item_outcome,
-    timed_out,
-    whole_outcome,
 )
+from server.kafka.controller_calls import forward
 from server.kafka.frames import Request
 from server.kafka.versioned import build, nested
 from server.request_authorization import RequestAuthorizer
@@ -73,15 +72,6 @@ class ClusterAdmin:
         self.listener_name = listener_name
         self.authz = authz
 
-    async def _forward(self, method: str, pb_request: Any) -> tuple[Any, Outcome | None]:
-        """The controller's answer, or (None, why) when the request as a whole failed."""
-        try:
-            response = await self.call(method, pb_request)
-        except NoControllerAnswered as exc:
-            return None, timed_out(str(exc))
-        whole = whole_outcome(response)
-        return response, (None if whole is None or whole == NO_ERROR else whole)
-
     # --- DescribeCluster ----------------------------------------------------------------
 
     async def describe_cluster(self, request: Request) -> Any:
@@ -102,8 +92,8 @@ class ClusterAdmin:
                 brokers=(),
                 cluster_authorized_operations=i32(_NOT_ASKED),
             )
-        response, failed = await self._forward(
-            "DescribeCluster", controller_pb2.DescribeClusterRequest()
+        response, failed = await forward(
+            self.call, "DescribeCluster", controller_pb2.DescribeClusterRequest()
         )
         include_fenced = getattr(body, "include_fenced_brokers", False)
         brokers = []
@@ -160,7 +150,7 @@ class ClusterAdmin:
         for topic in body.topic_partitions or ():
             for p in topic.partitions:
                 pb_request.partitions.add(topic=str(topic.topic), partition=int(p))
-        response, failed = await self._forward("ElectLeaders", pb_request)
+        response, failed = await forward(self.call, "ElectLeaders", pb_request)
         response_type = load_response_schema(ELECT_LEADERS, request.api_version)
         topic_type = nested(response_type, "ReplicaElectionResult")
         partition_type = nested(response_type, "PartitionResult")
@@ -207,7 +197,7 @@ class ClusterAdmin:
                 )
                 if p.replicas is not None:  # null cancels the reassignment in progress
                     item.replicas.ids.extend(int(b) for b in p.replicas)
-        response, failed = await self._forward("AlterPartitionReassignments", pb_request)
+        response, failed = await forward(self.call, "AlterPartitionReassignments", pb_request)
         response_type = load_response_schema(ALTER_PARTITION_REASSIGNMENTS, request.api_version)
         topic_type = nested(response_type, "ReassignableTopicResponse")
         partition_type = nested(response_type, "ReassignablePartitionResponse")
@@ -252,7 +242,7 @@ class ClusterAdmin:
         response, failed = (
             (None, None)
             if asked_none
-            else await self._forward("ListPartitionReassignments", pb_request)
+            else await forward(self.call, "ListPartitionReassignments", pb_request)
         )
         response_type = load_response_schema(LIST_PARTITION_REASSIGNMENTS, request.api_version)
         topic_type = nested(response_type, "OngoingTopicReassignment")
@@ -322,8 +312,8 @@ class ClusterAdmin:
                 ),
                 nodes=(),
             )
-        response, failed = await self._forward(
-            "DescribeQuorum", controller_pb2.DescribeQuorumRequest()
+        response, failed = await forward(
+            self.call, "DescribeQuorum", controller_pb2.DescribeQuorumRequest()
         )
         if response is None or failed is not None:
             code, message = failed or NO_ERROR

@@ -20,15 +20,13 @@ from typing import Any
 from kio.index import load_response_schema
 from kio.static.primitive import i8, i32
 
-from server.controller_forwarder import ControllerCall, NoControllerAnswered
+from server.controller_forwarder import ControllerCall
 from server.kafka.apis import ALTER_USER_SCRAM_CREDENTIALS, DESCRIBE_USER_SCRAM_CREDENTIALS
 from server.kafka.controller_answers import (
     NO_ERROR,
-    Outcome,
     item_outcome,
-    timed_out,
-    whole_outcome,
 )
+from server.kafka.controller_calls import forward
 from server.kafka.frames import Request
 from server.kafka.versioned import build, nested
 from strom_api.v1 import controller_pb2
@@ -40,20 +38,10 @@ class ScramAdmin:
     def __init__(self, call: ControllerCall) -> None:
         self.call = call
 
-    async def _forward(self, method: str, pb_request: Any) -> tuple[Any, Outcome | None]:
-        """The controller's answer, or (None, why) when the request as a whole failed."""
-        try:
-            response = await self.call(method, pb_request)
-        except NoControllerAnswered as exc:
-            return None, timed_out(str(exc))
-        whole = whole_outcome(response)
-        if whole is not None and whole != NO_ERROR:
-            return None, whole
-        return response, None
-
     async def describe_user_scram_credentials(self, request: Request) -> Any:
         users = [str(u.name) for u in request.body.users or ()]
-        response, failed = await self._forward(
+        response, failed = await forward(
+            self.call,
             "DescribeUserScramCredentials",
             controller_pb2.DescribeUserScramCredentialsRequest(users=users),
         )
@@ -102,7 +90,7 @@ class ScramAdmin:
                 for u in body.upsertions
             ],
         )
-        response, failed = await self._forward("AlterUserScramCredentials", pb_request)
+        response, failed = await forward(self.call, "AlterUserScramCredentials", pb_request)
         if failed is not None:
             named = dict.fromkeys(
                 [str(d.name) for d in body.deletions] + [str(u.name) for u in body.upsertions]
