@@ -30,6 +30,16 @@ The rules, as Kafka's FetchManager.newContext applies them:
   raced it, or it was evicted) is INVALID_FETCH_SESSION_EPOCH, as Kafka's
   IncrementalFetchContext answers.
 
+Sessions that follow changes (`follows_changes`, the replica fetch streams' sessions:
+docs/architecture.md §6): so that a fetch costs what changed, not the size of the session,
+the cache keeps which sessions hold each partition; the owner tells it of every change of a
+partition (`partition_changed`: new records, a high watermark or log start moved, a leader
+or replica change), and such a session remembers the partitions changed since they were
+last read. An incremental fetch of it reads only the partitions the request names plus
+those (`take_changed`, asked again on each look of a long poll); the others have nothing to
+say and are not read. A partition whose read had more to give than it answered (`pending`:
+held back by fetch.max.bytes or the quota) stays marked, so the next fetch reads it again.
+
 Eviction (FetchSessionCache.tryEvict), when a new session finds no free slot: first the
 least recently used session if it has been idle longer than
 min.incremental.fetch.session.eviction.ms; otherwise the least valuable session that may
@@ -93,6 +103,9 @@ class PartitionNews:
     log_start_offset: int
     preferred_read_replica: int = -1
     diverging: bool = False
+    # The read left records for this fetcher unanswered (max bytes, a quota): a session
+    # that follows changes reads the partition again next time, as if it had changed.
+    pending: bool = False
 
 
 @dataclass(slots=True)
@@ -133,6 +146,13 @@ class FetchSession:
     epoch: int  # the epoch the next incremental fetch must carry
     # In read order: dicts keep insertion order, and a re-inserted key goes last.
     partitions: dict[PartitionKey, CachedPartition] = field(default_factory=dict)
+    # A session that follows changes: the fetching replica (-1: a consumer) and the
+    # partitions changed since last read (in the order they changed).
+    follows_changes: bool = False
+    replica_id: int = -1
+    changed: dict[PartitionKey, None] = field(default_factory=dict)
+    # When its last fetch arrived, on the clock of the owner's replica times (wall ms).
+    fetched_at_ms: int = -1
 
     def update(
         self, asked: Iterable[tuple[PartitionKey, FetchState]], forgotten: Iterable[PartitionKey]
@@ -158,6 +178,11 @@ class FetchContext:
     expected_epoch: int = 0  # an incremental session's epoch once this fetch was taken
     uses_topic_ids: bool = False
     privileged: bool = False
+    # A session that follows changes: `partitions` are only those the request named (the
+    # changed ones come from `take_changed`).
+    follows_changes: bool = False
+    replica_id: int = -1
+    fetched_at_ms: int = -1  # a full fetch's, for the session it creates
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +212,8 @@ class FetchSessionCache:
         # Least recently used first: touching a session moves it to the end.
         self._sessions: dict[int, FetchSession] = {}
         self._evictions = 0
+        # The sessions that follow changes, by each partition they hold.
+        self._following: dict[PartitionKey, dict[int, None]] = {}
 
     def get(self, session_id: int) -> FetchSession | None:
         return self._sessions.get(session_id)
@@ -209,14 +236,26 @@ class FetchSessionCache:
         uses_topic_ids: bool,
         privileged: bool,
         now_ms: int,
+        follows_changes: bool = False,
+        replica_id: int = -1,
+        fetched_at_ms: int = -1,
     ) -> FetchContext:
-        """The context of a fetch with these session fields (FetchManager.newContext)."""
+        """The context of a fetch with these session fields (FetchManager.newContext).
+        `follows_changes`: a session this fetch creates reads only what changed (the module
+        says how); `replica_id` names the replica fetching, -1 for a consumer;
+        `fetched_at_ms`: now on the clock of the owner's replica times, kept by the session."""
         if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
             if session_id != NO_SESSION:
-                self._sessions.pop(session_id, None)  # a full fetch closes its session
+                self._close(session_id)  # a full fetch closes its session
             kind = ContextKind.FULL if epoch == INITIAL_EPOCH else ContextKind.SESSIONLESS
             return FetchContext(
-                kind, tuple(asked), uses_topic_ids=uses_topic_ids, privileged=privileged
+                kind,
+                tuple(asked),
+                uses_topic_ids=uses_topic_ids,
+                privileged=privileged,
+                follows_changes=follows_changes,
+                replica_id=replica_id,
+                fetched_at_ms=fetched_at_ms,
             )
         session = self._sessions.get(session_id)
         if session is None:
@@ -226,21 +265,70 @@ class FetchSessionCache:
         if session.uses_topic_ids != uses_topic_ids:
             return self._error(SessionError.FETCH_SESSION_TOPIC_ID_ERROR, session_id)
         session.update(asked, forgotten)
+        if session.follows_changes:
+            for key, _ in asked:
+                self._following.setdefault(key, {})[session_id] = None
+                session.changed.pop(key, None)  # read now, as the request names it
+                # ...and answered whatever it has: a follower names a partition whose state
+                # moved (a truncation, a dropped answer), so what the session told it
+                # before (the high watermark) may no longer be what it holds.
+                session.partitions[key].high_watermark = -1
+            for key in forgotten:
+                self._unfollow(key, session)
         if not session.partitions:  # nothing left to follow: closed, answered sessionless
-            del self._sessions[session_id]
+            self._close(session_id)
             return FetchContext(
                 ContextKind.SESSIONLESS, tuple(asked), uses_topic_ids=uses_topic_ids
             )
+        session.fetched_at_ms = fetched_at_ms
         self._touch(session, now_ms)
         session.epoch = _next_epoch(session.epoch)
+        if session.follows_changes:
+            read = tuple((key, session.partitions[key].state) for key, _ in asked)
+        else:
+            read = tuple((key, cached.state) for key, cached in session.partitions.items())
         return FetchContext(
             ContextKind.INCREMENTAL,
-            tuple((key, cached.state) for key, cached in session.partitions.items()),
+            read,
             session_id=session_id,
             expected_epoch=session.epoch,
             uses_topic_ids=uses_topic_ids,
             privileged=session.privileged,
+            follows_changes=session.follows_changes,
+            replica_id=session.replica_id,
         )
+
+    def take_changed(self, context: FetchContext) -> list[tuple[PartitionKey, FetchState]]:
+        """The partitions of the context's session (one that follows changes) changed since
+        they were last read, with their fetch state; they are no longer marked. Nothing
+        when the session is gone or moved on (its completion is then refused anyway)."""
+        if context.kind is not ContextKind.INCREMENTAL or not context.follows_changes:
+            return []
+        session = self._sessions.get(context.session_id)
+        if session is None or session.epoch != context.expected_epoch or not session.changed:
+            return []
+        changed, session.changed = session.changed, {}
+        return [(key, session.partitions[key].state) for key in changed]
+
+    def partition_changed(self, key: PartitionKey) -> list[tuple[FetchSession, CachedPartition]]:
+        """A partition changed: each session following changes that holds it marks it.
+        Returns those sessions with their cached partition (the fetch state the session's
+        fetcher last stood at), where the partition was not marked already: they had read
+        it since its last change, so their fetcher stood at that state until now."""
+        sessions = self._following.get(key)
+        if not sessions:
+            return []
+        clean = []
+        for session_id in sessions:
+            session = self._sessions[session_id]
+            if key not in session.changed:
+                session.changed[key] = None
+                clean.append((session, session.partitions[key]))
+        return clean
+
+    def following(self, key: PartitionKey) -> list[int]:
+        """The ids of the sessions following changes that hold the partition."""
+        return list(self._following.get(key, ()))
 
     def complete(
         self,
@@ -263,7 +351,11 @@ class FetchSessionCache:
         carried = []
         for key, news in answered:
             cached = session.partitions.get(key)
-            if cached is None or not cached.must_respond(news):
+            if cached is None:
+                continue
+            if news.pending and session.follows_changes:
+                session.changed[key] = None
+            if not cached.must_respond(news):
                 continue
             carried.append(key)
             if news.has_records:  # to the end: the next read serves the others first
@@ -286,10 +378,13 @@ class FetchSessionCache:
         ):
             return NO_SESSION
         partitions = {}
+        changed: dict[PartitionKey, None] = {}
         for key, news in answered:
             cached = CachedPartition(states[key])
             cached.must_respond(news)  # remembers what this answer told the client
             partitions[key] = cached
+            if news.pending:
+                changed[key] = None
         session = FetchSession(
             self._new_id(),
             context.privileged,
@@ -298,8 +393,15 @@ class FetchSessionCache:
             now_ms,
             _next_epoch(INITIAL_EPOCH),
             partitions,
+            follows_changes=context.follows_changes,
+            replica_id=context.replica_id,
+            changed=changed if context.follows_changes else {},
+            fetched_at_ms=context.fetched_at_ms,
         )
         self._sessions[session.id] = session
+        if session.follows_changes:
+            for key in partitions:
+                self._following.setdefault(key, {})[session.id] = None
         return session.id
 
     def _try_evict(self, privileged: bool, size: int, now_ms: int) -> bool:
@@ -324,8 +426,22 @@ class FetchSessionCache:
         return True
 
     def _evict(self, session: FetchSession) -> None:
-        del self._sessions[session.id]
+        self._close(session.id)
         self._evictions += 1
+
+    def _close(self, session_id: int) -> None:
+        session = self._sessions.pop(session_id, None)
+        if session is not None and session.follows_changes:
+            for key in session.partitions:
+                self._unfollow(key, session)
+
+    def _unfollow(self, key: PartitionKey, session: FetchSession) -> None:
+        sessions = self._following.get(key)
+        if sessions is not None:
+            sessions.pop(session.id, None)
+            if not sessions:
+                del self._following[key]
+        session.changed.pop(key, None)
 
     def _touch(self, session: FetchSession, now_ms: int) -> None:
         session.last_used_ms = now_ms

@@ -16,12 +16,19 @@ The rules:
   follows a leader through at most that many streams. A new pool size re-hashes every
   partition; a stream left with no partition is retired, and so is one whose leader came
   back on another address (a new stream takes its partitions over).
-- One fetch in flight per stream. The request names every partition of the stream that is
-  neither resting nor held back by the follower's replication quota (Kafka's
+- One fetch in flight per stream. It fetches every partition of the stream that is neither
+  resting nor held back by the follower's replication quota (Kafka's
   shouldFollowerThrottle, broker/replication_quota.py), each at its log end (the fetch
   offset), with the epoch of its last batch and the leader epoch it follows. While a
   throttled partition is left out, the leader may hold the fetch no longer than the quota's
   debt.
+- Fetch sessions (KIP-227, Kafka's FetchSessionHandler; the leader's side is
+  broker/replica_sessions.py): the first fetch of a stream is a full one (epoch 0), naming
+  all of them and asking for a session; once the leader answers with a session id, each
+  fetch names only the partitions whose fetch state changed since the last one (or whose
+  answer was dropped) and forgets those it no longer fetches, and only the partitions that
+  may have changed (answered, followed, unfollowed, done resting) are looked at. A session
+  error, a whole-response error or a broken stream makes the next fetch a full one.
 - The answer is applied to a partition only if it still follows the same leader epoch on the
   same stream from the same log end: a reply that crossed a leader change, an unfollow or a
   truncation is dropped (STALE), never written.
@@ -57,6 +64,18 @@ from strom_api.error_codes import ErrorCode
 Key = tuple[bytes, int]  # (topic id, partition)
 StreamKey = tuple[int, int]  # (leader broker id, fetcher index)
 Planned = tuple[Partition, int, int]  # the partition, the leader epoch and log end asked at
+# A partition as the leader's fetch session holds it: as planned, and the rest of what the
+# request said of it (the epoch of its last batch, its log start, the max bytes).
+Sent = tuple[Partition, int, int, int, int, int]
+# Session errors (KIP-227): the stream goes on, its next fetch is a full one.
+SESSION_ERRORS = frozenset(
+    {
+        ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
+        ErrorCode.INVALID_FETCH_SESSION_EPOCH,
+        ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR,
+    }
+)
+_MAX_EPOCH = 2**31 - 1
 # A stream read waits this much longer than replica.fetch.wait.max.ms before giving up.
 READ_TIMEOUT_EXTRA_MS = 30_000
 # Where the pump looks again when nothing is due (a follow wakes it sooner).
@@ -88,6 +107,11 @@ class FetchRequest:
     min_bytes: int
     max_bytes: int
     partitions: tuple[PartitionFetch, ...]
+    # The fetch session (KIP-227): its id (0: none), the epoch (0 full, asking for a session;
+    # -1 or None sessionless; else the session's next), the partitions it stops fetching.
+    session_id: int = 0
+    session_epoch: int | None = None
+    forgotten: tuple[Key, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +135,7 @@ class FetchResponse:
     partitions: tuple[PartitionAnswer, ...] = ()
     error: str | None = None  # a whole-response error: the stream is given up
     message: str = ""
+    session_id: int = 0  # the fetch session the leader keeps for the stream (0: none)
 
 
 class Applied(enum.Enum):
@@ -167,7 +192,19 @@ class FetchStream:
         # answer (Kafka's PartitionFetchState.lag); none yet: not in sync.
         self.lag: dict[Key, int] = {}
         self.throttled_out = False  # the last plan left a throttled partition out
-        self.in_flight: dict[Key, Planned] | None = None
+        self.in_flight: dict[Key, Sent] | None = None
+        # The fetch session (KIP-227, Kafka's FetchSessionHandler): its id (0: none yet),
+        # the epoch of the next fetch (0: a full fetch, which asks for a session), what the
+        # leader's session holds of each partition (as the last fetch sent them), and the
+        # partitions whose state may have changed since (only those are looked at: an idle
+        # partition costs a fetch nothing); `renamed`: those to name again even unchanged
+        # (their answer was dropped, so the leader must read them again).
+        self.session_id = 0
+        self.session_epoch = 0
+        self.sent: dict[Key, Sent] = {}
+        self.dirty: dict[Key, None] = {}
+        self.renamed: set[Key] = set()
+        self.full_fetches = 0
         self.correlation_id = 0  # the last fetch's
         self.reconnect_at = 0  # after a broken stream, no fetch before this
         self.fetches = 0  # answers read
@@ -186,6 +223,8 @@ class FetchStream:
         key = (partition.topic_id, partition.index)
         self.partitions[key] = partition
         self.resting_until.pop(key, None)
+        self.dirty[key] = None
+        self.renamed.add(key)  # followed anew: the leader reads it whatever the session says
 
     def remove(self, partition: Partition) -> None:
         key = (partition.topic_id, partition.index)
@@ -193,6 +232,7 @@ class FetchStream:
             del self.partitions[key]
             self.resting_until.pop(key, None)
             self.lag.pop(key, None)
+            self.dirty[key] = None
 
     def next_fetch(self, now_ms: int, broker_epoch: int) -> FetchRequest | None:
         """The fetch to send now, marked in flight; None while one is out, while the stream
@@ -200,12 +240,14 @@ class FetchStream:
         ask again)."""
         if self.in_flight is not None or now_ms < self.reconnect_at:
             return None
-        plan = self.plan(now_ms)
-        if not plan:
+        if self.session_epoch == 0:
+            request = self._full_fetch(now_ms, broker_epoch)
+        else:
+            request = self._incremental_fetch(now_ms, broker_epoch)
+        if request is None:
             return None
-        self.in_flight = plan
-        self.correlation_id += 1
-        return self._request(plan, broker_epoch)
+        self.in_flight = self.sent
+        return request
 
     def wake_at(self, now_ms: int) -> int | None:
         """When a fetch may be due, after `next_fetch` gave none: the end of the backoff, of
@@ -228,18 +270,40 @@ class FetchStream:
         """The answer to the fetch in flight: applied partition by partition."""
         if not self.awaiting(correlation_id):
             return Answered(stale=True)
-        plan = self.in_flight
-        assert plan is not None
+        sent = self.in_flight
+        assert sent is not None
         self.in_flight = None
         self.fetches += 1
+        if response.error in SESSION_ERRORS:
+            # Kafka's FetchSessionHandler.handleError: start over with a full fetch (one the
+            # leader no longer knows is asked for anew; another is closed by the full fetch).
+            if response.error == ErrorCode.FETCH_SESSION_ID_NOT_FOUND:
+                self.session_id = 0
+            self._start_over()
+            self.last_error = f"{response.error}: {response.message}"
+            return Answered()
         if response.error is not None:
+            self._start_over()
             return Answered(broken=f"{response.error}: {response.message}")
+        if self.session_epoch == 0 or response.session_id != self.session_id:
+            # A full fetch's answer opens the session (or none: no slot was free); an
+            # incremental fetch that forgot its last partition is answered sessionless.
+            self.session_id = response.session_id
+            self.session_epoch = 1 if response.session_id else 0
+            if not response.session_id:
+                self._start_over()
+        else:
+            self.session_epoch = 1 if self.session_epoch == _MAX_EPOCH else self.session_epoch + 1
         outcomes = []
         for answer in response.partitions:
             key = (answer.topic_id, answer.partition)
-            planned = plan.get(key)
+            planned = sent.get(key)
             if planned is not None:
-                outcomes.append(self._apply(key, planned, answer, now_ms))
+                outcome = self._apply(key, planned[:3], answer, now_ms)
+                self.dirty[key] = None  # its log end or log start may have moved
+                if outcome.applied is Applied.STALE:
+                    self.renamed.add(key)
+                outcomes.append(outcome)
         return Answered(tuple(outcomes))
 
     def broken(self, now_ms: int, why: str) -> int:
@@ -249,25 +313,94 @@ class FetchStream:
         self.broken_count += 1
         self.last_error = why
         self.reconnect_at = now_ms + self.config.fetch_backoff_ms
+        self._start_over()  # a fetch may have been lost: the leader's session is unknown
         return self.reconnect_at
+
+    def _start_over(self) -> None:
+        """The next fetch is a full one (closing the session this stream had, if any)."""
+        self.session_epoch = 0
+        self.sent = {}
+        self.dirty.clear()
+        self.renamed.clear()
 
     # --- the request ------------------------------------------------------------------------
 
     def plan(self, now_ms: int) -> dict[Key, Planned]:
         """The partitions not resting nor held back by the follower's quota."""
-        quota = self.replication.follower
         self.throttled_out = False
         plan = {}
-        for key, p in self.partitions.items():
-            if self.resting_until.get(key, 0) > now_ms:
-                continue
-            if quota.should_throttle(p.topic, p.index, self.lag.get(key, 1) <= 0):
-                self.throttled_out = True
-                continue
-            plan[key] = (p, p.leader_epoch, p.log.log_end_offset)
+        for key in self.partitions:
+            planned = self._planned(key, now_ms)
+            if planned is not None:
+                plan[key] = planned
         return plan
 
-    def _request(self, plan: dict[Key, Planned], broker_epoch: int) -> FetchRequest:
+    def _planned(self, key: Key, now_ms: int) -> Planned | None:
+        """What a fetch would ask of the partition now: None when it is not followed here,
+        rests, or is held back by the follower's quota."""
+        p = self.partitions.get(key)
+        if p is None or self.resting_until.get(key, 0) > now_ms:
+            return None
+        if self.replication.follower.should_throttle(p.topic, p.index, self.lag.get(key, 1) <= 0):
+            self.throttled_out = True
+            return None
+        return (p, p.leader_epoch, p.log.log_end_offset)
+
+    def _sent(self, planned: Planned, max_bytes: int) -> Sent:
+        p, epoch, end = planned
+        log = p.log
+        return (p, epoch, end, log.leader_epochs.latest_epoch(), log.log_start_offset, max_bytes)
+
+    def _full_fetch(self, now_ms: int, broker_epoch: int) -> FetchRequest | None:
+        """Every partition not resting nor held back, asking the leader for a session."""
+        plan = self.plan(now_ms)
+        if not plan:
+            return None
+        max_bytes = self.replication.fetch_max_bytes
+        self.sent = {key: self._sent(planned, max_bytes) for key, planned in plan.items()}
+        self.dirty.clear()
+        self.renamed.clear()
+        self.full_fetches += 1
+        return self._request(list(self.sent.items()), (), broker_epoch)
+
+    def _incremental_fetch(self, now_ms: int, broker_epoch: int) -> FetchRequest:
+        """The partitions whose fetch state changed since the last fetch (Kafka's
+        FetchSessionHandler.Builder): those the session does not hold or holds otherwise,
+        and, forgotten, those it holds that are no longer fetched. Only the partitions that
+        may have changed are looked at (an answer, a follow, a rest that ended; every one
+        while the follower's quota throttles any)."""
+        self.throttled_out = False
+        looked = self.dirty
+        self.dirty = {}
+        for key, until in list(self.resting_until.items()):
+            if until <= now_ms:
+                del self.resting_until[key]
+                looked[key] = None
+        if self.replication.follower.throttles_any:
+            looked.update(dict.fromkeys(self.partitions))
+            looked.update(dict.fromkeys(self.sent))
+        max_bytes = self.replication.fetch_max_bytes
+        named: list[tuple[Key, Sent]] = []
+        forgotten: list[Key] = []
+        renamed, self.renamed = self.renamed, set()
+        for key in looked:
+            planned = self._planned(key, now_ms)
+            before = self.sent.get(key)
+            if planned is None:
+                if before is not None:
+                    del self.sent[key]
+                    forgotten.append(key)
+                continue
+            now = self._sent(planned, max_bytes)
+            if now != before or key in renamed:
+                self.sent[key] = now
+                named.append((key, now))
+        return self._request(named, tuple(forgotten), broker_epoch)
+
+    def _request(
+        self, named: list[tuple[Key, Sent]], forgotten: tuple[Key, ...], broker_epoch: int
+    ) -> FetchRequest:
+        self.correlation_id += 1
         config = self.config
         max_wait_ms = config.fetch_wait_max_ms
         if self.throttled_out:
@@ -275,7 +408,6 @@ class FetchStream:
             # leader's long poll must not hold them back longer than that.
             delay_ms = int(self.replication.follower.delay_s() * 1000) + 1
             max_wait_ms = min(max_wait_ms, delay_ms)
-        max_bytes = self.replication.fetch_max_bytes
         return FetchRequest(
             correlation_id=self.correlation_id,
             replica_id=self.broker_id,
@@ -289,12 +421,15 @@ class FetchStream:
                     partition=index,
                     current_leader_epoch=epoch,
                     fetch_offset=end,
-                    last_fetched_epoch=p.log.leader_epochs.latest_epoch(),
-                    log_start_offset=p.log.log_start_offset,
+                    last_fetched_epoch=last_epoch,
+                    log_start_offset=log_start,
                     partition_max_bytes=max_bytes,
                 )
-                for (topic_id, index), (p, epoch, end) in plan.items()
+                for (topic_id, index), (_, epoch, end, last_epoch, log_start, max_bytes) in named
             ),
+            session_id=self.session_id,
+            session_epoch=self.session_epoch,
+            forgotten=forgotten,
         )
 
     # --- the answer -------------------------------------------------------------------------

@@ -7,7 +7,8 @@ a socket or a clock, so the replicated-partition simulator can drive it.
   at that fetch if o reached the leader's log end then, or at its previous fetch if o
   reached what the leader's log end was at that previous fetch (Kafka's rule, so a follower
   fetching steadily behind a busy leader is not dropped for never touching the moving end).
-- ISR shrink: a member not caught up within `replica.lag.time.max.ms`. ISR expand: a
+- ISR shrink: a member whose log end is not the leader's and that was not caught up
+  within `replica.lag.time.max.ms` (Kafka's isCaughtUp). ISR expand: a
   follower whose log end reached the high watermark and the start of the leader's epoch,
   and that the controller would accept (unfenced, not shutting down). Both are proposals
   to the controller (AlterPartition); until it answers, the ISR used for the high
@@ -126,6 +127,19 @@ class PartitionLeader:
         state.leader_end_at_last_fetch = leader_end_offset
         return self.update_high_watermark(leader_end_offset)
 
+    def on_follower_standing(self, follower_id: int, fetch_offset: int, at_ms: int) -> None:
+        """The follower's fetch session fetched at `at_ms` while its log end for this
+        partition was still `fetch_offset`, and nothing changed here since the partition was
+        last read for it: as a fetch then, against the leader's end as it was at that read
+        (a session that follows changes does not read an unchanged partition, so without
+        this an idle partition's follower would look as if it stopped fetching)."""
+        state = self.followers.get(follower_id)
+        if state is None or state.last_fetch_ms >= at_ms or state.log_end_offset != fetch_offset:
+            return
+        if fetch_offset >= state.leader_end_at_last_fetch:
+            state.last_caught_up_ms = max(state.last_caught_up_ms, at_ms)
+        state.last_fetch_ms = at_ms
+
     def update_high_watermark(self, leader_end_offset: int) -> bool:
         """Recomputes it over the maximal ISR; returns whether it moved."""
         if self.under_min_isr():
@@ -146,10 +160,14 @@ class PartitionLeader:
         in. None while a proposal is in flight (one at a time, as Kafka) or nothing to do."""
         if self.pending is not None:
             return None
+        # Kafka's isCaughtUp: a member whose log end is the leader's is caught up, however
+        # long ago it last fetched (an idle partition's follower is not read by its fetch
+        # session; a dead broker's replicas leave the ISR when the controller fences it).
         removed = tuple(
             r
             for r in self.isr
             if r != self.leader_id
+            and self.followers[r].log_end_offset != leader_end_offset
             and now_ms - self.followers[r].last_caught_up_ms > self.replica_lag_time_max_ms
         )
         # Kafka expands only on the follower's own fetch: one that stopped fetching (not

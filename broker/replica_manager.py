@@ -22,6 +22,7 @@ every request from then on, and produces waiting on them fail so.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import random
 import time
@@ -31,7 +32,7 @@ from typing import Any
 
 from broker.alter_partition_sender import AlterPartitionSender
 from broker.fetch_sessions import FetchSessionCache
-from broker.follower_fetch import FetchRequest
+from broker.follower_fetch import FetchRequest, FetchResponse
 from broker.follower_reads import FollowerAnswer, read_follower_fetch, read_summary
 from broker.isr_proposals import ISR_RETRY_BACKOFF_S, Outcome
 from broker.memory_pool import MemoryPool
@@ -47,6 +48,7 @@ from broker.purgatory import (
     Purgatory,
 )
 from broker.replica_config import ReplicaConfig
+from broker.replica_sessions import FollowerSessions
 from broker.replication_settings import ReplicationSettings
 from broker.topic_settings import TopicSettings, topic_settings
 from metadata.delta import MetadataDelta
@@ -65,6 +67,11 @@ ControllerCall = Callable[[str, Any], Awaitable[Any | None]]
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def session_clock_ms() -> int:
+    """The fetch session cache's clock (monotonic), as the Kafka listener's Fetch uses it."""
+    return int(time.monotonic() * 1000)
 
 
 # A produced batch at least this large is validated in a worker thread (_validate_large);
@@ -152,6 +159,8 @@ class ReplicaManager:
             config.min_incremental_fetch_session_eviction_ms,
             random.Random(),
         )
+        # Follower fetches keep their sessions there too (broker/replica_sessions.py).
+        self.follower_sessions = FollowerSessions(self.fetch_sessions)
         self._parked: dict[DelayedOperation, asyncio.Future[None]] = {}
         self._changed: dict[TopicPartition, bool] = {}
         self._timer: asyncio.TimerHandle | None = None
@@ -185,7 +194,7 @@ class ReplicaManager:
         await self.isr_sender.stop()
         for op in self.purgatory.parked():
             for key in op.keys:
-                self._fire(key)
+                self._wake_key(key)
 
     # --- metadata ---------------------------------------------------------------------------
 
@@ -205,7 +214,7 @@ class ReplicaManager:
                 self.by_id.pop((partition.topic_id, partition.index), None)
                 partition.leader = None  # waiting produces fail with NOT_LEADER_OR_FOLLOWER
                 self.on_removed(partition)
-                self._fire(key, gone=True)
+                self._fire(partition, gone=True)
         return doomed
 
     def settings_for(self, image: MetadataImage, topic: str) -> TopicSettings:
@@ -260,7 +269,7 @@ class ReplicaManager:
                     settings,
                     self.config.replica_lag_time_max_ms,
                 )
-                partition.on_change = lambda: self._fire(key)
+                partition.on_change = lambda: self._fire(partition)
                 self.partitions[key] = partition
                 self.by_id[(topic_id, index)] = partition
             if partition.apply_registration(registration, now, settings):
@@ -277,7 +286,7 @@ class ReplicaManager:
         for partition in stopped:
             partition.leader = None
             self.on_removed(partition)
-            self._fire((partition.topic, partition.index))  # waiting produces and fetches
+            self._fire(partition)  # waiting produces and fetches
         return stopped
 
     def offline_replicas(self) -> list[tuple[bytes, int]]:
@@ -301,8 +310,14 @@ class ReplicaManager:
 
     # --- waiting ----------------------------------------------------------------------------
 
-    def _fire(self, key: TopicPartition, gone: bool = False) -> None:
-        """The partition changed; `gone`: this broker no longer holds it."""
+    def _fire(self, partition: Partition, gone: bool = False) -> None:
+        """The partition changed; `gone`: this broker no longer holds it. Follower fetch
+        sessions holding it hear of it first (they wait on their own keys)."""
+        for session_key in self.follower_sessions.changed(partition):
+            self._wake_key(session_key)
+        self._wake_key((partition.topic, partition.index), gone)
+
+    def _wake_key(self, key: TopicPartition, gone: bool = False) -> None:
         if self.purgatory.watched(key):
             # Looked at on the next turn of the loop, as a woken waiter would: the
             # partition may be in the middle of a change now.
@@ -628,20 +643,23 @@ class ReplicaManager:
 
     # --- follower fetch (leader side) -------------------------------------------------------
 
-    async def replica_fetch(self, request: FetchRequest) -> list[FollowerAnswer]:
-        """Serves one follower fetch (the servicer's conversion of a ReplicaFetchRequest):
-        (request partition, partition, its read or ApiError) per partition, after waiting up
-        to max_wait_ms for min_bytes."""
-        fetch = self.purgatory.follower_fetch(
-            request.max_wait_ms, request.min_bytes, self._clock_ms()
-        )
+    async def replica_fetch(self, request: FetchRequest) -> FetchResponse:
+        """Serves one follower fetch (the servicer's conversion of a ReplicaFetchRequest)
+        under its fetch session's rules (broker/replica_sessions.py), after waiting up to
+        max_wait_ms for min_bytes."""
+        sessions = self.follower_sessions
+        fetch = sessions.begin(request, session_clock_ms(), now_ms())
+        if fetch.error is not None:
+            return sessions.finish(fetch, [], session_clock_ms())
+        op = self.purgatory.follower_fetch(request.max_wait_ms, request.min_bytes, self._clock_ms())
         while True:
-            answers, throttled = self._read_for_follower(request)
-            if self.purgatory.fetch_read(
-                fetch, self._follower_read(answers, throttled), self._clock_ms()
-            ):
-                return answers
-            await self._until_woken(fetch)
+            answers, throttled = self._read_for_follower(sessions.to_read(fetch))
+            read = self._follower_read(answers, throttled)
+            if fetch.wait_keys:
+                read = dataclasses.replace(read, keys=read.keys + fetch.wait_keys)
+            if self.purgatory.fetch_read(op, read, self._clock_ms()):
+                return sessions.finish(fetch, answers, session_clock_ms())
+            await self._until_woken(op)
 
     def _follower_read(self, answers: list[FollowerAnswer], throttled: bool) -> FetchReadSummary:
         return read_summary(answers, self.replication.leader, throttled)

@@ -31,6 +31,12 @@ def request_pb(request: FetchRequest) -> Any:
             )
             for p in request.partitions
         ],
+        session_id=request.session_id,
+        session_epoch=request.session_epoch,
+        forgotten=[
+            replica_pb2.ReplicaFetchRequest.ForgottenPartition(topic_id=t, partition=i)
+            for t, i in request.forgotten
+        ],
     )
 
 
@@ -46,7 +52,8 @@ def response_of(response: Any) -> FetchResponse:
     if error is not None:
         return FetchResponse(error=error, message=response.error.message)
     return FetchResponse(
-        tuple(
+        session_id=response.session_id,
+        partitions=tuple(
             PartitionAnswer(
                 topic_id=item.topic_id,
                 partition=item.partition,
@@ -62,7 +69,7 @@ def response_of(response: Any) -> FetchResponse:
                 ),
             )
             for item in response.partitions
-        )
+        ),
     )
 
 
@@ -88,4 +95,7 @@ def fetch_request_of(request: Any) -> FetchRequest:
             )
             for p in request.partitions
         ),
+        session_id=request.session_id,
+        session_epoch=request.session_epoch if request.HasField("session_epoch") else None,
+        forgotten=tuple((f.topic_id, f.partition) for f in request.forgotten),
     )

@@ -107,6 +107,11 @@ class ReplicationQuota:
         partitions = self._throttled.get(topic)
         return partitions is not None and partition in partitions
 
+    @property
+    def throttles_any(self) -> bool:
+        """Whether any partition is throttled at all (else no partition needs a look)."""
+        return bool(self._throttled)
+
     def throttled_topics(self) -> dict[str, Partitions]:
         return dict(self._throttled)
 

@@ -9,7 +9,6 @@ from typing import Any
 
 import grpc
 
-from broker.follower_reads import fetch_response
 from broker.replica_manager import ReplicaManager
 from broker.replica_wire import fetch_request_of
 from server.api_errors import make_error
@@ -47,19 +46,22 @@ class ReplicaServicer(replica_pb2_grpc.ReplicaServiceServicer):
             yield response
 
     async def fetch_once(self, request: Any) -> Any:
-        answers = await self.replicas.replica_fetch(fetch_request_of(request))
-        response = Response()
-        for answer in fetch_response(answers).partitions:
+        answer = await self.replicas.replica_fetch(fetch_request_of(request))
+        response = Response(session_id=answer.session_id)
+        if answer.error is not None:
+            response.error.CopyFrom(make_error(answer.error, answer.message))
+            return response
+        for part in answer.partitions:
             out = response.partitions.add(
-                topic_id=answer.topic_id,
-                partition=answer.partition,
-                high_watermark=answer.high_watermark,
-                log_start_offset=answer.log_start_offset,
-                log_end_offset=answer.log_end_offset,
-                records=answer.records,
+                topic_id=part.topic_id,
+                partition=part.partition,
+                high_watermark=part.high_watermark,
+                log_start_offset=part.log_start_offset,
+                log_end_offset=part.log_end_offset,
+                records=part.records,
             )
-            if answer.error is not None:
-                out.error.CopyFrom(make_error(answer.error, answer.message))
-            if answer.diverging is not None:
-                out.diverging_epoch.epoch, out.diverging_epoch.end_offset = answer.diverging
+            if part.error is not None:
+                out.error.CopyFrom(make_error(part.error, part.message))
+            if part.diverging is not None:
+                out.diverging_epoch.epoch, out.diverging_epoch.end_offset = part.diverging
         return response

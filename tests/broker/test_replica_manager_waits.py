@@ -37,7 +37,7 @@ def leading(tmp_path: os.PathLike[str], isr: list[int]) -> tuple[ReplicaManager,
     manager.partitions[KEY] = partition
     manager.by_id[TOPIC_ID, 0] = partition
     manager.replication = ReplicationSettings(1, config)
-    partition.on_change = lambda: manager._fire(KEY)  # as ReplicaManager._apply wires it
+    partition.on_change = lambda: manager._fire(partition)  # as ReplicaManager._apply wires it
     return manager, partition
 
 
@@ -68,13 +68,13 @@ def test_a_long_poll_is_answered_when_records_arrive_and_at_its_deadline(tmp_pat
 
     async def scenario() -> None:
         start = time.monotonic()
-        [(_, _, empty)] = await manager.replica_fetch(follower_fetch(0, 100))
+        [empty] = (await manager.replica_fetch(follower_fetch(0, 100))).partitions
         assert empty.records == b"" and time.monotonic() - start >= 0.09
         poll = asyncio.create_task(manager.replica_fetch(follower_fetch(0, 5_000)))
         await asyncio.sleep(0.05)
         assert manager.purgatory.watched(KEY)
         partition.append_as_leader(batch(2), 1, NOW)
-        [(_, _, answer)] = await asyncio.wait_for(poll, 1)
+        [answer] = (await asyncio.wait_for(poll, 1)).partitions
         assert answer.records
         assert manager.purgatory.parked() == []
         await manager.stop()

@@ -63,7 +63,9 @@ def run_once(
     echo: bool = True,
     secured: bool = False,
     clients: str = "strom",
+    settings: dict[str, str] | None = None,
 ) -> RunResult:
+    """One run; `settings`: node configs on top of the run's own."""
     started = time.monotonic()
     if clients not in CLIENTS:
         raise ValueError(f"clients must be one of {', '.join(CLIENTS)}, not {clients!r}")
@@ -91,7 +93,7 @@ def run_once(
         cluster = (SecuredCluster if secured else cluster_type)(
             base,
             3,
-            extra=GROUP_SETTINGS,
+            extra={**GROUP_SETTINGS, **(settings or {})},
             brokers=brokers,
             hosts=network.address if network else None,
             launcher={

@@ -58,6 +58,21 @@ def test_faults_lose_nothing_acknowledged(tmp_path, seed, topology, kinds, secon
     assert_clean(result)
 
 
+def test_replica_fetch_sessions_evicted_all_the_time_lose_and_repeat_nothing(tmp_path):
+    """Follower fetch sessions (KIP-227, issue 21) with one slot per broker, evictable at
+    once: each follower's full fetch evicts the other follower's session, whose next fetch
+    is answered FETCH_SESSION_ID_NOT_FOUND and starts over, while leaders are killed and
+    restarted. Nothing acknowledged is lost or repeated, and every replica ends equal."""
+    sessions = {
+        "max.incremental.fetch.session.cache.slots": "1",
+        "min.incremental.fetch.session.eviction.ms": "0",
+    }
+    result = run_once(
+        str(tmp_path), 5, ("kill-leader", "kill"), 15.0, "combined", False, settings=sessions
+    )
+    assert_clean(result)
+
+
 def test_a_secured_cluster_loses_nothing_and_refuses_no_granted_request(tmp_path):
     """SASL_SSL clients with SCRAM users (the workload's holding only its ACLs), mTLS between
     the nodes, the authorizer on: through kills, pauses and restarts nothing acknowledged is

@@ -129,6 +129,11 @@ def _replica_fetch(rng: random.Random, ctx: Context) -> dict[str, Any]:
                 "partition_max_bytes": 1 << 20,
             }
         ],
+        # A session (KIP-227): a full fetch asking for one, or an incremental one the
+        # mutator may turn into an unknown id or a wrong epoch.
+        "session_id": rng.choice((0, 1, 2**31 - 1)),
+        "session_epoch": rng.choice((-1, 0, 1)),
+        "forgotten": [{"topic_id": ctx.topic_ids[name], "partition": p}],
     }
 
 

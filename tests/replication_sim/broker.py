@@ -58,7 +58,9 @@ class BrokerStats:
     truncated_records: int = 0
     restarts_at: int = 0
     fetches: int = 0
-    multi_partition_fetches: int = 0  # fetches naming more than one partition
+    # fetches of a stream whose fetch session holds more than one partition
+    multi_partition_fetches: int = 0
+    incremental_fetches: int = 0  # fetches naming only what changed in their session
     broken_streams: int = 0
     isr_proposals: int = 0
     batched_alter_requests: int = 0  # AlterPartition requests of more than one partition

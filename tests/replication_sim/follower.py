@@ -114,7 +114,8 @@ class FollowerPump:
                 return
             incarnation = self.connected_to[stream.key] = leader.incarnation
         broker.stats.fetches += 1
-        broker.stats.multi_partition_fetches += len(request.partitions) > 1
+        broker.stats.multi_partition_fetches += len(stream.sent) > 1
+        broker.stats.incremental_fetches += (request.session_epoch or 0) > 0
         call = FetchCall(broker.id, broker.incarnation, leader.id, incarnation, stream.key, request)
         broker.world.network.send(broker.id, leader.id, leader.handle_fetch, call)
         broker.later(stream.read_timeout_ms, self._timeout, stream.key, request.correlation_id)

@@ -4,16 +4,21 @@ product's Purgatory (broker/purgatory.py: when a long poll is answered, what a w
 produce answers and when), pumped as ReplicaManager pumps it: a partition's change reaches
 it on the next turn of the loop, a wake-up is set at its next deadline. A follower fetch
 is read by the product's broker/follower_reads.py (each partition it names within what is
-left of the request's max bytes, each read followed by the ISR check, isr.py); DeleteRecords
+left of the request's max bytes, each read followed by the ISR check, isr.py) under the
+product's fetch session rules (broker/replica_sessions.py over a FetchSessionCache, kept in
+the process's memory: a restart loses the sessions, as the node's do); DeleteRecords
 (server/requests/delete_records.py) moves the leader's log start, then writes the offset
 checkpoints before answering.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import random
 from typing import TYPE_CHECKING, Any
 
-from broker.follower_reads import fetch_response, read_follower_fetch, read_summary
+from broker.fetch_sessions import FetchSessionCache
+from broker.follower_reads import read_follower_fetch, read_summary
 from broker.partition import LeaderAppend, Partition
 from broker.purgatory import (
     DelayedFetch,
@@ -21,6 +26,7 @@ from broker.purgatory import (
     DelayedProduce,
     Purgatory,
 )
+from broker.replica_sessions import FollowerSessions, SessionFetch
 from broker.replication_quota import ReplicationQuota
 from metadata.errors import ApiError
 from strom_api.error_codes import ErrorCode
@@ -39,7 +45,10 @@ class LeaderSide:
         # clients.ProduceRequest and its append), and the wake-up set
         self.purgatory = Purgatory()
         self.quota = ReplicationQuota(clock=lambda: broker.now / 1000)
-        self.fetches: dict[DelayedFetch, FetchCall] = {}
+        self.fetches: dict[DelayedFetch, tuple[FetchCall, SessionFetch]] = {}
+        # The product's follower fetch sessions, in a cache of Kafka's default size
+        seed = broker.world.rngs["fetch sessions"].getrandbits(64)
+        self.sessions = FollowerSessions(FetchSessionCache(1000, 120_000, random.Random(seed)))
         self.produces: dict[DelayedProduce, tuple[Any, TopicPartition, LeaderAppend]] = {}
         self.wake: int | None = None
         self.changed: dict[TopicPartition, None] = {}  # partitions changed this turn
@@ -50,7 +59,7 @@ class LeaderSide:
         network = broker.world.network
         for op in self.purgatory.drop_all():
             if isinstance(op, DelayedFetch):  # their streams break: the followers see a reset
-                call = self.fetches[op]
+                call = self.fetches[op][0]
                 follower = broker.world.brokers[call.follower]
                 network.send(broker.id, follower.id, follower.handle_fetch_answer, reset(call))
             else:
@@ -61,16 +70,20 @@ class LeaderSide:
     def handle_fetch(self, call: FetchCall) -> None:
         request = call.request
         now = self.broker.now
+        session = self.sessions.begin(request, now, self.broker.wall)
+        if session.error is not None:
+            self._reply(call, self.sessions.finish(session, [], now))
+            return
         fetch = self.purgatory.follower_fetch(request.max_wait_ms, request.min_bytes, now)
-        self.fetches[fetch] = call
+        self.fetches[fetch] = (call, session)
         self._serve_fetch(fetch)
         self._arm()
 
     def _serve_fetch(self, fetch: DelayedFetch) -> None:
         """One read of ReplicaManager.replica_fetch; answered if the purgatory says so."""
         broker = self.broker
-        call = self.fetches[fetch]
-        request = call.request
+        call, session = self.fetches[fetch]
+        request = self.sessions.to_read(session)
         # The product's read of the fetch (ReplicaManager._read_for_follower); this model
         # sets no replication throttle, so the quota (unlimited) never holds records back.
         answers, held_back = read_follower_fetch(
@@ -83,24 +96,38 @@ class LeaderSide:
             broker.isr.maybe_change,
         )
         summary = read_summary(answers, self.quota, held_back)
+        if session.wait_keys:
+            summary = dataclasses.replace(summary, keys=summary.keys + session.wait_keys)
         if not self.purgatory.fetch_read(fetch, summary, broker.now):
             return  # parked
         del self.fetches[fetch]
+        self._reply(call, self.sessions.finish(session, answers, broker.now))
+
+    def _reply(self, call: FetchCall, response: Any) -> None:
+        broker = self.broker
         follower = broker.world.brokers[call.follower]
         reply = FetchReply(
             broker.id,
             call.follower_incarnation,
             call.stream,
-            request.correlation_id,
-            response=fetch_response(answers),
+            call.request.correlation_id,
+            response=response,
         )
         broker.world.network.send(broker.id, follower.id, follower.handle_fetch_answer, reply)
 
     # --- the purgatory's pump (ReplicaManager._fire, _drain_changes, _arm, _expire) ---------
 
     def partition_changed(self, tp: TopicPartition) -> None:
-        """Partition.on_change: waiting produces and parked fetches look again on the next
+        """Partition.on_change (ReplicaManager._fire): the follower sessions holding the
+        partition hear of it now; waiting produces and parked fetches look again on the next
         turn of the (simulated) event loop."""
+        partition = self.broker.replicas.partitions.get(tp)
+        if partition is not None:
+            for key in self.sessions.changed(partition):
+                self._wake_key(key)
+        self._wake_key(tp)
+
+    def _wake_key(self, tp: TopicPartition) -> None:
         if self.purgatory.watched(tp):
             if not self.changed:
                 self.broker.later(0, self._drain_changes)

@@ -9,8 +9,8 @@ The mutations:
   sent again);
 - a follower ignores the diverging epoch in a fetch answer (KIP-320) and takes the answer as
   one without records. It keeps the records the leader does not have, so it never catches
-  up (the leader answers the same divergence at every fetch) and learns a high watermark
-  over records that differ from the leader's;
+  up (the leader answers the same divergence whenever it reads the partition again) and
+  may learn a high watermark over records that differ from the leader's;
 - the purgatory (broker/purgatory.py) answers a waiting acks=all produce success though
   leadership moved while it waited (replication_error's NOT_LEADER_OR_FOLLOWER rule dropped),
   or before the high watermark passes it: acknowledged records are then missing from the
@@ -73,11 +73,13 @@ def test_a_diverging_epoch_ignored_by_the_follower_is_caught(monkeypatch):
         return rule(self, key, partition, dataclasses.replace(answer, diverging=None), end, now_ms)
 
     monkeypatch.setattr(FetchStream, "_apply_one", diverging_ignored)
-    # Seed 4 breaks an invariant (a follower's records differ from the leader's below its
-    # high watermark), 5 its liveness; the first one is enough.
+    # Seed 4 stalls the partition (liveness): the follower keeps its diverged records and
+    # never catches up, and its fetch session does not read the partition again until the
+    # leader's changes (before fetch sessions, every fetch re-read it and the follower took
+    # the high watermark over its diverged records: an invariant). The first one is enough.
     result = next((r for r in map(run_seed, SEEDS) if r.failure is not None), None)
     assert result is not None, "the simulator did not notice a follower ignoring divergence"
-    assert result.kind == "invariant", result.failure
+    assert result.kind in ("invariant", "liveness"), result.failure
 
 
 def test_an_acks_all_produce_answered_after_leadership_moved_is_caught(monkeypatch):
@@ -88,9 +90,9 @@ def test_an_acks_all_produce_answered_after_leadership_moved_is_caught(monkeypat
         return None if error is not None and error.error_name == "NOT_LEADER_OR_FOLLOWER" else error
 
     monkeypatch.setattr(purgatory, "replication_error", leadership_ignored)
-    # Seeds 4 and 60 of the CI seeds (which pass intact) acknowledge records that the new
+    # Seeds 60 and 83 of the CI seeds (which pass intact) acknowledge records that the new
     # leader's log does not hold at their offsets.
-    failures = [run_seed(seed).failure for seed in (4, 60)]
+    failures = [run_seed(seed).failure for seed in (60, 83)]
     assert all(f is not None and "acked by" in f.split("\n", 1)[0] for f in failures), failures
 
 

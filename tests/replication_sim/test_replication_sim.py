@@ -66,8 +66,10 @@ def test_the_ci_seeds_exercise_the_replication_paths() -> None:
     assert total("crashes") > n, summary
     assert total("fences") > n, summary
     assert total("isr_changes") > 2 * n, summary
-    # Many partitions per broker: streams carry several, AlterPartition requests too.
+    # Many partitions per broker: streams carry several (in fetch sessions, most fetches
+    # incremental), AlterPartition requests too.
     assert total("multi_partition_fetches") > 30 * n, summary
+    assert total("incremental_fetches") > 30 * n, summary
     assert total("batched_alter_requests") > n // 2, summary
     # The controller quorum (seeds 0-149: 1.9 controller crashes, 1.3 failovers and 0.17
     # writes abandoned by a leadership change per seed).

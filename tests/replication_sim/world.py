@@ -49,6 +49,7 @@ class World:
                 "controller",
                 "quorum",
                 "quorum links",
+                "fetch sessions",
             )
         }
         self.queue = EventQueue()
