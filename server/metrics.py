@@ -15,7 +15,8 @@ group's committed offsets as kafka_consumergroup_current_offset from its coordin
 their difference, computed by Prometheus (deploy/prometheus/strom-rules.yml records
 kafka_consumergroup_lag): the coordinator of a group rarely leads all its partitions, and a
 scrape asks no other node. Strom's own are in base units: strom_request_duration_seconds{api},
-strom_replica_lag_records, strom_purgatory_size, strom_raft_messages_refused_total;
+strom_replica_lag_records, strom_purgatory_size, strom_raft_messages_refused_total,
+strom_event_loop_lag_seconds and strom_gc_pause_seconds{generation} (server/loop_health.py);
 kafka_server_authorizer_denied_total{operation} counts the requests the authorizer denied
 (server/request_authorization.py), by Kafka's operation name (a dozen values at most).
 kafka_network_socketserver_memorypool{available,used} for queued.max.request.bytes;
@@ -53,6 +54,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from raft.roles import Role
+from server.loop_health import LoopHealth
 
 if TYPE_CHECKING:
     from server.node_status import MetricsSources
@@ -99,7 +101,14 @@ class NodeMetrics:
         )
         for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
             self.registry.register(collector)
-        self.registry.register(NodeCollector(node, asyncio.get_running_loop()))
+        loop = asyncio.get_running_loop()
+        self.registry.register(NodeCollector(node, loop))
+        # Event-loop lag and GC pauses (server/loop_health.py).
+        self.loop_health = LoopHealth(self.registry, loop)
+        self.loop_health.start()
+
+    def close(self) -> None:
+        self.loop_health.close()
 
     def observe(self, api: str, seconds: float) -> None:
         self.request_duration.labels(api).observe(seconds)

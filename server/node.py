@@ -603,6 +603,8 @@ class Node:
         await self.health.stop()
         if self.metrics_listener is not None:
             self.metrics_listener.close()
+        if self.metrics is not None:
+            self.metrics.close()
         if self.lifecycle is not None:
             done = await self.lifecycle.controlled_shutdown(CONTROLLED_SHUTDOWN_TIMEOUT_S)
             if not done:

@@ -1,0 +1,45 @@
+"""The node's event-loop lag and GC pause histograms (server/loop_health.py), on a real
+loop and real collections."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import time
+
+from prometheus_client import CollectorRegistry
+
+from server.loop_health import LAG_INTERVAL_S, LoopHealth
+
+
+def sample(registry: CollectorRegistry, name: str, **labels: str) -> float:
+    value = registry.get_sample_value(name, labels)
+    return 0.0 if value is None else value
+
+
+def test_a_blocked_loop_shows_as_lag_and_a_collection_as_a_pause() -> None:
+    registry = CollectorRegistry()
+
+    async def scenario() -> None:
+        health = LoopHealth(registry, asyncio.get_running_loop())
+        health.start()
+        try:
+            await asyncio.sleep(LAG_INTERVAL_S * 3)
+            quick = sample(registry, "strom_event_loop_lag_seconds_count")
+            assert quick >= 2, "the loop was not sampled"
+            assert sample(registry, "strom_event_loop_lag_seconds_bucket", le="0.1") == quick
+            time.sleep(0.3)  # a blocking call on the loop
+            await asyncio.sleep(LAG_INTERVAL_S * 2)
+            slow = sample(registry, "strom_event_loop_lag_seconds_count") - sample(
+                registry, "strom_event_loop_lag_seconds_bucket", le="0.1"
+            )
+            assert slow == 1, "the 0.3 s block was not seen as one late callback"
+            before = sample(registry, "strom_gc_pause_seconds_count", generation="2")
+            gc.collect()
+            after = sample(registry, "strom_gc_pause_seconds_count", generation="2")
+            assert after == before + 1
+        finally:
+            health.close()
+        assert health._on_gc not in gc.callbacks
+
+    asyncio.run(scenario())
