@@ -5,6 +5,9 @@ their fetch offsets while the consumer's buffer has room (prefetching: the next 
 are usually there before poll() asks). A partition's answer is kept whole (the batches as
 the broker sent them) and decoded when poll() takes it, starting at the position. Seeking
 bumps the partition's generation, so answers to fetches made before the seek are dropped.
+Each broker's fetches follow an incremental fetch session (KIP-227, strom/fetch_session.py):
+after a full fetch, a request names only the partitions whose fetch offset changed, and the
+answer only the partitions with news.
 Positions without a starting point are reset by ListOffsets per `auto_offset_reset`;
 `wait_for_positions` lets the consumer fix a new partition's starting point before it shows
 the partition as assigned (so with "latest" nothing written after that is skipped).
@@ -26,6 +29,7 @@ import grpc.aio
 
 from strom.cluster import Cluster
 from strom.errors import ClientErrorName, StromError, error_name, from_pb
+from strom.fetch_session import FetchSessionHandler, SessionFetch
 from strom_api.error_codes import ErrorCode
 from strom_api.record_batch import LOG_OVERHEAD, parse_header
 from strom_api.records import decode_batch
@@ -92,6 +96,9 @@ class Fetcher:
         self._data = asyncio.Event()
         self._room = asyncio.Event()
         self._tasks: dict[int, asyncio.Task[None]] = {}
+        # Per broker, the incremental fetch session (KIP-227) its fetch stream follows; it
+        # outlives the stream: a new stream to the same broker goes on in the session.
+        self.sessions: dict[int, FetchSessionHandler[TopicPartition]] = {}
         self._manager: asyncio.Task[None] | None = None
         self._changed = asyncio.Event()
         self._positioned = asyncio.Event()  # set whenever positions were worked out
@@ -308,13 +315,24 @@ class Fetcher:
                     await self._room.wait()
                 generations = {tp: self.generation.get(tp, 0) for tp in tps}
                 offsets = {tp: self.fetch_offsets[tp] for tp in tps}
-                await call.write(self._request(offsets))
-                response = await asyncio.wait_for(
-                    call.read(),
-                    self.config.fetch_max_wait_ms / 1000 + self.config.request_timeout_ms / 1000,
-                )
-                if response is grpc.aio.EOF:
-                    raise ConnectionError("the broker closed the fetch stream")
+                session = self.sessions.setdefault(leader, FetchSessionHandler())
+                sent = session.build(offsets)
+                try:
+                    await call.write(self._request(sent))
+                    response = await asyncio.wait_for(
+                        call.read(),
+                        self.config.fetch_max_wait_ms / 1000
+                        + self.config.request_timeout_ms / 1000,
+                    )
+                    if response is grpc.aio.EOF:
+                        raise ConnectionError("the broker closed the fetch stream")
+                except BaseException:
+                    session.handle_error()  # the broker may have taken the epoch unseen
+                    raise
+                error = error_name(response.error.code) if response.HasField("error") else None
+                if not session.handle_response(sent, response.session_id, error):
+                    log.debug("fetch session with broker %d: %s", leader, error)
+                    continue  # the next fetch is a full one
                 if self._apply(response, offsets, generations):
                     self._kick()
                     return
@@ -329,9 +347,9 @@ class Fetcher:
             if call is not None:
                 call.cancel()
 
-    def _request(self, offsets: dict[TopicPartition, int]) -> Any:
+    def _request(self, sent: SessionFetch[TopicPartition]) -> Any:
         topics: dict[str, list[Any]] = {}
-        for tp, offset in offsets.items():
+        for tp, offset in sent.named.items():
             topics.setdefault(tp.topic, []).append(
                 client_pb2.FetchRequest.Partition(
                     partition=tp.partition,
@@ -340,6 +358,9 @@ class Fetcher:
                     partition_max_bytes=self.config.max_partition_fetch_bytes,
                 )
             )
+        forgotten: dict[str, list[int]] = {}
+        for tp in sent.forgotten:
+            forgotten.setdefault(tp.topic, []).append(tp.partition)
         return client_pb2.FetchRequest(
             max_wait_ms=self.config.fetch_max_wait_ms,
             min_bytes=self.config.fetch_min_bytes,
@@ -347,6 +368,12 @@ class Fetcher:
             isolation_level=self.config.isolation_level,  # type: ignore[arg-type]
             topics=[
                 client_pb2.FetchRequest.Topic(name=t, partitions=ps) for t, ps in topics.items()
+            ],
+            session_id=sent.session_id,
+            session_epoch=sent.epoch,
+            forgotten_topics=[
+                client_pb2.FetchRequest.ForgottenTopic(name=t, partitions=ps)
+                for t, ps in forgotten.items()
             ],
         )
 
@@ -356,7 +383,8 @@ class Fetcher:
         offsets: dict[TopicPartition, int],
         generations: dict[TopicPartition, int],
     ) -> bool:
-        """Buffers the answer; returns whether the leaders must be looked up again."""
+        """Buffers the answer; returns whether the leaders must be looked up again. An
+        incremental answer leaves out the partitions with nothing new."""
         replan = False
         for topic in response.topics:
             for p in topic.partitions:
