@@ -462,38 +462,28 @@ class Fetcher:
                 kept = 0
                 cut = False
                 if not header.is_control:
-                    # Once per record: locals, and ConsumerRecords built from tuples in C.
-                    stamp_type = 1 if header.log_append_time else 0
-                    append_time = header.max_timestamp
-                    bucket = out.setdefault(tp, [])
-                    append = bucket.append
-                    topic, partition = tp.topic, tp.partition
-                    room = max_records - taken
-                    for offset, timestamp, key, value, headers in records:
-                        if offset < position:
-                            continue
-                        if kept >= room:
-                            cut = True
-                            break
-                        append(
-                            _new_consumer_record(
-                                (
-                                    topic,
-                                    partition,
-                                    offset,
-                                    append_time if stamp_type else timestamp,
-                                    stamp_type,
-                                    key,
-                                    value,
-                                    list(headers),
-                                )
-                            )
+                    start = 0
+                    if records and records[0].offset < position:  # the batch holding it
+                        start = next(
+                            (i for i, r in enumerate(records) if r.offset >= position),
+                            len(records),
                         )
-                        kept += 1
-                    if kept:
-                        self.positions[tp] = bucket[-1].offset + 1
-                    if not bucket:
-                        del out[tp]
+                    room = max_records - taken
+                    chosen = records[start : start + room]
+                    cut = len(records) - start > room
+                    if chosen:
+                        # One comprehension per batch; ConsumerRecords built from tuples in C.
+                        topic, partition = tp.topic, tp.partition
+                        stamp_type = 1 if header.log_append_time else 0  # stamped by decode
+                        new = _new_consumer_record
+                        out.setdefault(tp, []).extend(
+                            [
+                                new((topic, partition, o, t, stamp_type, k, v, [*h] if h else []))
+                                for o, t, k, v, h in chosen
+                            ]
+                        )
+                        kept = len(chosen)
+                        self.positions[tp] = chosen[-1].offset + 1
                 taken += kept
                 if cut:
                     break  # max_records reached inside this batch: resume here next poll
