@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import gc
 import logging
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import grpc
 import grpc.aio
@@ -39,6 +40,7 @@ from strom_api.v1 import client_pb2
 log = logging.getLogger("strom.consumer")
 
 EARLIEST, LATEST = -2, -1
+T = TypeVar("T")
 
 
 class TopicPartition(NamedTuple):
@@ -431,7 +433,7 @@ class Fetcher:
         while True:
             if self._errors:
                 raise self._errors.pop(0)
-            out = self._take(max_records)
+            out = _without_gc(self._take, max_records)
             remaining = deadline - time.monotonic()
             if out or remaining <= 0:
                 return out
@@ -508,6 +510,23 @@ class Fetcher:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _without_gc(take: Callable[[int], T], max_records: int) -> T:
+    """`take` with the cyclic garbage collector paused, as msgpack advises for bulk
+    unpacking: a poll builds two containers per record (the record, its headers list), and
+    every 700 of them would start a collection that finds no garbage but promotes the
+    records being built to older generations, whose growth triggers full collections
+    (py-spy: gc_collect_main 14% of a consumer's samples; gc.callbacks: 28% of the wall time
+    of reading 100-byte records). Reference counting still frees everything; the
+    collector's state is restored afterwards, so a process that disabled it keeps it off."""
+    if not gc.isenabled():
+        return take(max_records)
+    gc.disable()
+    try:
+        return take(max_records)
+    finally:
+        gc.enable()
 
 
 def _next_offset_after(data: bytes) -> int:
