@@ -16,6 +16,8 @@ The rules, as Kafka's handler applies them:
   with no session id. INVALID_FETCH_SESSION_EPOCH, FETCH_SESSION_TOPIC_ID_ERROR, or a fetch
   that got no answer (connection lost, timed out, cancelled): the next fetch is full and
   closes the session (the broker may have taken the epoch without the client seeing it).
+- On close, the consumer sends each broker a fetch of no partitions with the final epoch
+  (-1), which closes the session and frees its slot.
 The session's partitions are taken as sent when a request is built (as Kafka's builder does):
 any failure makes the next fetch a full one, which names them all again.
 
@@ -31,6 +33,7 @@ from typing import Generic, TypeVar
 from strom_api.error_codes import ErrorCode
 
 INITIAL_EPOCH = 0
+FINAL_EPOCH = -1  # a sessionless fetch; with a session id, closes that session
 NO_SESSION = 0
 _MAX_EPOCH = 2**31 - 1
 

@@ -30,7 +30,7 @@ import grpc.aio
 
 from strom.cluster import Cluster
 from strom.errors import ClientErrorName, StromError, error_name, from_pb
-from strom.fetch_session import FetchSessionHandler, SessionFetch
+from strom.fetch_session import FINAL_EPOCH, FetchSessionHandler, SessionFetch
 from strom_api.error_codes import ErrorCode
 from strom_api.record_batch import LOG_OVERHEAD, parse_header
 from strom_api.records import decode_batch
@@ -40,6 +40,7 @@ from strom_api.v1 import client_pb2
 log = logging.getLogger("strom.consumer")
 
 EARLIEST, LATEST = -2, -1
+CLOSE_TIMEOUT_S = 2.0  # closing fetch sessions on close(), at most
 T = TypeVar("T")
 
 
@@ -510,6 +511,25 @@ class Fetcher:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(
+            *(self._close_session(b, s) for b, s in self.sessions.items() if s.session_id),
+            return_exceptions=True,
+        )
+
+    async def _close_session(self, broker: int, session: FetchSessionHandler[Any]) -> None:
+        """Frees the broker's slot now rather than after its eviction time, as Kafka's
+        consumer does on close (AbstractFetch.maybeCloseFetchSessions): a fetch of no
+        partitions with the final epoch, -1. Best effort, briefly: a broker that does not
+        answer evicts the session in time."""
+        request = client_pb2.FetchRequest(
+            max_wait_ms=0, session_id=session.session_id, session_epoch=FINAL_EPOCH
+        )
+        try:
+            await self.cluster.stub(broker).Fetch(
+                request, timeout=min(self.config.request_timeout_ms / 1000, CLOSE_TIMEOUT_S)
+            )
+        except (grpc.aio.AioRpcError, StromError) as exc:
+            log.debug("closing the fetch session with broker %d: %s", broker, exc)
 
 
 def _without_gc(take: Callable[[int], T], max_records: int) -> T:

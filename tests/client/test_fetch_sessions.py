@@ -289,3 +289,25 @@ def test_the_consumer_reads_through_sessions_across_a_broker_restart(cluster):
         assert session.session_id not in (0, before)
         assert session.stats.session_errors + session.stats.failed_fetches >= 1
     assert_each_once(seen, 600)
+
+
+def test_closing_the_consumer_closes_its_sessions(cluster):
+    create_topic(cluster, "sc", partitions=1)
+    produce(cluster, "sc", 0, 10)
+    tp = TopicPartition("sc", 0)
+    seen: dict[TopicPartition, list[int]] = {tp: []}
+    time.sleep(EVICTION_MS / 1000 + 0.2)
+    with consumer(cluster) as c:
+        c.assign([tp])
+        read(c, seen, 10)
+        node = reader(cluster).leader("sc", 0)
+        session_id = handler(c, node).session_id
+        assert session_id != 0
+    assert_each_once(seen, 10)
+    # still cached, the session would answer a wrong epoch: it is gone instead
+    gone = (
+        reader(cluster)
+        .stub(node)
+        .Fetch(fetch_request("sc", {0: 10}, session_id=session_id, session_epoch=1), timeout=10)
+    )
+    assert error_of(gone) == "FETCH_SESSION_ID_NOT_FOUND"
