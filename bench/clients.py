@@ -15,7 +15,8 @@ min.insync.replicas=2.
      as the client's batch.size holds, compressed once with the same codec) sent as
      serialized ProduceRequests, 4 in flight per partition leader (bench/produce_consume.py's
      produce_run), no per-record work at all: the rate the wire and the brokers allow.
-2. consume, per record size, from a topic of exactly equal partitions (written raw):
+2. consume, per record size, from a topic of exactly equal partitions (written raw; CONSUMED
+   records, more than produce writes, so that the fetch and not the start-up is timed):
    - client: one `strom consumer-perf-test --group` process, and three of them in one group
      (one partition each), from the group's first assignment to the last record (Kafka's
      fetch.nMsg.sec; three processes: all records over the span from the first assignment
@@ -32,6 +33,7 @@ import argparse
 import asyncio
 import os
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -55,6 +57,12 @@ SIZES = {
     # records per produce run, by record size; consume topics hold the 1-consumer count
     "full": {100: 300_000, 1024: 90_000},
     "quick": {100: 60_000, 1024: 20_000},
+}
+# Records per consume topic, by record size: enough that the fetch phase, not the consumer's
+# start-up, is what the rates compare (20,000 records of 1 KiB are read raw in 0.1 s).
+CONSUMED = {
+    "full": {100: 1_000_000, 1024: 300_000},
+    "quick": {100: 300_000, 1024: 100_000},
 }
 CODECS = {"none": compression.NONE, "zstd": compression.ZSTD}
 PRODUCED = re.compile(r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\)")
@@ -142,8 +150,9 @@ def consumer_perf_lines(out: str) -> tuple[float, float, int]:
     return ended, int(fields[7]) / 1000, int(fields[4])
 
 
-def client_consume(strom: pc.Strom, topic: str, total: int, processes: int) -> float:
-    """Records/s of `processes` consumer-perf-test processes in one group."""
+def client_consume(strom: pc.Strom, topic: str, total: int, processes: int) -> tuple[float, float]:
+    """Records/s of `processes` consumer-perf-test processes in one group, and the CPU
+    seconds those processes used from start to exit."""
     group = f"{topic}-{processes}"
     cmd = [
         sys.executable,
@@ -162,6 +171,7 @@ def client_consume(strom: pc.Strom, topic: str, total: int, processes: int) -> f
         "20000",
     ]
     env = dict(os.environ, PYTHONPATH=ROOT)
+    children = _children_cpu()
     procs = [
         subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         for _ in range(processes)
@@ -172,9 +182,17 @@ def client_consume(strom: pc.Strom, topic: str, total: int, processes: int) -> f
         if proc.returncode != 0:
             raise RuntimeError(f"consumer-perf-test failed: {err.decode()[-500:]}")
         results.append(consumer_perf_lines(out.decode()))
+    cpu = _children_cpu() - children
     first = min(ended - fetch for ended, fetch, _ in results)
     last = max(ended for ended, _, _ in results)
-    return sum(n for _, _, n in results) / max(last - first, 1e-9)
+    return sum(n for _, _, n in results) / max(last - first, 1e-9), cpu
+
+
+def _children_cpu() -> float:
+    """CPU seconds of the child processes that exited and were waited for (the cluster's
+    nodes run on until the end: only the perf-test processes count)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def ratio_cell(client: float, raw: float) -> str:
@@ -216,9 +234,15 @@ def main() -> int:
                         flush=True,
                     )
                     strom.delete_topics([client_topic, raw_topic])
-        print("\nconsume (records/s; topics written raw, equal partitions):")
-        print(f"{'record':>7} {'consumers':>9} {'client':>9} {'raw':>9} {'client/raw':>11}")
-        for size, count in counts.items():
+        print(
+            "\nconsume (records/s; topics written raw, equal partitions; the consumers' CPU "
+            "seconds, start-up and group join included):"
+        )
+        print(
+            f"{'record':>7} {'consumers':>9} {'client':>9} {'raw':>9} {'client/raw':>11} "
+            f"{'CPU s':>6}"
+        )
+        for size, count in CONSUMED[mode].items():
             topic = f"consume-{size}"
             strom.create_topics([topic])
             run = raw_produce(strom, runner, topic, size, count, -1, compression.NONE)
@@ -227,12 +251,14 @@ def main() -> int:
             runner.run(pc.consume_run(strom, topic, leaders, run))
             raw = total / run.consume_seconds
             for processes in (1, 3):
-                client = client_consume(strom, topic, total, processes)
+                client, cpu = client_consume(strom, topic, total, processes)
                 print(
                     f"{size:>6}B {processes:>9} {client:>9,.0f} {raw:>9,.0f} "
-                    f"{ratio_cell(client, raw):>11}",
+                    f"{ratio_cell(client, raw):>11} {cpu:>6.1f}",
                     flush=True,
                 )
+            # How loaded the machine was: "other" is everything but the nodes and this process.
+            print(f"{'':>9}raw read of {total:,} records: {pc.describe_cpu(run.consume_cpu)}")
             strom.delete_topics([topic])
     finally:
         strom.stop()

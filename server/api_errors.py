@@ -31,6 +31,9 @@ RETRIABLE = frozenset(
         ErrorCode.REPLICA_NOT_AVAILABLE,
         ErrorCode.BROKER_NOT_AVAILABLE,
         ErrorCode.UNKNOWN_TOPIC_ID,
+        ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
+        ErrorCode.INVALID_FETCH_SESSION_EPOCH,
+        ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR,
     }
 )
 

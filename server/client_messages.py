@@ -7,14 +7,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from server.api_errors import error_pb
+from broker.fetch_sessions import FINAL_EPOCH, FetchState
+from server.api_errors import error_pb, make_error
 from server.requests.delete_records import (
     DeletePartition,
     DeleteRecordsRequest,
     DeleteTopic,
     TopicLowWatermarks,
 )
-from server.requests.fetch import FetchAnswer, FetchPartition, FetchRequest, FetchTopic
+from server.requests.fetch_sessions_path import (
+    SessionFetchAnswer,
+    SessionFetchRequest,
+    grouped,
+    session_error_message,
+)
 from server.requests.leader_epochs import (
     EpochPartition,
     EpochTopic,
@@ -83,35 +89,48 @@ def produce_response(answer: list[TopicProduced]) -> client_pb2.ProduceResponse:
 # --- Fetch ------------------------------------------------------------------------------------
 
 
-def fetch_request(request: Any) -> FetchRequest:
-    return FetchRequest(
+def fetch_request(request: Any) -> SessionFetchRequest:
+    """An unset session_epoch is -1 (FINAL_EPOCH): a client that knows no sessions fetches
+    sessionless and in full, as before KIP-227."""
+    epoch = request.session_epoch if request.HasField("session_epoch") else FINAL_EPOCH
+    asked = []
+    for topic in request.topics:
+        name = topic.name
+        for p in topic.partitions:
+            asked.append(
+                (
+                    (name, p.partition),
+                    FetchState(
+                        p.fetch_offset,
+                        p.partition_max_bytes or DEFAULT_PARTITION_MAX_BYTES,
+                        p.current_leader_epoch or -1,
+                    ),
+                )
+            )
+    return SessionFetchRequest(
         request.replica_id,
         request.max_wait_ms,
         request.min_bytes,
         request.max_bytes or DEFAULT_FETCH_MAX_BYTES,
-        [
-            FetchTopic(
-                topic.name,
-                [
-                    FetchPartition(
-                        p.partition,
-                        p.fetch_offset,
-                        p.partition_max_bytes or DEFAULT_PARTITION_MAX_BYTES,
-                        p.current_leader_epoch or -1,
-                    )
-                    for p in topic.partitions
-                ],
-            )
-            for topic in request.topics
-        ],
+        request.session_id,
+        epoch,
+        asked,
+        [(t.name, p) for t in request.forgotten_topics for p in t.partitions],
     )
 
 
-def fetch_response(answer: FetchAnswer) -> client_pb2.FetchResponse:
-    response = client_pb2.FetchResponse()
-    for topic in answer.topics:
-        out = response.topics.add(name=topic.name)
-        for p in topic.partitions:
+def fetch_response(answer: SessionFetchAnswer, asked_session: int) -> client_pb2.FetchResponse:
+    """`asked_session`: the session id the request named (an error's sentence names it)."""
+    response = client_pb2.FetchResponse(session_id=answer.session_id)
+    if answer.error is not None:
+        response.error.CopyFrom(
+            make_error(answer.error.value, session_error_message(answer.error, asked_session))
+        )
+        return response
+    for topic, partitions in grouped(answer.partitions):
+        assert isinstance(topic, str)  # gRPC sessions name topics
+        out = response.topics.add(name=topic)
+        for p in partitions:
             item = out.partitions.add(
                 partition=p.partition,
                 high_watermark=p.high_watermark,

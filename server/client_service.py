@@ -36,7 +36,11 @@ from server.metadata_answer import MetadataSources, metadata_answer
 from server.request_authorization import RequestAuthorizer
 from server.request_session import current_session
 from server.requests.delete_records import delete_records
-from server.requests.fetch import FetchAnswer, fetch, release
+from server.requests.fetch_sessions_path import (
+    SessionFetchAnswer,
+    fetch_in_session,
+    release,
+)
 from server.requests.leader_epochs import offsets_for_leader_epoch
 from server.requests.list_offsets import list_offsets
 from server.requests.produce import produce
@@ -64,6 +68,10 @@ def _timed(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any
 
 async def _nothing() -> None:
     return None
+
+
+def _named(topic: str | bytes) -> str | None:
+    return topic if isinstance(topic, str) else None
 
 
 class ClientServicer(GroupApi, client_pb2_grpc.ClientServiceServicer):
@@ -168,33 +176,34 @@ class ClientServicer(GroupApi, client_pb2_grpc.ClientServiceServicer):
 
     @_timed
     async def Fetch(self, request: Any, context: Any) -> Any:  # noqa: N802
-        answer = await fetch(self.replicas, self.authz, fetch_request(request), current_session())
-        response = fetch_response(answer)
+        answer = await self._fetch(request, "Fetch")
+        response = fetch_response(answer, request.session_id)
         release(self.replicas, answer)  # handed to gRPC now
         return response
 
     async def FetchStream(  # noqa: N802
         self, request_iterator: AsyncIterator[Any], context: Any
     ) -> AsyncIterator[Any]:
-        held: FetchAnswer | None = None  # the last answer, until the client asks again
+        held: SessionFetchAnswer | None = None  # the last answer, until the client asks again
         try:
             async for request in request_iterator:
                 if held is not None:
                     release(self.replicas, held)  # the client took it
                     held = None
                 start = time.perf_counter()
-                held = await fetch(
-                    self.replicas,
-                    self.authz,
-                    fetch_request(request),
-                    current_session(),
-                    "FetchStream",
-                )
+                held = await self._fetch(request, "FetchStream")
                 self.observe("FetchStream", time.perf_counter() - start)
-                yield fetch_response(held)
+                yield fetch_response(held, request.session_id)
         finally:
             if held is not None:
                 release(self.replicas, held)
+
+    async def _fetch(self, request: Any, api: str) -> SessionFetchAnswer:
+        """One fetch, in the session it names (server/requests/fetch_sessions_path.py, the
+        Kafka listener's too); topics are named, never by id."""
+        return await fetch_in_session(
+            self.replicas, self.authz, fetch_request(request), current_session(), _named, api
+        )
 
     # --- ListOffsets ------------------------------------------------------------------------
 

@@ -254,45 +254,90 @@ def decode_batch(
     base_offset, base_timestamp = header.base_offset, header.base_timestamp
     size = len(data)
     rpos = 0
-    for _ in range(header.record_count):
-        length, rpos = read_varint(data, rpos)
-        end = rpos + length
-        if length < 1 or end > size:
-            raise InvalidRecordBatchError(
-                f"record in batch at offset {base_offset} has a bad length {length}"
+    try:
+        for _ in range(header.record_count):
+            # Varints inline: one byte (zig-zag values -64..63: deltas, a null key, no
+            # headers) and two (lengths up to 8 KiB) without a call; longer ones call.
+            b = data[rpos]
+            if b < 0x80:
+                length = (b >> 1) ^ -(b & 1)
+                rpos += 1
+            elif data[rpos + 1] < 0x80:
+                v = (b & 0x7F) | (data[rpos + 1] << 7)
+                length = (v >> 1) ^ -(v & 1)
+                rpos += 2
+            else:
+                length, rpos = read_varint(data, rpos)
+            end = rpos + length
+            if length < 1 or end > size:
+                raise InvalidRecordBatchError(
+                    f"record in batch at offset {base_offset} has a bad length {length}"
+                )
+            rpos += 1  # attributes, unused
+            b = data[rpos]
+            if b < 0x80:
+                ts_delta = (b >> 1) ^ -(b & 1)
+                rpos += 1
+            else:
+                ts_delta, rpos = read_varint(data, rpos)
+            b = data[rpos]
+            if b < 0x80:
+                offset_delta = (b >> 1) ^ -(b & 1)
+                rpos += 1
+            else:
+                offset_delta, rpos = read_varint(data, rpos)
+            b = data[rpos]
+            if b == 1:  # zig-zag -1: a null key
+                key = None
+                rpos += 1
+            else:
+                key_length, rpos = read_varint(data, rpos)
+                if key_length < 0:
+                    key = None
+                else:
+                    key = data[rpos : rpos + key_length]
+                    rpos += key_length
+            b = data[rpos]
+            if b < 0x80:
+                value_length = (b >> 1) ^ -(b & 1)
+                rpos += 1
+            elif data[rpos + 1] < 0x80:
+                v = (b & 0x7F) | (data[rpos + 1] << 7)
+                value_length = (v >> 1) ^ -(v & 1)
+                rpos += 2
+            else:
+                value_length, rpos = read_varint(data, rpos)
+            if value_length < 0:
+                value = None
+            else:
+                value = data[rpos : rpos + value_length]
+                rpos += value_length
+            headers: tuple[Header, ...] = ()
+            if data[rpos] == 0:  # no headers
+                rpos += 1
+            else:
+                count, rpos = read_varint(data, rpos)
+                found = []
+                for _ in range(count):
+                    name, rpos = _read_bytes(data, rpos)
+                    hvalue, rpos = _read_bytes(data, rpos)
+                    found.append(((name or b"").decode(errors="replace"), hvalue))
+                headers = tuple(found)
+            if rpos != end:
+                raise InvalidRecordBatchError(
+                    f"record in batch at offset {base_offset} has {end - rpos} stray bytes"
+                    if rpos < end
+                    else f"record in batch at offset {base_offset} runs past its length"
+                )
+            append(
+                new_record(
+                    (base_offset + offset_delta, base_timestamp + ts_delta, key, value, headers)
+                )
             )
-        ts_delta, rpos = read_varint(data, rpos + 1)  # + 1: attributes, unused
-        offset_delta, rpos = read_varint(data, rpos)
-        key_length, rpos = read_varint(data, rpos)
-        if key_length < 0:
-            key = None
-        else:
-            key = data[rpos : rpos + key_length]
-            rpos += key_length
-        value_length, rpos = read_varint(data, rpos)
-        if value_length < 0:
-            value = None
-        else:
-            value = data[rpos : rpos + value_length]
-            rpos += value_length
-        count, rpos = read_varint(data, rpos)
-        headers: tuple[Header, ...] = ()
-        if count:
-            found = []
-            for _ in range(count):
-                name, rpos = _read_bytes(data, rpos)
-                hvalue, rpos = _read_bytes(data, rpos)
-                found.append(((name or b"").decode(errors="replace"), hvalue))
-            headers = tuple(found)
-        if rpos != end:
-            raise InvalidRecordBatchError(
-                f"record in batch at offset {base_offset} has {end - rpos} stray bytes"
-                if rpos < end
-                else f"record in batch at offset {base_offset} runs past its length"
-            )
-        append(
-            new_record((base_offset + offset_delta, base_timestamp + ts_delta, key, value, headers))
-        )
+    except IndexError:
+        raise InvalidRecordBatchError(
+            f"a record in batch at offset {base_offset} runs past the end of the batch"
+        ) from None
     if rpos != len(data):
         raise InvalidRecordBatchError(
             f"batch at offset {header.base_offset} has bytes after its "

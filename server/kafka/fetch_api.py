@@ -36,9 +36,9 @@ Decided, as Kafka 4 would answer:
 
 from __future__ import annotations
 
-import time
+import functools
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any
 
 from kio.index import load_response_schema
@@ -49,10 +49,8 @@ from broker.fetch_sessions import (
     FINAL_EPOCH,
     INITIAL_EPOCH,
     NO_SESSION,
-    ContextKind,
     FetchState,
     PartitionKey,
-    PartitionNews,
     SessionError,
 )
 from metadata.errors import ApiError
@@ -68,12 +66,11 @@ from server.kafka.data_plane import (
 from server.kafka.frames import Request
 from server.kafka.versioned import build, nested
 from server.request_session import current_session
-from server.requests.fetch import (
-    FetchPartition,
-    FetchRequest,
-    FetchTopic,
-    PartitionFetched,
-    fetch,
+from server.requests.fetch import PartitionFetched
+from server.requests.fetch_sessions_path import (
+    SessionFetchRequest,
+    fetch_in_session,
+    grouped,
     release,
 )
 from strom_api.error_codes import ErrorCode
@@ -101,52 +98,39 @@ async def fetch_api(plane: DataPlane, listener_name: str, request: Request) -> A
         if epoch not in (INITIAL_EPOCH, FINAL_EPOCH):
             return _session_error(response_type, SessionError.FETCH_SESSION_ID_NOT_FOUND)
         error = _follower_error(replica_id)
-        answer = [(key, PartitionFetched(key[1], error)) for key, _ in asked]
-        return _response(response_type, version, body, answer, NO_SESSION, plane, listener_name)
-    sessions = plane.replicas.fetch_sessions
-    context = sessions.new_context(
-        session_id,
-        epoch,
-        asked,
-        list(_forgotten(body, version)) if with_sessions else [],
-        uses_topic_ids=version >= FIRST_TOPIC_ID_VERSION,
-        privileged=False,
-        now_ms=_now_ms(),
+        refused = [(key, PartitionFetched(key[1], error)) for key, _ in asked]
+        return _response(response_type, version, body, refused, NO_SESSION, plane, listener_name)
+    answer = await fetch_in_session(
+        plane.replicas,
+        plane.authz,
+        SessionFetchRequest(
+            replica_id,
+            millis(body.max_wait),
+            int(body.min_bytes),
+            int(body.max_bytes),
+            session_id,
+            epoch,
+            asked,
+            list(_forgotten(body, version)) if with_sessions else [],
+            uses_topic_ids=version >= FIRST_TOPIC_ID_VERSION,
+        ),
+        current_session(),
+        functools.partial(_topic_name, plane),
     )
-    if context.kind is ContextKind.ERROR:
-        assert context.error is not None
-        return _session_error(response_type, context.error)
-    keys = [key for key, _ in context.partitions]
-    names = [_topic_name(plane, key[0]) for key in keys]
-    shared = FetchRequest(
-        replica_id,
-        millis(body.max_wait),
-        int(body.min_bytes),
-        int(body.max_bytes),
-        list(_shared_topics(context.partitions, names)),
-    )
-    held = await fetch(plane.replicas, plane.authz, shared, current_session())
     try:
-        read = iter([p for topic in held.topics for p in topic.partitions])
-        answered = [
-            (key, next(read) if name is not None else PartitionFetched(key[1], _unknown_id(key[0])))
-            for key, name in zip(keys, names, strict=True)
-        ]
-        done = sessions.complete(context, [(k, _news(p)) for k, p in answered], _now_ms())
-        if done.error is not None:  # the session moved on while this fetch read
-            return _session_error(response_type, done.error, done.session_id)
-        carried = set(done.carried)
-        if context.kind is ContextKind.INCREMENTAL:
-            answered = [(k, p) for k, p in answered if k in carried]
+        if answer.error is not None:
+            return _session_error(response_type, answer.error, answer.session_id)
         return _response(
-            response_type, version, body, answered, done.session_id, plane, listener_name
+            response_type,
+            version,
+            body,
+            answer.partitions,
+            answer.session_id,
+            plane,
+            listener_name,
         )
     finally:
-        release(plane.replicas, held)  # the kio response holds the bytes now
-
-
-def _now_ms() -> int:
-    return int(time.monotonic() * 1000)
+        release(plane.replicas, answer)  # the kio response holds the bytes now
 
 
 def _topic_key(topic: Any, version: int) -> str | bytes:
@@ -187,43 +171,6 @@ def _topic_name(plane: DataPlane, topic: str | bytes) -> str | None:
     return None if found is None else found.name
 
 
-def _shared_topics(
-    partitions: Sequence[tuple[PartitionKey, FetchState]], names: list[str | None]
-) -> Iterator[FetchTopic]:
-    """The shared path's topics: consecutive partitions of one topic together, in order,
-    those of unknown topic ids left out."""
-    current: tuple[str, list[FetchPartition]] | None = None
-    for (key, state), name in zip(partitions, names, strict=True):
-        if name is None:
-            continue
-        partition = FetchPartition(
-            key[1], state.fetch_offset, state.max_bytes, state.current_leader_epoch
-        )
-        if current is not None and current[0] == name:
-            current[1].append(partition)
-            continue
-        if current is not None:
-            yield FetchTopic(*current)
-        current = (name, [partition])
-    if current is not None:
-        yield FetchTopic(*current)
-
-
-def _news(p: PartitionFetched) -> PartitionNews:
-    return PartitionNews(
-        has_records=bool(p.records),
-        has_error=p.error is not None,
-        high_watermark=p.high_watermark,
-        last_stable_offset=p.last_stable_offset,
-        log_start_offset=p.log_start_offset,
-    )
-
-
-def _unknown_id(topic: str | bytes) -> ApiError:
-    topic_id = uuid.UUID(bytes=topic) if isinstance(topic, bytes) else topic
-    return ApiError(ErrorCode.UNKNOWN_TOPIC_ID, f"This server does not host topic id {topic_id}.")
-
-
 def _follower_error(replica_id: int) -> ApiError:
     return ApiError(
         ErrorCode.NOT_LEADER_OR_FOLLOWER,
@@ -253,26 +200,23 @@ def _response(
     plane: DataPlane,
     listener_name: str,
 ) -> Any:
-    """The answer's partitions, consecutive ones of one topic under one topic entry (as
-    Kafka's FetchResponse.of groups them: a session's order may interleave topics)."""
+    """The answer's partitions, consecutive ones of one topic under one topic entry."""
     topic_type = nested(response_type, "FetchableTopicResponse")
     partition_type = nested(response_type, "PartitionData")
     leader_type = nested(response_type, "LeaderIdAndEpoch") if version >= 12 else None
     aborted: tuple[Any, ...] | None = () if int(body.isolation_level) == READ_COMMITTED else None
     leaders: list[int] = []
-    grouped: list[tuple[str | bytes, list[Any]]] = []
-    for (topic, _), p in answer:
-        if not grouped or grouped[-1][0] != topic:
-            grouped.append((topic, []))
-        grouped[-1][1].append(_partition(partition_type, leader_type, p, aborted))
+    for _, p in answer:
         if p.current_leader is not None and p.current_leader.leader_id >= 0:
             leaders.append(p.current_leader.leader_id)
-    topics = [
-        topic_type(topic_id=uuid.UUID(bytes=topic), partitions=tuple(partitions))
-        if isinstance(topic, bytes)
-        else topic_type(topic=topic, partitions=tuple(partitions))
-        for topic, partitions in grouped
-    ]
+    topics = []
+    for topic, fetched in grouped(answer):
+        partitions = tuple(_partition(partition_type, leader_type, p, aborted) for p in fetched)
+        topics.append(
+            topic_type(topic_id=uuid.UUID(bytes=topic), partitions=partitions)
+            if isinstance(topic, bytes)
+            else topic_type(topic=topic, partitions=partitions)
+        )
     endpoints = (
         node_endpoints(
             nested(response_type, "NodeEndpoint"), plane.replicas.image, listener_name, leaders

@@ -137,7 +137,7 @@ class ProduceResponse(_message.Message):
     def __init__(self, topics: _Optional[_Iterable[_Union[ProduceResponse.Topic, _Mapping]]] = ...) -> None: ...
 
 class FetchRequest(_message.Message):
-    __slots__ = ("max_wait_ms", "min_bytes", "max_bytes", "isolation_level", "topics", "replica_id")
+    __slots__ = ("max_wait_ms", "min_bytes", "max_bytes", "isolation_level", "topics", "replica_id", "session_id", "session_epoch", "forgotten_topics")
     class Partition(_message.Message):
         __slots__ = ("partition", "current_leader_epoch", "fetch_offset", "partition_max_bytes")
         PARTITION_FIELD_NUMBER: _ClassVar[int]
@@ -156,22 +156,35 @@ class FetchRequest(_message.Message):
         name: str
         partitions: _containers.RepeatedCompositeFieldContainer[FetchRequest.Partition]
         def __init__(self, name: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[FetchRequest.Partition, _Mapping]]] = ...) -> None: ...
+    class ForgottenTopic(_message.Message):
+        __slots__ = ("name", "partitions")
+        NAME_FIELD_NUMBER: _ClassVar[int]
+        PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+        name: str
+        partitions: _containers.RepeatedScalarFieldContainer[int]
+        def __init__(self, name: _Optional[str] = ..., partitions: _Optional[_Iterable[int]] = ...) -> None: ...
     MAX_WAIT_MS_FIELD_NUMBER: _ClassVar[int]
     MIN_BYTES_FIELD_NUMBER: _ClassVar[int]
     MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
     ISOLATION_LEVEL_FIELD_NUMBER: _ClassVar[int]
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     REPLICA_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    FORGOTTEN_TOPICS_FIELD_NUMBER: _ClassVar[int]
     max_wait_ms: int
     min_bytes: int
     max_bytes: int
     isolation_level: IsolationLevel
     topics: _containers.RepeatedCompositeFieldContainer[FetchRequest.Topic]
     replica_id: int
-    def __init__(self, max_wait_ms: _Optional[int] = ..., min_bytes: _Optional[int] = ..., max_bytes: _Optional[int] = ..., isolation_level: _Optional[_Union[IsolationLevel, str]] = ..., topics: _Optional[_Iterable[_Union[FetchRequest.Topic, _Mapping]]] = ..., replica_id: _Optional[int] = ...) -> None: ...
+    session_id: int
+    session_epoch: int
+    forgotten_topics: _containers.RepeatedCompositeFieldContainer[FetchRequest.ForgottenTopic]
+    def __init__(self, max_wait_ms: _Optional[int] = ..., min_bytes: _Optional[int] = ..., max_bytes: _Optional[int] = ..., isolation_level: _Optional[_Union[IsolationLevel, str]] = ..., topics: _Optional[_Iterable[_Union[FetchRequest.Topic, _Mapping]]] = ..., replica_id: _Optional[int] = ..., session_id: _Optional[int] = ..., session_epoch: _Optional[int] = ..., forgotten_topics: _Optional[_Iterable[_Union[FetchRequest.ForgottenTopic, _Mapping]]] = ...) -> None: ...
 
 class FetchResponse(_message.Message):
-    __slots__ = ("topics",)
+    __slots__ = ("topics", "session_id", "error")
     class Partition(_message.Message):
         __slots__ = ("partition", "error", "high_watermark", "last_stable_offset", "log_start_offset", "records", "current_leader")
         PARTITION_FIELD_NUMBER: _ClassVar[int]
@@ -197,8 +210,12 @@ class FetchResponse(_message.Message):
         partitions: _containers.RepeatedCompositeFieldContainer[FetchResponse.Partition]
         def __init__(self, name: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[FetchResponse.Partition, _Mapping]]] = ...) -> None: ...
     TOPICS_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
     topics: _containers.RepeatedCompositeFieldContainer[FetchResponse.Topic]
-    def __init__(self, topics: _Optional[_Iterable[_Union[FetchResponse.Topic, _Mapping]]] = ...) -> None: ...
+    session_id: int
+    error: _common_pb2.Error
+    def __init__(self, topics: _Optional[_Iterable[_Union[FetchResponse.Topic, _Mapping]]] = ..., session_id: _Optional[int] = ..., error: _Optional[_Union[_common_pb2.Error, _Mapping]] = ...) -> None: ...
 
 class ListOffsetsRequest(_message.Message):
     __slots__ = ("isolation_level", "topics")
