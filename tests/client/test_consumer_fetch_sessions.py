@@ -1,6 +1,6 @@
 """Incremental fetch sessions (KIP-227) on ClientService's Fetch and FetchStream, and the
 consumer that follows them (strom/fetch_session.py), on a real 3-node cluster whose nodes
-hold one session slot each and call a session stale after EVICTION_MS
+hold one session slot each for consumers and call a session stale after EVICTION_MS
 (max.incremental.fetch.session.cache.slots, min.incremental.fetch.session.eviction.ms).
 
 On the wire: a full fetch opens a session, an incremental one is answered only the
@@ -24,9 +24,13 @@ from tests.data_plane.data_client import batch
 from tests.node_integration.node_cluster import NodeCluster
 
 EVICTION_MS = 1000
+# Each node leads partitions of the topics here, so the replica fetch streams of the other
+# two keep a session each in its cache (as Kafka's followers do), and in use a follower's
+# session is never evicted for a consumer's: two slots for them, one for the consumers.
+FOLLOWER_SESSIONS = 2
 SESSION_SETTINGS = {
     **GROUP_SETTINGS,
-    "max.incremental.fetch.session.cache.slots": "1",
+    "max.incremental.fetch.session.cache.slots": str(FOLLOWER_SESSIONS + 1),
     "min.incremental.fetch.session.eviction.ms": str(EVICTION_MS),
 }
 
