@@ -165,42 +165,72 @@ class RecordAccumulator:
         now: float,
         room: Callable[[TopicPartition], int],
         only: Callable[[ProducerBatch], bool] | None = None,
-    ) -> tuple[list[ProducerBatch], float | None]:
+        in_flight: Callable[[TopicPartition], bool] = lambda tp: False,
+    ) -> tuple[list[ProducerBatch], float | None, dict[TopicPartition, int]]:
         """Per partition, up to `room(tp)` batches in order: waiting ones (each once its
         retry backoff passed), then the open one if full, lingered, or flushing. Returns
-        them and when to look again (None: nothing pending). With `only`, a partition's
-        waiting batches leave only while they satisfy it, and no open batch leaves."""
+        them, when to look again (None: nothing pending) and how many batches each partition
+        held before (its queue size, for the partitioner). With `only`, a partition's
+        waiting batches leave only while they satisfy it, and no open batch leaves.
+
+        A partition with batches in flight (`in_flight`) sends only when its room takes
+        every batch it has ready: the answers it waits for wake the sender, and its ready
+        batches then leave together in one request rather than one per answer (a leader's
+        cost is per request; see strom/produce_requests.py)."""
         out: list[ProducerBatch] = []
         wake_at: float | None = None
+        queued: dict[TopicPartition, int] = {}
         with self._lock:
             for tp in list(self._waiting.keys() | self._open.keys()):
-                free = room(tp)
                 queue = self._waiting.get(tp)
-                while free > 0 and queue:
-                    batch = queue[0]
-                    if only is not None and not only(batch):
-                        free = 0
-                        break
-                    if batch.retry_at > now:
-                        wake_at = (
-                            batch.retry_at if wake_at is None else min(wake_at, batch.retry_at)
-                        )
-                        free = 0
-                        break
-                    out.append(queue.popleft())
-                    free -= 1
                 open_batch = self._open.get(tp)
-                if free <= 0 or open_batch is None or queue or only is not None:
+                queued[tp] = (len(queue) if queue else 0) + (open_batch is not None)
+                free = room(tp)
+                if free <= 0:
                     continue
-                due = open_batch.created + self.linger_s
-                if self.flushing or due <= now:
+                # Counting one past the room tells whether every ready batch fits.
+                ready, due = self._ready(queue, open_batch, now, only, free + 1)
+                if due is not None:
+                    wake_at = due if wake_at is None else min(wake_at, due)
+                if ready == 0 or (ready > free and in_flight(tp)):
+                    continue
+                take = min(ready, free)
+                while take and queue:
+                    out.append(queue.popleft())
+                    take -= 1
+                if take and open_batch is not None:
                     self._close(open_batch)
                     self._waiting[tp].popleft()
                     out.append(open_batch)
-                else:
-                    wake_at = due if wake_at is None else min(wake_at, due)
             self._count -= len(out)
-        return out, wake_at
+        return out, wake_at, queued
+
+    def _ready(
+        self,
+        queue: deque[ProducerBatch] | None,
+        open_batch: ProducerBatch | None,
+        now: float,
+        only: Callable[[ProducerBatch], bool] | None,
+        limit: int,
+    ) -> tuple[int, float | None]:
+        """How many of a partition's batches may leave now, from the head of its queue
+        (counted up to `limit`), and when the next one may (a retry's backoff or the open
+        batch's linger.ms)."""
+        ready = 0
+        for batch in queue or ():
+            if ready >= limit:
+                return ready, None
+            if only is not None and not only(batch):
+                return ready, None
+            if batch.retry_at > now:
+                return ready, batch.retry_at
+            ready += 1
+        if open_batch is None or only is not None:
+            return ready, None
+        due = open_batch.created + self.linger_s
+        if self.flushing or due <= now:
+            return ready + 1, None
+        return ready, due
 
     def requeue(self, batch: ProducerBatch, retry_at: float) -> None:
         """A batch to send again, in its first-sent order among the partition's batches to

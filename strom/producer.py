@@ -153,6 +153,7 @@ class Producer:
             retry_backoff_ms=retry_backoff_ms,
             compression=_compression(compression_type),
             max_in_flight=max_in_flight_requests_per_connection,
+            max_request_size=max_request_size,
         )
         bootstrap = parse_bootstrap(
             bootstrap_servers if isinstance(bootstrap_servers, str) else list(bootstrap_servers)
@@ -185,7 +186,7 @@ class Producer:
             return cluster, sender
 
         self._cluster, self._sender = self._io.run(build())
-        self._sender.on_batch_sent = self._batch_sent
+        self._sender.on_drained = self._drained
 
     # --- sending --------------------------------------------------------------------
 
@@ -266,10 +267,11 @@ class Producer:
             return partition_for_key(key, count)
         return self._sticky.partition(topic, count, available)
 
-    def _batch_sent(self, batch: Any) -> None:
-        info = self._cluster.topics.get(batch.topic)
-        if info is not None:
-            self._sticky.batch_sent(batch.topic, batch.partition, len(info.partitions))
+    def _drained(self, queued: Any, drained: Any) -> None:
+        for topic, partition in drained:
+            info = self._cluster.topics.get(topic)
+            if info is not None:
+                self._sticky.batch_sent(topic, partition, len(info.partitions))
 
     def partitions_for(self, topic: str) -> set[int]:
         info = self._io.run(self._cluster.topic(topic, self.max_block_s, auto_create=True))

@@ -43,6 +43,54 @@ def test_records_are_batched_partitioned_like_kafka_and_read_back(cluster):
         assert [r.value for r in records] == [b"value-%d" % by_offset[r.offset] for r in records]
 
 
+def test_a_partitions_ready_batches_share_a_request_and_get_their_own_offsets(cluster):
+    create_topic(cluster, "packed", partitions=1)
+    with Producer(bootstrap(cluster), batch_size=300, linger_ms=50) as producer:
+        futures = [producer.send("packed", b"record-%04d" % i) for i in range(400)]
+        producer.flush()
+        offsets = [f.get(timeout=10).offset for f in futures]
+        # About 13 records a batch, 31 batches: far fewer requests than batches.
+        assert producer._sender.requests_sent <= 15
+    assert offsets == list(range(400))
+    records = reader(cluster).read_all("packed", 0)
+    assert [r.value for r in records] == [b"record-%04d" % i for i in range(400)]
+
+
+def test_at_most_max_in_flight_requests_per_broker(cluster):
+    create_topic(cluster, "per-broker", partitions=6)
+    with Producer(
+        bootstrap(cluster), linger_ms=0, max_in_flight_requests_per_connection=1
+    ) as producer:
+        unanswered: dict[int, int] = {}
+        most: dict[int, int] = {}
+        sender = producer._sender
+        produce_once = sender._produce_once
+
+        async def counted(leader, batches):
+            unanswered[leader] = unanswered.get(leader, 0) + 1
+            most[leader] = max(most.get(leader, 0), unanswered[leader])
+            try:
+                await produce_once(leader, batches)
+            finally:
+                unanswered[leader] -= 1
+
+        sender._produce_once = counted
+        producer.partitions_for("per-broker")
+        by_leader: dict[int, list[int]] = {}
+        for partition in range(6):
+            by_leader.setdefault(producer._cluster.leader("per-broker", partition), []).append(
+                partition
+            )
+        # Partitions of one leader that fill at different moments: each could start its
+        # own request while the other's is unanswered, one connection limits them to one.
+        for i in range(400):
+            for partitions in by_leader.values():
+                producer.send("per-broker", b"v" * 200, partition=partitions[i % len(partitions)])
+            time.sleep(0.0005)
+        producer.flush()
+    assert len(most) == 3 and max(most.values()) == 1
+
+
 def test_headers_timestamps_callbacks_and_acks_0(cluster):
     create_topic(cluster, "details", partitions=1)
     seen = []

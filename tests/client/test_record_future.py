@@ -84,7 +84,7 @@ def test_a_full_buffer_blocks_send_until_a_batch_is_answered():
     with pytest.raises(KafkaTimeoutError, match="max blocking time"):
         accumulator.append("t", 0, 0, None, value, ())
     assert time.monotonic() - started >= 0.09
-    batches, _ = accumulator.drain(time.monotonic() + 1, lambda tp: 1)
+    batches, _, _ = accumulator.drain(time.monotonic() + 1, lambda tp: 1)
     released = threading.Timer(0.05, accumulator.release, args=(batches[0],))
     released.start()
     future, _ = accumulator.append("t", 0, 0, None, value, ())  # waits for the release
@@ -99,13 +99,13 @@ def test_batches_sent_again_go_out_in_their_first_sent_order():
     accumulator = RecordAccumulator(batch_size=100, linger_ms=0)
     for i in range(6):  # one record a batch
         accumulator.append("t", 0, 0, None, b"%d" % i * 80, ())
-    first, _ = accumulator.drain(time.monotonic() + 1, lambda tp: 4)
+    first, _, _ = accumulator.drain(time.monotonic() + 1, lambda tp: 4)
     assert len(first) == 4
     for order, batch in enumerate(first):
         batch.order = order
     for batch in (first[2], first[0], first[3]):  # answers in this order, all retriable
         accumulator.requeue(batch, 0)
     assert accumulator.waiting_before(first[3]) and not accumulator.waiting_before(first[0])
-    again, _ = accumulator.drain(time.monotonic() + 1, lambda tp: 5)
+    again, _, _ = accumulator.drain(time.monotonic() + 1, lambda tp: 5)
     assert [b.order for b in again[:3]] == [0, 2, 3]
     assert [b.records[0].value[:1] for b in again[3:]] == [b"4", b"5"]
