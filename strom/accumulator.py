@@ -92,9 +92,11 @@ class RecordAccumulator:
         key: bytes | None,
         value: bytes | None,
         headers: tuple[tuple[str, bytes | None], ...],
-    ) -> tuple[FutureRecordMetadata, bool]:
-        """Adds a record; returns its future and whether the sender should look now (a batch
-        filled, or a new one started its linger clock)."""
+    ) -> tuple[FutureRecordMetadata, bool, int, bool]:
+        """Adds a record; returns its future, whether the sender should look now (a batch
+        filled, or a new one started its linger clock), the bytes it adds, and whether the
+        partition's last batch is full (the partitioner may switch without leaving a batch
+        half filled)."""
         size = RECORD_OVERHEAD + len(key or b"") + len(value or b"")
         size += sum(len(k) + len(v or b"") + 8 for k, v in headers)
         tp = (topic, partition)
@@ -127,7 +129,7 @@ class RecordAccumulator:
             len(key) if key is not None else -1,
             len(value) if value is not None else -1,
         )
-        return future, wake
+        return future, wake, size, batch.closed
 
     def _wait_for_space(self, size: int) -> None:
         deadline = time.monotonic() + self.max_block_s

@@ -91,6 +91,64 @@ def test_at_most_max_in_flight_requests_per_broker(cluster):
     assert len(most) == 3 and max(most.values()) == 1
 
 
+def test_keyless_records_spread_over_every_partition_at_default_settings(cluster):
+    """KIP-794: before it, one partition took 4,712 of 5,000 keyless records."""
+    create_topic(cluster, "spread")
+    with Producer(bootstrap(cluster)) as producer:
+        futures = [producer.send("spread", b"v" * 1024) for _ in range(5000)]
+        producer.flush()
+    counts = [0, 0, 0]
+    for future in futures:
+        counts[future.get(timeout=10).partition] += 1
+    assert all(c > 5000 * 0.15 for c in counts), counts
+
+
+def test_partitioner_ignore_keys_spreads_keyed_records_as_keyless_ones(cluster):
+    create_topic(cluster, "ignore-keys")
+    with Producer(bootstrap(cluster), partitioner_ignore_keys=True) as producer:
+        futures = [producer.send("ignore-keys", b"v" * 1024, key=b"one-key") for _ in range(3000)]
+        producer.flush()
+    assert {f.get(timeout=10).partition for f in futures} == {0, 1, 2}
+    with Producer(bootstrap(cluster)) as keyed:
+        assert keyed.send("ignore-keys", b"v", key=b"one-key").get(10).partition == (
+            partition_for_key(b"one-key", 3)
+        )
+
+
+def test_partitions_of_a_broker_that_stopped_taking_batches_get_no_keyless_records(cluster):
+    """partitioner.availability.timeout.ms: a paused leader's partition is left out once its
+    broker took nothing for that long while batches waited (with only the adaptive weights
+    it would still get a share)."""
+    create_topic(cluster, "avoid-stalled")
+    with Producer(
+        bootstrap(cluster),
+        acks=1,
+        linger_ms=0,
+        batch_size=1000,
+        partitioner_availability_timeout_ms=200,
+    ) as producer:
+        producer.partitions_for("avoid-stalled")
+        stalled = producer._cluster.leader("avoid-stalled", 0)
+        on_stalled = {
+            p for p in range(3) if producer._cluster.leader("avoid-stalled", p) == stalled
+        }
+        for _ in range(200):  # every partition's batches have been drained once
+            producer.send("avoid-stalled", b"v" * 200)
+        producer.flush()
+        cluster.procs[stalled].send_signal(signal.SIGSTOP)
+        try:
+            started = time.monotonic()
+            late = []
+            while (elapsed := time.monotonic() - started) < 1.0:
+                future = producer.send("avoid-stalled", b"v" * 200)
+                if elapsed > 0.5:
+                    late.append(future.partition)
+        finally:
+            cluster.procs[stalled].send_signal(signal.SIGCONT)
+        producer.flush()
+    assert len(late) > 100 and sum(p in on_stalled for p in late) <= 10
+
+
 def test_headers_timestamps_callbacks_and_acks_0(cluster):
     create_topic(cluster, "details", partitions=1)
     seen = []
@@ -143,6 +201,7 @@ def test_a_refused_batch_fails_its_records_and_later_sends_still_succeed(cluster
         ({"acks": 1, "enable_idempotence": True}, "needs acks='all'"),
         ({"compression_type": "brotli"}, "compression_type"),
         ({"delivery_timeout_ms": 100}, "delivery_timeout_ms"),
+        ({"partitioner_availability_timeout_ms": -1}, "partitioner_availability_timeout_ms"),
     ],
 )
 def test_bad_configuration_names_the_setting(cluster, config, words):

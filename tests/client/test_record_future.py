@@ -87,7 +87,7 @@ def test_a_full_buffer_blocks_send_until_a_batch_is_answered():
     batches, _, _ = accumulator.drain(time.monotonic() + 1, lambda tp: 1)
     released = threading.Timer(0.05, accumulator.release, args=(batches[0],))
     released.start()
-    future, _ = accumulator.append("t", 0, 0, None, value, ())  # waits for the release
+    future, *_ = accumulator.append("t", 0, 0, None, value, ())  # waits for the release
     assert not future.done()
     accumulator.release(batches[0])  # twice: counted once
     assert accumulator._held == 4 * 124  # one batch of one record left, one record came
