@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from strom.errors import KafkaTimeoutError
 from strom.record_future import BatchResult, FutureRecordMetadata
-from strom_api.records import Record
+from strom_api.records import append_record
 
 TopicPartition = tuple[str, int]
 RECORD_OVERHEAD = 24  # bytes a record adds besides key, value and headers (varints, deltas)
@@ -34,7 +34,12 @@ class ProducerBatch:
     topic: str
     partition: int
     created: float
-    records: list[Record] = field(default_factory=list)
+    # The records section, each record encoded as it is appended (Kafka's
+    # MemoryRecordsBuilder): sending frames it, no per-record work left for the I/O thread.
+    body: bytearray = field(default_factory=bytearray)
+    count: int = 0
+    base_timestamp: int = -1
+    max_timestamp: int = -1
     result: BatchResult = field(default_factory=BatchResult)  # every record's future waits on it
     size: int = BATCH_OVERHEAD
     closed: bool = False
@@ -57,7 +62,7 @@ class ProducerBatch:
     # What strom/producer_sequencing.py reads besides the fields above.
     @property
     def record_count(self) -> int:
-        return len(self.records)
+        return self.count
 
     @property
     def created_ms(self) -> float:
@@ -98,14 +103,15 @@ class RecordAccumulator:
         partition's last batch is full (the partitioner may switch without leaving a batch
         half filled)."""
         size = RECORD_OVERHEAD + len(key or b"") + len(value or b"")
-        size += sum(len(k) + len(v or b"") + 8 for k, v in headers)
+        if headers:
+            size += sum(len(k) + len(v or b"") + 8 for k, v in headers)
         tp = (topic, partition)
         with self._lock:
             if self._held and self._held + size > self.buffer_memory:
                 self._wait_for_space(size)
             batch = self._open.get(tp)
             wake = False
-            if batch is not None and batch.records and batch.size + size > self.batch_size:
+            if batch is not None and batch.count and batch.size + size > self.batch_size:
                 self._close(batch)
                 batch = None
                 wake = True
@@ -113,8 +119,13 @@ class RecordAccumulator:
                 batch = self._open[tp] = ProducerBatch(topic, partition, time.monotonic())
                 self._count += 1
                 wake = True
-            index = len(batch.records)
-            batch.records.append(Record(index, timestamp, key, value, headers))
+            index = batch.count
+            if not index:
+                batch.base_timestamp = timestamp
+            append_record(batch.body, index, timestamp - batch.base_timestamp, key, value, headers)
+            batch.count = index + 1
+            if timestamp > batch.max_timestamp:
+                batch.max_timestamp = timestamp
             batch.size += size
             self._held += size
             if batch.size >= self.batch_size:

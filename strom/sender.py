@@ -40,7 +40,7 @@ from strom.producer_sequencing import (
 )
 from strom.repeated_errors import RepeatedErrors
 from strom_api.error_codes import ErrorCode
-from strom_api.records import encode_batch
+from strom_api.records import framed_batch
 from strom_api.v1 import client_pb2
 
 log = logging.getLogger("strom.producer")
@@ -279,9 +279,12 @@ class Sender:
         if numbers.renumbered:
             batch.encoded = None
         if batch.encoded is None:
-            batch.encoded = encode_batch(
-                batch.records,
+            batch.encoded = framed_batch(
+                batch.body,
+                batch.count,
                 compression_codec=self.config.compression,
+                base_timestamp=batch.base_timestamp,
+                max_timestamp=batch.max_timestamp,
                 producer_id=numbers.producer_id,
                 producer_epoch=numbers.epoch,
                 base_sequence=numbers.sequence,

@@ -108,4 +108,5 @@ def test_batches_sent_again_go_out_in_their_first_sent_order():
     assert accumulator.waiting_before(first[3]) and not accumulator.waiting_before(first[0])
     again, _, _ = accumulator.drain(time.monotonic() + 1, lambda tp: 5)
     assert [b.order for b in again[:3]] == [0, 2, 3]
-    assert [b.records[0].value[:1] for b in again[3:]] == [b"4", b"5"]
+    # Each holds one record: its 80-byte value, then the header count (one byte).
+    assert [bytes(b.body[-81:-1]) for b in again[3:]] == [b"4" * 80, b"5" * 80]

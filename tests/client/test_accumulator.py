@@ -1,10 +1,56 @@
-"""strom/accumulator.py's drain: what leaves per partition, and the queue sizes it reports."""
+"""strom/accumulator.py: records encoded into their batch as they are appended, and the
+drain: what leaves per partition, and the queue sizes it reports."""
 
 from __future__ import annotations
 
 import time
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from strom.accumulator import RecordAccumulator
+from strom_api import compression
+from strom_api.records import Record, decode_batch, encode_batch, framed_batch
+
+_headers = st.lists(st.tuples(st.text(max_size=5), st.none() | st.binary(max_size=5)), max_size=2)
+_records = st.lists(
+    st.tuples(
+        st.integers(0, 2**41),
+        st.none() | st.binary(max_size=300),
+        st.none() | st.binary(max_size=3000),
+        _headers,
+    ),
+    min_size=1,
+    max_size=40,
+)
+
+
+@given(_records)
+def test_a_batch_encoded_as_records_arrive_is_the_batch_encode_batch_builds(records):
+    accumulator = RecordAccumulator(batch_size=1 << 30, linger_ms=0)
+    for timestamp, key, value, headers in records:
+        accumulator.append("t", 0, timestamp, key, value, tuple(headers))
+    [batch], _, _ = accumulator.drain(time.monotonic(), lambda tp: 1)
+    framed = framed_batch(
+        batch.body,
+        batch.count,
+        compression_codec=compression.ZSTD,
+        base_timestamp=batch.base_timestamp,
+        max_timestamp=batch.max_timestamp,
+        producer_id=7,
+        producer_epoch=1,
+        base_sequence=42,
+    )
+    expected = [Record(i, t, k, v, tuple(h)) for i, (t, k, v, h) in enumerate(records)]
+    assert framed == encode_batch(
+        expected,
+        compression_codec=compression.ZSTD,
+        producer_id=7,
+        producer_epoch=1,
+        base_sequence=42,
+    )
+    header, decoded = decode_batch(framed)
+    assert decoded == expected and header.base_sequence == 42
 
 
 def filled(batches: int, partition: int = 0, accumulator: RecordAccumulator | None = None):
