@@ -5,6 +5,7 @@ added late), waits time out, and a full buffer blocks send() up to max.block.ms.
 from __future__ import annotations
 
 import concurrent.futures
+import sys
 import threading
 import time
 
@@ -55,6 +56,41 @@ def test_callbacks_run_in_order_once_and_at_once_when_added_late():
     assert seen == [("done", futures[1]), ("ok", 10), ("ok", 11)]
     futures[0].add_callback(lambda md: seen.append(("late", md.offset)))
     assert seen[-1] == ("late", 10)
+
+
+def test_callbacks_added_while_the_batch_settles_run_exactly_once():
+    """Callbacks are added without a lock: one added as another thread settles the batch
+    must run once, by one of the two threads, never be lost or run twice."""
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads switch all the time: the race windows open
+    try:
+        settle_while_adding()
+    finally:
+        sys.setswitchinterval(switch)
+
+
+def settle_while_adding() -> None:
+    for _ in range(200):
+        batch = BatchResult()
+        [future] = futures_of(batch, 1)
+        ran: list[int] = []
+        started = threading.Event()
+
+        def add_many(
+            future: FutureRecordMetadata = future,
+            ran: list[int] = ran,
+            started: threading.Event = started,
+        ) -> None:
+            started.set()
+            for i in range(2000):
+                future.add_done_callback(lambda f, i=i: ran.append(i))
+
+        adder = threading.Thread(target=add_many)
+        adder.start()
+        started.wait()
+        batch.succeed(0, -1)
+        adder.join()
+        assert sorted(ran) == list(range(2000))
 
 
 def test_a_failed_batch_fails_every_record_and_wakes_waiters():
