@@ -45,6 +45,18 @@ from strom_api.v1 import client_pb2
 
 log = logging.getLogger("strom.producer")
 
+# Refusals that are about a batch's own records or size: when a request carried several
+# batches of the partition, one of them may have caused it for all.
+BATCH_CONTENT_ERRORS = frozenset(
+    {
+        ErrorCode.MESSAGE_TOO_LARGE,
+        ErrorCode.RECORD_LIST_TOO_LARGE,
+        ErrorCode.INVALID_RECORD,
+        ErrorCode.INVALID_TIMESTAMP,
+        ErrorCode.CORRUPT_MESSAGE,
+    }
+)
+
 
 @dataclass(frozen=True)
 class SenderConfig:
@@ -362,6 +374,17 @@ class Sender:
                 self._settle(self.rules.acknowledged(batch, base, answer.log_append_time_ms))
             else:
                 error = from_pb(answer.error)
+                shared = sum(1 for b in batches if b.tp == batch.tp)
+                if shared > 1 and error.name in BATCH_CONTENT_ERRORS and not error.retriable:
+                    # The leader judged the partition's batches of this request together;
+                    # Kafka judges each batch: each goes again alone, and only the one at
+                    # fault fails with the error.
+                    error = StromError(
+                        error.name,
+                        f"{error.message} (one of {shared} batches refused together; each "
+                        "is sent again alone)",
+                        retriable=True,
+                    )
                 outcome = self.rules.refused(batch, error, _now_ms())
                 if not isinstance(outcome, Succeed) and error.name in STALE_METADATA:
                     self.cluster.mark_stale()

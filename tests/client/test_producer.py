@@ -56,6 +56,25 @@ def test_a_partitions_ready_batches_share_a_request_and_get_their_own_offsets(cl
     assert [r.value for r in records] == [b"record-%04d" % i for i in range(400)]
 
 
+def test_a_batch_refused_beside_others_fails_alone(cluster):
+    """The leader refuses a partition's batches of one request together; the one too
+    large for max.message.bytes fails, the others, sent again alone, are written."""
+    create_topic(cluster, "refused-together", partitions=1, **{"max.message.bytes": "700"})
+    with Producer(bootstrap(cluster), batch_size=300, linger_ms=20) as producer:
+        small = [producer.send("refused-together", b"a-%03d" % i) for i in range(60)]
+        too_big = producer.send("refused-together", b"x" * 1000)
+        small += [producer.send("refused-together", b"b-%03d" % i) for i in range(60)]
+        producer.flush()
+        batches = 2 + 2 * 60 // 10  # about 10 small records a batch, and the large one
+        assert producer._sender.requests_sent < batches  # some went together
+    with pytest.raises(StromError) as refused:
+        too_big.get(timeout=10)
+    assert refused.value.name == "MESSAGE_TOO_LARGE"
+    assert all(f.succeeded() for f in small)
+    values = [r.value for r in reader(cluster).read_all("refused-together", 0)]
+    assert values == [b"a-%03d" % i for i in range(60)] + [b"b-%03d" % i for i in range(60)]
+
+
 def test_at_most_max_in_flight_requests_per_broker(cluster):
     create_topic(cluster, "per-broker", partitions=6)
     with Producer(
