@@ -232,7 +232,15 @@ class Sender:
                 continue
             by_leader.setdefault(leader, []).append(batch)
         for leader, drained in by_leader.items():
-            for group in produce_requests(drained, self.config.max_request_size):
+            requests = produce_requests(drained, self.config.max_request_size)
+            free = self.config.max_in_flight - self._requests_to.get(leader, 0)
+            for group in requests[free:]:
+                # More than the connection may have unanswered (max.request.size split
+                # them): back at the head of their queues, to go when answers come.
+                for batch in group:
+                    rules.put_back(batch, now * 1000)
+                    self.accumulator.requeue(batch, now)
+            for group in requests[:free]:
                 for batch in group:
                     rules.dispatched(batch)
                 # Tasks start in creation order and number their batches before their first

@@ -75,10 +75,22 @@ def test_a_batch_refused_beside_others_fails_alone(cluster):
     assert values == [b"a-%03d" % i for i in range(60)] + [b"b-%03d" % i for i in range(60)]
 
 
-def test_at_most_max_in_flight_requests_per_broker(cluster):
-    create_topic(cluster, "per-broker", partitions=6)
+@pytest.mark.parametrize(
+    ("partitions", "in_flight", "request_size"),
+    [
+        (6, 1, 1024 * 1024),  # partitions of one leader filling at different moments
+        (9, 2, 2500),  # one drain's batches split by max.request.size into 3 requests
+    ],
+)
+def test_at_most_max_in_flight_requests_per_broker(cluster, partitions, in_flight, request_size):
+    topic = f"per-broker-{partitions}"
+    create_topic(cluster, topic, partitions=partitions)
     with Producer(
-        bootstrap(cluster), linger_ms=0, max_in_flight_requests_per_connection=1
+        bootstrap(cluster),
+        linger_ms=0,
+        batch_size=1000,
+        max_request_size=request_size,
+        max_in_flight_requests_per_connection=in_flight,
     ) as producer:
         unanswered: dict[int, int] = {}
         most: dict[int, int] = {}
@@ -94,20 +106,18 @@ def test_at_most_max_in_flight_requests_per_broker(cluster):
                 unanswered[leader] -= 1
 
         sender._produce_once = counted
-        producer.partitions_for("per-broker")
+        producer.partitions_for(topic)
         by_leader: dict[int, list[int]] = {}
-        for partition in range(6):
-            by_leader.setdefault(producer._cluster.leader("per-broker", partition), []).append(
-                partition
-            )
+        for partition in range(partitions):
+            by_leader.setdefault(producer._cluster.leader(topic, partition), []).append(partition)
         # Partitions of one leader that fill at different moments: each could start its
-        # own request while the other's is unanswered, one connection limits them to one.
+        # own request while another's is unanswered; the connection's limit holds them.
         for i in range(400):
-            for partitions in by_leader.values():
-                producer.send("per-broker", b"v" * 200, partition=partitions[i % len(partitions)])
+            for group in by_leader.values():
+                producer.send(topic, b"v" * 200, partition=group[i % len(group)])
             time.sleep(0.0005)
         producer.flush()
-    assert len(most) == 3 and max(most.values()) == 1
+    assert len(most) == 3 and max(most.values()) == in_flight
 
 
 def test_keyless_records_spread_over_every_partition_at_default_settings(cluster):
