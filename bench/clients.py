@@ -30,8 +30,8 @@ min.insync.replicas=2.
    - raw: three FetchStream sessions (one per leader) reading the topic, 8 MiB per fetch.
 
 Goal (issues 6, 21): the client library at default settings reaches >= 80% of the raw rate.
-Benchmarks print, never assert: a missed goal is printed UNMET. The full run takes about 7
-minutes; --quick about 3.
+Benchmarks print, never assert: a missed goal is printed UNMET. The full run takes about 2
+minutes; --quick about 1.
 """
 
 from __future__ import annotations
