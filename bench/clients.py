@@ -8,13 +8,20 @@ Three combined `strom server` nodes on loopback, topics of 3 partitions, RF 3,
 min.insync.replicas=2.
 
 1. produce, per record size (100 B, 1 KiB), acks (1, all) and compression (none, zstd):
-   - client: `strom producer-perf-test --throughput -1` with batch.size=65536, linger.ms=5 and
-     the producer's defaults otherwise (idempotent); its own records/s (from the first send
-     to the end of flush(), as Kafka's tool counts);
+   - client: `strom producer-perf-test --throughput -1` at the producer's default settings
+     (Kafka 4's: batch.size 16384, linger.ms 5, idempotent), and again with batch.size=65536;
+     its own records/s (from the first send to the end of flush(), as Kafka's tool counts);
    - raw: pre-built batches of the same records (the tool's payload, as many records per batch
-     as the client's batch.size holds, compressed once with the same codec) sent as
-     serialized ProduceRequests, 4 in flight per partition leader (bench/produce_consume.py's
-     produce_run), no per-record work at all: the rate the wire and the brokers allow.
+     as 65536 bytes hold, compressed once with the same codec) sent as serialized
+     ProduceRequests, 4 in flight per partition leader (bench/produce_consume.py's
+     produce_run), no per-record work at all: the rate the wire and the brokers allow;
+   - raw16: the same with batches of 16384 bytes, 5 in one request and one request in flight
+     per leader: the shape the default client sends (the leader's idempotence window holds a
+     producer's last 5 batches of a partition), so what the brokers allow at Kafka's
+     default batch.size;
+   - NATS JetStream R3 (bench/nats_jetstream.py) when `nats-server` is on the PATH: nats-py's
+     async publisher, 1 KiB messages, acknowledged by a file stream of 3 replicas, against
+     the default client's 1 KiB acks=all uncompressed row (goal: >= 2x).
 2. consume, per record size, from a topic of exactly equal partitions (written raw; CONSUMED
    records, more than produce writes, so that the fetch and not the start-up is timed):
    - client: one `strom consumer-perf-test --group` process, and three of them in one group
@@ -23,8 +30,9 @@ min.insync.replicas=2.
      to the last process's end);
    - raw: three FetchStream sessions (one per leader) reading the topic, 8 MiB per fetch.
 
-Goal (issue 6): the client library reaches >= 80% of the raw rate. Benchmarks print, never
-assert: a missed goal is printed UNMET. The full run takes about 4 minutes; --quick about 90 s.
+Goal (issues 6, 21): the client library at default settings reaches >= 80% of the raw rate.
+Benchmarks print, never assert: a missed goal is printed UNMET. The full run takes about 2
+minutes; --quick about 1.
 """
 
 from __future__ import annotations
@@ -43,13 +51,17 @@ from datetime import datetime
 import uvloop
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import produce_consume as pc  # noqa: E402  (bench/ is not a package)
+import nats_jetstream  # noqa: E402  (bench/ is not a package)
+import produce_consume as pc  # noqa: E402
 
 from strom_api import compression  # noqa: E402
 from strom_api.records import Record, encode_batch  # noqa: E402
 
 ROOT = pc.ROOT
 BATCH_SIZE = 65536
+DEFAULT_BATCH_SIZE = 16384  # the producer's (Kafka's) batch.size
+DEFAULT_BATCHES_PER_REQUEST = 5  # what the default client packs per request under load
+NATS_GOAL = 2.0
 RECORD_OVERHEAD = 24  # what strom.accumulator counts per record on top of its value
 BATCH_OVERHEAD = 61
 GOAL = 0.8
@@ -87,13 +99,19 @@ def strom_cli(*args: str, timeout: float = 600) -> str:
     return result.stdout
 
 
-def client_produce(strom: pc.Strom, topic: str, size: int, count: int, acks: str, codec: str):
-    props = [
-        f"bootstrap.servers={','.join(strom.address.values())}",
-        f"acks={acks}",
-        f"batch.size={BATCH_SIZE}",
-        "linger.ms=5",
-    ]
+def client_produce(
+    strom: pc.Strom,
+    topic: str,
+    size: int,
+    count: int,
+    acks: str,
+    codec: str,
+    batch_size: int | None = None,
+) -> float:
+    """producer-perf-test's records/s; `batch_size` None: the producer's defaults."""
+    props = [f"bootstrap.servers={','.join(strom.address.values())}", f"acks={acks}"]
+    if batch_size is not None:
+        props.append(f"batch.size={batch_size}")
     if codec != "none":
         props.append(f"compression.type={codec}")
     out = strom_cli(
@@ -115,8 +133,8 @@ def client_produce(strom: pc.Strom, topic: str, size: int, count: int, acks: str
     return float(found.group(2))
 
 
-def raw_batch(size: int, codec: int) -> tuple[bytes, int]:
-    records = max((BATCH_SIZE - BATCH_OVERHEAD) // (size + RECORD_OVERHEAD), 1)
+def raw_batch(size: int, codec: int, batch_size: int = BATCH_SIZE) -> tuple[bytes, int]:
+    records = max((batch_size - BATCH_OVERHEAD) // (size + RECORD_OVERHEAD), 1)
     now = int(time.time() * 1000)
     value = payload(size)
     batch = encode_batch(
@@ -141,6 +159,29 @@ def raw_produce(
         pc.produce_run(strom, topic, leaders, batch, acks, count // records * len(batch), run)
     )
     return run
+
+
+def raw16_produce(
+    strom: pc.Strom,
+    runner: asyncio.Runner,
+    topic: str,
+    size: int,
+    count: int,
+    acks: int,
+    codec: int,
+) -> float:
+    """Records/s of requests of 5 default-sized (16 KiB) batches, one in flight per leader."""
+    batch, records = raw_batch(size, codec, DEFAULT_BATCH_SIZE)
+    request = batch * DEFAULT_BATCHES_PER_REQUEST
+    leaders = {p: leader for (_, p), (leader, _) in strom.leaders([topic]).items()}
+    run = pc.Run(acks, records * DEFAULT_BATCHES_PER_REQUEST, len(request))
+    in_flight, pc.IN_FLIGHT = pc.IN_FLIGHT, 1
+    try:
+        volume = count // run.records_per_batch * len(request)
+        runner.run(pc.produce_run(strom, topic, leaders, request, acks, volume, run))
+    finally:
+        pc.IN_FLIGHT = in_flight
+    return float(run.records_s)
 
 
 def consumer_perf_lines(out: str) -> tuple[float, float, int]:
@@ -200,6 +241,65 @@ def ratio_cell(client: float, raw: float) -> str:
     return f"{r:.2f}{'' if r >= GOAL else ' UNMET'}"
 
 
+def produce_table(strom: pc.Strom, runner: asyncio.Runner, counts: dict[int, int]) -> float:
+    """Prints the produce rows; returns the default client's 1 KiB acks=all uncompressed
+    records/s (for the NATS row)."""
+    print(
+        "\nproduce (records/s; CPU: share of a core during the default client's run, "
+        "'other' includes the client process):"
+    )
+    print(
+        f"{'record':>7} {'acks':>4} {'codec':>5} {'default':>8} {'64K':>8} {'raw':>8} "
+        f"{'raw16':>8} {'default/raw':>12} {'default/raw16':>14} {'64K/raw':>8}  CPU"
+    )
+    default_1k = float("nan")
+    for size, count in counts.items():
+        for acks_name, acks in (("1", 1), ("all", -1)):
+            for codec_name, codec in CODECS.items():
+                name = f"{size}-{acks_name}-{codec_name}"
+                topics = [f"default-{name}", f"tuned-{name}", f"raw-{name}", f"raw16-{name}"]
+                strom.create_topics(topics)
+                strom.leaders(topics)
+                meter = pc.CpuMeter(strom.pids())
+                default = client_produce(strom, topics[0], size, count, acks_name, codec_name)
+                shares = meter.shares()
+                tuned = client_produce(
+                    strom, topics[1], size, count, acks_name, codec_name, BATCH_SIZE
+                )
+                raw = raw_produce(strom, runner, topics[2], size, count, acks, codec).records_s
+                raw16 = raw16_produce(strom, runner, topics[3], size, count, acks, codec)
+                if (size, acks, codec) == (1024, -1, compression.NONE):
+                    default_1k = default
+                nodes = sum(v for n, v in shares.items() if n.startswith("node"))
+                print(
+                    f"{size:>6}B {acks_name:>4} {codec_name:>5} {default:>8,.0f} {tuned:>8,.0f} "
+                    f"{raw:>8,.0f} {raw16:>8,.0f} {ratio_cell(default, raw):>12} "
+                    f"{ratio_cell(default, raw16):>14} {ratio_cell(tuned, raw):>8}  nodes "
+                    f"{nodes:.0%}, other {shares['other']:.0%}",
+                    flush=True,
+                )
+                strom.delete_topics(topics)
+    return default_1k
+
+
+def nats_row(strom_rate: float, count: int) -> None:
+    """The default client's 1 KiB acks=all rate against NATS JetStream R3's publisher."""
+    print("\nagainst NATS JetStream R3 (1 KiB, acknowledged by 3 replicas on file storage):")
+    why = nats_jetstream.available()
+    if why is not None:
+        print(f"  skipped: {why}")
+        return
+    before = os.getloadavg()[0]
+    nats, _ = nats_jetstream.measure(count)
+    ratio = strom_rate / nats
+    print(
+        f"  strom producer (defaults, acks=all) {strom_rate:,.0f} records/s, nats-py "
+        f"publish_async (window {nats_jetstream.WINDOW}) {nats:,.0f} msgs/s: "
+        f"{ratio:.2f}x{'' if ratio >= NATS_GOAL else ' UNMET'} (goal >= {NATS_GOAL:g}x; load "
+        f"average {before:.1f} before, {os.getloadavg()[0]:.1f} after)"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small volumes, about 90 s")
@@ -209,31 +309,15 @@ def main() -> int:
     root = tempfile.mkdtemp(prefix="strom-bench-clients-", dir=os.environ.get("STROM_BENCH_DIR"))
     print(
         f"{mode} run in {root}, Python {sys.version.split()[0]}, {os.cpu_count()} CPUs; 3 "
-        f"combined nodes, 3 partitions RF 3 (min.insync.replicas=2); client batch.size="
-        f"{BATCH_SIZE}, linger.ms=5, idempotent; raw: {pc.IN_FLIGHT} requests in flight per "
-        f"leader"
+        f"combined nodes, 3 partitions RF 3 (min.insync.replicas=2); client idempotent at its "
+        f"defaults and with batch.size={BATCH_SIZE}; raw: {pc.IN_FLIGHT} requests in flight "
+        f"per leader"
     )
     runner = asyncio.Runner(loop_factory=uvloop.new_event_loop)
     strom = pc.Strom(os.path.join(root, "cluster"))
     wall = time.perf_counter()
     try:
-        print("\nproduce (records/s):")
-        print(f"{'record':>7} {'acks':>4} {'codec':>5} {'client':>9} {'raw':>9} {'client/raw':>11}")
-        for size, count in counts.items():
-            for acks_name, acks in (("1", 1), ("all", -1)):
-                for codec_name, codec in CODECS.items():
-                    client_topic = f"client-{size}-{acks_name}-{codec_name}"
-                    raw_topic = f"raw-{size}-{acks_name}-{codec_name}"
-                    strom.create_topics([client_topic, raw_topic])
-                    strom.leaders([client_topic, raw_topic])
-                    client = client_produce(strom, client_topic, size, count, acks_name, codec_name)
-                    raw = raw_produce(strom, runner, raw_topic, size, count, acks, codec).records_s
-                    print(
-                        f"{size:>6}B {acks_name:>4} {codec_name:>5} {client:>9,.0f} {raw:>9,.0f} "
-                        f"{ratio_cell(client, raw):>11}",
-                        flush=True,
-                    )
-                    strom.delete_topics([client_topic, raw_topic])
+        default_1k = produce_table(strom, runner, counts)
         print(
             "\nconsume (records/s; topics written raw, equal partitions; the consumers' CPU "
             "seconds, start-up and group join included):"
@@ -263,6 +347,7 @@ def main() -> int:
     finally:
         strom.stop()
         runner.close()
+    nats_row(default_1k, counts[1024])
     print(f"\ngoal: client >= {GOAL:.0%} of raw; whole run {time.perf_counter() - wall:.0f} s")
     return 0
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from strom.errors import KafkaTimeoutError
 from strom.record_future import BatchResult, FutureRecordMetadata
-from strom_api.records import Record
+from strom_api.records import append_record
 
 TopicPartition = tuple[str, int]
 RECORD_OVERHEAD = 24  # bytes a record adds besides key, value and headers (varints, deltas)
@@ -34,7 +34,12 @@ class ProducerBatch:
     topic: str
     partition: int
     created: float
-    records: list[Record] = field(default_factory=list)
+    # The records section, each record encoded as it is appended (Kafka's
+    # MemoryRecordsBuilder): sending frames it, no per-record work left for the I/O thread.
+    body: bytearray = field(default_factory=bytearray)
+    count: int = 0
+    base_timestamp: int = -1
+    max_timestamp: int = -1
     result: BatchResult = field(default_factory=BatchResult)  # every record's future waits on it
     size: int = BATCH_OVERHEAD
     closed: bool = False
@@ -57,7 +62,7 @@ class ProducerBatch:
     # What strom/producer_sequencing.py reads besides the fields above.
     @property
     def record_count(self) -> int:
-        return len(self.records)
+        return self.count
 
     @property
     def created_ms(self) -> float:
@@ -92,18 +97,21 @@ class RecordAccumulator:
         key: bytes | None,
         value: bytes | None,
         headers: tuple[tuple[str, bytes | None], ...],
-    ) -> tuple[FutureRecordMetadata, bool]:
-        """Adds a record; returns its future and whether the sender should look now (a batch
-        filled, or a new one started its linger clock)."""
+    ) -> tuple[FutureRecordMetadata, bool, int, bool]:
+        """Adds a record; returns its future, whether the sender should look now (a batch
+        filled, or a new one started its linger clock), the bytes it adds, and whether the
+        partition's last batch is full (the partitioner may switch without leaving a batch
+        half filled)."""
         size = RECORD_OVERHEAD + len(key or b"") + len(value or b"")
-        size += sum(len(k) + len(v or b"") + 8 for k, v in headers)
+        if headers:
+            size += sum(len(k) + len(v or b"") + 8 for k, v in headers)
         tp = (topic, partition)
         with self._lock:
             if self._held and self._held + size > self.buffer_memory:
                 self._wait_for_space(size)
             batch = self._open.get(tp)
             wake = False
-            if batch is not None and batch.records and batch.size + size > self.batch_size:
+            if batch is not None and batch.count and batch.size + size > self.batch_size:
                 self._close(batch)
                 batch = None
                 wake = True
@@ -111,8 +119,13 @@ class RecordAccumulator:
                 batch = self._open[tp] = ProducerBatch(topic, partition, time.monotonic())
                 self._count += 1
                 wake = True
-            index = len(batch.records)
-            batch.records.append(Record(index, timestamp, key, value, headers))
+            index = batch.count
+            if not index:
+                batch.base_timestamp = timestamp
+            append_record(batch.body, index, timestamp - batch.base_timestamp, key, value, headers)
+            batch.count = index + 1
+            if timestamp > batch.max_timestamp:
+                batch.max_timestamp = timestamp
             batch.size += size
             self._held += size
             if batch.size >= self.batch_size:
@@ -127,7 +140,7 @@ class RecordAccumulator:
             len(key) if key is not None else -1,
             len(value) if value is not None else -1,
         )
-        return future, wake
+        return future, wake, size, batch.closed
 
     def _wait_for_space(self, size: int) -> None:
         deadline = time.monotonic() + self.max_block_s
@@ -165,42 +178,72 @@ class RecordAccumulator:
         now: float,
         room: Callable[[TopicPartition], int],
         only: Callable[[ProducerBatch], bool] | None = None,
-    ) -> tuple[list[ProducerBatch], float | None]:
+        in_flight: Callable[[TopicPartition], bool] = lambda tp: False,
+    ) -> tuple[list[ProducerBatch], float | None, dict[TopicPartition, int]]:
         """Per partition, up to `room(tp)` batches in order: waiting ones (each once its
         retry backoff passed), then the open one if full, lingered, or flushing. Returns
-        them and when to look again (None: nothing pending). With `only`, a partition's
-        waiting batches leave only while they satisfy it, and no open batch leaves."""
+        them, when to look again (None: nothing pending) and how many batches each partition
+        held before (its queue size, for the partitioner). With `only`, a partition's
+        waiting batches leave only while they satisfy it, and no open batch leaves.
+
+        A partition with batches in flight (`in_flight`) sends only when its room takes
+        every batch it has ready: the answers it waits for wake the sender, and its ready
+        batches then leave together in one request rather than one per answer (a leader's
+        cost is per request; see strom/produce_requests.py)."""
         out: list[ProducerBatch] = []
         wake_at: float | None = None
+        queued: dict[TopicPartition, int] = {}
         with self._lock:
             for tp in list(self._waiting.keys() | self._open.keys()):
-                free = room(tp)
                 queue = self._waiting.get(tp)
-                while free > 0 and queue:
-                    batch = queue[0]
-                    if only is not None and not only(batch):
-                        free = 0
-                        break
-                    if batch.retry_at > now:
-                        wake_at = (
-                            batch.retry_at if wake_at is None else min(wake_at, batch.retry_at)
-                        )
-                        free = 0
-                        break
-                    out.append(queue.popleft())
-                    free -= 1
                 open_batch = self._open.get(tp)
-                if free <= 0 or open_batch is None or queue or only is not None:
+                queued[tp] = (len(queue) if queue else 0) + (open_batch is not None)
+                free = room(tp)
+                if free <= 0:
                     continue
-                due = open_batch.created + self.linger_s
-                if self.flushing or due <= now:
+                # Counting one past the room tells whether every ready batch fits.
+                ready, due = self._ready(queue, open_batch, now, only, free + 1)
+                if due is not None:
+                    wake_at = due if wake_at is None else min(wake_at, due)
+                if ready == 0 or (ready > free and in_flight(tp)):
+                    continue
+                take = min(ready, free)
+                while take and queue:
+                    out.append(queue.popleft())
+                    take -= 1
+                if take and open_batch is not None:
                     self._close(open_batch)
                     self._waiting[tp].popleft()
                     out.append(open_batch)
-                else:
-                    wake_at = due if wake_at is None else min(wake_at, due)
             self._count -= len(out)
-        return out, wake_at
+        return out, wake_at, queued
+
+    def _ready(
+        self,
+        queue: deque[ProducerBatch] | None,
+        open_batch: ProducerBatch | None,
+        now: float,
+        only: Callable[[ProducerBatch], bool] | None,
+        limit: int,
+    ) -> tuple[int, float | None]:
+        """How many of a partition's batches may leave now, from the head of its queue
+        (counted up to `limit`), and when the next one may (a retry's backoff or the open
+        batch's linger.ms)."""
+        ready = 0
+        for batch in queue or ():
+            if ready >= limit:
+                return ready, None
+            if only is not None and not only(batch):
+                return ready, None
+            if batch.retry_at > now:
+                return ready, batch.retry_at
+            ready += 1
+        if open_batch is None or only is not None:
+            return ready, None
+        due = open_batch.created + self.linger_s
+        if self.flushing or due <= now:
+            return ready + 1, None
+        return ready, due
 
     def requeue(self, batch: ProducerBatch, retry_at: float) -> None:
         """A batch to send again, in its first-sent order among the partition's batches to

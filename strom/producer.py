@@ -7,9 +7,11 @@
 
 `send` returns at once with a future of RecordMetadata(topic, partition, offset, timestamp);
 records are batched per partition (`batch_size`, `linger_ms`) and sent by the process's
-I/O thread (strom._loop_thread) with one Produce request per leader broker. Partitioning
-is Kafka's Java client's (strom.partitioner). Idempotence is on by default with acks=all,
-as in Kafka 3+: retries never duplicate or reorder records of a partition.
+I/O thread (strom._loop_thread), every ready batch of a broker's partitions in one Produce
+request (strom.produce_requests). Partitioning is Kafka's Java client's (strom.partitioner:
+murmur2 of the key, KIP-794's uniform sticky partitioner for keyless records). Idempotence
+is on by default with acks=all, as in Kafka 3+: retries never duplicate or reorder records
+of a partition.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from strom._loop_thread import shared_loop
 from strom.accumulator import RecordAccumulator
 from strom.cluster import Cluster, parse_bootstrap
 from strom.errors import ClosedError, KafkaTimeoutError, StromError
-from strom.partitioner import StickyPartitioner, partition_for_key
+from strom.partitioner import LeaderWaits, UniformStickyPartitioner, partition_for_key
 from strom.record_future import FutureRecordMetadata, RecordMetadata
 from strom.security import client_security
 from strom.sender import Sender, SenderConfig
@@ -96,6 +98,9 @@ class Producer:
         sasl_plain_password: str | None = None,
         sasl_oauth_token_provider: Any = None,
         partitioner: Partitioner | None = None,
+        partitioner_adaptive_partitioning_enable: bool = True,
+        partitioner_availability_timeout_ms: int = 0,
+        partitioner_ignore_keys: bool = False,
         key_serializer: Callable[[Any], bytes | None] | None = None,
         value_serializer: Callable[[Any], bytes | None] | None = None,
     ) -> None:
@@ -133,7 +138,15 @@ class Producer:
         self.partitioner = partitioner
         self.key_serializer = key_serializer
         self.value_serializer = value_serializer
-        self._sticky = StickyPartitioner()
+        if partitioner_availability_timeout_ms < 0:
+            raise StromError(
+                ErrorCode.INVALID_CONFIG, "partitioner_availability_timeout_ms must be >= 0"
+            )
+        self._sticky = UniformStickyPartitioner(
+            batch_size, adaptive=partitioner_adaptive_partitioning_enable
+        )
+        self._ignore_keys = partitioner_ignore_keys
+        self._leader_waits = LeaderWaits(partitioner_availability_timeout_ms / 1000)
         self._closed = False
         self._io = shared_loop()
         if buffer_memory < 1:
@@ -153,6 +166,7 @@ class Producer:
             retry_backoff_ms=retry_backoff_ms,
             compression=_compression(compression_type),
             max_in_flight=max_in_flight_requests_per_connection,
+            max_request_size=max_request_size,
         )
         bootstrap = parse_bootstrap(
             bootstrap_servers if isinstance(bootstrap_servers, str) else list(bootstrap_servers)
@@ -185,7 +199,7 @@ class Producer:
             return cluster, sender
 
         self._cluster, self._sender = self._io.run(build())
-        self._sender.on_batch_sent = self._batch_sent
+        self._sender.on_drained = self._drained
 
     # --- sending --------------------------------------------------------------------
 
@@ -227,11 +241,30 @@ class Producer:
                 f"The message is {size} bytes when serialized which is larger than "
                 f"max_request_size ({self.max_request_size}).",
             )
-        partition = self._partition(topic, key_bytes, partition)
+        info = self._cluster.topics.get(topic)
+        if info is None or not info.partitions:
+            info = self._io.run(self._cluster.topic(topic, self.max_block_s, auto_create=True))
+        sticky = False
+        if partition is not None:
+            if not 0 <= partition < len(info.partitions):
+                raise StromError(
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    f"partition {partition} of topic '{topic}' does not exist "
+                    f"({len(info.partitions)} partitions)",
+                )
+        elif self.partitioner is not None:
+            partition = self.partitioner(key_bytes, sorted(info.partitions), info.available)
+        elif key_bytes is not None and not self._ignore_keys:
+            partition = partition_for_key(key_bytes, len(info.partitions))
+        else:
+            partition = self._sticky.partition(topic, len(info.partitions), info.available)
+            sticky = True
         timestamp = int(time.time() * 1000) if timestamp_ms is None else int(timestamp_ms)
-        future, wake = self._accumulator.append(
+        future, wake, size, full = self._accumulator.append(
             topic, partition, timestamp, key_bytes, value_bytes, header_tuple
         )
+        if sticky:
+            self._sticky.appended(topic, partition, size, full)
         if wake and not self._sender.wake_pending:
             self._sender.wake_pending = True
             self._io.loop.call_soon_threadsafe(self._sender.wake)
@@ -247,29 +280,26 @@ class Producer:
             and self._accumulator.has_room(self._accumulator.batch_size)
         )
 
-    def _partition(self, topic: str, key: bytes | None, partition: int | None) -> int:
-        info = self._cluster.topics.get(topic)
-        if info is None or not info.partitions:
-            info = self._io.run(self._cluster.topic(topic, self.max_block_s, auto_create=True))
-        count = len(info.partitions)
-        if partition is not None:
-            if not 0 <= partition < count:
-                raise StromError(
-                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                    f"partition {partition} of topic '{topic}' does not exist ({count} partitions)",
-                )
-            return partition
-        available = info.available
-        if self.partitioner is not None:
-            return self.partitioner(key, sorted(info.partitions), available)
-        if key is not None:
-            return partition_for_key(key, count)
-        return self._sticky.partition(topic, count, available)
-
-    def _batch_sent(self, batch: Any) -> None:
-        info = self._cluster.topics.get(batch.topic)
-        if info is not None:
-            self._sticky.batch_sent(batch.topic, batch.partition, len(info.partitions))
+    def _drained(self, queued: dict[tuple[str, int], int], drained: set[tuple[str, int]]) -> None:
+        """On the I/O thread after each drain: the partitioner's load stats (Kafka's
+        RecordAccumulator.ready feeding BuiltInPartitioner.updatePartitionLoadStats)."""
+        if not self._sticky.adaptive:
+            return
+        now = time.monotonic()
+        cluster, waits = self._cluster, self._leader_waits
+        took = {cluster.leader(*tp) for tp in drained}
+        for leader in {cluster.leader(*tp) for tp in queued}:
+            waits.observed(leader, leader in took, now)
+        for topic in {t for t, _ in queued} | set(self._sticky.loaded_topics()):
+            info = cluster.topics.get(topic)
+            if info is None:
+                continue
+            sizes = [
+                (partition, queued.get((topic, partition), 0))
+                for partition, state in sorted(info.partitions.items())
+                if state.leader >= 0 and not waits.stalled(state.leader)
+            ]
+            self._sticky.update_load(topic, sizes, len(info.partitions))
 
     def partitions_for(self, topic: str) -> set[int]:
         info = self._io.run(self._cluster.topic(topic, self.max_block_s, auto_create=True))

@@ -20,11 +20,12 @@ The pump's loop, and what this class answers at each point:
   `Succeed`, a `Fail` or a `Retry` (put it back in the queue, to leave again at `at_ms`).
 
 The rules (Kafka's producer's, unless said otherwise):
-- Up to `max.in.flight.requests.per.connection` batches of a partition in flight (a request
-  holds at most one batch of a partition). After any error a partition sends one batch at
-  a time until one succeeds with nothing else in flight; batches sent again go in the order
-  they were first sent, so with idempotence order holds across retries (without it, a retry
-  may land after a later batch).
+- Up to `max.in.flight.requests.per.connection` batches of a partition in flight (the
+  leader's idempotence window holds a producer's last 5 batches; a request may carry several
+  of a partition's batches, see strom/produce_requests.py). After any error a partition
+  sends one batch at a time until one succeeds with nothing else in flight; batches sent
+  again go in the order they were first sent, so with idempotence order holds across
+  retries (without it, a retry may land after a later batch).
 - Retriable errors send the batch again after `retry.backoff.ms`, until `retries` attempts or
   `delivery.timeout.ms` from the batch's creation; other errors fail it at once.
 - Idempotence: the producer gets an id and epoch and numbers each partition's batches; a
@@ -236,6 +237,9 @@ class ProducerSequencing(Generic[B]):
     def busy_partitions(self) -> set[TopicPartition]:
         """Partitions with batches in flight (their queued batches do not expire now)."""
         return set(self._in_flight)
+
+    def has_in_flight(self, tp: TopicPartition) -> bool:
+        return tp in self._in_flight
 
     def any_in_flight(self) -> bool:
         return bool(self._in_flight)

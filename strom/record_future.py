@@ -5,11 +5,11 @@ FutureRecordMetadata pointing at it with the record's index.
 A concurrent.futures.Future per record cost more than encoding the record (a Condition and a
 lock each, then a set_result under them): a third of the producer's time on small records.
 Here a record's future is a few slots; a waiter creates the batch's Event only when it has to
-block; callbacks are kept per batch and run on the I/O thread when it settles, in the order
-they were added. The API is concurrent.futures' (result, exception, done, add_done_callback)
-plus kafka-python's (get, add_callback, add_errback, succeeded, failed); like kafka-python's
-futures these are not concurrent.futures.Future objects (concurrent.futures.wait does not
-take them).
+block; callbacks are kept per batch, added without a lock, and run on the I/O thread when
+it settles, in the order they were added. The API is concurrent.futures' (result,
+exception, done, add_done_callback) plus kafka-python's (get, add_callback, add_errback,
+succeeded, failed); like kafka-python's futures these are not concurrent.futures.Future
+objects (concurrent.futures.wait does not take them).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import threading
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -39,14 +40,21 @@ class RecordMetadata:
 
 
 class BatchResult:
-    """The outcome of one batch, settled once (later settlements are ignored)."""
+    """The outcome of one batch, settled once (later settlements are ignored).
+
+    Callbacks wait in a deque, added without a lock (one add per record sent with a
+    callback, on the caller's thread): deque.append and popleft are atomic, and each
+    callback runs in whichever thread pops it, so exactly once. The settling thread sets
+    `done` and then pops every callback; one added after `done` was set is popped by its
+    adder (or by the settler, if it is still popping), never lost: an add checks `done`
+    after appending."""
 
     __slots__ = ("_lock", "_event", "_callbacks", "done", "base_offset", "append_time", "error")
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # settling against a waiter creating the Event
         self._event: threading.Event | None = None
-        self._callbacks: list[tuple[Callable[[Any], Any], FutureRecordMetadata]] = []
+        self._callbacks: deque[tuple[Callable[[Any], Any], FutureRecordMetadata]] = deque()
         self.done = False
         self.base_offset = -1
         self.append_time = -1
@@ -64,11 +72,18 @@ class BatchResult:
                 return
             self.base_offset, self.append_time, self.error = base_offset, append_time, error
             self.done = True
-            callbacks, self._callbacks = self._callbacks, []
             event = self._event
         if event is not None:
             event.set()
-        for fn, future in callbacks:
+        self._run_callbacks()
+
+    def _run_callbacks(self) -> None:
+        callbacks = self._callbacks
+        while True:
+            try:
+                fn, future = callbacks.popleft()
+            except IndexError:
+                return
             _call(fn, future)
 
     def wait(self, timeout: float | None) -> bool:
@@ -83,12 +98,16 @@ class BatchResult:
         return event.wait(timeout)
 
     def add_callback(self, fn: Callable[[Any], Any], future: FutureRecordMetadata) -> bool:
-        """Keeps `fn` for when the batch settles; False when it already has."""
-        with self._lock:
-            if self.done:
-                return False
-            self._callbacks.append((fn, future))
-            return True
+        """Keeps `fn` for when the batch settles; False when it already had (the caller
+        runs it)."""
+        if self.done:
+            return False
+        self._callbacks.append((fn, future))
+        if self.done:
+            # Settled between the check and the append: the settler may have emptied the
+            # deque before this append. What is left runs here.
+            self._run_callbacks()
+        return True
 
 
 def _call(fn: Callable[[Any], Any], future: FutureRecordMetadata) -> None:

@@ -1,5 +1,6 @@
 """The producer's I/O side (Kafka's Sender): drains ready batches, groups them by partition
-leader into one Produce request per broker, and settles each record's future.
+leader into Produce requests (strom/produce_requests.py), at most
+max.in.flight.requests.per.connection unanswered per broker, and settles each batch's result.
 
 Runs on the client's event loop. The rules of what to send and when (in-flight limits per
 partition, retries and their order, retry.backoff.ms, delivery.timeout.ms, idempotence's
@@ -25,6 +26,7 @@ import grpc.aio
 from strom.accumulator import ProducerBatch, RecordAccumulator
 from strom.cluster import Cluster
 from strom.errors import AuthorizationError, ClientErrorName, StromError, from_pb
+from strom.produce_requests import produce_requests
 from strom.producer_sequencing import (
     STALE_METADATA,
     Fail,
@@ -38,10 +40,22 @@ from strom.producer_sequencing import (
 )
 from strom.repeated_errors import RepeatedErrors
 from strom_api.error_codes import ErrorCode
-from strom_api.records import encode_batch
+from strom_api.records import framed_batch
 from strom_api.v1 import client_pb2
 
 log = logging.getLogger("strom.producer")
+
+# Refusals that are about a batch's own records or size: when a request carried several
+# batches of the partition, one of them may have caused it for all.
+BATCH_CONTENT_ERRORS = frozenset(
+    {
+        ErrorCode.MESSAGE_TOO_LARGE,
+        ErrorCode.RECORD_LIST_TOO_LARGE,
+        ErrorCode.INVALID_RECORD,
+        ErrorCode.INVALID_TIMESTAMP,
+        ErrorCode.CORRUPT_MESSAGE,
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -53,7 +67,10 @@ class SenderConfig:
     delivery_timeout_ms: int
     retry_backoff_ms: int
     compression: int
-    max_in_flight: int = 5  # requests per partition
+    # max.in.flight.requests.per.connection: requests unanswered per broker, and batches
+    # unanswered per partition (the broker's idempotence window holds the last 5).
+    max_in_flight: int = 5
+    max_request_size: int = 1024 * 1024
 
 
 def _now_ms() -> float:
@@ -81,7 +98,12 @@ class Sender:
         self._closing = False
         self._task: asyncio.Task[None] | None = None
         self._requests: set[asyncio.Task[None]] = set()
-        self.on_batch_sent: Callable[[ProducerBatch], None] = lambda batch: None
+        # Told after each drain: how many batches each partition holds (open or waiting,
+        # before the drain) and which partitions sent some (the partitioner's load stats).
+        self.on_drained: Callable[[dict[tuple[str, int], int], set[tuple[str, int]]], None] = (
+            lambda queued, drained: None
+        )
+        self._requests_to: dict[int, int] = {}  # requests unanswered, per leader
         self.requests_sent = 0
         # Retriable errors are logged once per cause per partition, not once per retry.
         self._reported = RepeatedErrors()
@@ -194,10 +216,11 @@ class Sender:
             self._reported.cleared("InitProducerId")
             rules.producer_id_granted(producer_id, epoch)
         only = rules.resolving if step is SendStep.RESOLVE_UNKNOWN else None
-        batches, wake_at = self.accumulator.drain(now, rules.room, only)
-        # Per leader, requests in order, each with at most one batch of a partition: the
-        # k-th batch drained of a partition goes in the leader's k-th request.
-        by_leader: dict[int, list[list[ProducerBatch]]] = {}
+        batches, wake_at, queued = self.accumulator.drain(
+            now, self._room, only, rules.has_in_flight
+        )
+        self.on_drained(queued, {b.tp for b in batches})
+        by_leader: dict[int, list[ProducerBatch]] = {}
         for batch in batches:
             rules.drained(batch)
             leader = self.cluster.leader(batch.topic, batch.partition)
@@ -207,19 +230,22 @@ class Sender:
                 self.accumulator.requeue(batch, retry_at)
                 wake_at = retry_at if wake_at is None else min(wake_at, retry_at)
                 continue
-            requests = by_leader.setdefault(leader, [])
-            for group in requests:
-                if all(b.tp != batch.tp for b in group):
-                    group.append(batch)
-                    break
-            else:
-                requests.append([batch])
-        for leader, requests in by_leader.items():
-            for group in requests:
+            by_leader.setdefault(leader, []).append(batch)
+        for leader, drained in by_leader.items():
+            requests = produce_requests(drained, self.config.max_request_size)
+            free = self.config.max_in_flight - self._requests_to.get(leader, 0)
+            for group in requests[free:]:
+                # More than the connection may have unanswered (max.request.size split
+                # them): back at the head of their queues, to go when answers come.
+                for batch in group:
+                    rules.put_back(batch, now * 1000)
+                    self.accumulator.requeue(batch, now)
+            for group in requests[:free]:
                 for batch in group:
                     rules.dispatched(batch)
                 # Tasks start in creation order and number their batches before their first
                 # await, so a partition's sequences follow the order its batches were drained.
+                self._requests_to[leader] = self._requests_to.get(leader, 0) + 1
                 task = asyncio.create_task(self._produce(leader, group))
                 self._requests.add(task)
                 task.add_done_callback(self._requests.discard)
@@ -228,6 +254,14 @@ class Sender:
             self._requests.add(task)
             task.add_done_callback(self._requests.discard)
         return wake_at
+
+    def _room(self, tp: tuple[str, int]) -> int:
+        """Batches of `tp` that may leave now: the rules' room for the partition, none while
+        its leader has max.in.flight.requests.per.connection requests unanswered."""
+        leader = self.cluster.leader(*tp)
+        if self._requests_to.get(leader, 0) >= self.config.max_in_flight:
+            return 0
+        return self.rules.room(tp)
 
     async def _refresh(self) -> None:
         try:
@@ -265,9 +299,12 @@ class Sender:
         if numbers.renumbered:
             batch.encoded = None
         if batch.encoded is None:
-            batch.encoded = encode_batch(
-                batch.records,
+            batch.encoded = framed_batch(
+                batch.body,
+                batch.count,
                 compression_codec=self.config.compression,
+                base_timestamp=batch.base_timestamp,
+                max_timestamp=batch.max_timestamp,
                 producer_id=numbers.producer_id,
                 producer_epoch=numbers.epoch,
                 base_sequence=numbers.sequence,
@@ -278,18 +315,24 @@ class Sender:
         try:
             await self._produce_once(leader, batches)
         finally:
+            self._requests_to[leader] -= 1
             self.rules.request_ended(batches)
             self._wake.set()
 
     async def _produce_once(self, leader: int, batches: list[ProducerBatch]) -> None:
-        topics: dict[str, list[Any]] = {}
+        # A partition's batches in a request are consecutive there (produce_requests), in
+        # sequence order; the broker appends them together, at consecutive offsets.
+        records: dict[tuple[str, int], list[bytes]] = {}
         for batch in batches:
-            topics.setdefault(batch.topic, []).append(
+            records.setdefault(batch.tp, []).append(self._encoded(batch))
+        topics: dict[str, list[Any]] = {}
+        for (topic, partition), encoded in records.items():
+            topics.setdefault(topic, []).append(
                 client_pb2.ProduceRequest.Partition(
-                    partition=batch.partition, records=self._encoded(batch)
+                    partition=partition,
+                    records=encoded[0] if len(encoded) == 1 else b"".join(encoded),
                 )
             )
-            self.on_batch_sent(batch)
         request = client_pb2.ProduceRequest(
             acks=self.config.acks,
             timeout_ms=self.config.request_timeout_ms,
@@ -323,6 +366,9 @@ class Sender:
                 self._settle(self.rules.acknowledged(batch, -1, -1))
             return
         answers = {(t.name, p.partition): p for t in response.topics for p in t.partitions}
+        # The offset the next batch of each partition starts at: its answer's base offset,
+        # then after each batch before it in the request.
+        next_offset: dict[tuple[str, int], int] = {}
         for batch in batches:
             answer = answers.get(batch.tp)
             if answer is None:
@@ -331,11 +377,22 @@ class Sender:
                 )
                 self._settle(self.rules.no_answer(batch, missing, _now_ms()))
             elif answer.error.code == 0:
-                self._settle(
-                    self.rules.acknowledged(batch, answer.base_offset, answer.log_append_time_ms)
-                )
+                base = next_offset.get(batch.tp, answer.base_offset)
+                next_offset[batch.tp] = base + batch.record_count if base >= 0 else -1
+                self._settle(self.rules.acknowledged(batch, base, answer.log_append_time_ms))
             else:
                 error = from_pb(answer.error)
+                shared = sum(1 for b in batches if b.tp == batch.tp)
+                if shared > 1 and error.name in BATCH_CONTENT_ERRORS and not error.retriable:
+                    # The leader judged the partition's batches of this request together;
+                    # Kafka judges each batch: each goes again alone, and only the one at
+                    # fault fails with the error.
+                    error = StromError(
+                        error.name,
+                        f"{error.message} (one of {shared} batches refused together; each "
+                        "is sent again alone)",
+                        retriable=True,
+                    )
                 outcome = self.rules.refused(batch, error, _now_ms())
                 if not isinstance(outcome, Succeed) and error.name in STALE_METADATA:
                     self.cluster.mark_stale()

@@ -131,6 +131,7 @@ def _varint_bytes(value: int) -> bytes:
 _SMALL_VARINTS = tuple(_varint_bytes(v) for v in range(1 << 14))
 _MINUS_ONE = _varint_bytes(-1)
 _ATTRIBUTES = b"\x00"
+_NO_HEADERS = b"\x00"  # a header count of 0
 
 
 def _varint(value: int) -> bytes:
@@ -199,31 +200,111 @@ def encode_batch(
             raise ValueError(f"record offset {record.offset} is out of order in the batch")
         previous = record.offset
         _encode_record(body, record, base, base_timestamp)
-    payload = compression.compress(compression_codec, bytes(body))
-    attributes = compression_codec
+    attributes = 0
     if log_append_time:
         attributes |= TIMESTAMP_TYPE_BIT
     if transactional:
         attributes |= TRANSACTIONAL_BIT
     if control:
         attributes |= CONTROL_BIT
+    return framed_batch(
+        body,
+        len(records),
+        compression_codec=compression_codec,
+        attributes=attributes,
+        base_offset=base,
+        last_offset_delta=last - base,
+        base_timestamp=base_timestamp,
+        max_timestamp=max_timestamp,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        partition_leader_epoch=partition_leader_epoch,
+    )
+
+
+def append_record(
+    out: bytearray,
+    offset_delta: int,
+    timestamp_delta: int,
+    key: bytes | None,
+    value: bytes | None,
+    headers: Sequence[Header] = (),
+) -> None:
+    """Appends one record, as it sits in a batch's records section (length prefix
+    included), to `out`: a producer encodes each record into the batch it fills this way
+    (the key and value copied once), then frames the section with framed_batch."""
+    head = _ATTRIBUTES + _varint(timestamp_delta) + _varint(offset_delta)
+    key_length = _MINUS_ONE if key is None else _varint(len(key))
+    value_length = _MINUS_ONE if value is None else _varint(len(value))
+    if headers:
+        parts = [_varint(len(headers))]
+        for name, header_value in headers:
+            encoded = name.encode()
+            parts += (_varint(len(encoded)), encoded)
+            if header_value is None:
+                parts.append(_MINUS_ONE)
+            else:
+                parts += (_varint(len(header_value)), header_value)
+        tail = b"".join(parts)
+    else:
+        tail = _NO_HEADERS
+    length = len(head) + len(key_length) + len(value_length) + len(tail)
+    if key is not None:
+        length += len(key)
+    if value is not None:
+        length += len(value)
+    out += _varint(length)
+    out += head
+    out += key_length
+    if key:
+        out += key
+    out += value_length
+    if value:
+        out += value
+    out += tail
+
+
+def framed_batch(
+    body: bytes | bytearray,
+    count: int,
+    *,
+    compression_codec: int = compression.NONE,
+    attributes: int = 0,
+    base_offset: int = 0,
+    last_offset_delta: int | None = None,
+    base_timestamp: int,
+    max_timestamp: int,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+) -> bytes:
+    """A batch around an encoded records section of `count` records (offset deltas 0..
+    count-1 unless `last_offset_delta` says otherwise): compressed with the codec, the
+    header packed, the CRC-32C computed."""
+    payload = (
+        body
+        if compression_codec == compression.NONE
+        else compression.compress(compression_codec, memoryview(body))
+    )
     out = bytearray(HEADER_SIZE)
     HEADER.pack_into(
         out,
         0,
-        base,
+        base_offset,
         HEADER_SIZE - LOG_OVERHEAD + len(payload),
         partition_leader_epoch,
         MAGIC,
         0,
-        attributes,
-        last - base,
+        attributes | compression_codec,
+        count - 1 if last_offset_delta is None else last_offset_delta,
         base_timestamp,
         max_timestamp,
         producer_id,
         producer_epoch,
         base_sequence,
-        len(records),
+        count,
     )
     out += payload
     crc = crc32c(memoryview(out)[CRC_START:])

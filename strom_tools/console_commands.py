@@ -52,6 +52,9 @@ _PRODUCER_KEYS: dict[str, Callable[[str], Any]] = {
     "reconnect.backoff.ms": int,
     "reconnect.backoff.max.ms": int,
     "client.id": str,
+    "partitioner.adaptive.partitioning.enable": lambda v: v.lower() == "true",
+    "partitioner.availability.timeout.ms": int,
+    "partitioner.ignore.keys": lambda v: v.lower() == "true",
 }
 
 

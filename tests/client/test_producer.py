@@ -43,6 +43,141 @@ def test_records_are_batched_partitioned_like_kafka_and_read_back(cluster):
         assert [r.value for r in records] == [b"value-%d" % by_offset[r.offset] for r in records]
 
 
+def test_a_partitions_ready_batches_share_a_request_and_get_their_own_offsets(cluster):
+    create_topic(cluster, "packed", partitions=1)
+    with Producer(bootstrap(cluster), batch_size=300, linger_ms=50) as producer:
+        futures = [producer.send("packed", b"record-%04d" % i) for i in range(400)]
+        producer.flush()
+        offsets = [f.get(timeout=10).offset for f in futures]
+        # About 13 records a batch, 31 batches: far fewer requests than batches.
+        assert producer._sender.requests_sent <= 15
+    assert offsets == list(range(400))
+    records = reader(cluster).read_all("packed", 0)
+    assert [r.value for r in records] == [b"record-%04d" % i for i in range(400)]
+
+
+def test_a_batch_refused_beside_others_fails_alone(cluster):
+    """The leader refuses a partition's batches of one request together; the one too
+    large for max.message.bytes fails, the others, sent again alone, are written."""
+    create_topic(cluster, "refused-together", partitions=1, **{"max.message.bytes": "700"})
+    with Producer(bootstrap(cluster), batch_size=300, linger_ms=20) as producer:
+        small = [producer.send("refused-together", b"a-%03d" % i) for i in range(60)]
+        too_big = producer.send("refused-together", b"x" * 1000)
+        small += [producer.send("refused-together", b"b-%03d" % i) for i in range(60)]
+        producer.flush()
+        batches = 2 + 2 * 60 // 10  # about 10 small records a batch, and the large one
+        assert producer._sender.requests_sent < batches  # some went together
+    with pytest.raises(StromError) as refused:
+        too_big.get(timeout=10)
+    assert refused.value.name == "MESSAGE_TOO_LARGE"
+    assert all(f.succeeded() for f in small)
+    values = [r.value for r in reader(cluster).read_all("refused-together", 0)]
+    assert values == [b"a-%03d" % i for i in range(60)] + [b"b-%03d" % i for i in range(60)]
+
+
+@pytest.mark.parametrize(
+    ("partitions", "in_flight", "request_size"),
+    [
+        (6, 1, 1024 * 1024),  # partitions of one leader filling at different moments
+        (9, 2, 2500),  # one drain's batches split by max.request.size into 3 requests
+    ],
+)
+def test_at_most_max_in_flight_requests_per_broker(cluster, partitions, in_flight, request_size):
+    topic = f"per-broker-{partitions}"
+    create_topic(cluster, topic, partitions=partitions)
+    with Producer(
+        bootstrap(cluster),
+        linger_ms=0,
+        batch_size=1000,
+        max_request_size=request_size,
+        max_in_flight_requests_per_connection=in_flight,
+    ) as producer:
+        unanswered: dict[int, int] = {}
+        most: dict[int, int] = {}
+        sender = producer._sender
+        produce_once = sender._produce_once
+
+        async def counted(leader, batches):
+            unanswered[leader] = unanswered.get(leader, 0) + 1
+            most[leader] = max(most.get(leader, 0), unanswered[leader])
+            try:
+                await produce_once(leader, batches)
+            finally:
+                unanswered[leader] -= 1
+
+        sender._produce_once = counted
+        producer.partitions_for(topic)
+        by_leader: dict[int, list[int]] = {}
+        for partition in range(partitions):
+            by_leader.setdefault(producer._cluster.leader(topic, partition), []).append(partition)
+        # Partitions of one leader that fill at different moments: each could start its
+        # own request while another's is unanswered; the connection's limit holds them.
+        for i in range(400):
+            for group in by_leader.values():
+                producer.send(topic, b"v" * 200, partition=group[i % len(group)])
+            time.sleep(0.0005)
+        producer.flush()
+    assert len(most) == 3 and max(most.values()) == in_flight
+
+
+def test_keyless_records_spread_over_every_partition_at_default_settings(cluster):
+    """KIP-794: before it, one partition took 4,712 of 5,000 keyless records."""
+    create_topic(cluster, "spread")
+    with Producer(bootstrap(cluster)) as producer:
+        futures = [producer.send("spread", b"v" * 1024) for _ in range(5000)]
+        producer.flush()
+    counts = [0, 0, 0]
+    for future in futures:
+        counts[future.get(timeout=10).partition] += 1
+    assert all(c > 5000 * 0.15 for c in counts), counts
+
+
+def test_partitioner_ignore_keys_spreads_keyed_records_as_keyless_ones(cluster):
+    create_topic(cluster, "ignore-keys")
+    with Producer(bootstrap(cluster), partitioner_ignore_keys=True) as producer:
+        futures = [producer.send("ignore-keys", b"v" * 1024, key=b"one-key") for _ in range(3000)]
+        producer.flush()
+    assert {f.get(timeout=10).partition for f in futures} == {0, 1, 2}
+    with Producer(bootstrap(cluster)) as keyed:
+        assert keyed.send("ignore-keys", b"v", key=b"one-key").get(10).partition == (
+            partition_for_key(b"one-key", 3)
+        )
+
+
+def test_partitions_of_a_broker_that_stopped_taking_batches_get_no_keyless_records(cluster):
+    """partitioner.availability.timeout.ms: a paused leader's partition is left out once its
+    broker took nothing for that long while batches waited (with only the adaptive weights
+    it would still get a share)."""
+    create_topic(cluster, "avoid-stalled")
+    with Producer(
+        bootstrap(cluster),
+        acks=1,
+        linger_ms=0,
+        batch_size=1000,
+        partitioner_availability_timeout_ms=200,
+    ) as producer:
+        producer.partitions_for("avoid-stalled")
+        stalled = producer._cluster.leader("avoid-stalled", 0)
+        on_stalled = {
+            p for p in range(3) if producer._cluster.leader("avoid-stalled", p) == stalled
+        }
+        for _ in range(200):  # every partition's batches have been drained once
+            producer.send("avoid-stalled", b"v" * 200)
+        producer.flush()
+        cluster.procs[stalled].send_signal(signal.SIGSTOP)
+        try:
+            started = time.monotonic()
+            late = []
+            while (elapsed := time.monotonic() - started) < 1.0:
+                future = producer.send("avoid-stalled", b"v" * 200)
+                if elapsed > 0.5:
+                    late.append(future.partition)
+        finally:
+            cluster.procs[stalled].send_signal(signal.SIGCONT)
+        producer.flush()
+    assert len(late) > 100 and sum(p in on_stalled for p in late) <= 10
+
+
 def test_headers_timestamps_callbacks_and_acks_0(cluster):
     create_topic(cluster, "details", partitions=1)
     seen = []
@@ -95,6 +230,7 @@ def test_a_refused_batch_fails_its_records_and_later_sends_still_succeed(cluster
         ({"acks": 1, "enable_idempotence": True}, "needs acks='all'"),
         ({"compression_type": "brotli"}, "compression_type"),
         ({"delivery_timeout_ms": 100}, "delivery_timeout_ms"),
+        ({"partitioner_availability_timeout_ms": -1}, "partitioner_availability_timeout_ms"),
     ],
 )
 def test_bad_configuration_names_the_setting(cluster, config, words):

@@ -5,6 +5,7 @@ added late), waits time out, and a full buffer blocks send() up to max.block.ms.
 from __future__ import annotations
 
 import concurrent.futures
+import sys
 import threading
 import time
 
@@ -57,6 +58,41 @@ def test_callbacks_run_in_order_once_and_at_once_when_added_late():
     assert seen[-1] == ("late", 10)
 
 
+def test_callbacks_added_while_the_batch_settles_run_exactly_once():
+    """Callbacks are added without a lock: one added as another thread settles the batch
+    must run once, by one of the two threads, never be lost or run twice."""
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads switch all the time: the race windows open
+    try:
+        settle_while_adding()
+    finally:
+        sys.setswitchinterval(switch)
+
+
+def settle_while_adding() -> None:
+    for _ in range(200):
+        batch = BatchResult()
+        [future] = futures_of(batch, 1)
+        ran: list[int] = []
+        started = threading.Event()
+
+        def add_many(
+            future: FutureRecordMetadata = future,
+            ran: list[int] = ran,
+            started: threading.Event = started,
+        ) -> None:
+            started.set()
+            for i in range(2000):
+                future.add_done_callback(lambda f, i=i: ran.append(i))
+
+        adder = threading.Thread(target=add_many)
+        adder.start()
+        started.wait()
+        batch.succeed(0, -1)
+        adder.join()
+        assert sorted(ran) == list(range(2000))
+
+
 def test_a_failed_batch_fails_every_record_and_wakes_waiters():
     batch = BatchResult()
     futures = futures_of(batch, 2)
@@ -84,10 +120,10 @@ def test_a_full_buffer_blocks_send_until_a_batch_is_answered():
     with pytest.raises(KafkaTimeoutError, match="max blocking time"):
         accumulator.append("t", 0, 0, None, value, ())
     assert time.monotonic() - started >= 0.09
-    batches, _ = accumulator.drain(time.monotonic() + 1, lambda tp: 1)
+    batches, _, _ = accumulator.drain(time.monotonic() + 1, lambda tp: 1)
     released = threading.Timer(0.05, accumulator.release, args=(batches[0],))
     released.start()
-    future, _ = accumulator.append("t", 0, 0, None, value, ())  # waits for the release
+    future, *_ = accumulator.append("t", 0, 0, None, value, ())  # waits for the release
     assert not future.done()
     accumulator.release(batches[0])  # twice: counted once
     assert accumulator._held == 4 * 124  # one batch of one record left, one record came
@@ -99,13 +135,14 @@ def test_batches_sent_again_go_out_in_their_first_sent_order():
     accumulator = RecordAccumulator(batch_size=100, linger_ms=0)
     for i in range(6):  # one record a batch
         accumulator.append("t", 0, 0, None, b"%d" % i * 80, ())
-    first, _ = accumulator.drain(time.monotonic() + 1, lambda tp: 4)
+    first, _, _ = accumulator.drain(time.monotonic() + 1, lambda tp: 4)
     assert len(first) == 4
     for order, batch in enumerate(first):
         batch.order = order
     for batch in (first[2], first[0], first[3]):  # answers in this order, all retriable
         accumulator.requeue(batch, 0)
     assert accumulator.waiting_before(first[3]) and not accumulator.waiting_before(first[0])
-    again, _ = accumulator.drain(time.monotonic() + 1, lambda tp: 5)
+    again, _, _ = accumulator.drain(time.monotonic() + 1, lambda tp: 5)
     assert [b.order for b in again[:3]] == [0, 2, 3]
-    assert [b.records[0].value[:1] for b in again[3:]] == [b"4", b"5"]
+    # Each holds one record: its 80-byte value, then the header count (one byte).
+    assert [bytes(b.body[-81:-1]) for b in again[3:]] == [b"4" * 80, b"5" * 80]
