@@ -92,6 +92,15 @@ class Fetcher:
         self.positions: dict[TopicPartition, int] = {}
         self.fetch_offsets: dict[TopicPartition, int] = {}
         self.generation: dict[TopicPartition, int] = {}
+        # Per partition, the number of the latest position request (a seek or an offset
+        # reset, explicit or automatic): an offset lookup answers only if no later request
+        # was made meanwhile, so seek_to_beginning() right after assign() is not undone by
+        # the automatic reset assign() started (Kafka's SubscriptionState keeps one reset
+        # request per partition, the latest).
+        self._position_requests: dict[TopicPartition, int] = {}
+        # Partitions whose offset lookup is in flight: not "without a position" meanwhile,
+        # so the fetch manager does not start an automatic reset behind an explicit one.
+        self._looking_up: dict[TopicPartition, int] = {}
         self.high_watermarks: dict[TopicPartition, int] = {}
         self.paused: set[TopicPartition] = set()
         self._completed: deque[_Completed] = deque()
@@ -127,11 +136,16 @@ class Fetcher:
             raise StromError(
                 ClientErrorName.ILLEGAL_STATE, f"{tp.topic}-{tp.partition} is not assigned"
             )
+        self._request_position(tp)
         self.positions[tp] = offset
         self.fetch_offsets[tp] = offset
         self._drop_buffered(tp)
         self._positioned.set()
         self._kick()
+
+    def _request_position(self, tp: TopicPartition) -> int:
+        number = self._position_requests[tp] = self._position_requests.get(tp, 0) + 1
+        return number
 
     def _drop_buffered(self, tp: TopicPartition) -> None:
         self.generation[tp] = self.generation.get(tp, 0) + 1
@@ -146,12 +160,25 @@ class Fetcher:
             self._manager = asyncio.create_task(self._manage())
 
     async def reset_offsets(self, tps: Iterable[TopicPartition], timestamp: int) -> None:
-        found = await self.list_offsets({tp: timestamp for tp in tps})
+        requests = {tp: self._request_position(tp) for tp in tps}
+        moved = False
+        for tp in requests:
+            self._looking_up[tp] = self._looking_up.get(tp, 0) + 1
+        try:
+            found = await self.list_offsets(dict.fromkeys(requests, timestamp))
+        finally:
+            for tp in requests:
+                self._looking_up[tp] -= 1
+                if not self._looking_up[tp]:
+                    del self._looking_up[tp]
         for tp, (offset, _) in found.items():
-            if tp in self.assignment:
+            if tp in self.assignment and self._position_requests.get(tp) == requests.get(tp):
                 self.positions[tp] = self.fetch_offsets[tp] = offset
                 self.generation[tp] = self.generation.get(tp, 0) + 1
+                moved = True
         self._positioned.set()
+        if moved:
+            self._kick()  # a fetch task may have found nothing to fetch meanwhile and ended
 
     async def wait_for_positions(self, tps: Iterable[TopicPartition], timeout_s: float) -> None:
         """Waits, at most `timeout_s`, until each of `tps` has a position, is no longer
@@ -254,7 +281,11 @@ class Fetcher:
         while not self.closed:
             self._changed.clear()
             await self._ensure_metadata(tp.topic for tp in self.assignment)
-            unset = [tp for tp in self.assignment if tp not in self.positions]
+            unset = [
+                tp
+                for tp in self.assignment
+                if tp not in self.positions and tp not in self._looking_up
+            ]
             if unset:
                 await self._initial_positions(unset)
             leaders = {self.cluster.leader(*tp) for tp in self.assignment if tp not in self.paused}

@@ -67,6 +67,29 @@ def test_latest_reads_only_new_records_and_poll_respects_max_records(cluster):
         assert consumer.poll(timeout_ms=200) == {}
 
 
+def test_seek_to_beginning_right_after_assign_is_not_undone_by_the_automatic_reset(cluster):
+    """assign() starts the automatic reset (auto_offset_reset, latest by default) of the
+    partitions without a position; a seek_to_beginning() made meanwhile is the later request
+    and wins, and the fetching starts once it has its answer (before: the automatic reset's
+    answer could land last and put the consumer at the end, or the fetch tasks, started
+    while no partition had a position, ended and nothing restarted them: it read nothing
+    for ever). Several fresh consumers, as the race depends on which answer comes first."""
+    create_topic(cluster, "rewound", partitions=3)
+    for p in range(3):
+        produce(cluster, "rewound", 20, partition=p)
+    tps = [TopicPartition("rewound", p) for p in range(3)]
+    for _ in range(5):
+        with Consumer(bootstrap_servers=bootstrap(cluster)) as consumer:
+            consumer.assign(tps)
+            consumer.seek_to_beginning()
+            seen: dict[TopicPartition, list[int]] = {tp: [] for tp in tps}
+            deadline = time.monotonic() + 15
+            while sum(map(len, seen.values())) < 60 and time.monotonic() < deadline:
+                for tp, records in consumer.poll(timeout_ms=500).items():
+                    seen[tp] += [r.offset for r in records]
+            assert seen == {tp: list(range(20)) for tp in tps}
+
+
 def test_assign_seek_offsets_for_times_pause_and_resume(cluster):
     create_topic(cluster, "timed", partitions=2)
     base = int(time.time() * 1000) - 100_000
