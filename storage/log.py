@@ -124,9 +124,12 @@ class Log:
         self._segments = segments
         self._bases = [s.base_offset for s in segments]
         self.leader_epochs = epochs
-        self.log_start_offset = segments[0].base_offset
-        self.high_watermark = 0
-        self.recovery_point = 0
+        # Told whenever the log start, high watermark or recovery point changes: the
+        # LogManager rewrites a directory's offset checkpoints only when one of them did.
+        self.on_offsets_changed: Callable[[], None] | None = None
+        self._log_start_offset = segments[0].base_offset
+        self._high_watermark = 0
+        self._recovery_point = 0
         self.unflushed_messages = 0
         self.last_flush_ms = clock.time_ms()
         self.load_info = LoadInfo(len(segments), 0, 0, 0)
@@ -228,6 +231,41 @@ class Log:
             raise self.io_failed(operation, exc) from exc
 
     # --- state ---------------------------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @log_start_offset.setter
+    def log_start_offset(self, offset: int) -> None:
+        if offset != self._log_start_offset:
+            self._log_start_offset = offset
+            self._offsets_changed()
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @high_watermark.setter
+    def high_watermark(self, offset: int) -> None:
+        if offset != self._high_watermark:
+            self._high_watermark = offset
+            self._offsets_changed()
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @recovery_point.setter
+    def recovery_point(self, offset: int) -> None:
+        if offset != self._recovery_point:
+            self._recovery_point = offset
+            self._offsets_changed()
+
+    def _offsets_changed(self) -> None:
+        listener = self.on_offsets_changed
+        if listener is not None:
+            listener()
 
     @property
     def log_end_offset(self) -> int:
