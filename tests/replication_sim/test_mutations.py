@@ -73,11 +73,14 @@ def test_a_diverging_epoch_ignored_by_the_follower_is_caught(monkeypatch):
         return rule(self, key, partition, dataclasses.replace(answer, diverging=None), end, now_ms)
 
     monkeypatch.setattr(FetchStream, "_apply_one", diverging_ignored)
-    # Seed 4 breaks an invariant (a follower's records differ from the leader's below its
-    # high watermark), 5 its liveness; the first one is enough.
+    # Seeds 4, 5, 10, 11 and 13 break its liveness (a follower whose log parted from the
+    # leader's never rejoins the ISR), 18 an invariant (a follower's records differ from the
+    # leader's below its high watermark).
     result = next((r for r in map(run_seed, SEEDS) if r.failure is not None), None)
     assert result is not None, "the simulator did not notice a follower ignoring divergence"
-    assert result.kind == "invariant", result.failure
+    assert result.kind == "liveness", result.failure
+    diverged = run_seed(18)
+    assert diverged.kind == "invariant" and "DIVERGED" in (diverged.failure or ""), diverged
 
 
 def test_an_acks_all_produce_answered_after_leadership_moved_is_caught(monkeypatch):
