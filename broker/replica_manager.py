@@ -47,6 +47,7 @@ from broker.purgatory import (
     Purgatory,
 )
 from broker.replica_config import ReplicaConfig
+from broker.replica_counts import ReplicaCounts
 from broker.replication_settings import ReplicationSettings
 from broker.topic_settings import TopicSettings, topic_settings
 from metadata.delta import MetadataDelta
@@ -56,6 +57,7 @@ from storage.errors import StorageError
 from storage.log_manager import LogManager
 from strom_api.error_codes import ErrorCode
 from strom_api.v1 import common_pb2
+from strom_api.v1 import metadata_pb2 as pb
 
 log = logging.getLogger("strom.replicas")
 
@@ -138,6 +140,8 @@ class ReplicaManager:
         self.partitions: dict[TopicPartition, Partition] = {}
         self.by_id: dict[tuple[bytes, int], Partition] = {}
         self.stats = ReplicaStats()
+        # The aggregate gauges, kept by the partitions as they change (no scrape walks them).
+        self.counts = ReplicaCounts()
         # Called with a partition whose role or leader changed (the fetchers re-plan).
         self.on_role_change: Callable[[Partition], None] = lambda p: None
         self.on_removed: Callable[[Partition], None] = lambda p: None
@@ -203,7 +207,7 @@ class ReplicaManager:
             partition = self.partitions.pop(key, None)
             if partition is not None:
                 self.by_id.pop((partition.topic_id, partition.index), None)
-                partition.leader = None  # waiting produces fail with NOT_LEADER_OR_FOLLOWER
+                partition.stop_leading()  # waiting produces fail with NOT_LEADER_OR_FOLLOWER
                 self.on_removed(partition)
                 self._fire(key, gone=True)
         return doomed
@@ -218,14 +222,40 @@ class ReplicaManager:
         now = now_ms()
         if delta.configs.changed:
             self.replication.update(image)
-            self._settings.clear()
-            for partition in self.partitions.values():
-                partition.settings = self._settings_of(partition.topic)
-                partition.log.config = partition.settings.log
+            self._update_settings(self._reconfigured_topics(delta))
         for change in delta.topics.changed.values():
             for index, registration in change.partitions.items():
                 if self.broker_id in registration.replicas:
                     self._apply(change.name, change.topic_id, index, registration, now)
+
+    def _reconfigured_topics(self, delta: MetadataDelta) -> set[str] | None:
+        """The topics whose effective configs the delta may have changed; None for every
+        topic (a cluster-wide or this broker's dynamic config changed, which topics inherit)."""
+        topics = set()
+        for kind, name in delta.configs.changed:
+            if kind == pb.BROKER and name in ("", str(self.broker_id)):
+                return None
+            if kind == pb.TOPIC:
+                topics.add(name)
+        return topics
+
+    def _update_settings(self, topics: set[str] | None) -> None:
+        """New settings for the partitions of `topics` (None: all), from self.image: a
+        topic's config change touches that topic's partitions only."""
+        if topics is None:
+            self._settings.clear()
+            partitions: list[Partition] = list(self.partitions.values())
+        else:
+            partitions = []
+            for topic in topics:
+                self._settings.pop(topic, None)
+                held = self.image.topics.by_name.get(topic)
+                for index in held.partitions if held is not None else ():
+                    partition = self.partitions.get((topic, index))
+                    if partition is not None:
+                        partitions.append(partition)
+        for partition in partitions:
+            partition.update_settings(self._settings_of(partition.topic))
 
     def _settings_of(self, topic: str) -> TopicSettings:
         settings = self._settings.get(topic)
@@ -261,6 +291,7 @@ class ReplicaManager:
                     self.config.replica_lag_time_max_ms,
                 )
                 partition.on_change = lambda: self._fire(key)
+                partition.counts = self.counts
                 self.partitions[key] = partition
                 self.by_id[(topic_id, index)] = partition
             if partition.apply_registration(registration, now, settings):
@@ -275,13 +306,16 @@ class ReplicaManager:
         (Kafka's handleLogDirFailure). Returns them, for the fetchers to drop."""
         stopped = [p for p in self.partitions.values() if p.log.log_dir == log_dir]
         for partition in stopped:
-            partition.leader = None
+            partition.stop_leading()
             self.on_removed(partition)
             self._fire((partition.topic, partition.index))  # waiting produces and fetches
         return stopped
 
     def offline_replicas(self) -> list[tuple[bytes, int]]:
-        """(topic id, partition) of every replica whose log directory failed."""
+        """(topic id, partition) of every replica whose log directory failed. Asked at every
+        heartbeat: with every directory online (the usual case) no replica is looked at."""
+        if not self.log_manager.failures.offline_dirs:
+            return []
         return [(p.topic_id, p.index) for p in self.partitions.values() if p.offline]
 
     def _offline_error(self, topic: str, index: int) -> ApiError | None:
@@ -707,11 +741,14 @@ class ReplicaManager:
 
     async def _isr_expiration(self) -> None:
         """Kafka's isr-expiration task: every replica.lag.time.max.ms / 2, every led
-        partition drops followers that have not caught up within replica.lag.time.max.ms."""
+        partition drops followers that have not caught up within replica.lag.time.max.ms.
+        Only the partitions this broker leads are visited (the counts keep them), and a
+        follower at the leader's log end is caught up without a look at the clock."""
         interval = max(self.config.replica_lag_time_max_ms / 2000, 0.05)
         while True:
             await asyncio.sleep(interval)
-            now = now_ms()
-            for partition in list(self.partitions.values()):
-                if partition.is_leader:
-                    self._maybe_change_isr(partition, now)
+            self.expire_isr(now_ms())
+
+    def expire_isr(self, now: int) -> None:
+        for partition in list(self.counts.led):
+            self._maybe_change_isr(partition, now)

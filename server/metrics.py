@@ -298,25 +298,28 @@ class NodeCollector(Collector):
     def _replicas(self) -> Iterator[Metric]:
         replicas = self.node.replicas
         assert replicas is not None
-        partitions = list(replicas.partitions.values())
-        leaders = [p for p in partitions if p.leader is not None]
+        # The aggregates are counts the partitions keep as they change
+        # (broker/replica_counts.py): a scrape reads them without walking every replica.
+        aggregates = replicas.counts
         prefix = "kafka_server_replicamanager_"
-        yield _gauge(prefix + "partitioncount", "Partitions on this broker.", len(partitions))
-        yield _gauge(prefix + "leadercount", "Partitions this broker leads.", len(leaders))
+        yield _gauge(
+            prefix + "partitioncount", "Partitions on this broker.", len(replicas.partitions)
+        )
+        yield _gauge(prefix + "leadercount", "Partitions this broker leads.", aggregates.leaders)
         yield _gauge(
             prefix + "underreplicatedpartitions",
             "Led partitions whose ISR is smaller than their replica set.",
-            sum(1 for p in leaders if len(p.isr) < len(p.replicas)),
+            aggregates.under_replicated,
         )
         yield _gauge(
             prefix + "underminisrpartitioncount",
             "Led partitions whose ISR is below min.insync.replicas.",
-            sum(1 for p in leaders if len(p.isr) < p.settings.min_insync_replicas),
+            aggregates.under_min_isr,
         )
         yield _gauge(
             prefix + "atminisrpartitioncount",
             "Led partitions whose ISR is exactly min.insync.replicas.",
-            sum(1 for p in leaders if len(p.isr) == p.settings.min_insync_replicas),
+            aggregates.at_min_isr,
         )
         stats = replicas.stats
         isr = replicas.isr_sender.proposals.stats
@@ -366,7 +369,7 @@ class NodeCollector(Collector):
             "How many records a follower is behind its leader (reported by the leader).",
             labels=["topic", "partition", "replica"],
         )
-        for p in sorted(partitions, key=lambda p: (p.topic, p.index)):
+        for p in sorted(replicas.partitions.values(), key=lambda p: (p.topic, p.index)):
             size.add_metric([p.topic, str(p.index)], p.log.size)
             if p.leader is not None:
                 end = p.log.log_end_offset

@@ -1,0 +1,209 @@
+"""ReplicaManager acting on metadata deltas over real logs (a LogManager on disk), as
+server/node.py applies them: the work a delta causes follows what it names, not every
+replica the broker holds.
+
+- The aggregate gauges (leaders, under-replicated, under and at min.insync.replicas) are
+  counts the partitions keep as they change; after any sequence of creations, ISR and
+  leader changes, config changes and deletions they equal a count over every replica.
+- A topic's config change gives new settings to that topic's partitions only; a
+  cluster-wide dynamic config, to all.
+- Offline replicas (reported in every heartbeat) are none while every log directory is
+  online, and the failed directory's replicas once it failed.
+- ISR expiration visits the led partitions: a follower at the leader's log end stays in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+from broker.partition import Partition
+from broker.replica_config import ReplicaConfig
+from broker.replica_manager import ReplicaManager
+from metadata.delta import MetadataDelta
+from metadata.image import MetadataImage, PartitionRegistration
+from storage.log_manager import LogManager
+from strom_api.v1 import metadata_pb2 as pb
+from tests.metadata.image_builder import build, topic_id
+
+ME = 1
+
+
+def ids(*values: int) -> pb.BrokerIdList:
+    return pb.BrokerIdList(ids=values)
+
+
+def replica_manager(tmp_path: os.PathLike[str], dirs: int = 1) -> ReplicaManager:
+    async def no_controller(method: str, request: Any) -> None:
+        return None
+
+    logs = LogManager([os.path.join(tmp_path, f"d{i}") for i in range(dirs)])
+    logs.startup()
+    return ReplicaManager(ME, logs, ReplicaConfig(), {}, no_controller, lambda: 1)
+
+
+def apply(manager: ReplicaManager, image: MetadataImage, *records: Any) -> MetadataImage:
+    """One delta, as server/node.py's _apply_batch applies it."""
+    delta = MetadataDelta(image).replay_all(records)
+    new = delta.apply(image.offset + len(records), 1)
+    for topic, index in manager.detach(delta):
+        manager.log_manager.delete_log(topic, index)
+    for change in delta.topics.changed.values():
+        for index, registration in change.partitions.items():
+            if ME in registration.replicas:
+                settings = manager.settings_for(new, change.name)
+                manager.log_manager.get_or_create_log(change.name, index, settings.log)
+    manager.attach(delta, new)
+    return new
+
+
+def create(image: MetadataImage, name: str, placements: list[tuple[int, ...]]) -> list[Any]:
+    """A topic whose partition i has replicas placements[i], the first leading, full ISR."""
+    records: list[Any] = [pb.TopicRecord(name=name, topic_id=topic_id(name))]
+    for index, replicas in enumerate(placements):
+        registration = PartitionRegistration(replicas, replicas, replicas[0], 0, 0)
+        records.append(registration.record(topic_id(name), index))
+    return records
+
+
+def brute_force(manager: ReplicaManager) -> dict[str, int]:
+    leaders = [p for p in manager.partitions.values() if p.is_leader]
+    return {
+        "leaders": len(leaders),
+        "under_replicated": sum(len(p.isr) < len(p.replicas) for p in leaders),
+        "under_min_isr": sum(len(p.isr) < p.settings.min_insync_replicas for p in leaders),
+        "at_min_isr": sum(len(p.isr) == p.settings.min_insync_replicas for p in leaders),
+    }
+
+
+def counted(manager: ReplicaManager) -> dict[str, int]:
+    counts = manager.counts
+    return {
+        "leaders": counts.leaders,
+        "under_replicated": counts.under_replicated,
+        "under_min_isr": counts.under_min_isr,
+        "at_min_isr": counts.at_min_isr,
+    }
+
+
+def test_the_aggregate_gauges_follow_every_change(tmp_path):
+    manager = replica_manager(tmp_path)
+    image = build({})
+    # Leads orders-0 and -1, follows orders-2, holds no replica of orders-3.
+    image = apply(manager, image, *create(image, "orders", [(1, 2, 3), (1, 2), (2, 1, 3), (2, 3)]))
+    assert (
+        counted(manager)
+        == brute_force(manager)
+        == {
+            "leaders": 2,
+            "under_replicated": 0,
+            "under_min_isr": 0,
+            "at_min_isr": 0,
+        }
+    )
+    orders = topic_id("orders")
+    image = apply(
+        manager,
+        image,
+        pb.PartitionChangeRecord(partition_id=0, topic_id=orders, isr=ids(1, 2)),
+        pb.ConfigRecord(
+            resource_type=pb.TOPIC, resource_name="orders", name="min.insync.replicas", value="2"
+        ),
+    )
+    assert counted(manager) == brute_force(manager)
+    assert counted(manager)["under_replicated"] == 1 and counted(manager)["at_min_isr"] == 2
+    # This broker takes orders-2 over, and loses orders-1 to broker 2 with a shrunk ISR.
+    image = apply(
+        manager,
+        image,
+        pb.PartitionChangeRecord(partition_id=2, topic_id=orders, leader=1, isr=ids(1, 3)),
+        pb.PartitionChangeRecord(partition_id=1, topic_id=orders, leader=2, isr=ids(2)),
+    )
+    assert counted(manager) == brute_force(manager)
+    assert counted(manager)["leaders"] == 2
+    # An ISR change the controller accepted, answered to this leader directly.
+    manager.partitions[("orders", 0)].isr_committed((1,), 99)
+    assert counted(manager) == brute_force(manager)
+    assert counted(manager)["under_min_isr"] == 1
+    image = apply(manager, image, *create(image, "audit", [(1, 2, 3)]))
+    assert counted(manager) == brute_force(manager)
+    image = apply(manager, image, pb.RemoveTopicRecord(topic_id=orders))
+    assert (
+        counted(manager)
+        == brute_force(manager)
+        == {
+            "leaders": 1,
+            "under_replicated": 0,
+            "under_min_isr": 0,
+            "at_min_isr": 0,
+        }
+    )
+    assert set(manager.counts.led) == {manager.partitions[("audit", 0)]}
+
+
+def test_a_failed_log_directory_stops_its_replicas_counting_as_led(tmp_path):
+    manager = replica_manager(tmp_path, dirs=2)
+    image = build({})
+    apply(manager, image, *create(image, "orders", [(1, 2, 3)] * 4))
+    assert manager.offline_replicas() == []
+    failed = manager.partitions[("orders", 0)].log.log_dir
+    manager.log_manager.failures.mark_offline(failed, "test")
+    stopped = manager.stop_serving_dir(failed)
+    in_failed = {(p.topic_id, p.index) for p in stopped}
+    assert in_failed and len(in_failed) < 4
+    assert set(manager.offline_replicas()) == in_failed
+    assert counted(manager) == brute_force(manager)
+    assert counted(manager)["leaders"] == 4 - len(in_failed)
+
+
+def settings_identity(manager: ReplicaManager, topic: str) -> list[int]:
+    return [id(p.settings) for (t, _), p in sorted(manager.partitions.items()) if t == topic]
+
+
+def test_a_topic_config_change_resets_that_topics_partitions_only(tmp_path):
+    manager = replica_manager(tmp_path)
+    image = build({})
+    image = apply(manager, image, *create(image, "orders", [(1, 2, 3)] * 3))
+    image = apply(manager, image, *create(image, "audit", [(1, 2, 3)] * 3))
+    audit_before = settings_identity(manager, "audit")
+    image = apply(
+        manager,
+        image,
+        pb.ConfigRecord(
+            resource_type=pb.TOPIC, resource_name="orders", name="retention.ms", value="1000"
+        ),
+    )
+    orders: list[Partition] = [p for (t, _), p in manager.partitions.items() if t == "orders"]
+    assert all(p.settings.log.retention_ms == 1000 for p in orders)
+    assert all(p.log.config.retention_ms == 1000 for p in orders)
+    assert settings_identity(manager, "audit") == audit_before  # not even looked at
+    # A cluster-wide default reaches every topic that does not set its own.
+    apply(
+        manager,
+        image,
+        pb.ConfigRecord(
+            resource_type=pb.BROKER, resource_name="", name="log.retention.ms", value="5000"
+        ),
+    )
+    audit = [p for (t, _), p in manager.partitions.items() if t == "audit"]
+    assert all(p.settings.log.retention_ms == 5000 for p in audit)
+    assert all(p.settings.log.retention_ms == 1000 for p in orders)
+
+
+def test_isr_expiration_keeps_caught_up_followers_of_idle_partitions(tmp_path):
+    manager = replica_manager(tmp_path)
+    image = build({})
+    apply(manager, image, *create(image, "orders", [(1, 2, 3), (2, 1, 3)]))
+    led = manager.partitions[("orders", 0)]
+    assert led.leader is not None
+    for follower in (2, 3):
+        led.leader.on_follower_fetch(follower, 0, 0, 1)  # at the (empty) log's end
+
+    async def expire() -> None:
+        # Long after replica.lag.time.max.ms: nothing to propose, so nothing is sent.
+        manager.expire_isr(10 * manager.config.replica_lag_time_max_ms)
+        assert led.leader is not None and led.leader.pending is None
+        await manager.stop()
+
+    asyncio.run(expire())
