@@ -25,7 +25,7 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,6 +75,9 @@ def now_ms() -> int:
 # again or more (gzip about 0.1 ms for 16 KiB, 0.5 ms for 64 KiB).
 VALIDATE_OFF_LOOP_BYTES = 64 * 1024
 RECOMPRESS_OFF_LOOP_BYTES = 16 * 1024
+# Replicas a metadata delta gives their roles between two turns of the event loop (a
+# new replica costs about 0.1 ms: opening its producer state, electing, the fetchers).
+ATTACH_STEP = 200
 
 
 @dataclass(slots=True)
@@ -212,21 +215,59 @@ class ReplicaManager:
                 self._fire(key, gone=True)
         return doomed
 
+    def create_logs(self, delta: MetadataDelta, image: MetadataImage) -> None:
+        """The disk work of a delta before `attach` (in a worker thread: server/node.py):
+        the logs of this broker's new replicas. A new replica this broker leads also gets
+        its first leader epoch here, written and fsynced off the event loop; on the loop,
+        for a topic of thousands of partitions, that was seconds of fsyncs in one go
+        (Partition._make_leader then finds it recorded). Nothing serves a new log yet, so
+        nothing else touches it. A log that cannot be created is logged and left out."""
+        for change in delta.topics.changed.values():
+            settings = None
+            for index, registration in change.partitions.items():
+                if self.broker_id not in registration.replicas:
+                    continue
+                if self.log_manager.get_log(change.name, index) is not None:
+                    continue
+                settings = settings or self.settings_for(image, change.name)
+                try:
+                    created = self.log_manager.get_or_create_log(change.name, index, settings.log)
+                    if registration.leader == self.broker_id:
+                        with created.io_guard("leader epoch checkpoint"):
+                            created.leader_epochs.assign(
+                                registration.leader_epoch, created.log_end_offset
+                            )
+                except StorageError as exc:  # its log directory failed: the rest goes on
+                    log.error("could not create the log of %s-%d: %s", change.name, index, exc)
+
     def settings_for(self, image: MetadataImage, topic: str) -> TopicSettings:
         return topic_settings(image, topic, self.static_config, self.broker_id)
 
     def attach(self, delta: MetadataDelta, image: MetadataImage) -> None:
         """Acts on the new image: every replica of this broker that the delta touched
         becomes leader or follower as its registration says. The logs exist by now."""
+        for _ in self.attach_in_steps(delta, image):
+            pass
+
+    def attach_in_steps(self, delta: MetadataDelta, image: MetadataImage) -> Iterator[None]:
+        """`attach`, pausing after every ATTACH_STEP replicas: the node's pump lets the
+        event loop run between steps (server/node.py), so a delta that creates thousands of
+        replicas does not hold Raft, heartbeats and requests up for seconds. A replica not
+        reached yet acts on its previous registration meanwhile, as if the delta came later."""
         self.image = image
         now = now_ms()
         if delta.configs.changed:
             self.replication.update(image)
             self._update_settings(self._reconfigured_topics(delta))
+        done = 0
         for change in delta.topics.changed.values():
             for index, registration in change.partitions.items():
                 if self.broker_id in registration.replicas:
+                    if done and done % ATTACH_STEP == 0:
+                        yield
+                        now = now_ms()
                     self._apply(change.name, change.topic_id, index, registration, now)
+                    done += 1
 
     def _reconfigured_topics(self, delta: MetadataDelta) -> set[str] | None:
         """The topics whose effective configs the delta may have changed; None for every

@@ -18,6 +18,7 @@ import asyncio
 import os
 from typing import Any
 
+from broker import replica_manager as replica_manager_module
 from broker.partition import Partition
 from broker.replica_config import ReplicaConfig
 from broker.replica_manager import ReplicaManager
@@ -49,11 +50,7 @@ def apply(manager: ReplicaManager, image: MetadataImage, *records: Any) -> Metad
     new = delta.apply(image.offset + len(records), 1)
     for topic, index in manager.detach(delta):
         manager.log_manager.delete_log(topic, index)
-    for change in delta.topics.changed.values():
-        for index, registration in change.partitions.items():
-            if ME in registration.replicas:
-                settings = manager.settings_for(new, change.name)
-                manager.log_manager.get_or_create_log(change.name, index, settings.log)
+    manager.create_logs(delta, new)
     manager.attach(delta, new)
     return new
 
@@ -207,3 +204,40 @@ def test_isr_expiration_keeps_caught_up_followers_of_idle_partitions(tmp_path):
         await manager.stop()
 
     asyncio.run(expire())
+
+
+def test_a_new_replicas_first_leader_epoch_is_written_with_its_log_not_on_attach(tmp_path):
+    manager = replica_manager(tmp_path)
+    image = build({})
+    records = create(image, "orders", [(1, 2, 3), (2, 1, 3)])
+    delta = MetadataDelta(image).replay_all(records)
+    new = delta.apply(image.offset + len(records), 1)
+    manager.create_logs(delta, new)  # the worker thread's part
+    led, followed = (
+        manager.log_manager.get_log("orders", 0),
+        manager.log_manager.get_log("orders", 1),
+    )
+    assert led is not None and followed is not None
+    assert led.leader_epochs.entries == [(0, 0)] and followed.leader_epochs.entries == []
+    written = os.stat(led.leader_epochs.path)
+    manager.attach(delta, new)  # the event loop's part: no fsync for it left
+    assert manager.partitions[("orders", 0)].is_leader
+    after = os.stat(led.leader_epochs.path)
+    assert (after.st_ino, after.st_mtime_ns) == (written.st_ino, written.st_mtime_ns)
+
+
+def test_attach_pauses_every_step_and_a_replica_not_reached_keeps_its_role(tmp_path, monkeypatch):
+    monkeypatch.setattr(replica_manager_module, "ATTACH_STEP", 3)
+    manager = replica_manager(tmp_path)
+    image = build({})
+    records = create(image, "orders", [(1, 2, 3)] * 7)
+    delta = MetadataDelta(image).replay_all(records)
+    new = delta.apply(image.offset + len(records), 1)
+    manager.create_logs(delta, new)
+    steps = manager.attach_in_steps(delta, new)
+    next(steps)
+    assert len(manager.partitions) == 3  # the others wait for the next turn of the loop
+    next(steps)
+    assert len(manager.partitions) == 6
+    assert list(steps) == []
+    assert len(manager.partitions) == 7 and manager.counts.leaders == 7
