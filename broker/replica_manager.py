@@ -776,7 +776,9 @@ class ReplicaManager:
             loop.call_later(ISR_RETRY_BACKOFF_S, self._resend_isr_change, partition, change)
 
     def _resend_isr_change(self, partition: Partition, change: IsrChange) -> None:
-        served = partition in self.partitions.values()
+        # This very replica still served (not one deleted, nor one created again since):
+        # a lookup, not a scan of every replica for each of thousands of resends.
+        served = self.partitions.get((partition.topic, partition.index)) is partition
         if self.isr_sender.proposals.resend(partition, change, served):
             self.isr_sender.wake()
 

@@ -21,7 +21,7 @@ from typing import Any
 from broker import replica_manager as replica_manager_module
 from broker.partition import Partition
 from broker.replica_config import ReplicaConfig
-from broker.replica_manager import ReplicaManager
+from broker.replica_manager import ReplicaManager, now_ms
 from metadata.delta import MetadataDelta
 from metadata.image import MetadataImage, PartitionRegistration
 from storage.log_manager import LogManager
@@ -241,3 +241,32 @@ def test_attach_pauses_every_step_and_a_replica_not_reached_keeps_its_role(tmp_p
     assert len(manager.partitions) == 6
     assert list(steps) == []
     assert len(manager.partitions) == 7 and manager.counts.leaders == 7
+
+
+def test_an_unanswered_isr_change_is_sent_again_only_for_a_replica_still_served(tmp_path):
+    manager = replica_manager(tmp_path)
+    image = build({})
+    image = apply(manager, image, *create(image, "orders", [(1, 2, 3), (1, 2, 3)]))
+    kept, deleted = manager.partitions[("orders", 0)], manager.partitions[("orders", 1)]
+    changes = {}
+    for partition in (kept, deleted):
+        assert partition.leader is not None
+        later = now_ms() + 10 * manager.config.replica_lag_time_max_ms  # no follower fetched
+        change = partition.leader.isr_change_needed(0, later, lambda b: True)
+        assert change is not None
+        changes[partition.index] = change
+    image = apply(
+        manager,
+        image,
+        pb.PartitionChangeRecord(partition_id=1, topic_id=topic_id("orders"), replicas=ids(2, 3)),
+    )
+    assert ("orders", 1) not in manager.partitions
+
+    async def resend() -> None:
+        manager._resend_isr_change(deleted, changes[1])
+        assert not manager.isr_sender.proposals.has_queued  # moved away: not sent again
+        manager._resend_isr_change(kept, changes[0])
+        assert manager.isr_sender.proposals.has_queued
+        await manager.stop()
+
+    asyncio.run(resend())
