@@ -248,22 +248,22 @@ class NodeCollector(Collector):
         assert controller is not None
         image = controller.image
         active = controller.is_active()
-        partitions = [p for t in image.topics.by_id.values() for p in t.partitions.values()]
+        counts = controller.partition_counts  # moved by each delta: nothing walked here
         brokers = image.cluster.brokers.values()
         prefix = "kafka_controller_kafkacontroller_"
         yield _gauge(prefix + "activecontrollercount", "1 on the active controller.", int(active))
         # Every controller reports the cluster-wide counts from its own metadata image.
         yield _gauge(prefix + "globaltopiccount", "Topics in the cluster.", len(image.topics.by_id))
-        yield _gauge(prefix + "globalpartitioncount", "Partitions in the cluster.", len(partitions))
         yield _gauge(
-            prefix + "offlinepartitionscount",
-            "Partitions without a leader.",
-            sum(1 for p in partitions if not p.has_leader),
+            prefix + "globalpartitioncount", "Partitions in the cluster.", counts.partitions
+        )
+        yield _gauge(
+            prefix + "offlinepartitionscount", "Partitions without a leader.", counts.offline
         )
         yield _gauge(
             prefix + "preferredreplicaimbalancecount",
             "Partitions not led by their first replica.",
-            sum(1 for p in partitions if p.has_leader and p.replicas and p.leader != p.replicas[0]),
+            counts.imbalanced,
         )
         yield _gauge(
             prefix + "fencedbrokercount",
