@@ -222,6 +222,7 @@ class ReplicaManager:
         for a topic of thousands of partitions, that was seconds of fsyncs in one go
         (Partition._make_leader then finds it recorded). Nothing serves a new log yet, so
         nothing else touches it. A log that cannot be created is logged and left out."""
+        dirs: set[str] = set()
         for change in delta.topics.changed.values():
             settings = None
             for index, registration in change.partitions.items():
@@ -231,7 +232,10 @@ class ReplicaManager:
                     continue
                 settings = settings or self.settings_for(image, change.name)
                 try:
-                    created = self.log_manager.get_or_create_log(change.name, index, settings.log)
+                    created = self.log_manager.get_or_create_log(
+                        change.name, index, settings.log, sync_dir=False
+                    )
+                    dirs.add(created.log_dir)
                     if registration.leader == self.broker_id:
                         with created.io_guard("leader epoch checkpoint"):
                             created.leader_epochs.assign(
@@ -239,6 +243,8 @@ class ReplicaManager:
                             )
                 except StorageError as exc:  # its log directory failed: the rest goes on
                     log.error("could not create the log of %s-%d: %s", change.name, index, exc)
+        # The new logs' names made durable with one fsync per log directory, not one per log.
+        self.log_manager.sync_dirs(dirs)
 
     def settings_for(self, image: MetadataImage, topic: str) -> TopicSettings:
         return topic_settings(image, topic, self.static_config, self.broker_id)

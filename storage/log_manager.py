@@ -24,7 +24,7 @@ import contextlib
 import json
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from storage import checkpoint
 from storage.cleaner import clean
@@ -159,7 +159,15 @@ class LogManager:
     def get_log(self, topic: str, partition: int) -> Log | None:
         return self.logs.get((topic, partition))
 
-    def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
+    def get_or_create_log(
+        self,
+        topic: str,
+        partition: int,
+        config: LogConfig | None = None,
+        sync_dir: bool = True,
+    ) -> Log:
+        """`sync_dir` False: the caller fsyncs the log directory itself (`sync_dirs`), once
+        for all the logs it creates in one go, instead of once per log."""
         tp = (topic, partition)
         log = self.logs.get(tp)
         if log is not None:
@@ -185,7 +193,8 @@ class LogManager:
                 clock=self.clock,
                 failures=self.failures,
             )
-            fsync_dir(log_dir)
+            if sync_dir:
+                fsync_dir(log_dir)
         except OSError as exc:
             why = f"creating the log of {topic}-{partition} failed: {exc.strerror or exc}"
             self.failures.mark_offline(log_dir, why)
@@ -203,6 +212,18 @@ class LogManager:
         dirty = self._dirty[log_dir]
         self.logs[tp].on_offsets_changed = lambda: dirty.add(tp)
         dirty.add(tp)
+
+    def sync_dirs(self, log_dirs: Iterable[str]) -> None:
+        """fsyncs each of `log_dirs` (online ones), so the logs created in them are there
+        after a crash; one that fails goes offline."""
+        for log_dir in set(log_dirs):
+            if self.failures.is_offline(log_dir):
+                continue
+            try:
+                fsync_dir(log_dir)
+            except OSError as exc:
+                why = f"creating logs failed: {exc.strerror or exc}"
+                self.failures.mark_offline(log_dir, why)
 
     def delete_log(self, topic: str, partition: int) -> None:
         tp = (topic, partition)

@@ -270,3 +270,18 @@ def test_an_unanswered_isr_change_is_sent_again_only_for_a_replica_still_served(
         await manager.stop()
 
     asyncio.run(resend())
+
+
+def test_the_logs_of_a_delta_cost_one_fsync_of_their_log_directory(tmp_path, monkeypatch):
+    import storage.log_manager as log_manager_module
+
+    synced: list[str] = []
+    real = log_manager_module.fsync_dir
+    monkeypatch.setattr(log_manager_module, "fsync_dir", lambda d: (synced.append(d), real(d)))
+    manager = replica_manager(tmp_path, dirs=2)
+    image = build({})
+    records = create(image, "orders", [(1, 2, 3)] * 6)
+    delta = MetadataDelta(image).replay_all(records)
+    manager.create_logs(delta, delta.apply(image.offset + len(records), 1))
+    assert len(manager.log_manager.logs) == 6
+    assert sorted(synced) == sorted(manager.log_manager.log_dirs)  # each once, both used
