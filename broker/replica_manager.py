@@ -76,8 +76,12 @@ def now_ms() -> int:
 VALIDATE_OFF_LOOP_BYTES = 64 * 1024
 RECOMPRESS_OFF_LOOP_BYTES = 16 * 1024
 # Replicas a metadata delta gives their roles between two turns of the event loop (a
-# new replica costs about 0.1 ms: opening its producer state, electing, the fetchers).
+# new replica costs about 0.1 ms: opening its producer state, electing, the fetchers),
+# and the longest a step may take: a replica that becomes leader writes its leader epoch
+# checkpoint with two fsyncs (milliseconds each on a busy disk), so after a broker's
+# failover a step of 200 new leaders held the loop past Raft's election timeout.
 ATTACH_STEP = 200
+ATTACH_STEP_S = 0.05
 
 
 @dataclass(slots=True)
@@ -256,24 +260,28 @@ class ReplicaManager:
             pass
 
     def attach_in_steps(self, delta: MetadataDelta, image: MetadataImage) -> Iterator[None]:
-        """`attach`, pausing after every ATTACH_STEP replicas: the node's pump lets the
-        event loop run between steps (server/node.py), so a delta that creates thousands of
-        replicas does not hold Raft, heartbeats and requests up for seconds. A replica not
+        """`attach`, pausing after every ATTACH_STEP replicas or ATTACH_STEP_S seconds: the
+        node's pump lets the event loop run between steps (server/node.py), so a delta that
+        creates or moves thousands of replicas does not hold Raft, heartbeats and requests
+        up for seconds. A replica not
         reached yet acts on its previous registration meanwhile, as if the delta came later."""
         self.image = image
         now = now_ms()
         if delta.configs.changed:
             self.replication.update(image)
             self._update_settings(self._reconfigured_topics(delta))
-        done = 0
+        in_step = 0
+        step_start = time.monotonic()
         for change in delta.topics.changed.values():
             for index, registration in change.partitions.items():
                 if self.broker_id in registration.replicas:
-                    if done and done % ATTACH_STEP == 0:
+                    elapsed = time.monotonic() - step_start
+                    if in_step and (in_step >= ATTACH_STEP or elapsed >= ATTACH_STEP_S):
                         yield
                         now = now_ms()
+                        in_step, step_start = 0, time.monotonic()
                     self._apply(change.name, change.topic_id, index, registration, now)
-                    done += 1
+                    in_step += 1
 
     def _reconfigured_topics(self, delta: MetadataDelta) -> set[str] | None:
         """The topics whose effective configs the delta may have changed; None for every

@@ -285,3 +285,17 @@ def test_the_logs_of_a_delta_cost_one_fsync_of_their_log_directory(tmp_path, mon
     manager.create_logs(delta, delta.apply(image.offset + len(records), 1))
     assert len(manager.log_manager.logs) == 6
     assert sorted(synced) == sorted(manager.log_manager.log_dirs)  # each once, both used
+
+
+def test_attach_pauses_once_a_step_took_its_time(tmp_path, monkeypatch):
+    monkeypatch.setattr(replica_manager_module, "ATTACH_STEP_S", 0.0)  # every replica is slow
+    manager = replica_manager(tmp_path)
+    image = build({})
+    records = create(image, "orders", [(1, 2, 3)] * 3)
+    delta = MetadataDelta(image).replay_all(records)
+    new = delta.apply(image.offset + len(records), 1)
+    manager.create_logs(delta, new)
+    steps = manager.attach_in_steps(delta, new)
+    next(steps)
+    assert len(manager.partitions) == 1
+    assert len(list(steps)) == 1 and len(manager.partitions) == 3
