@@ -17,9 +17,11 @@ The rules:
    finished (at the catch-up: all those loaded meanwhile). The pump first detaches the
    deletions of every delta of the batch (a topic deleted and created again, a replica
    moved away and back, must lose its old log even though the newest image has the name
-   again), then applies one delta: the batch's only one, or for several `full_delta` of
-   the newest image, which sets every local replica's role from that image whatever the
-   images in between said.
+   again), then applies one delta: the batch's only one, or for several `merged_delta`,
+   which names every partition and config any of them named, each partition with its
+   registration in the newest image: the role that image gives, whatever the images in
+   between said. A partition none of them named already has it, so the work follows what
+   changed, not the size of the image.
 3. The listeners serve once the first batch after the catch-up is done (applied or failed:
    a partition whose log could not be created is not served, the rest is), at once if
    nothing was queued at the catch-up.
@@ -31,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from metadata.delta import MetadataDelta
+from metadata.delta import MetadataDelta, TopicChange
 from metadata.image import EMPTY_IMAGE, MetadataImage
 
 # The lifecycle core has no callback: a pump looks at its caught_up this often until it is
@@ -43,6 +45,34 @@ def full_delta(image: MetadataImage) -> MetadataDelta:
     """A delta that takes an empty image to `image`: every topic and partition in it is
     'changed', so applying it sets every local replica's role from `image`."""
     return MetadataDelta(EMPTY_IMAGE).replay_all(image.records())
+
+
+def merged_delta(queued: Sequence[tuple[MetadataDelta, MetadataImage]]) -> MetadataDelta:
+    """What the queued deltas changed, as one delta to act on (not to `apply`): every topic
+    and partition any of them named, with its registration in the newest image (a topic
+    gone by then is left out: detaching the deltas deletes it), and every config resource
+    and broker any of them changed."""
+    image = queued[-1][1]
+    merged = MetadataDelta(queued[0][0].image)
+    for delta, _ in queued:
+        for topic_id, change in delta.topics.changed.items():
+            topic = image.topics.by_id.get(topic_id)
+            if topic is None:
+                continue
+            into = merged.topics.changed.get(topic_id)
+            if into is None:
+                into = merged.topics.changed[topic_id] = TopicChange(
+                    topic.name, topic_id, change.created
+                )
+            into.created |= change.created
+            for index in change.partitions:
+                registration = topic.partitions.get(index)
+                if registration is not None:
+                    into.partitions[index] = registration
+        for resource, updates in delta.configs.changed.items():
+            merged.configs.changed.setdefault(resource, {}).update(updates)
+        merged.cluster.changed.update(delta.cluster.changed)
+    return merged
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +98,7 @@ class GateStep:
 def batch_of(queued: Sequence[tuple[MetadataDelta, MetadataImage]]) -> ApplyBatch:
     """Rule 2: every queued delta's deletions, then one delta up to the newest image."""
     image = queued[-1][1]
-    delta = queued[0][0] if len(queued) == 1 else full_delta(image)
+    delta = queued[0][0] if len(queued) == 1 else merged_delta(queued)
     return ApplyBatch(tuple(d for d, _ in queued), delta, image)
 
 

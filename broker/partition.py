@@ -30,6 +30,7 @@ from broker import producer_snapshots
 from broker.partition_leader import FollowerState, IsrChange, PartitionLeader
 from broker.produce_checks import PreparedBatches, producer_batches
 from broker.producer_state import ProducerStateError, ProducerStateManager
+from broker.replica_counts import NOWHERE, ReplicaCounts, Standing
 from broker.topic_settings import TopicSettings
 from metadata.errors import ApiError
 from metadata.image import PartitionRegistration
@@ -111,6 +112,10 @@ class Partition:
         self.isr: tuple[int, ...] = ()
         self.leader: PartitionLeader | None = None  # set while this broker leads
         self.on_change: Callable[[], None] = lambda: None
+        # The broker's aggregate gauges (broker/replica_counts.py), and where this replica
+        # stands in them: recounted whenever role, ISR, replicas or min.insync.replicas move.
+        self.counts: ReplicaCounts | None = None
+        self._standing = NOWHERE
         self.producers = self._load_producers()
 
     @property
@@ -132,6 +137,32 @@ class Partition:
 
     def offline_error(self) -> ApiError:
         return storage_error(self.log.offline_error())
+
+    def _recount(self) -> None:
+        counts = self.counts
+        if counts is None:
+            return
+        standing = Standing.of(
+            self.leader is not None,
+            len(self.isr),
+            len(self.replicas),
+            self.settings.min_insync_replicas,
+        )
+        if standing != self._standing:
+            counts.move(self, self._standing, standing)
+            self._standing = standing
+
+    def stop_leading(self) -> None:
+        """Out of service (deleted, moved away, its log directory failed): it leads nothing
+        from now on, and waiting produces fail with NOT_LEADER_OR_FOLLOWER."""
+        self.leader = None
+        self._recount()
+
+    def update_settings(self, settings: TopicSettings) -> None:
+        """The topic's configs changed (min.insync.replicas among them, maybe)."""
+        self.settings = settings
+        self.log.config = settings.log
+        self._recount()
 
     # --- producer state ----------------------------------------------------------------------
 
@@ -170,15 +201,18 @@ class Partition:
         role or the leader it follows changed (the fetchers then re-plan)."""
         self.settings = settings
         old = (self.leader_id, self.leader_epoch)
-        if registration.leader == self.broker_id:
-            if self.leader is None or registration.leader_epoch > self.leader_epoch:
-                self._make_leader(registration, now_ms)
-            elif registration.partition_epoch > self.partition_epoch:
-                self._update_as_leader(registration, now_ms)
-        elif registration.leader_epoch > self.leader_epoch or self.leader is not None:
-            self._make_follower(registration)
-        else:
-            self._take(registration)
+        try:
+            if registration.leader == self.broker_id:
+                if self.leader is None or registration.leader_epoch > self.leader_epoch:
+                    self._make_leader(registration, now_ms)
+                elif registration.partition_epoch > self.partition_epoch:
+                    self._update_as_leader(registration, now_ms)
+            elif registration.leader_epoch > self.leader_epoch or self.leader is not None:
+                self._make_follower(registration)
+            else:
+                self._take(registration)
+        finally:
+            self._recount()
         self.on_change()
         return (self.leader_id, self.leader_epoch) != old
 
@@ -244,6 +278,7 @@ class Partition:
         self.isr = tuple(isr)
         self.partition_epoch = partition_epoch
         self.leader.on_isr_committed(self.isr, partition_epoch)
+        self._recount()
         self._advance_high_watermark()
         self.on_change()
 

@@ -7,8 +7,8 @@ a socket or a clock, so the replicated-partition simulator can drive it.
   at that fetch if o reached the leader's log end then, or at its previous fetch if o
   reached what the leader's log end was at that previous fetch (Kafka's rule, so a follower
   fetching steadily behind a busy leader is not dropped for never touching the moving end).
-- ISR shrink: a member whose log end is not the leader's and that was not caught up
-  within `replica.lag.time.max.ms` (Kafka's isCaughtUp). ISR expand: a
+- ISR shrink: a member not at the leader's log end and not caught up within
+  `replica.lag.time.max.ms` (Kafka's isCaughtUp). ISR expand: a
   follower whose log end reached the high watermark and the start of the leader's epoch,
   and that the controller would accept (unfenced, not shutting down). Both are proposals
   to the controller (AlterPartition); until it answers, the ISR used for the high
@@ -153,6 +153,16 @@ class PartitionLeader:
             return True
         return False
 
+    def caught_up(self, state: FollowerState, leader_end_offset: int, now_ms: int) -> bool:
+        """Kafka's ReplicaState.isCaughtUp: at the leader's log end, or caught up within
+        replica.lag.time.max.ms. A follower of an idle partition stays in the ISR however
+        long ago it last fetched it, as in Kafka (its broker's fencing takes it out), so an
+        idle partition needs no fetch, and no clock, to keep its ISR."""
+        return (
+            state.log_end_offset == leader_end_offset
+            or now_ms - state.last_caught_up_ms <= self.replica_lag_time_max_ms
+        )
+
     def isr_change_needed(
         self, leader_end_offset: int, now_ms: int, eligible: Callable[[int], bool]
     ) -> IsrChange | None:
@@ -160,15 +170,11 @@ class PartitionLeader:
         in. None while a proposal is in flight (one at a time, as Kafka) or nothing to do."""
         if self.pending is not None:
             return None
-        # Kafka's isCaughtUp: a member whose log end is the leader's is caught up, however
-        # long ago it last fetched (an idle partition's follower is not read by its fetch
-        # session; a dead broker's replicas leave the ISR when the controller fences it).
         removed = tuple(
             r
             for r in self.isr
             if r != self.leader_id
-            and self.followers[r].log_end_offset != leader_end_offset
-            and now_ms - self.followers[r].last_caught_up_ms > self.replica_lag_time_max_ms
+            and not self.caught_up(self.followers[r], leader_end_offset, now_ms)
         )
         # Kafka expands only on the follower's own fetch: one that stopped fetching (not
         # caught up within replica.lag.time.max.ms) is not let back in, whatever its offset.

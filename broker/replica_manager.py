@@ -26,7 +26,7 @@ import dataclasses
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +48,7 @@ from broker.purgatory import (
     Purgatory,
 )
 from broker.replica_config import ReplicaConfig
+from broker.replica_counts import ReplicaCounts
 from broker.replica_sessions import FollowerSessions
 from broker.replication_settings import ReplicationSettings
 from broker.topic_settings import TopicSettings, topic_settings
@@ -58,6 +59,7 @@ from storage.errors import StorageError
 from storage.log_manager import LogManager
 from strom_api.error_codes import ErrorCode
 from strom_api.v1 import common_pb2
+from strom_api.v1 import metadata_pb2 as pb
 
 log = logging.getLogger("strom.replicas")
 
@@ -80,6 +82,13 @@ def session_clock_ms() -> int:
 # again or more (gzip about 0.1 ms for 16 KiB, 0.5 ms for 64 KiB).
 VALIDATE_OFF_LOOP_BYTES = 64 * 1024
 RECOMPRESS_OFF_LOOP_BYTES = 16 * 1024
+# Replicas a metadata delta gives their roles between two turns of the event loop (a
+# new replica costs about 0.1 ms: opening its producer state, electing, the fetchers),
+# and the longest a step may take: a replica that becomes leader writes its leader epoch
+# checkpoint with two fsyncs (milliseconds each on a busy disk), so after a broker's
+# failover a step of 200 new leaders held the loop past Raft's election timeout.
+ATTACH_STEP = 200
+ATTACH_STEP_S = 0.05
 
 
 @dataclass(slots=True)
@@ -145,6 +154,8 @@ class ReplicaManager:
         self.partitions: dict[TopicPartition, Partition] = {}
         self.by_id: dict[tuple[bytes, int], Partition] = {}
         self.stats = ReplicaStats()
+        # The aggregate gauges, kept by the partitions as they change (no scrape walks them).
+        self.counts = ReplicaCounts()
         # Called with a partition whose role or leader changed (the fetchers re-plan).
         self.on_role_change: Callable[[Partition], None] = lambda p: None
         self.on_removed: Callable[[Partition], None] = lambda p: None
@@ -212,10 +223,41 @@ class ReplicaManager:
             partition = self.partitions.pop(key, None)
             if partition is not None:
                 self.by_id.pop((partition.topic_id, partition.index), None)
-                partition.leader = None  # waiting produces fail with NOT_LEADER_OR_FOLLOWER
+                partition.stop_leading()  # waiting produces fail with NOT_LEADER_OR_FOLLOWER
                 self.on_removed(partition)
                 self._fire(partition, gone=True)
         return doomed
+
+    def create_logs(self, delta: MetadataDelta, image: MetadataImage) -> None:
+        """The disk work of a delta before `attach` (in a worker thread: server/node.py):
+        the logs of this broker's new replicas. A new replica this broker leads also gets
+        its first leader epoch here, written and fsynced off the event loop; on the loop,
+        for a topic of thousands of partitions, that was seconds of fsyncs in one go
+        (Partition._make_leader then finds it recorded). Nothing serves a new log yet, so
+        nothing else touches it. A log that cannot be created is logged and left out."""
+        dirs: set[str] = set()
+        for change in delta.topics.changed.values():
+            settings = None
+            for index, registration in change.partitions.items():
+                if self.broker_id not in registration.replicas:
+                    continue
+                if self.log_manager.get_log(change.name, index) is not None:
+                    continue
+                settings = settings or self.settings_for(image, change.name)
+                try:
+                    created = self.log_manager.get_or_create_log(
+                        change.name, index, settings.log, sync_dir=False
+                    )
+                    dirs.add(created.log_dir)
+                    if registration.leader == self.broker_id:
+                        with created.io_guard("leader epoch checkpoint"):
+                            created.leader_epochs.assign(
+                                registration.leader_epoch, created.log_end_offset
+                            )
+                except StorageError as exc:  # its log directory failed: the rest goes on
+                    log.error("could not create the log of %s-%d: %s", change.name, index, exc)
+        # The new logs' names made durable with one fsync per log directory, not one per log.
+        self.log_manager.sync_dirs(dirs)
 
     def settings_for(self, image: MetadataImage, topic: str) -> TopicSettings:
         return topic_settings(image, topic, self.static_config, self.broker_id)
@@ -223,18 +265,61 @@ class ReplicaManager:
     def attach(self, delta: MetadataDelta, image: MetadataImage) -> None:
         """Acts on the new image: every replica of this broker that the delta touched
         becomes leader or follower as its registration says. The logs exist by now."""
+        for _ in self.attach_in_steps(delta, image):
+            pass
+
+    def attach_in_steps(self, delta: MetadataDelta, image: MetadataImage) -> Iterator[None]:
+        """`attach`, pausing after every ATTACH_STEP replicas or ATTACH_STEP_S seconds: the
+        node's pump lets the event loop run between steps (server/node.py), so a delta that
+        creates or moves thousands of replicas does not hold Raft, heartbeats and requests
+        up for seconds. A replica not
+        reached yet acts on its previous registration meanwhile, as if the delta came later."""
         self.image = image
         now = now_ms()
         if delta.configs.changed:
             self.replication.update(image)
-            self._settings.clear()
-            for partition in self.partitions.values():
-                partition.settings = self._settings_of(partition.topic)
-                partition.log.config = partition.settings.log
+            self._update_settings(self._reconfigured_topics(delta))
+        in_step = 0
+        step_start = time.monotonic()
         for change in delta.topics.changed.values():
             for index, registration in change.partitions.items():
                 if self.broker_id in registration.replicas:
+                    elapsed = time.monotonic() - step_start
+                    if in_step and (in_step >= ATTACH_STEP or elapsed >= ATTACH_STEP_S):
+                        yield
+                        now = now_ms()
+                        in_step, step_start = 0, time.monotonic()
                     self._apply(change.name, change.topic_id, index, registration, now)
+                    in_step += 1
+
+    def _reconfigured_topics(self, delta: MetadataDelta) -> set[str] | None:
+        """The topics whose effective configs the delta may have changed; None for every
+        topic (a cluster-wide or this broker's dynamic config changed, which topics inherit)."""
+        topics = set()
+        for kind, name in delta.configs.changed:
+            if kind == pb.BROKER and name in ("", str(self.broker_id)):
+                return None
+            if kind == pb.TOPIC:
+                topics.add(name)
+        return topics
+
+    def _update_settings(self, topics: set[str] | None) -> None:
+        """New settings for the partitions of `topics` (None: all), from self.image: a
+        topic's config change touches that topic's partitions only."""
+        if topics is None:
+            self._settings.clear()
+            partitions: list[Partition] = list(self.partitions.values())
+        else:
+            partitions = []
+            for topic in topics:
+                self._settings.pop(topic, None)
+                held = self.image.topics.by_name.get(topic)
+                for index in held.partitions if held is not None else ():
+                    partition = self.partitions.get((topic, index))
+                    if partition is not None:
+                        partitions.append(partition)
+        for partition in partitions:
+            partition.update_settings(self._settings_of(partition.topic))
 
     def _settings_of(self, topic: str) -> TopicSettings:
         settings = self._settings.get(topic)
@@ -270,6 +355,7 @@ class ReplicaManager:
                     self.config.replica_lag_time_max_ms,
                 )
                 partition.on_change = lambda: self._fire(partition)
+                partition.counts = self.counts
                 self.partitions[key] = partition
                 self.by_id[(topic_id, index)] = partition
             if partition.apply_registration(registration, now, settings):
@@ -284,13 +370,16 @@ class ReplicaManager:
         (Kafka's handleLogDirFailure). Returns them, for the fetchers to drop."""
         stopped = [p for p in self.partitions.values() if p.log.log_dir == log_dir]
         for partition in stopped:
-            partition.leader = None
+            partition.stop_leading()
             self.on_removed(partition)
             self._fire(partition)  # waiting produces and fetches
         return stopped
 
     def offline_replicas(self) -> list[tuple[bytes, int]]:
-        """(topic id, partition) of every replica whose log directory failed."""
+        """(topic id, partition) of every replica whose log directory failed. Asked at every
+        heartbeat: with every directory online (the usual case) no replica is looked at."""
+        if not self.log_manager.failures.offline_dirs:
+            return []
         return [(p.topic_id, p.index) for p in self.partitions.values() if p.offline]
 
     def _offline_error(self, topic: str, index: int) -> ApiError | None:
@@ -719,17 +808,22 @@ class ReplicaManager:
             loop.call_later(ISR_RETRY_BACKOFF_S, self._resend_isr_change, partition, change)
 
     def _resend_isr_change(self, partition: Partition, change: IsrChange) -> None:
-        served = partition in self.partitions.values()
+        # This very replica still served (not one deleted, nor one created again since):
+        # a lookup, not a scan of every replica for each of thousands of resends.
+        served = self.partitions.get((partition.topic, partition.index)) is partition
         if self.isr_sender.proposals.resend(partition, change, served):
             self.isr_sender.wake()
 
     async def _isr_expiration(self) -> None:
         """Kafka's isr-expiration task: every replica.lag.time.max.ms / 2, every led
-        partition drops followers that have not caught up within replica.lag.time.max.ms."""
+        partition drops followers that have not caught up within replica.lag.time.max.ms.
+        Only the partitions this broker leads are visited (the counts keep them), and a
+        follower at the leader's log end is caught up without a look at the clock."""
         interval = max(self.config.replica_lag_time_max_ms / 2000, 0.05)
         while True:
             await asyncio.sleep(interval)
-            now = now_ms()
-            for partition in list(self.partitions.values()):
-                if partition.is_leader:
-                    self._maybe_change_isr(partition, now)
+            self.expire_isr(now_ms())
+
+    def expire_isr(self, now: int) -> None:
+        for partition in list(self.counts.led):
+            self._maybe_change_isr(partition, now)

@@ -67,6 +67,7 @@ from metadata.image import ConfigResource, MetadataImage
 from metadata.leader_election import elect_leaders, rebalance_leaders
 from metadata.loader import MetadataLoader
 from metadata.partition_change import Election
+from metadata.partition_counts import PartitionCounts
 from metadata.reassignment import (
     OngoingReassignment,
     alter_partition_reassignments,
@@ -161,6 +162,9 @@ class QuorumController:
         self._stopped = False
         self.unclean_elections = 0  # leaders this controller chose from outside the ISR
         self.bootstrap_records = list(bootstrap_records)
+        # The cluster-wide partition gauges, moved by each delta (a scrape walks nothing).
+        self.partition_counts = PartitionCounts.of(loader.image)
+        loader.publishers.append(self.partition_counts.publish)
         loader.publishers.append(lambda _delta, _image: self._sync())
         loader.leader_listeners.append(self._on_leader_change)
 

@@ -257,22 +257,22 @@ class NodeCollector(Collector):
         assert controller is not None
         image = controller.image
         active = controller.is_active()
-        partitions = [p for t in image.topics.by_id.values() for p in t.partitions.values()]
+        counts = controller.partition_counts  # moved by each delta: nothing walked here
         brokers = image.cluster.brokers.values()
         prefix = "kafka_controller_kafkacontroller_"
         yield _gauge(prefix + "activecontrollercount", "1 on the active controller.", int(active))
         # Every controller reports the cluster-wide counts from its own metadata image.
         yield _gauge(prefix + "globaltopiccount", "Topics in the cluster.", len(image.topics.by_id))
-        yield _gauge(prefix + "globalpartitioncount", "Partitions in the cluster.", len(partitions))
         yield _gauge(
-            prefix + "offlinepartitionscount",
-            "Partitions without a leader.",
-            sum(1 for p in partitions if not p.has_leader),
+            prefix + "globalpartitioncount", "Partitions in the cluster.", counts.partitions
+        )
+        yield _gauge(
+            prefix + "offlinepartitionscount", "Partitions without a leader.", counts.offline
         )
         yield _gauge(
             prefix + "preferredreplicaimbalancecount",
             "Partitions not led by their first replica.",
-            sum(1 for p in partitions if p.has_leader and p.replicas and p.leader != p.replicas[0]),
+            counts.imbalanced,
         )
         yield _gauge(
             prefix + "fencedbrokercount",
@@ -307,25 +307,28 @@ class NodeCollector(Collector):
     def _replicas(self) -> Iterator[Metric]:
         replicas = self.node.replicas
         assert replicas is not None
-        partitions = list(replicas.partitions.values())
-        leaders = [p for p in partitions if p.leader is not None]
+        # The aggregates are counts the partitions keep as they change
+        # (broker/replica_counts.py): a scrape reads them without walking every replica.
+        aggregates = replicas.counts
         prefix = "kafka_server_replicamanager_"
-        yield _gauge(prefix + "partitioncount", "Partitions on this broker.", len(partitions))
-        yield _gauge(prefix + "leadercount", "Partitions this broker leads.", len(leaders))
+        yield _gauge(
+            prefix + "partitioncount", "Partitions on this broker.", len(replicas.partitions)
+        )
+        yield _gauge(prefix + "leadercount", "Partitions this broker leads.", aggregates.leaders)
         yield _gauge(
             prefix + "underreplicatedpartitions",
             "Led partitions whose ISR is smaller than their replica set.",
-            sum(1 for p in leaders if len(p.isr) < len(p.replicas)),
+            aggregates.under_replicated,
         )
         yield _gauge(
             prefix + "underminisrpartitioncount",
             "Led partitions whose ISR is below min.insync.replicas.",
-            sum(1 for p in leaders if len(p.isr) < p.settings.min_insync_replicas),
+            aggregates.under_min_isr,
         )
         yield _gauge(
             prefix + "atminisrpartitioncount",
             "Led partitions whose ISR is exactly min.insync.replicas.",
-            sum(1 for p in leaders if len(p.isr) == p.settings.min_insync_replicas),
+            aggregates.at_min_isr,
         )
         stats = replicas.stats
         isr = replicas.isr_sender.proposals.stats
@@ -375,7 +378,7 @@ class NodeCollector(Collector):
             "How many records a follower is behind its leader (reported by the leader).",
             labels=["topic", "partition", "replica"],
         )
-        for p in sorted(partitions, key=lambda p: (p.topic, p.index)):
+        for p in sorted(replicas.partitions.values(), key=lambda p: (p.topic, p.index)):
             size.add_metric([p.topic, str(p.index)], p.log.size)
             if p.leader is not None:
                 end = p.log.log_end_offset

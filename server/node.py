@@ -713,7 +713,8 @@ class Node:
         doomed = [tp for delta in batch.detach for tp in replicas.detach(delta)]
         async with self._disk_lock:
             await asyncio.to_thread(self._apply_to_local_logs, batch.delta, batch.image, doomed)
-        replicas.attach(batch.delta, batch.image)
+        for _ in replicas.attach_in_steps(batch.delta, batch.image):
+            await asyncio.sleep(0)  # Raft, heartbeats and requests between the steps
 
     def _apply_to_local_logs(
         self, delta: MetadataDelta, image: MetadataImage, doomed: list[tuple[str, int]]
@@ -721,20 +722,9 @@ class Node:
         manager = self.log_manager
         replicas = self.replicas
         assert manager is not None and replicas is not None
-        me = self.config.node_id
         for topic, partition in doomed:
             manager.delete_log(topic, partition)
-        for change in delta.topics.changed.values():
-            settings = None
-            for partition, registration in change.partitions.items():
-                if me in registration.replicas and manager.get_log(change.name, partition) is None:
-                    settings = settings or replicas.settings_for(image, change.name)
-                    try:
-                        manager.get_or_create_log(change.name, partition, settings.log)
-                    except StorageError as exc:  # its log directory failed: the rest goes on
-                        log.error(
-                            "could not create the log of %s-%d: %s", change.name, partition, exc
-                        )
+        replicas.create_logs(delta, image)
 
     def describe(self) -> str:
         return (

@@ -7,7 +7,10 @@ Each partition lives in `<log dir>/<topic>-<partition>/`. Per log directory, as 
   .kafka_cleanshutdown               present only between a clean shutdown and the next start
 One checkpoint file per directory means one fsync covers every partition in it. After a
 clean shutdown no segment is scanned at start-up; after a crash each log scans only from its
-recovery point.
+recovery point. A checkpoint file is rewritten only when one of its offsets changed since it
+was last written (each log tells its manager when one of its three offsets moves), so a
+broker of idle partitions writes nothing, and the periodic checkpoint costs what changed
+before it costs a write of the whole file.
 
 A log directory goes offline at its first OSError (storage.log_dir_failures): from then on
 its logs refuse work, its checkpoints and clean-shutdown marker are no longer written (what
@@ -21,7 +24,7 @@ import contextlib
 import json
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from storage import checkpoint
 from storage.cleaner import clean
@@ -68,6 +71,15 @@ class LogManager:
         self.failures = LogDirFailureChannel()
         self.logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, str] = {}
+        # Per log directory: the logs whose offsets moved (or that came or went) since its
+        # checkpoints were last written, and the offsets those hold (recovery point, high
+        # watermark, log start). The loop adds, the checkpoint thread pops: set.add and
+        # set.pop are atomic, and a log that moves again after its pop is added again.
+        self._dirty: dict[str, set[TopicPartition]] = {d: set() for d in self.log_dirs}
+        self._written: dict[str, dict[TopicPartition, tuple[int, int, int]]] = {
+            d: {} for d in self.log_dirs
+        }
+        self._checkpointed: set[str] = set()  # written at least once by this process
         self.had_clean_shutdown = False
         # KIP-966: the broker epoch the clean-shutdown markers recorded (-1: none, or not
         # the same in every directory); the broker sends it when it registers.
@@ -118,7 +130,7 @@ class LogManager:
                 clock=self.clock,
                 failures=self.failures,
             )
-            self._dir_of[tp] = log_dir
+            self._track(tp, log_dir)
         if was_clean:
             # From here on, a crash is unclean again.
             os.unlink(marker)
@@ -147,7 +159,15 @@ class LogManager:
     def get_log(self, topic: str, partition: int) -> Log | None:
         return self.logs.get((topic, partition))
 
-    def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
+    def get_or_create_log(
+        self,
+        topic: str,
+        partition: int,
+        config: LogConfig | None = None,
+        sync_dir: bool = True,
+    ) -> Log:
+        """`sync_dir` False: the caller fsyncs the log directory itself (`sync_dirs`), once
+        for all the logs it creates in one go, instead of once per log."""
         tp = (topic, partition)
         log = self.logs.get(tp)
         if log is not None:
@@ -173,7 +193,8 @@ class LogManager:
                 clock=self.clock,
                 failures=self.failures,
             )
-            fsync_dir(log_dir)
+            if sync_dir:
+                fsync_dir(log_dir)
         except OSError as exc:
             why = f"creating the log of {topic}-{partition} failed: {exc.strerror or exc}"
             self.failures.mark_offline(log_dir, why)
@@ -181,14 +202,36 @@ class LogManager:
                 f"Disk error in log directory {log_dir}: {why}", log_dir
             ) from exc
         self.logs[tp] = log
-        self._dir_of[tp] = log_dir
+        self._track(tp, log_dir)
         return log
+
+    def _track(self, tp: TopicPartition, log_dir: str) -> None:
+        """`tp`'s log lives in `log_dir` from now on; its offsets go into the next
+        checkpoint, and into every later one where they changed."""
+        self._dir_of[tp] = log_dir
+        dirty = self._dirty[log_dir]
+        self.logs[tp].on_offsets_changed = lambda: dirty.add(tp)
+        dirty.add(tp)
+
+    def sync_dirs(self, log_dirs: Iterable[str]) -> None:
+        """fsyncs each of `log_dirs` (online ones), so the logs created in them are there
+        after a crash; one that fails goes offline."""
+        for log_dir in set(log_dirs):
+            if self.failures.is_offline(log_dir):
+                continue
+            try:
+                fsync_dir(log_dir)
+            except OSError as exc:
+                why = f"creating logs failed: {exc.strerror or exc}"
+                self.failures.mark_offline(log_dir, why)
 
     def delete_log(self, topic: str, partition: int) -> None:
         tp = (topic, partition)
         log = self.logs.pop(tp, None)
         if log is not None:
             log_dir = self._dir_of.pop(tp)
+            log.on_offsets_changed = None
+            self._dirty[log_dir].add(tp)  # out of the next checkpoint
             log.delete()
             if self.failures.is_offline(log_dir):
                 return  # its files stay for whoever repairs the disk
@@ -222,19 +265,29 @@ class LogManager:
             raise failed
 
     def _checkpoint_dir(self, log_dir: str) -> None:
-        mine = {tp: log for tp, log in self.logs.items() if self._dir_of[tp] == log_dir}
-        checkpoint.write_offsets(
-            os.path.join(log_dir, RECOVERY_POINT_FILE),
-            {tp: log.recovery_point for tp, log in mine.items()},
-        )
-        checkpoint.write_offsets(
-            os.path.join(log_dir, HIGH_WATERMARK_FILE),
-            {tp: log.high_watermark for tp, log in mine.items()},
-        )
-        checkpoint.write_offsets(
-            os.path.join(log_dir, LOG_START_FILE),
-            {tp: log.log_start_offset for tp, log in mine.items()},
-        )
+        """Rewrites those of the directory's three checkpoints whose offsets changed."""
+        written, dirty = self._written[log_dir], self._dirty[log_dir]
+        first = log_dir not in self._checkpointed  # all three, even for no partition
+        changed = [first, first, first]
+        while dirty:
+            tp = dirty.pop()
+            log = self.logs.get(tp)
+            if log is None or self._dir_of.get(tp) != log_dir:
+                if written.pop(tp, None) is not None:
+                    changed = [True, True, True]
+                continue
+            offsets = (log.recovery_point, log.high_watermark, log.log_start_offset)
+            before = written.get(tp)
+            if before != offsets:
+                written[tp] = offsets
+                for i in range(3):
+                    changed[i] |= before is None or before[i] != offsets[i]
+        for i, name in enumerate((RECOVERY_POINT_FILE, HIGH_WATERMARK_FILE, LOG_START_FILE)):
+            if changed[i]:
+                checkpoint.write_offsets(
+                    os.path.join(log_dir, name), {tp: o[i] for tp, o in written.items()}
+                )
+        self._checkpointed.add(log_dir)
 
     def cleanup(self) -> tuple[int, int]:
         """One round of retention and compaction over every log: (segments deleted,
@@ -270,3 +323,7 @@ class LogManager:
                 self.failures.mark_offline(log_dir, why)
         self.logs.clear()
         self._dir_of.clear()
+        for log_dir in self.log_dirs:
+            self._dirty[log_dir].clear()
+            self._written[log_dir].clear()
+        self._checkpointed.clear()

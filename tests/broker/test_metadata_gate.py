@@ -44,7 +44,7 @@ def test_nothing_reaches_the_replicas_before_the_broker_caught_up() -> None:
     assert not gate.serving and not gate.idle
 
 
-def test_deltas_queued_before_the_catch_up_apply_as_one_full_delta_of_the_newest_image() -> None:
+def test_deltas_queued_before_the_catch_up_apply_as_one_delta_of_the_newest_image() -> None:
     gate = MetadataGate()
     first, image = load(gate, EMPTY_IMAGE, *topic())
     second, image = load(gate, image, new_leader(2))
@@ -64,6 +64,39 @@ def test_deltas_queued_before_the_catch_up_apply_as_one_full_delta_of_the_newest
     assert gate.poll() == GateStep(start_serving=True)
     assert gate.serving and gate.idle
     assert gate.poll() == GateStep()  # said once
+
+
+def test_queued_deltas_name_only_what_they_changed_with_the_newest_registrations() -> None:
+    gate = MetadataGate()
+    gate.broker_caught_up()
+    gate.poll()
+    _, image = load(gate, EMPTY_IMAGE, *topic(), *topic("audit", AUDIT_ID))
+    assert gate.poll().batch is not None
+    # While that applies: orders-0 changes leader twice, a topic comes and goes, a config.
+    load_more = [
+        [new_leader(2)],
+        [*topic("brief", b"brief".ljust(16, b"\0"))],
+        [pb.RemoveTopicRecord(topic_id=b"brief".ljust(16, b"\0"))],
+        [
+            new_leader(3),
+            pb.ConfigRecord(
+                resource_type=pb.TOPIC, resource_name="orders", name="retention.ms", value="1"
+            ),
+        ],
+    ]
+    for records in load_more:
+        _, image = load(gate, image, *records)
+    gate.batch_applied()
+    batch = gate.poll().batch
+    assert batch is not None and batch.image is image and len(batch.detach) == 4
+    # audit-0, untouched, is not in it: applying the batch costs what changed.
+    assert set(batch.delta.topics.changed) == {ORDERS_ID}
+    assert batch.delta.topics.changed[ORDERS_ID].partitions == {
+        0: image.topics.partition("orders", 0)
+    }
+    assert batch.delta.topics.changed[ORDERS_ID].partitions[0].leader == 3
+    # Every config resource any of them changed (a deleted topic's configs go with it).
+    assert set(batch.delta.configs.changed) == {(pb.TOPIC, "orders"), (pb.TOPIC, "brief")}
 
 
 def test_one_queued_delta_is_applied_as_it_is() -> None:

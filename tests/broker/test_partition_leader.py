@@ -58,6 +58,17 @@ def test_a_lagging_follower_is_proposed_out_and_the_hw_then_moves_without_it():
     assert p.update_high_watermark(100) and p.high_watermark == 100
 
 
+def test_a_follower_at_the_leaders_log_end_stays_in_the_isr_of_an_idle_partition():
+    p = leader(end=10, hw=10)
+    p.on_follower_fetch(2, 10, 10, 1)
+    p.on_follower_fetch(3, 10, 10, 1)
+    # Long past replica.lag.time.max.ms without a fetch, but nothing to fetch: caught up.
+    assert p.isr_change_needed(10, 100 * LAG, everyone) is None
+    # Once the leader's log moves on, the old catch-up time counts again.
+    change = p.isr_change_needed(11, 100 * LAG, everyone)
+    assert change is not None and change.removed == (2, 3) and change.isr == (1,)
+
+
 def test_kafkas_caught_up_rule_keeps_a_steady_follower_behind_a_busy_leader():
     p = leader(end=0)
     end, now = 0, 0

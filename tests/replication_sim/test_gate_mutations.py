@@ -2,7 +2,7 @@
 broker/metadata_gate.py as server/node.py does, so breaking a rule of the gate makes seeds of
 the CI range fail, seeds that pass with the rule intact (test_replication_sim.py's chunks):
 - the deltas queued before the catch-up applied as the newest of them alone instead of
-  full_delta of the newest image: a change to the partition in an older queued delta never
+  the merged delta of all of them: a change to the partition in an older queued delta never
   reaches the replica, which stays out of the ISR (seeds 8 and 11, liveness);
 - the oldest queued delta applied with its own image and the newer ones dropped: the
   restarted replica acts on a registration the controller has moved on from, follows a
@@ -23,7 +23,7 @@ by hand):
   partitions per broker) fails without the rule;
 - the queued deltas applied one at a time, each with its own image, instead of as one: the
   simulated disk is instant, so the images in between are applied and replaced at the same
-  simulated moment, and the last one leaves the replica as full_delta would (no seed of
+  simulated moment, and the last one leaves the replica as merged_delta would (no seed of
   0-149, the CI range, fails). In the node they cost disk work and give the replica old
   roles for as long as that work takes."""
 

@@ -433,3 +433,42 @@ def test_errors_carry_kafka_names(cls, name):
     assert issubclass(cls, StorageError)
     assert cls.error_name == name
     assert cls("x").error_name == name
+
+
+def dir_fsyncs(monkeypatch) -> list[str]:
+    """The directories fsynced from now on (storage.log's fsync_dir)."""
+    import storage.log as log_module
+
+    synced: list[str] = []
+    real = log_module.fsync_dir
+
+    def counting(path: str) -> None:
+        synced.append(os.path.abspath(path))
+        real(path)
+
+    monkeypatch.setattr(log_module, "fsync_dir", counting)
+    return synced
+
+
+def test_opening_a_log_with_nothing_to_repair_fsyncs_no_directory(tmp_path, monkeypatch):
+    log = open_log(tmp_path / "p")
+    fill(log, random.Random(3), 5)
+    log.flush()
+    log.close()
+    synced = dir_fsyncs(monkeypatch)
+    open_log(tmp_path / "p", clean_shutdown=True).close()
+    assert synced == []
+    # A crash's leftover is removed, and that removal made durable.
+    (tmp_path / "p" / "00000000000000000000.log.deleted").write_bytes(b"")
+    open_log(tmp_path / "p", clean_shutdown=True).close()
+    assert synced == [str(tmp_path / "p")]
+
+
+def test_a_new_logs_directory_is_fsynced_by_its_first_flush(tmp_path, monkeypatch):
+    synced = dir_fsyncs(monkeypatch)
+    log = open_log(tmp_path / "new")
+    assert synced == []  # creating it costs no fsync
+    log.flush()
+    assert synced == [str(tmp_path / "new")]  # the segment's name is durable from here on
+    log.flush()
+    assert synced == [str(tmp_path / "new")]

@@ -168,6 +168,68 @@ def test_checkpoint_files_hold_every_partition_of_their_dir(tmp_path):
         assert offset == lm.logs[tp].log_end_offset
 
 
+def checkpoint_stats(d):
+    """(inode, mtime_ns) of each checkpoint file: atomic_write renames a new file in, so a
+    rewrite changes the inode even within one clock tick."""
+    names = (RECOVERY_POINT_FILE, HIGH_WATERMARK_FILE, LOG_START_FILE)
+    return {
+        n: (os.stat(os.path.join(d, n)).st_ino, os.stat(os.path.join(d, n)).st_mtime_ns)
+        for n in names
+    }
+
+
+def read_checkpoint(d, name):
+    lines = open(os.path.join(d, name)).read().splitlines()
+    return {(t, int(p)): int(o) for t, p, o in (line.split(" ") for line in lines[2:])}
+
+
+def test_a_checkpoint_is_not_rewritten_when_no_offset_changed(tmp_path):
+    lm, dirs = manager(tmp_path, n_dirs=1)
+    populate(lm, random.Random(7))
+    lm.checkpoint()
+    before = checkpoint_stats(dirs[0])
+    lm.checkpoint()
+    lm.checkpoint()
+    assert checkpoint_stats(dirs[0]) == before
+
+
+def test_only_the_checkpoint_whose_offsets_moved_is_rewritten(tmp_path):
+    lm, dirs = manager(tmp_path, n_dirs=1)
+    populate(lm, random.Random(8))
+    lm.checkpoint()
+    before = checkpoint_stats(dirs[0])
+    log = lm.get_log("orders", 1)
+    log.update_high_watermark(log.log_end_offset)  # only the high watermark moves
+    lm.checkpoint()
+    after = checkpoint_stats(dirs[0])
+    assert after[HIGH_WATERMARK_FILE] != before[HIGH_WATERMARK_FILE]
+    assert after[RECOVERY_POINT_FILE] == before[RECOVERY_POINT_FILE]
+    assert after[LOG_START_FILE] == before[LOG_START_FILE]
+    hws = read_checkpoint(dirs[0], HIGH_WATERMARK_FILE)
+    assert hws == {tp: log.high_watermark for tp, log in lm.logs.items()}
+    lm.flush_all()  # the recovery points move
+    log.delete_records_before(log.high_watermark)  # and a log start
+    lm.checkpoint()
+    assert read_checkpoint(dirs[0], RECOVERY_POINT_FILE) == {
+        tp: log.recovery_point for tp, log in lm.logs.items()
+    }
+    assert read_checkpoint(dirs[0], LOG_START_FILE) == {
+        tp: log.log_start_offset for tp, log in lm.logs.items()
+    }
+
+
+def test_checkpoints_follow_logs_created_and_deleted(tmp_path):
+    lm, dirs = manager(tmp_path, n_dirs=1)
+    lm.checkpoint()  # the first one writes all three, even for no partition
+    assert all(read_checkpoint(dirs[0], n) == {} for n in checkpoint_stats(dirs[0]))
+    lm.get_or_create_log("fresh", 0)
+    lm.checkpoint()
+    assert read_checkpoint(dirs[0], HIGH_WATERMARK_FILE) == {("fresh", 0): 0}
+    lm.delete_log("fresh", 0)
+    lm.checkpoint()
+    assert all(read_checkpoint(dirs[0], n) == {} for n in checkpoint_stats(dirs[0]))
+
+
 def test_delete_log_removes_its_directory(tmp_path):
     lm, _ = manager(tmp_path)
     log = lm.get_or_create_log("gone", 0)
