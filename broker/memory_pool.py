@@ -56,7 +56,8 @@ class MemoryPool:
                     return False
                 self._freed.clear()
                 try:
-                    await asyncio.wait_for(self._freed.wait(), remaining)
+                    async with asyncio.timeout(remaining):
+                        await self._freed.wait()
                 except TimeoutError:
                     return False
         finally:

@@ -117,6 +117,10 @@ class ReplicaFetcher:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._channel: grpc.aio.Channel | None = None
+        # Checked as well as the cancel: a grpc.aio call whose answer arrives in the turn the
+        # task is cancelled returns the answer and drops the cancel, and a loop that relied
+        # on the cancel alone would go on fetching while stop() waited for it for ever.
+        self._stopped = False
 
     def wake(self) -> None:
         """A partition joined: look at the plan again (and start, the first time)."""
@@ -125,6 +129,7 @@ class ReplicaFetcher:
             self._task = asyncio.create_task(self._run())
 
     async def stop(self) -> None:
+        self._stopped = True
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -134,7 +139,7 @@ class ReplicaFetcher:
 
     async def _run(self) -> None:
         stream = self.stream
-        while True:
+        while not self._stopped:
             call = None
             why = "unexpected error"
             try:
@@ -145,7 +150,8 @@ class ReplicaFetcher:
                     request = await self._next_fetch()
                     await call.write(request_pb(request))
                     timeout = stream.read_timeout_ms / 1000
-                    response = await asyncio.wait_for(call.read(), timeout)
+                    async with asyncio.timeout(timeout):
+                        response = await call.read()
                     if response is grpc.aio.EOF:
                         raise ConnectionError("the leader closed the replication stream")
                     answered = stream.answered(
@@ -186,6 +192,8 @@ class ReplicaFetcher:
     async def _next_fetch(self) -> FetchRequest:
         """The core's next fetch; waits while there is none."""
         while True:
+            if self._stopped:
+                raise asyncio.CancelledError()
             now = now_ms()
             request = self.stream.next_fetch(now, self.broker_epoch())
             if request is not None:
@@ -194,7 +202,8 @@ class ReplicaFetcher:
             wake_at = self.stream.wake_at(now)
             wait_ms = IDLE_MS if wake_at is None else max(wake_at - now, 1)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), wait_ms / 1000)
+                async with asyncio.timeout(wait_ms / 1000):
+                    await self._wake.wait()
 
 
 # --- every stream -------------------------------------------------------------------------
@@ -223,6 +232,7 @@ class FetcherManager:
         self.core = FollowerFetch(broker_id, config, self.replication)
         self._pumps: dict[FetchStream, ReplicaFetcher] = {}
         self._stopping: set[asyncio.Task[None]] = set()
+        self._stopped = False  # no fetcher starts once stop() began (metadata still arrives)
         self.replication.on_change.append(self.resize)
 
     @property
@@ -253,7 +263,7 @@ class FetcherManager:
         if placement.no_address:
             log.warning("no address for leader %d of %s", partition.leader_id, partition.name)
         stream = placement.stream
-        if stream is None:
+        if stream is None or self._stopped:
             return
         pump = self._pumps.get(stream)
         if pump is None:
@@ -271,5 +281,6 @@ class FetcherManager:
             task.add_done_callback(self._stopping.discard)
 
     async def stop(self) -> None:
+        self._stopped = True
         await asyncio.gather(*(f.stop() for f in self._pumps.values()), *list(self._stopping))
         self._pumps.clear()

@@ -497,7 +497,7 @@ class QuorumController:
     async def _periodic(self) -> None:
         interval = max(self.config.heartbeat_interval_ms // 4, 10) / 1000
         next_rebalance = _now_ms() + self.config.leader_imbalance_check_interval_ms
-        while True:
+        while not self._stopped:  # as well as stop()'s cancel, which an await may drop
             await asyncio.sleep(interval)
             try:
                 await self.write_bootstrap()

@@ -378,7 +378,8 @@ class RaftDriver:
             timeout = max(0, wakeup - self._clock()) / 1000
             if not self._inbox:
                 try:
-                    await asyncio.wait_for(self._wake.wait(), timeout)
+                    async with asyncio.timeout(timeout):
+                        await self._wake.wait()
                 except TimeoutError:
                     pass
             self._wake.clear()

@@ -81,6 +81,7 @@ class GrpcTransport(raft_pb2_grpc.RaftServiceServicer):
         self._outbound = {peer: _Route() for peer in self.peers}
         self._inbound: dict[int, _Route] = {}
         self._tasks: list[asyncio.Task[None]] = []
+        self._closed = False
         self.sent = self.received = self.dropped = self.refused = 0
 
     def start(self) -> None:
@@ -88,6 +89,7 @@ class GrpcTransport(raft_pb2_grpc.RaftServiceServicer):
             self._tasks.append(asyncio.create_task(self._keep_stream(peer, address)))
 
     async def close(self) -> None:
+        self._closed = True
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -134,7 +136,9 @@ class GrpcTransport(raft_pb2_grpc.RaftServiceServicer):
     async def _keep_stream(self, peer: int, address: str) -> None:
         attempt = 0
         route = self._outbound[peer]
-        while True:
+        # The flag as well as the cancel: a grpc.aio call answered in the turn the task is
+        # cancelled returns its answer and drops the cancel, and close() would wait for ever.
+        while not self._closed:
             channel = None
             try:
                 async with self.open_channel(address) as channel:

@@ -8,12 +8,13 @@ problem (Kafka's error name and a sentence) and exit code 1, never a traceback.
 from __future__ import annotations
 
 import asyncio
-import io
+import gc
 import logging
 import os
 import signal
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 import uvloop
 
@@ -110,9 +111,46 @@ async def _report_slow_stop(log: logging.Logger) -> None:
     """A stop that outlasts SLOW_STOP_S logs where every task of the loop waits, so a node
     killed for a stop that hung leaves in its log what it was waiting for."""
     await asyncio.sleep(SLOW_STOP_S)
-    stacks = []
-    for task in asyncio.all_tasks():
-        out = io.StringIO()
-        task.print_stack(limit=8, file=out)
-        stacks.append(out.getvalue())
+    stacks = [_where_it_waits(task) for task in asyncio.all_tasks()]
     log.warning("still stopping after %g s; the tasks wait in:\n%s", SLOW_STOP_S, "\n".join(stacks))
+
+
+def _where_it_waits(task: asyncio.Task[Any]) -> str:
+    """The task and the chain of coroutines it awaits, innermost last. Walked by hand, not
+    with Task.print_stack: that raises TypeError on grpc.aio's Cython coroutines (their
+    frames have no line number), which are the tasks that serve RPCs, and the report died at
+    the first one. The wrappers Cython puts around an awaited coroutine (and an async
+    generator's asend) hide what they wrap except to the garbage collector, which is asked,
+    so the chain reaches our own handler under grpc's."""
+    lines = [repr(task)]
+    awaited: Any = task.get_coro()
+    for _ in range(32):  # a chain, not a cycle; bounded all the same
+        frame = next(
+            (
+                getattr(awaited, a)
+                for a in ("cr_frame", "gi_frame", "ag_frame")
+                if getattr(awaited, a, None)
+            ),
+            None,
+        )
+        if frame is not None:
+            code = frame.f_code
+            lines.append(f"  {code.co_filename}:{frame.f_lineno} in {code.co_name}")
+        following = next(
+            (
+                getattr(awaited, a)
+                for a in ("cr_await", "gi_yieldfrom", "ag_await")
+                if getattr(awaited, a, None) is not None
+            ),
+            None,
+        )
+        if following is None and frame is None:
+            following = next((r for r in gc.get_referents(awaited) if _is_coroutine_like(r)), None)
+        if following is None:
+            break
+        awaited = following
+    return "\n".join(lines)
+
+
+def _is_coroutine_like(thing: object) -> bool:
+    return any(hasattr(thing, a) for a in ("cr_frame", "gi_frame", "ag_frame"))

@@ -73,7 +73,8 @@ class SaslServicer(security_pb2_grpc.SecurityServiceServicer):
 
     async def _next(self, requests: AsyncIterator[Any], exchange: SaslExchange) -> Any:
         try:
-            return await asyncio.wait_for(anext(requests), AUTH_STEP_TIMEOUT_S)
+            async with asyncio.timeout(AUTH_STEP_TIMEOUT_S):
+                return await anext(requests)
         except StopAsyncIteration:
             raise exchange.abandon(
                 ErrorCode.ILLEGAL_SASL_STATE, "the client ended the exchange"

@@ -345,9 +345,8 @@ class Cluster:
                 )
             try:
                 self.mark_stale()
-                await asyncio.wait_for(
-                    self.refresh([name], auto_create), max(deadline - time.monotonic(), 0.01)
-                )
+                async with asyncio.timeout(max(deadline - time.monotonic(), 0.01)):
+                    await self.refresh([name], auto_create)
             except AuthenticationError:
                 raise
             except (StromError, TimeoutError):

@@ -195,7 +195,8 @@ class Fetcher:
                 return
             self._positioned.clear()
             try:
-                await asyncio.wait_for(self._positioned.wait(), remaining)
+                async with asyncio.timeout(remaining):
+                    await self._positioned.wait()
             except TimeoutError:
                 return
 
@@ -353,11 +354,10 @@ class Fetcher:
                 sent = session.build(offsets)
                 try:
                     await call.write(self._request(sent))
-                    response = await asyncio.wait_for(
-                        call.read(),
-                        self.config.fetch_max_wait_ms / 1000
-                        + self.config.request_timeout_ms / 1000,
-                    )
+                    async with asyncio.timeout(
+                        self.config.fetch_max_wait_ms / 1000 + self.config.request_timeout_ms / 1000
+                    ):
+                        response = await call.read()
                     if response is grpc.aio.EOF:
                         raise ConnectionError("the broker closed the fetch stream")
                 except BaseException:
@@ -471,7 +471,8 @@ class Fetcher:
                 return out
             self._data.clear()
             try:
-                await asyncio.wait_for(self._data.wait(), remaining)
+                async with asyncio.timeout(remaining):
+                    await self._data.wait()
             except TimeoutError:
                 pass
 

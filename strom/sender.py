@@ -141,7 +141,8 @@ class Sender:
 
     async def close(self, timeout_s: float | None) -> None:
         try:
-            await asyncio.wait_for(self.flush(), timeout_s)
+            async with asyncio.timeout(timeout_s):
+                await self.flush()
         except TimeoutError:
             pass
         self._closing = True
@@ -178,7 +179,8 @@ class Sender:
             timeout = None if wake_at is None else max(wake_at - time.monotonic(), 0)
             if timeout is None or timeout > 0:
                 try:
-                    await asyncio.wait_for(self._wake.wait(), timeout)
+                    async with asyncio.timeout(timeout):
+                        await self._wake.wait()
                 except TimeoutError:
                     pass
 

@@ -244,7 +244,8 @@ async def _first_message(exchange: _Exchange) -> bytes:
     if exchange.login.mechanism != OAUTHBEARER:
         return exchange.first()
     try:  # the provider may block: in a thread, and bounded
-        return await asyncio.wait_for(asyncio.to_thread(exchange.first), AUTH_TIMEOUT_S)
+        async with asyncio.timeout(AUTH_TIMEOUT_S):
+            return await asyncio.to_thread(exchange.first)
     except TimeoutError:
         raise _failure(
             "SASL_AUTHENTICATION_FAILED: the OAUTHBEARER token provider gave no token within "
