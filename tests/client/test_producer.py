@@ -61,6 +61,11 @@ def test_a_batch_refused_beside_others_fails_alone(cluster):
     large for max.message.bytes fails, the others, sent again alone, are written."""
     create_topic(cluster, "refused-together", partitions=1, **{"max.message.bytes": "700"})
     with Producer(bootstrap(cluster), batch_size=300, linger_ms=20) as producer:
+        # The I/O thread's loop held while the records are added, so that full batches wait
+        # and go together (on a loaded machine, each went alone as it filled).
+        held = threading.Event()
+        producer._io.loop.call_soon_threadsafe(lambda: held.set() or time.sleep(1.0))
+        held.wait(10)
         small = [producer.send("refused-together", b"a-%03d" % i) for i in range(60)]
         too_big = producer.send("refused-together", b"x" * 1000)
         small += [producer.send("refused-together", b"b-%03d" % i) for i in range(60)]
