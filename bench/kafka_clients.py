@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import os
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -59,9 +61,14 @@ def free_port() -> int:
 # --- confluent-kafka -------------------------------------------------------------------------
 
 
-def librdkafka_produce(bootstrap: str, topic: str, records: int) -> float:
+def librdkafka_produce(
+    bootstrap: str, topic: str, records: int, round_trips: list[float] | None = None
+) -> float:
     """records/s of an idempotent acks=all confluent-kafka producer, keyless records spread
-    over the partitions in turn (as the sticky partitioner spreads batches)."""
+    over the partitions in turn (as the sticky partitioner spreads batches). `round_trips`
+    gets librdkafka's own mean round trip of a request (its statistics, rtt), in seconds,
+    per broker and 200 ms report: librdkafka keeps one produce request of a partition in flight
+    (docs/kafka_protocol.md), so that round trip is what bounds the rate."""
     from confluent_kafka import Producer as KafkaProducer
 
     failures: list[str] = []
@@ -70,8 +77,21 @@ def librdkafka_produce(bootstrap: str, topic: str, records: int) -> float:
         if error is not None:
             failures.append(str(error))
 
+    def statistics(report: str) -> None:
+        if round_trips is None:
+            return
+        for broker in json.loads(report)["brokers"].values():
+            if broker["nodeid"] >= 0 and broker["rtt"]["cnt"]:
+                round_trips.append(broker["rtt"]["avg"] / 1e6)
+
     producer = KafkaProducer(
-        {"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True}
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "statistics.interval.ms": 200,
+            "stats_cb": statistics,
+        }
     )
     producer.list_topics(topic, timeout=20)  # connected before the clock starts
     start = time.perf_counter()
@@ -232,6 +252,7 @@ def main() -> int:
     records, runs = (50_000, 1) if args.quick else (args.records, args.runs)
     base = tempfile.mkdtemp(prefix="strom-bench-kafka-", dir=os.environ.get("STROM_BENCH_DIR"))
     results: dict[str, float] = {}
+    round_trips: dict[str, list[float]] = {"strom-kafka": [], "tansu": []}
     cluster = KafkaCluster(base, 3)
     cluster.start_all()
     try:
@@ -249,7 +270,10 @@ def main() -> int:
         time.sleep(2)  # every broker's image has them, with leaders
 
         results["strom-kafka produce"] = best(
-            runs, lambda i: librdkafka_produce(kafka_bootstrap, f"kafka-{i}", records)
+            runs,
+            lambda i: librdkafka_produce(
+                kafka_bootstrap, f"kafka-{i}", records, round_trips["strom-kafka"]
+            ),
         )
         results["strom-kafka consume"] = best(
             runs, lambda i: librdkafka_consume(kafka_bootstrap, f"kafka-{i}", records)
@@ -271,7 +295,10 @@ def main() -> int:
             for i in range(runs):
                 tansu.create_topic(f"tansu-{i}")
             results["tansu produce"] = best(
-                runs, lambda i: librdkafka_produce(tansu.bootstrap, f"tansu-{i}", records)
+                runs,
+                lambda i: librdkafka_produce(
+                    tansu.bootstrap, f"tansu-{i}", records, round_trips["tansu"]
+                ),
             )
             results["tansu consume"] = best(
                 runs, lambda i: librdkafka_consume(tansu.bootstrap, f"tansu-{i}", records)
@@ -282,6 +309,12 @@ def main() -> int:
     print(f"{records:,} records of {RECORD} B, best of {runs} run(s); records/s:")
     for name, rate in results.items():
         print(f"  {name:<22} {rate:>10,.0f}  ({rate * RECORD / (1 << 20):.1f} MiB/s)")
+    for name, seen in round_trips.items():
+        if seen:
+            print(
+                f"  {name} produce: librdkafka's round trip of a 1 MB request, median of its "
+                f"200 ms means: {statistics.median(seen) * 1000:.1f} ms"
+            )
     for kind in ("produce", "consume"):
         ours = results[f"strom-kafka {kind}"]
         own = results[f"strom-grpc {kind}"]
