@@ -70,6 +70,7 @@ from server.metrics_listener import MetricsListener
 from server.node_authorizer import NodeAuthorizer
 from server.node_status import NodeStatus
 from server.replica_service import ReplicaServicer
+from server.replica_service import add_to_server as add_replica_service
 from server.request_authorization import RequestAuthorizer
 from server.request_session import Admission, enter, leave
 from server.rpc_guard import guarded, quiet_grpc_server_log
@@ -83,7 +84,7 @@ from storage.errors import LogDirError, StorageError
 from storage.log_manager import LogManager
 from strom_api.scram_credential import ScramCredential
 from strom_api.tls import ServerTls, aio_channel
-from strom_api.v1 import client_pb2_grpc, controller_pb2_grpc, replica_pb2_grpc, security_pb2_grpc
+from strom_api.v1 import client_pb2_grpc, controller_pb2_grpc, security_pb2_grpc
 
 if TYPE_CHECKING:
     from server.kafka.listener import KafkaListener
@@ -352,9 +353,7 @@ class Node:
             client_pb2_grpc.add_ClientServiceServicer_to_server(  # type: ignore[no-untyped-call]
                 client_servicer.for_listener(listener.name), guarded_server
             )
-            replica_pb2_grpc.add_ReplicaServiceServicer_to_server(  # type: ignore[no-untyped-call]
-                replica_servicer, guarded_server
-            )
+            add_replica_service(replica_servicer, guarded_server)
             controller_pb2_grpc.add_ControllerServiceServicer_to_server(  # type: ignore[no-untyped-call]
                 forwarder, guarded_server
             )
