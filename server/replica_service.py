@@ -64,8 +64,8 @@ def encoded(answer: FetchResponse) -> bytes:
     of the loop, the join 0.016 ms)."""
     if answer.error is not None:
         error = make_error(answer.error, answer.message)
-        return bytes(Response(error=error, session_id=answer.session_id).SerializeToString())
-    pieces: list[bytes | memoryview] = []
+        return Response(error=error, session_id=answer.session_id).SerializeToString()
+    pieces: list[bytes] = []
     for part in answer.partitions:
         head = Partition(
             topic_id=part.topic_id,

@@ -31,16 +31,13 @@ def field_head(field_number: int, length: int) -> bytes:
     return uvarint(field_number << 3 | _LENGTH_DELIMITED) + uvarint(length)
 
 
-def with_last_field(
-    head: bytes, field_number: int, payload: bytes | memoryview
-) -> list[bytes | memoryview]:
+def with_last_field(head: bytes, field_number: int, payload: bytes) -> list[bytes]:
     """The pieces of a message: `head` (its other fields, serialized) and then the field
     `field_number` holding `payload`, left out when empty as proto3 leaves it out. The caller
-    names the message's highest field number (message_fields checks it)."""
-    size = len(payload) if isinstance(payload, bytes) else payload.nbytes
-    if not size:
+    names the message's highest field number (highest_field checks it)."""
+    if not payload:
         return [head]
-    return [head, field_head(field_number, size), payload]
+    return [head, field_head(field_number, len(payload)), payload]
 
 
 def highest_field(descriptor: object, name: str) -> int:
