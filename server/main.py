@@ -20,7 +20,7 @@ import uvloop
 
 from metadata import scram_parser
 from raft.transport import BindError
-from server import bootstrap_checkpoint, server_config
+from server import bootstrap_checkpoint, malloc_tuning, server_config
 from server.node import Node
 from storage import meta_properties
 from storage.errors import StorageError
@@ -65,6 +65,7 @@ def run_server(config_path: str, overrides: Sequence[str]) -> int:
         config = server_config.load(config_path, overrides)
     except StorageError as error:
         return _fail(error)
+    malloc_tuning.keep_large_allocations()
     result: int = uvloop.run(_serve(config))
     return result
 
