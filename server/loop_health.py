@@ -11,6 +11,14 @@ measured on their own:
   included, whichever thread it ran on.
 
 Sampling costs one timer callback every 50 ms; the GC callbacks a clock read per collection.
+
+The largest pause measured was the full (generation 2) collection: a started node tracks
+about 60,000 objects (modules, classes, functions, protobuf descriptors, what the start
+loaded), and a full collection walked them all in 13-42 ms while the node served acks=all
+produce, an end-to-end p99.9 of 23 ms beside 8.7 ms without it. freeze_startup_objects()
+moves what exists once the node has started out of the collector's reach (gc.freeze): they
+live as long as the process, and a full collection then walks only what came later.
+strom_gc_frozen_objects shows how many were frozen.
 """
 
 from __future__ import annotations
@@ -20,7 +28,7 @@ import gc
 import time
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client import CollectorRegistry, Gauge, Histogram
 
 LAG_INTERVAL_S = 0.05
 LAG_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
@@ -43,6 +51,12 @@ class LoopHealth:
             buckets=GC_BUCKETS,
             registry=registry,
         )
+        frozen = Gauge(
+            "strom_gc_frozen_objects",
+            "Objects moved out of the garbage collector's reach once the node had started.",
+            registry=registry,
+        )
+        frozen.set_function(gc.get_freeze_count)
         self._due = 0.0
         self._handle: asyncio.TimerHandle | None = None
         self._gc_started: float | None = None
@@ -73,3 +87,14 @@ class LoopHealth:
             pause = time.perf_counter() - self._gc_started
             self._gc_started = None
             self.gc_pause.labels(str(info.get("generation", -1))).observe(pause)
+
+
+def freeze_startup_objects() -> int:
+    """Collects once, then freezes every object left (gc.freeze): from then on a collection
+    of any generation skips them. Objects of the start that become garbage later are still
+    freed by their reference counts; only a cycle among them would outlive its use, and
+    what a node builds at start (modules, its parts, the metadata it loaded) lives as long
+    as the process. Returns how many objects were frozen."""
+    gc.collect()
+    gc.freeze()
+    return gc.get_freeze_count()

@@ -20,7 +20,7 @@ import uvloop
 
 from metadata import scram_parser
 from raft.transport import BindError
-from server import bootstrap_checkpoint, malloc_tuning, server_config
+from server import bootstrap_checkpoint, loop_health, malloc_tuning, server_config
 from server.node import Node
 from storage import meta_properties
 from storage.errors import StorageError
@@ -81,6 +81,8 @@ async def _serve(config: server_config.ServerConfig) -> int:
         return 1
     log = logging.getLogger("strom.server")
     log.info("started %s", node.describe())
+    frozen = loop_health.freeze_startup_objects()
+    log.info("%d objects of the start frozen out of the garbage collector's walks", frozen)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

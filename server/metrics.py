@@ -16,7 +16,8 @@ their difference, computed by Prometheus (deploy/prometheus/strom-rules.yml reco
 kafka_consumergroup_lag): the coordinator of a group rarely leads all its partitions, and a
 scrape asks no other node. Strom's own are in base units: strom_request_duration_seconds{api},
 strom_replica_lag_records, strom_purgatory_size, strom_raft_messages_refused_total,
-strom_event_loop_lag_seconds and strom_gc_pause_seconds{generation} (server/loop_health.py);
+strom_event_loop_lag_seconds, strom_gc_pause_seconds{generation} and strom_gc_frozen_objects
+(server/loop_health.py);
 kafka_server_authorizer_denied_total{operation} counts the requests the authorizer denied
 (server/request_authorization.py), by Kafka's operation name (a dozen values at most).
 kafka_network_socketserver_memorypool{available,used} for queued.max.request.bytes;
