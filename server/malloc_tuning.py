@@ -10,7 +10,8 @@ ReplicaFetchResponse, against 0.03 ms once its memory is reused.
 
 keep_large_allocations() keeps such blocks on the heap: allocations up to 32 MiB (glibc's
 largest threshold) come from it, and up to TRIM_THRESHOLD bytes freed at its top stay mapped
-for the next one. It is called once, before the node starts (mallopt applies to what is
+for the next one (32 MiB: a node's buffers in use at once are a few megabytes, and what it
+keeps mapped beyond its use stays bounded). It is called once, before the node starts (mallopt applies to what is
 allocated afterwards). Elsewhere than glibc (musl, macOS) there is no mallopt: nothing
 changes.
 """
@@ -28,7 +29,7 @@ M_TRIM_THRESHOLD = -1
 M_MMAP_THRESHOLD = -3
 # glibc refuses an mmap threshold above HEAP_MAX_SIZE / 2: 32 MiB on 64-bit.
 MMAP_THRESHOLD = 32 * 1024 * 1024
-TRIM_THRESHOLD = 128 * 1024 * 1024
+TRIM_THRESHOLD = 32 * 1024 * 1024
 
 
 def keep_large_allocations() -> bool:
