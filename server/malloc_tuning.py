@@ -11,9 +11,9 @@ ReplicaFetchResponse, against 0.03 ms once its memory is reused.
 keep_large_allocations() keeps such blocks on the heap: allocations up to 32 MiB (glibc's
 largest threshold) come from it, and up to TRIM_THRESHOLD bytes freed at its top stay mapped
 for the next one (32 MiB: a node's buffers in use at once are a few megabytes, and what it
-keeps mapped beyond its use stays bounded). It is called once, before the node starts (mallopt applies to what is
-allocated afterwards). Elsewhere than glibc (musl, macOS) there is no mallopt: nothing
-changes.
+keeps mapped beyond its use stays bounded). It is called once, before the node starts
+(mallopt applies to what is allocated afterwards). Elsewhere than glibc (musl, macOS) there
+is no mallopt: nothing changes.
 """
 
 from __future__ import annotations
