@@ -350,6 +350,9 @@ def measure_all(
         )
     finally:
         cluster.stop_all()
+        # Strom's logs go before Tansu runs: their dirty pages written back meanwhile would
+        # take CPU and disk from Tansu's runs.
+        shutil.rmtree(base, ignore_errors=True)
 
     binary = tansu_binary()
     if binary is None:
