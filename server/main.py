@@ -66,6 +66,10 @@ def run_server(config_path: str, overrides: Sequence[str]) -> int:
     except StorageError as error:
         return _fail(error)
     malloc_tuning.keep_large_allocations()
+    frozen = loop_health.freeze_loaded_code()
+    logging.getLogger("strom.server").info(
+        "%d objects of the loaded code frozen out of the garbage collector's walks", frozen
+    )
     result: int = uvloop.run(_serve(config))
     return result
 
@@ -81,8 +85,6 @@ async def _serve(config: server_config.ServerConfig) -> int:
         return 1
     log = logging.getLogger("strom.server")
     log.info("started %s", node.describe())
-    frozen = loop_health.freeze_startup_objects()
-    log.info("%d objects of the start frozen out of the garbage collector's walks", frozen)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

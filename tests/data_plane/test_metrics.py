@@ -42,7 +42,7 @@ def test_metrics_follow_the_cluster(tmp_path):
             samples = cluster.scrape(node)
             assert value(samples, "kafka_controller_kafkacontroller_activebrokercount") == 3
             assert value(samples, "process_resident_memory_bytes") > 0
-            # server/main.py froze the objects of the start out of the collector's walks
+            # server/main.py froze the loaded code out of the collector's walks
             assert value(samples, "strom_gc_frozen_objects") > 10_000
             states = [k[1] for k in samples if k[0] == "kafka_server_raftmetrics_current_state"]
             assert len(states) == 1

@@ -9,7 +9,7 @@ import time
 
 from prometheus_client import CollectorRegistry
 
-from server.loop_health import LAG_INTERVAL_S, LoopHealth, freeze_startup_objects
+from server.loop_health import LAG_INTERVAL_S, LoopHealth, freeze_loaded_code
 
 
 def sample(registry: CollectorRegistry, name: str, **labels: str) -> float:
@@ -45,13 +45,13 @@ def test_a_blocked_loop_shows_as_lag_and_a_collection_as_a_pause() -> None:
     asyncio.run(scenario())
 
 
-def test_the_objects_of_the_start_are_frozen_out_of_collections_and_counted() -> None:
+def test_the_loaded_code_is_frozen_out_of_collections_and_counted() -> None:
     registry = CollectorRegistry()
     loop = asyncio.new_event_loop()
     try:
         LoopHealth(registry, loop)
         assert sample(registry, "strom_gc_frozen_objects") == 0
-        frozen = freeze_startup_objects()
+        frozen = freeze_loaded_code()
         try:
             assert frozen > 10_000  # this process's modules, classes and functions at least
             assert sample(registry, "strom_gc_frozen_objects") == frozen
