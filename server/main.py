@@ -66,10 +66,8 @@ def run_server(config_path: str, overrides: Sequence[str]) -> int:
     except StorageError as error:
         return _fail(error)
     malloc_tuning.keep_large_allocations()
-    frozen = loop_health.freeze_loaded_code()
-    logging.getLogger("strom.server").info(
-        "%d objects of the loaded code frozen out of the garbage collector's walks", frozen
-    )
+    # Said by strom_gc_frozen_objects, not logged: a node that cannot start prints one line.
+    loop_health.freeze_loaded_code()
     result: int = uvloop.run(_serve(config))
     return result
 
