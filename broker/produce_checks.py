@@ -24,8 +24,6 @@ from strom_api import compression
 from strom_api.error_codes import ErrorCode
 from strom_api.record_batch import (
     COMPRESSION_MASK,
-    HEADER_SIZE,
-    LOG_OVERHEAD,
     MAGIC,
     TIMESTAMP_TYPE_BIT,
     BatchHeader,
@@ -38,31 +36,25 @@ from strom_api.record_batch import (
 )
 
 _MAGIC_AT = 16
-_ATTRIBUTES_AT = 21
-_RECORD_COUNT_AT = 57
-_LENGTH_AT = 8
 
 
 def few_plain_records(records: bytes, limit: int) -> bool:
     """Whether the request's batches are all uncompressed and hold at most `limit` records
     in all, read from their headers only (at most `limit` + 1 of them: every batch holds at
-    least one record, or validation refuses it). Bytes too short or a length that runs
-    past the end are not judged here: False, and validation says what is wrong."""
+    least one record, or validation refuses it). A header that does not parse or a batch
+    that runs past the end is not judged here: False, and validation says what is wrong."""
     pos, total, end = 0, 0, len(records)
     while pos < end:
-        if pos + HEADER_SIZE > end:
+        try:
+            header = parse_header(records, pos)
+        except InvalidRecordBatchError:
             return False
-        attributes = int.from_bytes(records[pos + _ATTRIBUTES_AT : pos + _ATTRIBUTES_AT + 2])
-        if attributes & COMPRESSION_MASK:
+        if header.compression:
             return False
-        count = int.from_bytes(records[pos + _RECORD_COUNT_AT : pos + _RECORD_COUNT_AT + 4])
-        total += max(count, 1)
+        total += max(header.record_count, 1)
         if total > limit:
             return False
-        length = int.from_bytes(records[pos + _LENGTH_AT : pos + _LENGTH_AT + 4], signed=True)
-        if length <= 0:
-            return False
-        pos += LOG_OVERHEAD + length
+        pos += header.size
     return pos == end
 
 

@@ -13,10 +13,9 @@ measured on their own:
 Sampling costs one timer callback every 50 ms; the GC callbacks a clock read per collection.
 
 The largest pause measured was the full (generation 2) collection: a started node tracks
-about 60,000 objects (modules, classes, functions, protobuf descriptors, what the start
-loaded), and a full collection walked them all in 13-42 ms while the node served acks=all
-produce, an end-to-end p99.9 of 23 ms beside 8.7 ms without it. 53,000 of them exist once
-the code is imported: modules, classes, functions, protobuf descriptors. freeze_loaded_code()
+about 60,000 objects, and a full collection walked them all in 13-42 ms while the node served
+acks=all produce, an end-to-end p99.9 of 23 ms beside 8.7 ms without it. 53,000 of them exist
+once the code is imported: modules, classes, functions, protobuf descriptors. freeze_loaded_code()
 moves those out of the collector's reach (gc.freeze) before the node builds anything: they
 live as long as the process, and a full collection then walks only what came later. Nothing
 the node builds is frozen, so a deleted partition's objects are collected as before.
@@ -55,7 +54,7 @@ class LoopHealth:
         )
         frozen = Gauge(
             "strom_gc_frozen_objects",
-            "Objects moved out of the garbage collector's reach once the node had started.",
+            "Objects of the loaded code moved out of the garbage collector's reach at start.",
             registry=registry,
         )
         frozen.set_function(gc.get_freeze_count)
