@@ -83,9 +83,11 @@ def session_clock_ms() -> int:
 # at most VALIDATE_ON_LOOP_RECORDS records in all stay on the loop whatever their size
 # (about 0.13 ms): the hop (the executor's queue, a thread waking, the GIL passed back and
 # forth) cost more than that; validating 64-record 1 KiB batches on the loop moved acks=all
-# RF 3 from 77-80 to 82-86 MiB/s and from 25 to 23-24 ms of CPU per MiB.
+# RF 3 from 77-80 to 82-86 MiB/s and from 25 to 23-24 ms of CPU per MiB. Up to
+# VALIDATE_ON_LOOP_MAX_BYTES only: the CRC-32C of a 100 MiB request would hold the loop 10 ms.
 VALIDATE_OFF_LOOP_BYTES = 64 * 1024
 VALIDATE_ON_LOOP_RECORDS = 256
+VALIDATE_ON_LOOP_MAX_BYTES = 1024 * 1024
 RECOMPRESS_OFF_LOOP_BYTES = 16 * 1024
 # Replicas a metadata delta gives their roles between two turns of the event loop (a
 # new replica costs about 0.1 ms: opening its producer state, electing, the fetchers),
@@ -587,7 +589,10 @@ class ReplicaManager:
                 settings = self.leader_partition(topic, index).settings
                 if settings.compression is None and (
                     len(records) < VALIDATE_OFF_LOOP_BYTES
-                    or few_plain_records(records, VALIDATE_ON_LOOP_RECORDS)
+                    or (
+                        len(records) <= VALIDATE_ON_LOOP_MAX_BYTES
+                        and few_plain_records(records, VALIDATE_ON_LOOP_RECORDS)
+                    )
                 ):
                     continue
                 prepared[key] = await asyncio.to_thread(producer_batches, records, settings, now)
