@@ -162,6 +162,15 @@ class NodeCluster:
         for node in list(self.procs):
             self.stop(node, signal.SIGKILL)
 
+    def assert_running(self, nodes: set[int]) -> None:
+        """Fails at once, with the node's last log lines, when one of `nodes` exited: a wait
+        for it would only time out and hide why (a port taken, a bad config, a crash)."""
+        for node in sorted(nodes):
+            proc = self.procs.get(node)
+            if proc is not None and proc.poll() is not None:
+                tail = "\n".join(self.log_text(node).splitlines()[-20:])
+                raise AssertionError(f"node {node} exited with {proc.returncode}:\n{tail}")
+
     def log_text(self, node: int) -> str:
         with open(os.path.join(self.base, f"node{node}", "server.log"), errors="replace") as f:
             return f.read()
@@ -211,6 +220,7 @@ class NodeCluster:
             expected = {b for b in brokers if b in self.procs}
 
         def check() -> Any | None:
+            self.assert_running(expected)
             described = self.describe_cluster()
             if described is None:
                 return None

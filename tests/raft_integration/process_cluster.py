@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -24,13 +25,50 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(NODE_SCRIPT)))
 T = TypeVar("T")
 
 
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low, high = (int(x) for x in f.read().split())
+        return low, high
+    except (OSError, ValueError):
+        return 32768, 60999  # Linux's default
+
+
+_EPHEMERAL = _ephemeral_range()
+# Below the ephemeral range when it leaves room (Linux's default does): a port there is never
+# taken as the local port of an outgoing connection, as a port from bind(0) can be between
+# this call and the node binding it (one node connecting to another while a third starts:
+# that node then fails with EADDRINUSE and a cluster never comes up).
+_POOL = range(20000, _EPHEMERAL[0]) if _EPHEMERAL[0] - 20000 >= 2000 else range(0)
+_handed_out: set[int] = set()  # not handed out twice while the pool lasts (two calls, one cluster)
+_random = random.Random()
+
+
 def free_ports(n: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(n)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
+    """`n` distinct ports nothing on this machine listens on or has bound now."""
+    ports: list[int] = []
+    tries = 0
+    while len(ports) < n and _POOL and tries < 20 * len(_POOL):
+        tries += 1
+        if len(_handed_out) >= len(_POOL) // 2:
+            _handed_out.clear()
+        port = _random.choice(_POOL)
+        if port in _handed_out or port in ports:
+            continue
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        ports.append(port)
+    if len(ports) < n:  # no such pool here: let the kernel pick
+        sockets = [socket.socket() for _ in range(n - len(ports))]
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        ports += [s.getsockname()[1] for s in sockets]
+        for s in sockets:
+            s.close()
     return ports
 
 
