@@ -40,6 +40,10 @@ Where Kafka 4 gives no clean answer, or its rule would not fit Strom:
 - The LogAppendTime bit from a producer: Kafka refuses it on LogAppendTime topics, and on
   CreateTime topics when maxTimestamp is -1 (otherwise it turns the batch into a CreateTime
   one, changing its records' times); Strom refuses it on every topic.
+- A record's attributes byte (unused; every Kafka producer writes 0): Kafka ignores it;
+  Strom refuses one with its top bit set (0x80-0xff), which aiokafka's C reader, the one
+  Strom's consumer uses (strom_api/native_records.py), takes for the start of a longer
+  varint and so misreads the rest of that record. What a Strom log holds, it reads exactly.
 """
 
 from __future__ import annotations
@@ -249,7 +253,11 @@ def scan_records(
                 raise MalformedRecordError(
                     i, f"length {length} does not fit the {end - pos} bytes left in the batch"
                 )
-            b = data[pos + 1]  # data[pos]: the record's attributes, unused by Kafka
+            if data[pos] > 0x7F:  # the record's attributes, unused by Kafka
+                raise MalformedRecordError(
+                    i, f"attributes {data[pos]:#04x}: a record's attributes must be 0-0x7f"
+                )
+            b = data[pos + 1]
             if b < 0x80:
                 delta = zigzag[b]
                 pos += 2

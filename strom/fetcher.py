@@ -23,7 +23,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar, cast
 
 import grpc
 import grpc.aio
@@ -33,7 +33,7 @@ from strom.errors import ClientErrorName, StromError, error_name, from_pb
 from strom.fetch_session import FINAL_EPOCH, FetchSessionHandler, SessionFetch
 from strom_api.error_codes import ErrorCode
 from strom_api.record_batch import LOG_OVERHEAD, parse_header
-from strom_api.records import decode_batch
+from strom_api.records import Record, read_batch
 from strom_api.sasl_client import stream_failed, stream_metadata
 from strom_api.v1 import client_pb2
 
@@ -431,12 +431,13 @@ class Fetcher:
                 name = error_name(p.error.code)
                 if name == ErrorCode.NONE:
                     self.high_watermarks[tp] = p.high_watermark
-                    if p.records:
-                        end = _next_offset_after(p.records)
+                    records = p.records  # protobuf copies the bytes at each access
+                    if records:
+                        end = _next_offset_after(records)
                         if end > self.fetch_offsets[tp]:
                             self.fetch_offsets[tp] = end
-                            self._completed.append(_Completed(tp, p.records, generations[tp]))
-                            self._buffered += len(p.records)
+                            self._completed.append(_Completed(tp, records, generations[tp]))
+                            self._buffered += len(records)
                             self._data.set()
                 elif name == ErrorCode.OFFSET_OUT_OF_RANGE:
                     log.info(
@@ -491,7 +492,7 @@ class Fetcher:
                 continue
             data = completed.data
             while completed.pos < len(data) and taken < max_records:
-                header, records = decode_batch(data, completed.pos)
+                header, records = read_batch(data, completed.pos)
                 size = header.batch_length + LOG_OVERHEAD
                 position = self.positions[tp]
                 kept = 0
@@ -511,12 +512,29 @@ class Fetcher:
                         topic, partition = tp.topic, tp.partition
                         stamp_type = 1 if header.log_append_time else 0  # stamped by decode
                         new = _new_consumer_record
-                        out.setdefault(tp, []).extend(
-                            [
+                        if type(chosen[0]) is Record:
+                            made = [
                                 new((topic, partition, o, t, stamp_type, k, v, [*h] if h else []))
-                                for o, t, k, v, h in chosen
+                                for o, t, k, v, h in cast(list[Record], chosen)
                             ]
-                        )
+                        else:  # aiokafka's C records (strom_api/native_records.py): their
+                            # headers are a list of their own already
+                            made = [
+                                new(
+                                    (
+                                        topic,
+                                        partition,
+                                        r.offset,
+                                        r.timestamp,
+                                        stamp_type,
+                                        r.key,
+                                        r.value,
+                                        r.headers,
+                                    )
+                                )
+                                for r in chosen
+                            ]
+                        out.setdefault(tp, []).extend(made)
                         kept = len(chosen)
                         self.positions[tp] = chosen[-1].offset + 1
                 taken += kept

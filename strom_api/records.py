@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterator, Sequence
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from crc32c import crc32c
 
-from strom_api import compression
+from strom_api import compression, native_records
 from strom_api.record_batch import (
+    COMPRESSION_MASK,
     CONTROL_BIT,
     CRC_START,
     HEADER,
@@ -47,6 +48,7 @@ from strom_api.record_batch import (
 )
 
 Header = tuple[str, bytes | None]
+_ATTRIBUTES_AT = 21  # a batch header's attributes: after baseOffset, length, epoch, magic, crc
 
 
 class Record(NamedTuple):
@@ -312,11 +314,80 @@ def framed_batch(
     return bytes(out)
 
 
+class RecordView(Protocol):
+    """What read_batch gives per record: a Record, or aiokafka's C record object (whose
+    headers are a list)."""
+
+    @property
+    def offset(self) -> int: ...
+    @property
+    def timestamp(self) -> int: ...
+    @property
+    def key(self) -> bytes | None: ...
+    @property
+    def value(self) -> bytes | None: ...
+    @property
+    def headers(self) -> Sequence[Header]: ...
+
+
 def decode_batch(
     buf: bytes | bytearray | memoryview, pos: int = 0
 ) -> tuple[BatchHeader, list[Record]]:
     """Validates the batch at `pos` (CRC included) and decodes all its records."""
+    header, records = read_batch(buf, pos)
+    if records and type(records[0]) is not Record:
+        new = _new_record
+        return header, [
+            new((r.offset, r.timestamp, r.key, r.value, tuple(r.headers) if r.headers else ()))
+            for r in records
+        ]
+    return header, records  # type: ignore[return-value]  # Records already
+
+
+def read_batch(
+    buf: bytes | bytearray | memoryview, pos: int = 0
+) -> tuple[BatchHeader, Sequence[RecordView]]:
+    """decode_batch without building Records where they are not needed (the consumer builds
+    its own from each record's fields).
+
+    Records are read by aiokafka's RecordBatch v2 reader, compiled in C, when it is
+    installed and `buf` is `bytes` (strom_api/native_records.py: about 3x less time per
+    record); a batch it refuses is read again by decode_batch_portable, whose answer
+    (records or InvalidRecordBatchError) stands. tests/strom_api/test_native_records.py
+    checks that both read every batch alike."""
     header = validate_batch(buf, pos)
+    if type(buf) is bytes and native_records.available():
+        if header.compression == compression.NONE:
+            read = native_records.read(memoryview(buf)[pos : pos + header.size])
+        else:
+            # The C reader takes a whole batch: this one's header, marked uncompressed,
+            # before its decompressed records (a bytes object, as native_records requires).
+            attributes = (header.attributes & ~COMPRESSION_MASK).to_bytes(2, "big")
+            head = bytes(buf[pos : pos + HEADER_SIZE])
+            plain = b"".join(
+                (
+                    head[:_ATTRIBUTES_AT],
+                    attributes,
+                    head[_ATTRIBUTES_AT + 2 :],
+                    _records_section(buf, pos, header),
+                )
+            )
+            read = native_records.read(plain)
+        if read is not None:
+            return header, read
+    return header, _python_records(_records_section(buf, pos, header), header)
+
+
+def decode_batch_portable(
+    buf: bytes | bytearray | memoryview, pos: int = 0
+) -> tuple[BatchHeader, list[Record]]:
+    """decode_batch in Python alone (the reference the C reader is tested against)."""
+    header = validate_batch(buf, pos)
+    return header, _python_records(_records_section(buf, pos, header), header)
+
+
+def _records_section(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> bytes:
+    """The batch's records, decompressed."""
     raw = memoryview(buf)[pos + HEADER_SIZE : pos + header.size]
     try:
         data = compression.decompress(header.compression, raw)
@@ -326,6 +397,10 @@ def decode_batch(
         ) from exc
     if not isinstance(data, bytes):
         data = bytes(data)  # one copy per batch, so that keys and values slice as bytes
+    return data
+
+
+def _python_records(data: bytes, header: BatchHeader) -> list[Record]:
     # This loop runs once per record a consumer reads: locals, and no call for the fields
     # that are almost always there (a key or value of -1 length, no headers).
     records: list[Record] = []
@@ -429,7 +504,7 @@ def decode_batch(
         records = [
             Record(r.offset, header.max_timestamp, r.key, r.value, r.headers) for r in records
         ]
-    return header, records
+    return records
 
 
 def decode_batches(

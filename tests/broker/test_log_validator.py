@@ -103,9 +103,10 @@ def record(
     ts_delta: int = 0,
     headers: bytes = b"\x00",
     length_adjust: int = 0,
+    attributes: int = 0,
 ) -> bytes:
     """One record's bytes, built field by field so that any field can be wrong."""
-    body = b"\x00" + varint(ts_delta) + varint(offset_delta)
+    body = bytes([attributes]) + varint(ts_delta) + varint(offset_delta)
     body += varint(-1) if key is None else varint(len(key)) + key
     body += varint(-1) if value is None else varint(len(value)) + value
     body += headers
@@ -215,7 +216,30 @@ POISON = {
         forge(compression.compress(compression.LZ4, record(0) + record(0)), 2, attributes=3),
         "INVALID_RECORD",
     ),
+    # aiokafka's C reader, the consumer's, would read 0x80 as the start of a varint
+    "record attributes with the top bit": (
+        forge(record(0) + record(1, attributes=0x80) + record(2), 3, producer=NEXT),
+        "INVALID_RECORD",
+    ),
+    "compressed record attributes with the top bit": (
+        forge(
+            compression.compress(compression.ZSTD, record(0, attributes=0xFF)),
+            1,
+            attributes=compression.ZSTD,
+            producer=NEXT,
+        ),
+        "INVALID_RECORD",
+    ),
 }
+
+
+def test_record_attributes_below_0x80_are_taken_and_read_back(tmp_path):
+    """Kafka leaves them unused and takes any; Strom takes all a C reader reads alike."""
+    p = single_leader(tmp_path)
+    data = forge(record(0, attributes=0x7F) + record(1, attributes=1), 2)
+    assert p.append_as_leader(data, -1, NOW).next_offset == 2
+    read = [r for _, batch in decode_batches(log_bytes(p.log)) for r in batch]
+    assert [(r.offset, r.value) for r in read] == [(0, b"v"), (1, b"v")]
 
 
 @pytest.mark.parametrize("name", list(POISON))
