@@ -138,6 +138,20 @@ class LeaderWaits:
         self.timeout_s = timeout_s
         self._waiting: dict[int, float] = {}
         self._drained: dict[int, float] = {}
+        self._looked: float | None = None
+
+    def looked(self, now: float) -> None:
+        """Called at each drain, before `observed`. A gap longer than the timeout since the
+        last drain is a pause of this process (a full garbage collection, a starved I/O
+        thread), not of the brokers: it counts towards no broker's time without taking
+        batches. Counted, it made every leader look stalled at once after a pause, and with
+        none left the keyless records went to every partition again, the paused broker's
+        too."""
+        if self._looked is not None and now - self._looked > self.timeout_s:
+            gap = now - self._looked
+            for leader in self._drained:
+                self._drained[leader] += gap
+        self._looked = now
 
     def observed(self, leader: int, drained: bool, now: float) -> None:
         """`leader` had batches queued at `now`; `drained`: it took some."""

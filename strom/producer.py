@@ -287,6 +287,7 @@ class Producer:
             return
         now = time.monotonic()
         cluster, waits = self._cluster, self._leader_waits
+        waits.looked(now)
         took = {cluster.leader(*tp) for tp in drained}
         for leader in {cluster.leader(*tp) for tp in queued}:
             waits.observed(leader, leader in took, now)

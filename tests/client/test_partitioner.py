@@ -129,6 +129,27 @@ def test_a_broker_that_took_nothing_for_the_timeout_is_left_out():
     assert not LeaderWaits(timeout_s=0).stalled(1)  # 0: the check is off (Kafka's default)
 
 
+def test_a_pause_of_the_producer_itself_stalls_no_broker():
+    """A drain after a long gap (a full GC of a big process) must not find every leader
+    stalled: broker 2 took batches until the pause; broker 1 had taken none for 0.6 s."""
+    waits = LeaderWaits(timeout_s=0.2)
+    for at in (10.0, 10.1, 10.2, 10.3, 10.4, 10.5, 10.6):
+        waits.looked(at)
+        waits.observed(1, drained=at == 10.0, now=at)
+        waits.observed(2, drained=True, now=at)
+    assert waits.stalled(1) and not waits.stalled(2)
+    waits.looked(11.0)  # 0.4 s nobody looked
+    waits.observed(1, drained=False, now=11.0)
+    waits.observed(2, drained=False, now=11.0)  # its answers were waiting meanwhile
+    assert waits.stalled(1) and not waits.stalled(2)
+    waits.looked(11.1)
+    waits.observed(2, drained=False, now=11.1)
+    assert not waits.stalled(2)  # 0.1 s without taking, as looked at
+    waits.looked(11.25)
+    waits.observed(2, drained=False, now=11.25)
+    assert waits.stalled(2)  # 0.25 s: stalled for real now
+
+
 def test_keyless_records_prefer_partitions_with_a_leader():
     sticky = UniformStickyPartitioner(batch_size=10, rng=random.Random(1))
     for _ in range(50):
