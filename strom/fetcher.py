@@ -23,7 +23,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, NamedTuple, TypeVar, cast
+from typing import Any, NamedTuple, TypeVar
 
 import grpc
 import grpc.aio
@@ -33,7 +33,7 @@ from strom.errors import ClientErrorName, StromError, error_name, from_pb
 from strom.fetch_session import FINAL_EPOCH, FetchSessionHandler, SessionFetch
 from strom_api.error_codes import ErrorCode
 from strom_api.record_batch import LOG_OVERHEAD, parse_header
-from strom_api.records import Record, read_batch
+from strom_api.records import read_batch
 from strom_api.sasl_client import stream_failed, stream_metadata
 from strom_api.v1 import client_pb2
 
@@ -512,14 +512,10 @@ class Fetcher:
                         topic, partition = tp.topic, tp.partition
                         stamp_type = 1 if header.log_append_time else 0  # stamped by decode
                         new = _new_consumer_record
-                        if type(chosen[0]) is Record:
-                            made = [
-                                new((topic, partition, o, t, stamp_type, k, v, [*h] if h else []))
-                                for o, t, k, v, h in cast(list[Record], chosen)
-                            ]
-                        else:  # aiokafka's C records (strom_api/native_records.py): their
-                            # headers are a list of their own already
-                            made = [
+                        # Records or aiokafka's C records (strom_api/records.read_batch):
+                        # the same fields; each ConsumerRecord gets a headers list of its own.
+                        out.setdefault(tp, []).extend(
+                            [
                                 new(
                                     (
                                         topic,
@@ -529,12 +525,12 @@ class Fetcher:
                                         stamp_type,
                                         r.key,
                                         r.value,
-                                        r.headers,
+                                        [*r.headers] if r.headers else [],
                                     )
                                 )
                                 for r in chosen
                             ]
-                        out.setdefault(tp, []).extend(made)
+                        )
                         kept = len(chosen)
                         self.positions[tp] = chosen[-1].offset + 1
                 taken += kept
