@@ -22,7 +22,8 @@ bytes, nothing is varied per record, and no call of the timed loops decodes reco
    times, nothing else; acks=all runs print their CPU per MiB against it, a figure that other
    loads on the machine disturb much less than MiB/s.
 2. produce: per batch size and acks (1, all), a fresh topic, IN_FLIGHT requests in flight per
-   partition leader, wall time for a fixed volume after a short warm-up; with acks=1 also the
+   partition leader on one ProduceStream each (the pipelined Produce Strom's producer uses),
+   wall time for a fixed volume after a short warm-up; with acks=1 also the
    time until every high watermark reached the end (replicated). CPU share of each process
    in the run, plus "other" (everything else on the machine) and "steal" (the hypervisor):
    a run disturbed by another load shows there. Each topic is deleted after its run.
@@ -62,6 +63,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import contextlib
 import os
 import shutil
@@ -646,43 +648,54 @@ async def produce_run(
     volume: int,
     run: Run,
 ) -> None:
-    """IN_FLIGHT produce requests in flight per partition, `volume` bytes in all."""
+    """IN_FLIGHT produce requests in flight per partition, `volume` bytes in all, on one
+    ProduceStream per partition leader (as Strom's producer sends them)."""
     channels = {p: strom.aio_channel(strom.address[b]) for p, b in leaders.items()}
     try:
-        calls = {
-            p: (
-                c.unary_unary(
-                    "/strom_api.v1.ClientService/Produce",
-                    response_deserializer=lambda b: b,
-                ),
-                produce_request(topic, p, batch, acks, 30_000),
-            )
-            for p, c in channels.items()
-        }
-        per_lane = max(volume // len(batch) // (len(calls) * IN_FLIGHT), 1)
-        ends = dict.fromkeys(calls, 0)
+        requests = {p: produce_request(topic, p, batch, acks, 30_000) for p in channels}
+        per_lane = max(volume // len(batch) // len(channels), IN_FLIGHT)
+        ends = dict.fromkeys(channels, 0)
 
         async def lane(p: int, n: int, timed: bool) -> None:
-            call, request = calls[p]
-            for _ in range(n):
-                sent = time.perf_counter()
-                error, base = produce_answer(await call(request, timeout=60))
-                if timed:
-                    run.latencies.append(time.perf_counter() - sent)
-                if error is not None:
-                    run.errors.append(error)
-                    raise RuntimeError(error)
-                ends[p] = max(ends[p], base + run.records_per_batch)
+            call = channels[p].stream_stream(
+                "/strom_api.v1.ClientService/ProduceStream", response_deserializer=lambda b: b
+            )()
+            window = asyncio.Semaphore(IN_FLIGHT)
+            sent: collections.deque[float] = collections.deque()
 
-        await asyncio.gather(*(lane(p, 1, False) for p in calls for _ in range(IN_FLIGHT)))
+            async def answers() -> None:
+                for _ in range(n):
+                    error, base = produce_answer(await call.read())
+                    latency = time.perf_counter() - sent.popleft()
+                    if timed:
+                        run.latencies.append(latency)
+                    if error is not None:
+                        run.errors.append(error)
+                        raise RuntimeError(error)
+                    ends[p] = max(ends[p], base + run.records_per_batch)
+                    window.release()
+
+            reader = asyncio.create_task(answers())
+            try:
+                for _ in range(n):
+                    await window.acquire()
+                    sent.append(time.perf_counter())
+                    await call.write(requests[p])
+                await reader
+                await call.done_writing()
+            finally:
+                reader.cancel()
+                call.cancel()
+
+        await asyncio.gather(*(lane(p, IN_FLIGHT, False) for p in channels))
         meter = CpuMeter(strom.pids())
         start = time.perf_counter()
-        await asyncio.gather(*(lane(p, per_lane, True) for p in calls for _ in range(IN_FLIGHT)))
+        await asyncio.gather(*(lane(p, per_lane, True) for p in channels))
         run.seconds = time.perf_counter() - start
-        run.bytes = per_lane * len(calls) * IN_FLIGHT * len(batch)
+        run.bytes = per_lane * len(channels) * len(batch)
         while acks != -1:  # until the followers have it all (the high watermarks)
-            marks = [await high_watermark(channels[p], topic, p) for p in calls]
-            if all(m >= ends[p] for m, p in zip(marks, calls, strict=True)):
+            marks = [await high_watermark(channels[p], topic, p) for p in channels]
+            if all(m >= ends[p] for m, p in zip(marks, channels, strict=True)):
                 run.replicated_seconds = time.perf_counter() - start
                 break
             if time.perf_counter() - start > 300:

@@ -1,9 +1,10 @@
 """ClientService (proto/strom_api/v1/client.proto): what producers, consumers and admin
-clients ask a broker. Produce, Fetch, ListOffsets, OffsetsForLeaderEpoch, InitProducerId and
-DeleteRecords are answered by the front-end-neutral handlers of server/requests/, which hold
-every rule: this servicer converts protobuf to their requests and their answers back
-(server/client_messages.py), as the Kafka listener does with Kafka's messages. Every refusal
-is a per-partition Error with Kafka's name, a sentence and retriability."""
+clients ask a broker. Produce (also pipelined on a ProduceStream, server/produce_stream.py),
+Fetch, ListOffsets, OffsetsForLeaderEpoch, InitProducerId and DeleteRecords are answered by
+the front-end-neutral handlers of server/requests/, which hold every rule: this servicer
+converts protobuf to their requests and their answers back (server/client_messages.py), as
+the Kafka listener does with Kafka's messages. Every refusal is a per-partition Error with
+Kafka's name, a sentence and retriability."""
 
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ from server.client_messages import (
 )
 from server.group_service import GroupApi
 from server.metadata_answer import MetadataSources, metadata_answer
+from server.produce_stream import pipelined
 from server.request_authorization import RequestAuthorizer
 from server.request_session import current_session
 from server.requests.delete_records import delete_records
@@ -169,6 +171,25 @@ class ClientServicer(GroupApi, client_pb2_grpc.ClientServiceServicer):
             self.replicas, self.authz, produce_request(request), current_session()
         )
         if request.acks == 0:  # the producer reads no answer
+            return client_pb2.ProduceResponse()
+        return produce_response(answer)
+
+    async def ProduceStream(  # noqa: N802
+        self, request_iterator: AsyncIterator[Any], context: Any
+    ) -> AsyncIterator[Any]:
+        # An async generator function, as server/rpc_guard.py wraps only those.
+        async for response in pipelined(request_iterator, self._produce_in_stream):
+            yield response
+
+    async def _produce_in_stream(self, request: Any, appended: Callable[[], None]) -> Any:
+        start = time.perf_counter()
+        try:
+            answer = await produce(
+                self.replicas, self.authz, produce_request(request), current_session(), appended
+            )
+        finally:
+            self.observe("ProduceStream", time.perf_counter() - start)
+        if request.acks == 0:
             return client_pb2.ProduceResponse()
         return produce_response(answer)
 

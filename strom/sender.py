@@ -1,6 +1,7 @@
 """The producer's I/O side (Kafka's Sender): drains ready batches, groups them by partition
 leader into Produce requests (strom/produce_requests.py), at most
-max.in.flight.requests.per.connection unanswered per broker, and settles each batch's result.
+max.in.flight.requests.per.connection unanswered per broker, sent in order on the broker's
+ProduceStream (strom/produce_stream.py), and settles each batch's result.
 
 Runs on the client's event loop. The rules of what to send and when (in-flight limits per
 partition, retries and their order, retry.backoff.ms, delivery.timeout.ms, idempotence's
@@ -27,6 +28,7 @@ from strom.accumulator import ProducerBatch, RecordAccumulator
 from strom.cluster import Cluster
 from strom.errors import AuthorizationError, ClientErrorName, StromError, from_pb
 from strom.produce_requests import produce_requests
+from strom.produce_stream import ProduceStreams
 from strom.producer_sequencing import (
     STALE_METADATA,
     Fail,
@@ -104,6 +106,7 @@ class Sender:
             lambda queued, drained: None
         )
         self._requests_to: dict[int, int] = {}  # requests unanswered, per leader
+        self._streams = ProduceStreams(cluster)  # every Produce goes on one, per broker
         self.requests_sent = 0
         # Retriable errors are logged once per cause per partition, not once per retry.
         self._reported = RepeatedErrors()
@@ -153,6 +156,7 @@ class Sender:
         for task in list(self._requests):
             task.cancel()
         await asyncio.gather(*self._requests, return_exceptions=True)
+        await self._streams.close()
         now = time.monotonic()
         for batch in self.accumulator.expire(now + 10**9, 0, set()):
             self.rules.dropped(batch)
@@ -344,9 +348,8 @@ class Sender:
         )
         self.requests_sent += 1
         try:
-            stub = self.cluster.stub(leader)
-            response = await stub.Produce(
-                request, timeout=self.config.request_timeout_ms / 1000 + 5
+            response = await self._streams.produce(
+                leader, request, self.config.request_timeout_ms / 1000 + 5
             )
         except (grpc.aio.AioRpcError, StromError) as exc:
             unreachable = False

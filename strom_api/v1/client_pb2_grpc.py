@@ -44,6 +44,11 @@ class ClientServiceStub:
                 request_serializer=strom__api_dot_v1_dot_client__pb2.ProduceRequest.SerializeToString,
                 response_deserializer=strom__api_dot_v1_dot_client__pb2.ProduceResponse.FromString,
                 _registered_method=True)
+        self.ProduceStream = channel.stream_stream(
+                '/strom_api.v1.ClientService/ProduceStream',
+                request_serializer=strom__api_dot_v1_dot_client__pb2.ProduceRequest.SerializeToString,
+                response_deserializer=strom__api_dot_v1_dot_client__pb2.ProduceResponse.FromString,
+                _registered_method=True)
         self.Fetch = channel.unary_unary(
                 '/strom_api.v1.ClientService/Fetch',
                 request_serializer=strom__api_dot_v1_dot_client__pb2.FetchRequest.SerializeToString,
@@ -137,6 +142,15 @@ class ClientServiceServicer:
 
     def Produce(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ProduceStream(self, request_iterator, context):
+        """A producer's Produce requests pipelined on one stream, as on a Kafka connection: answered
+        in order, one response each (an empty one for acks=0), the next request read once the
+        batches of the one before it are appended, at most 5 unanswered (server/produce_stream.py).
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -251,6 +265,11 @@ def add_ClientServiceServicer_to_server(servicer, server):
             ),
             'Produce': grpc.unary_unary_rpc_method_handler(
                     servicer.Produce,
+                    request_deserializer=strom__api_dot_v1_dot_client__pb2.ProduceRequest.FromString,
+                    response_serializer=strom__api_dot_v1_dot_client__pb2.ProduceResponse.SerializeToString,
+            ),
+            'ProduceStream': grpc.stream_stream_rpc_method_handler(
+                    servicer.ProduceStream,
                     request_deserializer=strom__api_dot_v1_dot_client__pb2.ProduceRequest.FromString,
                     response_serializer=strom__api_dot_v1_dot_client__pb2.ProduceResponse.SerializeToString,
             ),
@@ -387,6 +406,33 @@ class ClientService:
             request,
             target,
             '/strom_api.v1.ClientService/Produce',
+            strom__api_dot_v1_dot_client__pb2.ProduceRequest.SerializeToString,
+            strom__api_dot_v1_dot_client__pb2.ProduceResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ProduceStream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/strom_api.v1.ClientService/ProduceStream',
             strom__api_dot_v1_dot_client__pb2.ProduceRequest.SerializeToString,
             strom__api_dot_v1_dot_client__pb2.ProduceResponse.FromString,
             options,

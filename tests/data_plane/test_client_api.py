@@ -289,6 +289,42 @@ def test_fetch_stream_answers_each_request_in_order(cluster, client):
     assert got == [[b"r0", b"r1", b"r2"], [b"r2"], []]
 
 
+def test_produce_stream_answers_pipelined_requests_in_order(cluster, client):
+    """More requests than a stream takes unanswered (5), an idempotent producer's sequences
+    among them (appended out of order, they would be refused OUT_OF_ORDER_SEQUENCE_NUMBER),
+    a refused one and an acks=0 one: one answer each, in order, the stream going on."""
+    create_topic(cluster, "pipelined")
+    leader = client.leader("pipelined", 0)
+    producer = client.stub(leader).InitProducerId(client_pb2.InitProducerIdRequest(), timeout=5)
+    assert producer.error.code == 0, producer
+
+    def request(records, topic="pipelined", acks=-1):
+        return client_pb2.ProduceRequest(
+            acks=acks,
+            timeout_ms=10_000,
+            topics=[
+                client_pb2.ProduceRequest.Topic(
+                    name=topic,
+                    partitions=[client_pb2.ProduceRequest.Partition(partition=0, records=records)],
+                )
+            ],
+        )
+
+    pid, epoch = producer.producer_id, producer.producer_epoch
+    requests = [request(batch([b"v%d" % i], producer=(pid, epoch, i))) for i in range(12)]
+    requests.insert(6, request(batch([b"lost"]), topic="no-such-topic-here"))
+    requests.append(request(batch([b"unacknowledged"]), acks=0))
+    answers = list(client.stub(leader).ProduceStream(iter(requests), timeout=30))
+    assert len(answers) == len(requests)
+    acked = [a.topics[0].partitions[0] for a in answers[:6] + answers[7:-1]]
+    assert [(p.error.code, p.base_offset) for p in acked] == [(0, i) for i in range(12)]
+    refused = answers[6].topics[0].partitions[0]
+    assert error_name(refused.error) == "UNKNOWN_TOPIC_OR_PARTITION"
+    assert not answers[-1].topics  # acks=0: an empty answer, as the unary Produce gives
+    values = [r.value for r in client.read_all("pipelined", 0)]
+    assert values[:12] == [b"v%d" % i for i in range(12)]  # the acks=0 one may lag
+
+
 def test_offsets_for_leader_epoch_and_delete_records(cluster, client):
     create_topic(cluster, "epochs")
     leader = client.leader("epochs", 0)
