@@ -31,11 +31,11 @@ bytes, nothing is varied per record, and no call of the timed loops decodes reco
    from offset 0 to its end, FETCH_BYTES per fetch.
 4. end-to-end latency (after os.sync(), so no writeback of the runs above overlaps it):
    acks=all produce of 64-record batches at half the acks=all peak of that batch size, open
-   loop; the send time (monotonic ns) is stamped into the first record's value and the CRC
-   recomputed (8 bytes and one crc32c per send); 3 long-polling FetchStream consumers
-   (max_wait 500 ms, min_bytes 1) in this process; latency = receive time - send time, per
-   batch, after a warm-up. Reference: the bare server's unary round trip of the same batch at
-   the same rate.
+   loop, on one ProduceStream per leader; the send time (monotonic ns) is stamped into the
+   first record's value and the CRC recomputed (8 bytes and one crc32c per send); 3
+   long-polling FetchStream consumers (max_wait 500 ms, min_bytes 1) in this process;
+   latency = receive time - send time, per batch, after a warm-up. Reference: the bare
+   server's unary round trip of the same batch at the same rate.
 5. memory against data volume: acks=all 1,000-record batches into one topic in chunks, node
    RSS (/proc/<pid>/status VmRSS) after each chunk.
 6. unavailability: acks=all produce of 64-record batches, one at a time per partition every
@@ -852,6 +852,38 @@ class Latency:
     cpu: dict[str, float] = field(default_factory=dict)
 
 
+class PipelinedProduce:
+    """Requests written in order on one ProduceStream, each answer handed to the oldest
+    unanswered request (the broker answers in order): the open-loop sender's lane."""
+
+    def __init__(self, channel: Any) -> None:
+        self.call = channel.stream_stream(
+            "/strom_api.v1.ClientService/ProduceStream", response_deserializer=lambda b: b
+        )()
+        self.unanswered: collections.deque[asyncio.Future[bytes]] = collections.deque()
+        self.writing = asyncio.Lock()  # FIFO: writes keep the order of `unanswered`
+        self.reader = asyncio.create_task(self._read())
+
+    async def send(self, request: bytes) -> bytes:
+        answer: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        self.unanswered.append(answer)
+        async with self.writing:
+            await self.call.write(request)
+        return await answer
+
+    async def _read(self) -> None:
+        try:
+            while (response := await self.call.read()) is not grpc.aio.EOF:
+                self.unanswered.popleft().set_result(response)
+        except grpc.aio.AioRpcError as exc:
+            for answer in self.unanswered:
+                answer.set_exception(exc)
+
+    def close(self) -> None:
+        self.reader.cancel()
+        self.call.cancel()
+
+
 async def end_to_end(
     strom: Strom, topic: str, leaders: dict[int, int], rate: float, warmup: float, window: float
 ) -> Latency:
@@ -864,11 +896,7 @@ async def end_to_end(
         templates = {}
         for p, c in channels.items():
             request = produce_request(topic, p, batch, -1, 30_000)
-            at = request.index(batch)
-            call = c.unary_unary(
-                "/strom_api.v1.ClientService/Produce", response_deserializer=lambda b: b
-            )
-            templates[p] = (call, request, at)
+            templates[p] = (PipelinedProduce(c), request, request.index(batch))
         begin = time.monotonic_ns()
         counted_from = begin + int(warmup * 1e9)
         counted_to = begin + int((warmup + window) * 1e9)
@@ -906,7 +934,7 @@ async def end_to_end(
             crc = crc32c(memoryview(request)[at + CRC_START : at + len(batch)])
             struct.pack_into(">I", request, at + CRC_START - 4, crc)
             try:
-                error, _ = produce_answer(await call(bytes(request), timeout=30))
+                error, _ = produce_answer(await call.send(bytes(request)))
             except grpc.aio.AioRpcError as exc:
                 error = f"{exc.code().name}: {exc.details()}"
             if error is not None:
@@ -926,6 +954,8 @@ async def end_to_end(
         for task in consumers:
             task.cancel()
         await asyncio.gather(*consumers, return_exceptions=True)
+        for call, _, _ in templates.values():
+            call.close()
         return result
     finally:
         for c in channels.values():

@@ -306,13 +306,14 @@ class FetchStream:
                 outcomes.append(outcome)
         return Answered(tuple(outcomes))
 
-    def broken(self, now_ms: int, why: str) -> int:
+    def broken(self, now_ms: int, why: str, back_off: bool = True) -> int:
         """The stream failed (reset, refused, timed out, given up): the fetch out is lost.
-        Returns when to reconnect."""
+        Returns when to reconnect: after replica.fetch.backoff.ms, or at once when the
+        stream only ended for its session to be renewed (`back_off` False)."""
         self.in_flight = None
         self.broken_count += 1
         self.last_error = why
-        self.reconnect_at = now_ms + self.config.fetch_backoff_ms
+        self.reconnect_at = now_ms + (self.config.fetch_backoff_ms if back_off else 0)
         self._start_over()  # a fetch may have been lost: the leader's session is unknown
         return self.reconnect_at
 

@@ -142,6 +142,7 @@ class ReplicaFetcher:
         while not self._stopped:
             call = None
             why = "unexpected error"
+            renew = False  # the stream ended for its SASL session to be renewed
             try:
                 self._channel = self.open_channel(stream.address, options=CHANNEL_OPTIONS)
                 stub = replica_pb2_grpc.ReplicaServiceStub(self._channel)  # type: ignore[no-untyped-call]
@@ -165,7 +166,7 @@ class ReplicaFetcher:
                     call.cancel()
                 raise
             except grpc.aio.AioRpcError as exc:
-                stream_failed(self._channel, exc)
+                renew = stream_failed(self._channel, exc)
                 why = f"{exc.code().name}: {exc.details()}"
                 self._log_failure(why)
             except (ConnectionError, TimeoutError, asyncio.InvalidStateError) as exc:
@@ -182,7 +183,7 @@ class ReplicaFetcher:
                     await self._channel.close()
                     self._channel = None
             now = now_ms()
-            await asyncio.sleep(max(stream.broken(now, why) - now, 0) / 1000)
+            await asyncio.sleep(max(stream.broken(now, why, back_off=not renew) - now, 0) / 1000)
 
     def _log_failure(self, why: str) -> None:
         log.info(

@@ -32,7 +32,7 @@ import grpc
 
 from server.listener_security import ListenerTls
 from server.principal_mapping import NoMatchingRule
-from server.request_session import Admission, Session, peer_host
+from server.request_session import REAUTHENTICATE, Admission, Session, peer_host
 from server.sasl_sessions import METADATA_KEY, InvalidSession, SessionSigner
 from strom_api.acls import ANONYMOUS
 
@@ -67,7 +67,6 @@ class CertificateAdmission:
 
 
 _HANDSHAKE_SERVICE = "/strom_api.v1.SecurityService/"
-REAUTHENTICATE = (("strom-sasl-reauthenticate", "1"),)
 
 
 class SaslAdmission:
@@ -98,7 +97,7 @@ class SaslAdmission:
                 trailing_metadata=REAUTHENTICATE,
             )
             raise  # abort raises; this keeps the type checker informed
-        return Session(session.principal, host, self.listener)
+        return Session(session.principal, host, self.listener, session.expiry_ms)
 
 
 class CaughtUpAdmission:

@@ -62,10 +62,16 @@ async def pipelined(requests: AsyncIterator[Any], handle: Handle) -> AsyncIterat
     reader = asyncio.create_task(read())
     try:
         while (task := await handled.get()) is not None:
+            if not task.done():
+                await asyncio.wait((task, reader), return_when=asyncio.FIRST_COMPLETED)
+            if not task.done() and reader.done() and reader.exception() is not None:
+                # The reading stopped on an error (a malformed request, an expired session,
+                # both aborting the call): the call ends now, whatever is unanswered.
+                raise reader.exception()  # type: ignore[misc]
             response = await task
             room.release()
             yield response
-        await reader  # what stopped the reading (a malformed request's abort) is raised here
+        await reader  # what stopped the reading is raised here
     finally:
         reader.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):

@@ -16,12 +16,23 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+# The trailer that tells a SASL client its session is stale: authenticate again.
+REAUTHENTICATE = (("strom-sasl-reauthenticate", "1"),)
+
 
 @dataclass(frozen=True)
 class Session:
     principal: str  # Kafka's "Type:name", e.g. User:alice, User:CN=broker-1,O=strom
     host: str  # the client's IP address as the connection shows it ("" when unknown)
     listener: str  # the listener name, e.g. CLIENT, REPLICATION, CONTROLLER
+    # When a SASL session ends (wall-clock ms: connections.max.reauth.ms after the exchange,
+    # or an OAUTHBEARER token's exp); 0: never. A stream opened in it ends at its first
+    # message after that (server/rpc_guard.py), as Kafka closes a connection whose session
+    # expired (KIP-368): a call is admitted once, at its start.
+    expiry_ms: int = 0
+
+    def expired(self, now_ms: float) -> bool:
+        return 0 < self.expiry_ms <= now_ms
 
 
 _current: ContextVar[Session | None] = ContextVar("strom_request_session", default=None)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import inspect
 import logging
 import re
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -30,7 +31,7 @@ import grpc
 import grpc.aio
 
 from raft.rate_limited_log import RateLimitedLog
-from server.request_session import Admission, enter, leave
+from server.request_session import REAUTHENTICATE, Admission, current_session, enter, leave
 
 log = logging.getLogger("strom.rpc")
 
@@ -161,6 +162,14 @@ async def _checked(method: str, requests: AsyncIterator[Any], context: Any) -> A
     async for request in requests:
         if isinstance(request, Malformed):
             await _refuse(method, request, context)
+        session = current_session()
+        if session is not None and session.expired(time.time() * 1000):
+            await context.abort(
+                grpc.StatusCode.UNAUTHENTICATED,
+                f"SASL_AUTHENTICATION_FAILED: the SASL session of this {method} stream "
+                "expired (connections.max.reauth.ms): authenticate again",
+                trailing_metadata=REAUTHENTICATE,
+            )
         yield request
 
 

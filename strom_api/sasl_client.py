@@ -293,16 +293,18 @@ async def stream_metadata(channel: Any) -> tuple[tuple[str, str], ...]:
         return ()
 
 
-def stream_failed(channel: Any, error: BaseException) -> None:
+def stream_failed(channel: Any, error: BaseException) -> bool:
     """After a stream on `channel` failed: a session the node called stale is dropped, so
-    the caller's next stream authenticates again."""
+    the caller's next stream authenticates again. Whether that was the cause (a stream ends
+    so when its session expires, connections.max.reauth.ms): the caller may then open the
+    next stream at once, as nothing is wrong with the node."""
+    stale = isinstance(error, grpc.aio.AioRpcError) and _must_reauthenticate(
+        error.trailing_metadata()
+    )
     sasl: AioSasl | None = getattr(channel, SASL_ATTRIBUTE, None)
-    if (
-        sasl is not None
-        and isinstance(error, grpc.aio.AioRpcError)
-        and _must_reauthenticate(error.trailing_metadata())
-    ):
+    if stale and sasl is not None:
         sasl.session.token = ""
+    return stale
 
 
 # --- blocking channels -------------------------------------------------------------------------

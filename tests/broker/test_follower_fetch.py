@@ -201,6 +201,18 @@ def test_a_broken_stream_loses_its_fetch_and_reconnects_after_the_backoff(
     assert given_up.broken == "STALE_BROKER_EPOCH: old" and not given_up.outcomes
 
 
+def test_a_stream_ended_to_renew_its_session_reconnects_at_once(
+    tmp_path: os.PathLike[str],
+) -> None:
+    _, follower = pair(tmp_path)
+    stream = new_stream()
+    stream.add(follower)
+    next_fetch(stream, now_ms=50)
+    assert stream.broken(60, "UNAUTHENTICATED: the session expired", back_off=False) == 60
+    again = stream.next_fetch(60, 7)
+    assert again is not None and again.session_epoch == 0  # a full fetch: a new session
+
+
 def test_placement_by_leader_and_hash(tmp_path: os.PathLike[str]) -> None:
     fetch = FollowerFetch(2, CONFIG, ReplicationSettings(2, ReplicaConfig(num_fetchers=3)))
     addresses: dict[int, str | None] = {1: "b1:9093", 3: None}

@@ -80,13 +80,16 @@ def _item_codes(msg: Any, out: list[int]) -> None:
             _item_codes(getattr(msg, f.name), out)
 
 
-def verdict(rpc: Rpc, outcome: Outcome) -> str:
+def verdict(rpc: Rpc, outcome: Outcome, requests: int = 1) -> str:
     """ "refused", "accepted" or "unknown" (the request may or may not have taken effect).
-    Refused: a gRPC error, a whole-request error, or an error on every item it names."""
+    Refused: a gRPC error, a whole-request error, or an error on every item it names.
+    A stream of several `requests` that ended in a gRPC error may have carried out the ones
+    before the one that ended it (a ProduceStream appends a request before reading the
+    next): unknown, unless the RPC changes nothing."""
     if outcome.code in UNKNOWN_FATE_STATUS:
         return "unknown"
     if outcome.code != grpc.StatusCode.OK:
-        return "refused"
+        return "unknown" if requests > 1 and not rpc.read_only else "refused"
     whole: list[int] = []
     items: list[int] = []
     for data in outcome.responses:

@@ -172,7 +172,7 @@ class Runner:
         assert self.fc is not None
         outcome = self.play(case)
         self.took[case.number] = outcome.seconds
-        verdict = checks.verdict(case.rpc, outcome)
+        verdict = checks.verdict(case.rpc, outcome, len(case.requests))
         if case.rpc.service in NEVER_HEARD:
             verdict = "refused"  # a non-member's message must change nothing, answered or not
         status = outcome.code.name if outcome.code.name != "OK" else verdict

@@ -171,6 +171,7 @@ def _tp(rng: random.Random, ctx: Context) -> dict[str, Any]:
 SEEDS: dict[str, Seed] = {
     "Metadata": lambda rng, ctx: {"topics": [_topic(rng, ctx)[0]]},
     "Produce": _produce,
+    "ProduceStream": _produce,
     "Fetch": _fetch,
     "FetchStream": _fetch,
     "ListOffsets": _by_partition("timestamp", lambda rng: rng.choice((-1, -2, 1_700_000_000_000))),

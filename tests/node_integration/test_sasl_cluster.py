@@ -269,6 +269,33 @@ def test_a_session_token_is_good_on_its_own_connection_only(cluster):
     assert plain_message  # the PLAIN framing the client used
 
 
+def test_a_stream_ends_when_its_session_expires_and_says_to_authenticate_again(cluster):
+    """A stream is admitted once, at its start; past connections.max.reauth.ms its next
+    message ends it, as Kafka closes a connection whose session expired (KIP-368)."""
+    with grpc.insecure_channel(f"127.0.0.1:{cluster.broker_port[1]}") as channel:
+        token = sync_authenticate(channel, SaslLogin("PLAIN", "alice", "alice-secret"))
+        stub = client_pb2_grpc.ClientServiceStub(channel)  # type: ignore[no-untyped-call]
+        asked = []  # each request waits until the answer before it came
+
+        def requests():
+            yield client_pb2.FetchRequest(max_wait_ms=0)
+            while len(asked) < 1:
+                time.sleep(0.01)
+            time.sleep(REAUTH_MS / 1000 + 0.2)
+            yield client_pb2.FetchRequest(max_wait_ms=0)
+
+        call = stub.FetchStream(
+            requests(), metadata=((METADATA_KEY, token.session_token.decode()),), timeout=30
+        )
+        with pytest.raises(grpc.RpcError) as ended:
+            for answer in call:
+                asked.append(answer)
+    assert len(asked) == 1
+    assert ended.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    assert "expired (connections.max.reauth.ms)" in ended.value.details()
+    assert ("strom-sasl-reauthenticate", "1") in tuple(ended.value.trailing_metadata())
+
+
 def test_failed_authentications_are_counted_and_logged(cluster):
     def counted() -> float | None:
         samples = cluster.scrape(1)

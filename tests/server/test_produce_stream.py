@@ -130,3 +130,20 @@ async def test_a_cancelled_stream_cancels_its_unanswered_requests():
         await task
     await turns()
     assert answers == []
+
+
+@in_loop
+async def test_a_request_that_cannot_be_read_ends_the_stream_at_once():
+    """A malformed request or an expired session aborts the call while it is read (rpc_guard):
+    the stream ends then, not once the requests before it are answered."""
+    handler = Handler(1)
+    handler.append[0].set()  # appended, waiting for its acks=all answer
+
+    async def requests():
+        yield 0
+        await asyncio.sleep(0)
+        raise PermissionError("the session expired")
+
+    with pytest.raises(PermissionError):
+        async with asyncio.timeout(5):
+            await collect(pipelined(requests(), handler), [])
