@@ -271,6 +271,21 @@ class Runner:
         max_recoveries: int,
         budget_s: float | None,
     ) -> FuzzResult:
+        try:
+            return self._run(first, cases, isolate, max_recoveries, budget_s)
+        finally:
+            if self.fc is not None:  # an error ended the run: its nodes must not outlive it
+                self.fc.stop()
+                self.fc = None
+
+    def _run(
+        self,
+        first: int,
+        cases: int,
+        isolate: bool,
+        max_recoveries: int,
+        budget_s: float | None,
+    ) -> FuzzResult:
         started = time.monotonic()
         self.fresh_cluster()
         stretch: list[Case] = []
