@@ -92,16 +92,22 @@ def verdict(rpc: Rpc, outcome: Outcome, requests: int = 1) -> str:
         return "unknown" if requests > 1 and not rpc.read_only else "refused"
     whole: list[int] = []
     items: list[int] = []
+    silent = False  # a message answered with no code at all: an acks=0 Produce's empty answer
     for data in outcome.responses:
         msg = rpc.response_class()()
         try:
             msg.ParseFromString(data)
         except DecodeError:
             return "unknown"
-        whole += _own_codes(msg)
+        own = _own_codes(msg)
+        counted = len(items)
         _item_codes(msg, items)
+        silent = silent or (not own and len(items) == counted)
+        whole += own
     if any(c in UNKNOWN_FATE for c in whole + items):
         return "unknown"
+    if silent and len(outcome.responses) > 1:
+        return "unknown"  # a stream's acks=0 request may have been appended beside refusals
     if any(c != 0 for c in whole) or (items and all(c != 0 for c in items)):
         return "refused"
     return "accepted"

@@ -129,6 +129,11 @@ def test_a_refusal_is_an_error_on_the_whole_request_or_on_every_item():
     assert answer("Produce", produced(common_pb2.REQUEST_TIMED_OUT)) == "unknown"
     assert answer("Produce", produced(), grpc.StatusCode.INVALID_ARGUMENT) == "refused"
     assert answer("Produce", produced(), grpc.StatusCode.DEADLINE_EXCEEDED) == "unknown"
+    # A ProduceStream's acks=0 request is answered empty, whether appended or not (seed 16
+    # case 1031: appended, beside three refused requests).
+    stream = [client_pb2.ProduceResponse(), produced(common_pb2.CORRUPT_MESSAGE)]
+    outcome = Outcome(grpc.StatusCode.OK, "", [r.SerializeToString() for r in stream], 0.0)
+    assert verdict(rpcs["ProduceStream"], outcome) == "unknown"
     # A topic answered without an error field was deleted: the request took effect.
     deleted = controller_pb2.DeleteTopicsResponse(
         topics=[
