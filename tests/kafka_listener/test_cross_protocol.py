@@ -8,14 +8,11 @@ by assign(): test_consume.py.)"""
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import sys
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -37,9 +34,9 @@ from tests.kafka_listener.data_helpers import (
 )
 from tests.kafka_listener.kafka_cluster import KafkaCluster
 from tests.node_integration.node_cluster import wait_until
+from tests.spark_session import local_spark_session
 
 TIMEOUT = 30
-ROOT = str(Path(__file__).resolve().parents[2])
 Row = tuple[int, int, bytes | None, bytes | None, int, list[tuple[str, bytes | None]]]
 
 
@@ -205,34 +202,11 @@ def test_a_group_goes_on_across_protocols_from_each_others_commits(cluster):
 
 
 def spark_session() -> tuple[Any, bool]:
-    """A local[2] SparkSession as tests/spark/conftest.py makes it (the same settings, so
-    that whichever of the two runs first, the other's getOrCreate gets what it expects), and
-    whether this call made it (then the caller stops it)."""
-    if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
-        message = "Spark needs Java 17+: no java on the PATH and no JAVA_HOME"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+    """The tests' SparkSession, and whether this call made it (then the caller stops it)."""
     from pyspark import sql as pyspark_sql
 
     existing = pyspark_sql.SparkSession.getActiveSession()
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    if ROOT not in paths:
-        os.environ["PYTHONPATH"] = os.pathsep.join([ROOT, *paths])
-    session = (
-        pyspark_sql.SparkSession.builder.master("local[2]")
-        .appName("strom-connector-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.python.worker.reuse", "true")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    return session, existing is None
+    return local_spark_session(), existing is None
 
 
 @pytest.mark.spark

@@ -195,11 +195,28 @@ def test_admin_client_alters_describes_and_deletes(cluster):
 def test_no_password_is_written_anywhere(cluster):
     """Credentials were set with passwords in every test above; no file of any node (the
     metadata log and its snapshots, the bootstrap checkpoint, the server logs) holds one."""
-    for password in (b"admin-secret", b"alice-secret", b"carol-secret"):
-        for root, _, files in os.walk(cluster.base):
+    for path, content in _every_file(cluster.base):
+        for password in (b"admin-secret", b"alice-secret", b"carol-secret"):
+            assert password not in content, path
+
+
+def _every_file(base: str) -> list[tuple[str, bytes]]:
+    """Every file under `base` with its bytes, read while the nodes run: a snapshot's `.part`
+    file can be renamed between the walk listing it and the read, so a walk that lost a file
+    is made again (the renamed file may lie in a folder the walk had passed)."""
+    for _ in range(20):
+        read, vanished = [], False
+        for root, _, files in os.walk(base):
             for name in files:
-                with open(os.path.join(root, name), "rb") as f:
-                    assert password not in f.read(), os.path.join(root, name)
+                path = os.path.join(root, name)
+                try:
+                    with open(path, "rb") as f:
+                        read.append((path, f.read()))
+                except FileNotFoundError:
+                    vanished = True
+        if not vanished:
+            return read
+    raise AssertionError(f"files under {base} kept vanishing during 20 walks")
 
 
 def test_credentials_survive_a_restart_from_a_snapshot(cluster):

@@ -6,16 +6,13 @@ for the whole session: starting either takes seconds. Every test here is marked 
 
 from __future__ import annotations
 
-import os
-import shutil
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.client.cluster_helpers import bootstrap, started_cluster
+from tests.spark_session import local_spark_session
 
-ROOT = str(Path(__file__).resolve().parents[2])
 HERE = str(Path(__file__).resolve().parent)
 
 
@@ -41,29 +38,7 @@ def servers(strom_cluster):
 
 @pytest.fixture(scope="session")
 def spark():
-    if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
-        # CI must run these; a developer machine without Java skips them, saying why.
-        message = "Spark needs Java 17+: no java on the PATH and no JAVA_HOME"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    from pyspark import sql as pyspark_sql
-
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    os.environ["PYTHONPATH"] = os.pathsep.join([ROOT, *paths])
-    session = (
-        pyspark_sql.SparkSession.builder.master("local[2]")
-        .appName("strom-connector-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.python.worker.reuse", "true")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
+    session = local_spark_session()
     try:
         yield session
     finally:
