@@ -29,7 +29,7 @@ lint: venv
 	$(VENV)/bin/lint-imports
 
 test: venv lint
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=25
 
 # The seeded Raft simulation (tests/sim): `make sim` runs SEEDS seeds from START and prints a
 # summary; `make sim SEED=N` replays one seed with its event trace. CI runs 1000 seeds in pytest.

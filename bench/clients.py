@@ -15,10 +15,10 @@ min.insync.replicas=2.
      as 65536 bytes hold, compressed once with the same codec) sent as serialized
      ProduceRequests, 4 in flight per partition leader (bench/produce_consume.py's
      produce_run), no per-record work at all: the rate the wire and the brokers allow;
-   - raw16: the same with batches of 16384 bytes, 5 in one request and one request in flight
-     per leader: the shape the default client sends (the leader's idempotence window holds a
-     producer's last 5 batches of a partition), so what the brokers allow at Kafka's
-     default batch.size;
+   - raw16: the same with batches of 16384 bytes, 25 in one request and one request in
+     flight per leader: the shape the default client sends under load (a partition may have
+     25 batches unanswered, as many as its leader remembers of a producer:
+     strom_api/idempotence.py), so what the brokers allow at Kafka's default batch.size;
    - NATS JetStream R3 (bench/nats_jetstream.py) when `nats-server` is on the PATH: nats-py's
      async publisher, 1 KiB messages, acknowledged by a file stream of 3 replicas, against
      the default client's 1 KiB acks=all uncompressed row (goal: >= 2x).
@@ -55,12 +55,13 @@ import nats_jetstream  # noqa: E402  (bench/ is not a package)
 import produce_consume as pc  # noqa: E402
 
 from strom_api import compression  # noqa: E402
+from strom_api.idempotence import WINDOW_BATCHES  # noqa: E402
 from strom_api.records import Record, encode_batch  # noqa: E402
 
 ROOT = pc.ROOT
 BATCH_SIZE = 65536
 DEFAULT_BATCH_SIZE = 16384  # the producer's (Kafka's) batch.size
-DEFAULT_BATCHES_PER_REQUEST = 5  # what the default client packs per request under load
+DEFAULT_BATCHES_PER_REQUEST = WINDOW_BATCHES  # what the default client packs under load
 NATS_GOAL = 2.0
 RECORD_OVERHEAD = 24  # what strom.accumulator counts per record on top of its value
 BATCH_OVERHEAD = 61
@@ -170,7 +171,7 @@ def raw16_produce(
     acks: int,
     codec: int,
 ) -> float:
-    """Records/s of requests of 5 default-sized (16 KiB) batches, one in flight per leader."""
+    """Records/s of requests of 25 default-sized (16 KiB) batches, one in flight per leader."""
     batch, records = raw_batch(size, codec, DEFAULT_BATCH_SIZE)
     request = batch * DEFAULT_BATCHES_PER_REQUEST
     leaders = {p: leader for (_, p), (leader, _) in strom.leaders([topic]).items()}

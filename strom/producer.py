@@ -31,6 +31,7 @@ from strom.security import client_security
 from strom.sender import Sender, SenderConfig
 from strom_api import compression
 from strom_api.error_codes import ErrorCode
+from strom_api.idempotence import MAX_IN_FLIGHT_IDEMPOTENT
 
 __all__ = ["FutureRecordMetadata", "Producer", "RecordMetadata"]
 
@@ -116,10 +117,11 @@ class Producer:
             raise StromError(
                 ErrorCode.INVALID_CONFIG, "max_in_flight_requests_per_connection must be >= 1"
             )
-        if enable_idempotence and max_in_flight_requests_per_connection > 5:
+        if enable_idempotence and max_in_flight_requests_per_connection > MAX_IN_FLIGHT_IDEMPOTENT:
             raise StromError(
                 ErrorCode.INVALID_CONFIG,
-                "enable_idempotence=True needs max_in_flight_requests_per_connection <= 5",
+                "enable_idempotence=True needs max_in_flight_requests_per_connection <= "
+                f"{MAX_IN_FLIGHT_IDEMPOTENT}",
             )
         if linger_ms < 0 or batch_size < 0 or request_timeout_ms <= 0:
             raise StromError(

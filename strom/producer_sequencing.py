@@ -20,9 +20,10 @@ The pump's loop, and what this class answers at each point:
   `Succeed`, a `Fail` or a `Retry` (put it back in the queue, to leave again at `at_ms`).
 
 The rules (Kafka's producer's, unless said otherwise):
-- Up to `max.in.flight.requests.per.connection` batches of a partition in flight (the
-  leader's idempotence window holds a producer's last 5 batches; a request may carry several
-  of a partition's batches, see strom/produce_requests.py). After any error a partition
+- Up to `max.in.flight.requests.per.connection` x 5 batches of a partition in flight, in
+  however many requests (strom/produce_requests.py): Kafka's producer has at most one batch
+  of a partition per request, and Strom's leader remembers a producer's last 25 batches of
+  a partition where Kafka's remembers 5 (strom_api/idempotence.py). After any error a partition
   sends one batch at a time until one succeeds with nothing else in flight; batches sent
   again go in the order they were first sent, so with idempotence order holds across
   retries (without it, a retry may land after a later batch).
@@ -45,7 +46,7 @@ The rules (Kafka's producer's, unless said otherwise):
   partition and epoch is acknowledged: the leader takes sequence n+1 only after n. Such a
   batch succeeds (offset unknown, -1, as Kafka's RecordMetadata without one) whatever its
   retry is answered, rather than being renumbered under a new epoch and written twice (the
-  leader remembers only the last 5 batches, so an older retry is answered
+  leader remembers only the last 25 batches, so an older retry is answered
   OUT_OF_ORDER_SEQUENCE_NUMBER). Kafka's producer lets such a batch time out instead.
 
 Not thread-safe: one event loop (or the simulator) owns an instance.
@@ -60,6 +61,7 @@ from typing import Generic, Protocol, TypeVar
 
 from strom.errors import KafkaTimeoutError, StromError
 from strom_api.error_codes import ErrorCode
+from strom_api.idempotence import BATCHES_PER_IN_FLIGHT_REQUEST
 
 TopicPartition = tuple[str, int]
 
@@ -114,6 +116,8 @@ class SequencingConfig:
     delivery_timeout_ms: int
     retry_backoff_ms: int
     max_in_flight: int = 5  # requests per partition
+    # A partition's unanswered batches per request allowed (strom_api/idempotence.py).
+    batches_per_request: int = BATCHES_PER_IN_FLIGHT_REQUEST
 
 
 class SendStep(enum.Enum):
@@ -231,7 +235,7 @@ class ProducerSequencing(Generic[B]):
             recovering or (self.config.idempotent and flying[-1].epoch != self.producer_epoch)
         ):
             return 0
-        limit = 1 if recovering else self.config.max_in_flight
+        limit = 1 if recovering else self.config.max_in_flight * self.config.batches_per_request
         return limit - len(flying)
 
     def busy_partitions(self) -> set[TopicPartition]:

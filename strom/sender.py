@@ -69,8 +69,8 @@ class SenderConfig:
     delivery_timeout_ms: int
     retry_backoff_ms: int
     compression: int
-    # max.in.flight.requests.per.connection: requests unanswered per broker, and batches
-    # unanswered per partition (the broker's idempotence window holds the last 5).
+    # max.in.flight.requests.per.connection: requests unanswered per broker; a partition may
+    # have 5 times as many batches unanswered (strom_api/idempotence.py).
     max_in_flight: int = 5
     max_request_size: int = 1024 * 1024
 

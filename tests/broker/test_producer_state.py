@@ -1,4 +1,4 @@
-"""Idempotent producers per partition: retries of any of the last five batches are answered
+"""Idempotent producers per partition: retries of any of the last 25 batches are answered
 with their original offsets, gaps and stale epochs get Kafka's errors, sequences wrap, and
 the state survives a snapshot and a follower's truncation."""
 
@@ -30,14 +30,16 @@ def append(state: ProducerStateManager, header: BatchHeader, end: list[int]):
 
 
 def test_sequences_continue_and_retries_get_the_original_offsets():
+    """A producer's last 25 batches are remembered (Kafka's leader: 5), as many as Strom's
+    producer may have unanswered in a partition (strom_api/idempotence.py)."""
     state, end = ProducerStateManager(), [0]
-    offsets = [append(state, batch(7, 0, seq * 3, 3), end)[0] for seq in range(6)]
-    assert offsets == [0, 3, 6, 9, 12, 15]
-    # Any of the last five batches retried: its original offset, nothing written.
-    assert append(state, batch(7, 0, 12, 3), end) == (12, True)
+    offsets = [append(state, batch(7, 0, seq * 3, 3), end)[0] for seq in range(26)]
+    assert offsets == [seq * 3 for seq in range(26)]
+    # Any of the last 25 batches retried: its original offset, nothing written.
+    assert append(state, batch(7, 0, 75, 3), end) == (75, True)
     assert append(state, batch(7, 0, 3, 3), end) == (3, True)
-    assert end == [18]
-    # The sixth-last batch is forgotten: its retry is out of order.
+    assert end == [78]
+    # The 26th-last batch is forgotten: its retry is out of order.
     with pytest.raises(ProducerStateError) as caught:
         state.check(batch(7, 0, 0, 3))
     assert caught.value.error_name == "OUT_OF_ORDER_SEQUENCE_NUMBER"

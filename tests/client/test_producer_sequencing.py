@@ -19,6 +19,7 @@ from strom.producer_sequencing import (
     SequencingConfig,
     Succeed,
 )
+from strom_api.idempotence import WINDOW_BATCHES
 
 TP = ("t", 0)
 BACKOFF = 100
@@ -39,7 +40,14 @@ class B:
 
 
 def rules(idempotent: bool = True, **config: int) -> ProducerSequencing[B]:
-    defaults = {"retries": 10, "delivery_timeout_ms": 120_000, "retry_backoff_ms": BACKOFF}
+    """The rules with one batch per request in flight (Kafka's counting, which keeps these
+    tests' numbers small) unless `batches_per_request` is given."""
+    defaults = {
+        "retries": 10,
+        "delivery_timeout_ms": 120_000,
+        "retry_backoff_ms": BACKOFF,
+        "batches_per_request": 1,
+    }
     core: ProducerSequencing[B] = ProducerSequencing(
         SequencingConfig(idempotent=idempotent, **(defaults | config))
     )
@@ -90,6 +98,21 @@ def test_max_in_flight_per_partition_and_one_at_a_time_after_an_error():
     assert a.attempts == 2 and core.room(TP) == 2
     send(core, c)
     assert c.order == 2 and a.order == 0  # a keeps its first-sent place
+
+
+def test_a_partition_may_have_five_batches_in_flight_per_request_allowed():
+    """SequencingConfig's default: 5 batches per request in flight, 25 at Kafka's default
+    max.in.flight.requests.per.connection, as many as a leader remembers; after an error
+    still one at a time."""
+    assert SequencingConfig(True, 10, 120_000, BACKOFF).batches_per_request == 5
+    core = rules(batches_per_request=5)
+    assert core.room(TP) == WINDOW_BATCHES == 25
+    batches = [B(str(i)) for i in range(25)]
+    send(core, *batches)
+    assert core.room(TP) == 0
+    answered(core, batches[0], core.no_answer(batches[0], NETWORK, 10))
+    assert core.room(TP) == 0  # recovering, with batches in flight
+    assert rules(batches_per_request=5, max_in_flight=1).room(TP) == 5
 
 
 def test_after_an_error_only_one_batch_until_a_success_alone():

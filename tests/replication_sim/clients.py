@@ -16,7 +16,9 @@ numbers them), and when to give up or bump the epoch is decided there, not here:
   every value unique in the run, and never resend a failed batch (the next batch has new
   values), so no value may ever appear twice in a log;
 - idempotent ones (acks=all, as Kafka requires; retries until delivery.timeout.ms) have up to
-  5 batches in flight (max.in.flight.requests.per.connection; half of them 1), which is where
+  5 batches in flight (max.in.flight.requests.per.connection; half of them 1; the client
+  allows 5 times as many, which the leaders remember too, but more batches here would
+  change every seed's run, and the mutation tests' seeds with them), which is where
   most of the rules show: out of order behind an earlier batch, a batch known written by a
   later acknowledgement, batches of unknown fate resolved before an epoch bump. InitProducerId
   is answered by a stand-in for the broker's coordinator, which the simulation does not
