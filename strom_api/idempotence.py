@@ -11,8 +11,8 @@ producer lets a partition have 5 batches unanswered for each request it may have
 (in however many requests they go: usually one), and its brokers remember WINDOW_BATCHES =
 5 x 5 batches per producer and partition. At Kafka's default batch.size of 16 KiB that is
 400 KiB of a partition in flight rather than 80 KiB: acks=all produce at the default
-settings is bound by that amount per round trip (README.md, "Producer"). Kafka's clients on
-the Kafka listener find the 5 batches they need among the 25.
+settings is bound by that amount per round trip (README.md, "The client library").
+Kafka's clients on the Kafka listener find the 5 batches they need among the 25.
 """
 
 MAX_IN_FLIGHT_IDEMPOTENT = 5  # max.in.flight.requests.per.connection's bound with idempotence
