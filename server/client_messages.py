@@ -9,6 +9,7 @@ from typing import Any
 
 from broker.fetch_sessions import FINAL_EPOCH, FetchState
 from server.api_errors import error_pb, make_error
+from server.loop_slices import LoopSlices
 from server.requests.delete_records import (
     DeletePartition,
     DeleteRecordsRequest,
@@ -235,23 +236,27 @@ def init_producer_id_response(answer: InitProducerIdAnswer) -> client_pb2.InitPr
 # --- DeleteRecords ----------------------------------------------------------------------------
 
 
-def delete_records_request(request: Any) -> DeleteRecordsRequest:
-    return DeleteRecordsRequest(
-        [
-            DeleteTopic(
-                topic.name, [DeletePartition(p.partition, p.offset) for p in topic.partitions]
-            )
-            for topic in request.topics
-        ]
-    )
+async def delete_records_request(request: Any) -> DeleteRecordsRequest:
+    """In slices (server/loop_slices.py): a request may name 250,000 partitions."""
+    topics: list[DeleteTopic] = []
+    slices = LoopSlices()
+    for topic in request.topics:
+        partitions = [DeletePartition(p.partition, p.offset) for p in topic.partitions]
+        topics.append(DeleteTopic(topic.name, partitions))
+        await slices.step(len(partitions) + 1)
+    return DeleteRecordsRequest(topics)
 
 
-def delete_records_response(answer: list[TopicLowWatermarks]) -> client_pb2.DeleteRecordsResponse:
+async def delete_records_response(
+    answer: list[TopicLowWatermarks],
+) -> client_pb2.DeleteRecordsResponse:
     response = client_pb2.DeleteRecordsResponse()
+    slices = LoopSlices()
     for topic in answer:
         out = response.topics.add(name=topic.name)
         for p in topic.partitions:
             item = out.partitions.add(partition=p.partition, low_watermark=p.low_watermark)
             if p.error is not None:
                 item.error.CopyFrom(error_pb(p.error))
+            await slices.step()
     return response

@@ -264,10 +264,10 @@ class ClientServicer(GroupApi, client_pb2_grpc.ClientServiceServicer):
             self.replicas,
             self.authz,
             self.persist_offsets,
-            delete_records_request(request),
+            await delete_records_request(request),
             current_session(),
         )
-        return delete_records_response(answer)
+        return await delete_records_response(answer)
 
 
 async def auto_create(
