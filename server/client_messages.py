@@ -149,23 +149,22 @@ def fetch_response(answer: SessionFetchAnswer, asked_session: int) -> client_pb2
 # --- ListOffsets ------------------------------------------------------------------------------
 
 
-def list_offsets_request(request: Any) -> ListOffsetsRequest:
-    return ListOffsetsRequest(
-        [
-            ListOffsetsTopic(
-                topic.name,
-                [
-                    ListOffsetsPartition(p.partition, p.timestamp, p.current_leader_epoch or -1)
-                    for p in topic.partitions
-                ],
-            )
-            for topic in request.topics
+async def list_offsets_request(request: Any) -> ListOffsetsRequest:
+    topics: list[ListOffsetsTopic] = []
+    slices = LoopSlices()  # a request may name 250,000 partitions
+    for topic in request.topics:
+        partitions = [
+            ListOffsetsPartition(p.partition, p.timestamp, p.current_leader_epoch or -1)
+            for p in topic.partitions
         ]
-    )
+        topics.append(ListOffsetsTopic(topic.name, partitions))
+        await slices.step(len(partitions) + 1)
+    return ListOffsetsRequest(topics)
 
 
-def list_offsets_response(answer: list[TopicOffsets]) -> client_pb2.ListOffsetsResponse:
+async def list_offsets_response(answer: list[TopicOffsets]) -> client_pb2.ListOffsetsResponse:
     response = client_pb2.ListOffsetsResponse()
+    slices = LoopSlices()
     for topic in answer:
         out = response.topics.add(name=topic.name)
         for p in topic.partitions:
@@ -179,31 +178,31 @@ def list_offsets_response(answer: list[TopicOffsets]) -> client_pb2.ListOffsetsR
                 item.error.CopyFrom(error_pb(p.error))
             if p.current_leader is not None:
                 item.current_leader.CopyFrom(leader_pb(p.current_leader))
+            await slices.step()
     return response
 
 
 # --- OffsetsForLeaderEpoch --------------------------------------------------------------------
 
 
-def offsets_for_leader_epoch_request(request: Any) -> OffsetsForLeaderEpochRequest:
-    return OffsetsForLeaderEpochRequest(
-        [
-            EpochTopic(
-                topic.name,
-                [
-                    EpochPartition(p.partition, p.leader_epoch, p.current_leader_epoch or -1)
-                    for p in topic.partitions
-                ],
-            )
-            for topic in request.topics
+async def offsets_for_leader_epoch_request(request: Any) -> OffsetsForLeaderEpochRequest:
+    topics: list[EpochTopic] = []
+    slices = LoopSlices()  # a request may name 250,000 partitions
+    for topic in request.topics:
+        partitions = [
+            EpochPartition(p.partition, p.leader_epoch, p.current_leader_epoch or -1)
+            for p in topic.partitions
         ]
-    )
+        topics.append(EpochTopic(topic.name, partitions))
+        await slices.step(len(partitions) + 1)
+    return OffsetsForLeaderEpochRequest(topics)
 
 
-def offsets_for_leader_epoch_response(
+async def offsets_for_leader_epoch_response(
     answer: list[TopicEpochEndOffsets],
 ) -> client_pb2.OffsetsForLeaderEpochResponse:
     response = client_pb2.OffsetsForLeaderEpochResponse()
+    slices = LoopSlices()
     for topic in answer:
         out = response.topics.add(name=topic.name)
         for p in topic.partitions:
@@ -212,6 +211,7 @@ def offsets_for_leader_epoch_response(
             )
             if p.error is not None:
                 item.error.CopyFrom(error_pb(p.error))
+            await slices.step()
     return response
 
 

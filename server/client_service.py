@@ -230,22 +230,22 @@ class ClientServicer(GroupApi, client_pb2_grpc.ClientServiceServicer):
 
     @_timed
     async def ListOffsets(self, request: Any, context: Any) -> Any:  # noqa: N802
-        answer = list_offsets(
-            self.replicas, self.authz, list_offsets_request(request), current_session()
+        answer = await list_offsets(
+            self.replicas, self.authz, await list_offsets_request(request), current_session()
         )
-        return list_offsets_response(answer)
+        return await list_offsets_response(answer)
 
     # --- OffsetsForLeaderEpoch --------------------------------------------------------------
 
     @_timed
     async def OffsetsForLeaderEpoch(self, request: Any, context: Any) -> Any:  # noqa: N802
-        answer = offsets_for_leader_epoch(
+        answer = await offsets_for_leader_epoch(
             self.replicas,
             self.authz,
-            offsets_for_leader_epoch_request(request),
+            await offsets_for_leader_epoch_request(request),
             current_session(),
         )
-        return offsets_for_leader_epoch_response(answer)
+        return await offsets_for_leader_epoch_response(answer)
 
     # --- InitProducerId ---------------------------------------------------------------------
 

@@ -58,7 +58,7 @@ async def list_offsets_api(plane: DataPlane, request: Request) -> Any:
             for topic in request.body.topics
         ]
     )
-    answer = list_offsets(plane.replicas, plane.authz, shared, current_session())
+    answer = await list_offsets(plane.replicas, plane.authz, shared, current_session())
     response_type = load_response_schema(LIST_OFFSETS, request.api_version)
     topic_type = nested(response_type, "ListOffsetsTopicResponse")
     partition_type = nested(response_type, "ListOffsetsPartitionResponse")
@@ -100,7 +100,7 @@ async def offset_for_leader_epoch_api(plane: DataPlane, request: Request) -> Any
             for topic in request.body.topics
         ]
     )
-    answer = offsets_for_leader_epoch(plane.replicas, plane.authz, shared, current_session())
+    answer = await offsets_for_leader_epoch(plane.replicas, plane.authz, shared, current_session())
     response_type = load_response_schema(OFFSET_FOR_LEADER_EPOCH, request.api_version)
     topic_type = nested(response_type, "OffsetForLeaderTopicResult")
     partition_type = nested(response_type, "EpochEndOffset")

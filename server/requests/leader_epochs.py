@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from broker.replica_manager import ReplicaManager
 from metadata.errors import ApiError
+from server.loop_slices import LoopSlices
 from server.request_authorization import RequestAuthorizer
 from server.request_session import Session
 
@@ -50,24 +51,24 @@ class TopicEpochEndOffsets:
     partitions: list[EpochEndOffset]
 
 
-def offsets_for_leader_epoch(
+async def offsets_for_leader_epoch(
     replicas: ReplicaManager,
     authz: RequestAuthorizer,
     request: OffsetsForLeaderEpochRequest,
     session: Session | None,
 ) -> list[TopicEpochEndOffsets]:
-    """Each partition's answer, in the request's order."""
+    """Each partition's answer, in the request's order, worked in slices with the event loop
+    let run between them (server/loop_slices.py)."""
     refused = authz.topics("OffsetsForLeaderEpoch", (t.name for t in request.topics), session)
-    return [
-        TopicEpochEndOffsets(
-            topic.name,
-            [
-                _end_offset(replicas, refused.get(topic.name), topic.name, p)
-                for p in topic.partitions
-            ],
-        )
-        for topic in request.topics
-    ]
+    answer = []
+    slices = LoopSlices()
+    for topic in request.topics:
+        partitions: list[EpochEndOffset] = []
+        for p in topic.partitions:
+            partitions.append(_end_offset(replicas, refused.get(topic.name), topic.name, p))
+            await slices.step()
+        answer.append(TopicEpochEndOffsets(topic.name, partitions))
+    return answer
 
 
 def _end_offset(

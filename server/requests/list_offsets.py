@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from broker.replica_manager import ReplicaManager
 from metadata.errors import ApiError
+from server.loop_slices import LoopSlices
 from server.request_authorization import RequestAuthorizer
 from server.request_session import Session
 from server.requests.partitions import LeaderHint, leader_hint
@@ -73,28 +74,28 @@ class TopicOffsets:
     partitions: list[PartitionOffset]
 
 
-def list_offsets(
+async def list_offsets(
     replicas: ReplicaManager,
     authz: RequestAuthorizer,
     request: ListOffsetsRequest,
     session: Session | None,
 ) -> list[TopicOffsets]:
-    """Each partition's answer, in the request's order."""
+    """Each partition's answer, in the request's order, worked in slices with the event loop
+    let run between them (server/loop_slices.py)."""
     refused = authz.topics("ListOffsets", (t.name for t in request.topics), session)
     answer = []
+    slices = LoopSlices()
     for topic in request.topics:
         error = refused.get(topic.name)
-        answer.append(
-            TopicOffsets(
-                topic.name,
-                [
-                    PartitionOffset(p.partition, error)
-                    if error is not None
-                    else _partition_offset(replicas, topic.name, p)
-                    for p in topic.partitions
-                ],
+        partitions: list[PartitionOffset] = []
+        for p in topic.partitions:
+            partitions.append(
+                PartitionOffset(p.partition, error)
+                if error is not None
+                else _partition_offset(replicas, topic.name, p)
             )
-        )
+            await slices.step()
+        answer.append(TopicOffsets(topic.name, partitions))
     return answer
 
 

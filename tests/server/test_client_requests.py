@@ -8,7 +8,9 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Awaitable
-from typing import TypeVar
+from typing import Any, TypeVar
+
+import pytest
 
 from broker.memory_pool import MemoryPool
 from broker.partition import Partition
@@ -21,7 +23,6 @@ from server.requests.delete_records import (
     DeletePartition,
     DeleteRecordsRequest,
     DeleteTopic,
-    TopicLowWatermarks,
     delete_records,
 )
 from server.requests.fetch import FetchPartition, FetchRequest, FetchTopic, fetch, release
@@ -276,7 +277,7 @@ def test_list_offsets_answers_earliest_latest_and_a_time(tmp_path):
     partition.append_as_leader(batch(2, ts=NOW), 1, NOW)
     partition.append_as_leader(batch(2, ts=NOW + 10), 1, NOW)
     request = offsets_of((0, EARLIEST), (0, LATEST), (0, NOW + 5), (0, NOW + 99))
-    [topic] = stopped(manager, list_offsets(manager, OPEN, request, None))
+    [topic] = run(manager, list_offsets(manager, OPEN, request, None))
     earliest, latest, by_time, too_late = topic.partitions
     assert (earliest.offset, earliest.timestamp, earliest.leader_epoch) == (0, -1, 1)
     assert (latest.offset, latest.timestamp) == (4, -1)
@@ -294,7 +295,7 @@ def test_list_offsets_answers_the_tiered_storage_timestamps_as_kafka_without_rem
     partition.log.high_watermark = 3
     partition.delete_records_before(2)
     request = offsets_of((0, EARLIEST_LOCAL), (0, LATEST_TIERED))
-    [topic] = stopped(manager, list_offsets(manager, OPEN, request, None))
+    [topic] = run(manager, list_offsets(manager, OPEN, request, None))
     local, tiered = topic.partitions
     assert (local.error, local.offset, local.timestamp, local.leader_epoch) == (None, 2, -1, 1)
     assert (tiered.error, tiered.offset, tiered.timestamp, tiered.leader_epoch) == (
@@ -307,7 +308,7 @@ def test_list_offsets_answers_the_tiered_storage_timestamps_as_kafka_without_rem
 
 def test_list_offsets_refuses_a_negative_timestamp_that_names_nothing(tmp_path):
     manager, _ = leading(tmp_path, [1])
-    [topic] = stopped(manager, list_offsets(manager, OPEN, offsets_of((0, -7)), None))
+    [topic] = run(manager, list_offsets(manager, OPEN, offsets_of((0, -7)), None))
     [answer] = topic.partitions
     assert answer.error.error_name == ErrorCode.INVALID_REQUEST and answer.offset == -1
 
@@ -315,21 +316,19 @@ def test_list_offsets_refuses_a_negative_timestamp_that_names_nothing(tmp_path):
 def test_list_offsets_checks_the_leader_epoch_and_the_principal(tmp_path):
     manager, _ = leading(tmp_path, [1])
     request = offsets_of((0, LATEST), epoch=0)
-    [topic] = stopped(manager, list_offsets(manager, OPEN, request, None))
+    [topic] = run(manager, list_offsets(manager, OPEN, request, None))
     assert topic.partitions[0].error.error_name == ErrorCode.FENCED_LEADER_EPOCH
     # the leader as the metadata has it: none here (the test's image is empty)
     assert topic.partitions[0].current_leader == LeaderHint(-1, -1)
     manager, _ = leading(tmp_path / "again", [1])
     answer = list_offsets(manager, nobody_allowed(), offsets_of((0, LATEST)), ALICE)
-    [topic] = stopped(manager, answer)
+    [topic] = run(manager, answer)
     assert topic.partitions[0].error.error_name == ErrorCode.TOPIC_AUTHORIZATION_FAILED
 
 
 def test_list_offsets_on_a_follower_names_the_leader(tmp_path):
     manager, _ = following(tmp_path)
-    [topic] = run(
-        manager, asyncio.sleep(0, list_offsets(manager, OPEN, offsets_of((0, LATEST)), None))
-    )
+    [topic] = run(manager, list_offsets(manager, OPEN, offsets_of((0, LATEST)), None))
     assert topic.partitions[0].error.error_name == ErrorCode.NOT_LEADER_OR_FOLLOWER
     assert topic.partitions[0].current_leader == LeaderHint(2, 2)
 
@@ -347,7 +346,7 @@ def test_offsets_for_leader_epoch_answers_where_each_epoch_ends(tmp_path):
     manager, partition = leading(tmp_path, [1])
     partition.append_as_leader(batch(3), 1, NOW)
     answer = offsets_for_leader_epoch(manager, OPEN, epochs_of((0, 1), (0, 0), (3, 1)), None)
-    [topic] = stopped(manager, answer)
+    [topic] = run(manager, answer)
     current, older, unknown = topic.partitions
     assert (current.error, current.leader_epoch, current.end_offset) == (None, 1, 3)
     # An epoch before the first ends where the first begins (Kafka's answer).
@@ -358,11 +357,11 @@ def test_offsets_for_leader_epoch_answers_where_each_epoch_ends(tmp_path):
 def test_offsets_for_leader_epoch_checks_the_leader_epoch_and_the_principal(tmp_path):
     manager, _ = leading(tmp_path, [1])
     answer = offsets_for_leader_epoch(manager, OPEN, epochs_of((0, 1), current=5), None)
-    [topic] = stopped(manager, answer)
+    [topic] = run(manager, answer)
     assert topic.partitions[0].error.error_name == ErrorCode.UNKNOWN_LEADER_EPOCH
     manager, _ = leading(tmp_path / "again", [1])
     answer = offsets_for_leader_epoch(manager, nobody_allowed(), epochs_of((0, 1)), ALICE)
-    [topic] = stopped(manager, answer)
+    [topic] = run(manager, answer)
     assert topic.partitions[0].error.error_name == ErrorCode.TOPIC_AUTHORIZATION_FAILED
 
 
@@ -438,16 +437,47 @@ def test_delete_records_refused_or_moving_nothing_writes_no_checkpoint(tmp_path)
     assert partition.log.log_start_offset == 0 and checkpoints.writes == 0
 
 
-def test_delete_records_of_many_partitions_lets_the_loop_run_between_slices(tmp_path):
-    """A DeleteRecords naming 5,000 partitions (the fuzzer's named 248,300, about 2 s of work)
-    is answered in slices: a task waiting on the same loop runs before the answer is done."""
+MANY = 5_000  # partitions: the fuzzer's DeleteRecords named 248,300, about 2 s of work
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda m: delete_records(
+            m,
+            OPEN,
+            Checkpoints(),
+            DeleteRecordsRequest(
+                [DeleteTopic("gone", [DeletePartition(p, 1) for p in range(MANY)])]
+            ),
+            None,
+        ),
+        lambda m: list_offsets(
+            m,
+            OPEN,
+            ListOffsetsRequest(
+                [ListOffsetsTopic("gone", [ListOffsetsPartition(p, LATEST) for p in range(MANY)])]
+            ),
+            None,
+        ),
+        lambda m: offsets_for_leader_epoch(
+            m,
+            OPEN,
+            OffsetsForLeaderEpochRequest(
+                [EpochTopic("gone", [EpochPartition(p, 1) for p in range(MANY)])]
+            ),
+            None,
+        ),
+    ],
+    ids=["DeleteRecords", "ListOffsets", "OffsetsForLeaderEpoch"],
+)
+def test_a_request_naming_many_partitions_lets_the_loop_run_between_slices(tmp_path, call):
+    """Answered in slices (server/loop_slices.py): a task waiting on the same loop runs
+    before the answer is done, and every partition is answered."""
     manager, _ = leading(tmp_path, [1])
-    request = DeleteRecordsRequest(
-        [DeleteTopic("gone", [DeletePartition(p, 1) for p in range(5_000)])]
-    )
     turns: list[int] = []
 
-    async def scenario() -> list[TopicLowWatermarks]:
+    async def scenario() -> list[Any]:
         async def ticker() -> None:
             while True:
                 turns.append(len(turns))
@@ -457,11 +487,11 @@ def test_delete_records_of_many_partitions_lets_the_loop_run_between_slices(tmp_
         await asyncio.sleep(0)
         started = len(turns)
         try:
-            return await delete_records(manager, OPEN, Checkpoints(), request, None)
+            return await call(manager)
         finally:
             task.cancel()
             assert len(turns) - started >= 4, "the loop ran nothing else meanwhile"
 
     [topic] = run(manager, scenario())
-    assert len(topic.partitions) == 5_000
+    assert len(topic.partitions) == MANY
     assert {p.error.error_name for p in topic.partitions} == {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
