@@ -9,7 +9,7 @@ from typing import Any
 
 from broker.fetch_sessions import FINAL_EPOCH, FetchState
 from server.api_errors import error_pb, make_error
-from server.loop_slices import LoopSlices
+from server.loop_slices import LoopSlices, per_partition
 from server.requests.delete_records import (
     DeletePartition,
     DeleteRecordsRequest,
@@ -150,16 +150,11 @@ def fetch_response(answer: SessionFetchAnswer, asked_session: int) -> client_pb2
 
 
 async def list_offsets_request(request: Any) -> ListOffsetsRequest:
-    topics: list[ListOffsetsTopic] = []
-    slices = LoopSlices()  # a request may name 250,000 partitions
-    for topic in request.topics:
-        partitions = [
-            ListOffsetsPartition(p.partition, p.timestamp, p.current_leader_epoch or -1)
-            for p in topic.partitions
-        ]
-        topics.append(ListOffsetsTopic(topic.name, partitions))
-        await slices.step(len(partitions) + 1)
-    return ListOffsetsRequest(topics)
+    def partition(_: str, p: Any) -> ListOffsetsPartition:
+        return ListOffsetsPartition(p.partition, p.timestamp, p.current_leader_epoch or -1)
+
+    topics = await per_partition(request.topics, partition)  # maybe 250,000 partitions
+    return ListOffsetsRequest([ListOffsetsTopic(name, ps) for name, ps in topics])
 
 
 async def list_offsets_response(answer: list[TopicOffsets]) -> client_pb2.ListOffsetsResponse:
@@ -186,16 +181,11 @@ async def list_offsets_response(answer: list[TopicOffsets]) -> client_pb2.ListOf
 
 
 async def offsets_for_leader_epoch_request(request: Any) -> OffsetsForLeaderEpochRequest:
-    topics: list[EpochTopic] = []
-    slices = LoopSlices()  # a request may name 250,000 partitions
-    for topic in request.topics:
-        partitions = [
-            EpochPartition(p.partition, p.leader_epoch, p.current_leader_epoch or -1)
-            for p in topic.partitions
-        ]
-        topics.append(EpochTopic(topic.name, partitions))
-        await slices.step(len(partitions) + 1)
-    return OffsetsForLeaderEpochRequest(topics)
+    def partition(_: str, p: Any) -> EpochPartition:
+        return EpochPartition(p.partition, p.leader_epoch, p.current_leader_epoch or -1)
+
+    topics = await per_partition(request.topics, partition)  # maybe 250,000 partitions
+    return OffsetsForLeaderEpochRequest([EpochTopic(name, ps) for name, ps in topics])
 
 
 async def offsets_for_leader_epoch_response(
@@ -238,13 +228,10 @@ def init_producer_id_response(answer: InitProducerIdAnswer) -> client_pb2.InitPr
 
 async def delete_records_request(request: Any) -> DeleteRecordsRequest:
     """In slices (server/loop_slices.py): a request may name 250,000 partitions."""
-    topics: list[DeleteTopic] = []
-    slices = LoopSlices()
-    for topic in request.topics:
-        partitions = [DeletePartition(p.partition, p.offset) for p in topic.partitions]
-        topics.append(DeleteTopic(topic.name, partitions))
-        await slices.step(len(partitions) + 1)
-    return DeleteRecordsRequest(topics)
+    topics = await per_partition(
+        request.topics, lambda _, p: DeletePartition(p.partition, p.offset)
+    )
+    return DeleteRecordsRequest([DeleteTopic(name, ps) for name, ps in topics])
 
 
 async def delete_records_response(

@@ -8,8 +8,13 @@ one event loop, so per-item work yields to them every SLICE items (a few millise
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Iterable
+from typing import Protocol, TypeVar
 
 SLICE = 1000  # items handled between two turns of the event loop
+
+P_co = TypeVar("P_co", covariant=True)
+A = TypeVar("A")
 
 
 class LoopSlices:
@@ -25,3 +30,27 @@ class LoopSlices:
         if self._count >= SLICE:
             self._count = 0
             await asyncio.sleep(0)
+
+
+class _Topic(Protocol[P_co]):
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def partitions(self) -> Iterable[P_co]: ...
+
+
+async def per_partition(
+    topics: Iterable[_Topic[P_co]], answer: Callable[[str, P_co], A]
+) -> list[tuple[str, list[A]]]:
+    """Each topic's name and `answer(name, partition)` for each of its partitions, in the
+    request's order, in slices: the loop runs others every SLICE partitions."""
+    out: list[tuple[str, list[A]]] = []
+    slices = LoopSlices()
+    for topic in topics:
+        answers: list[A] = []
+        for partition in topic.partitions:
+            answers.append(answer(topic.name, partition))
+            await slices.step()
+        out.append((topic.name, answers))
+    return out

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 
 from broker.replica_manager import ReplicaManager
 from metadata.errors import ApiError
-from server.loop_slices import LoopSlices
+from server.loop_slices import per_partition
 from server.request_authorization import RequestAuthorizer
 from server.request_session import Session
 from storage.errors import StorageError
@@ -63,14 +63,12 @@ async def delete_records(
     """Each partition's answer, in the request's order. `persist_offsets` writes the
     offsets checkpoints (the node's, in a thread)."""
     refused = authz.topics("DeleteRecords", (t.name for t in request.topics), session)
-    answer: list[TopicLowWatermarks] = []
-    slices = LoopSlices()
-    for topic in request.topics:
-        partitions: list[PartitionLowWatermark] = []
-        for p in topic.partitions:
-            partitions.append(_delete(replicas, refused.get(topic.name), topic.name, p))
-            await slices.step()
-        answer.append(TopicLowWatermarks(topic.name, partitions))
+    answer = [
+        TopicLowWatermarks(name, partitions)
+        for name, partitions in await per_partition(
+            request.topics, lambda name, p: _delete(replicas, refused.get(name), name, p)
+        )
+    ]
     moved = any(p.error is None for topic in answer for p in topic.partitions)
     if not moved:
         return answer

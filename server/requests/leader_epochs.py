@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from broker.replica_manager import ReplicaManager
 from metadata.errors import ApiError
-from server.loop_slices import LoopSlices
+from server.loop_slices import per_partition
 from server.request_authorization import RequestAuthorizer
 from server.request_session import Session
 
@@ -60,15 +60,12 @@ async def offsets_for_leader_epoch(
     """Each partition's answer, in the request's order, worked in slices with the event loop
     let run between them (server/loop_slices.py)."""
     refused = authz.topics("OffsetsForLeaderEpoch", (t.name for t in request.topics), session)
-    answer = []
-    slices = LoopSlices()
-    for topic in request.topics:
-        partitions: list[EpochEndOffset] = []
-        for p in topic.partitions:
-            partitions.append(_end_offset(replicas, refused.get(topic.name), topic.name, p))
-            await slices.step()
-        answer.append(TopicEpochEndOffsets(topic.name, partitions))
-    return answer
+    return [
+        TopicEpochEndOffsets(name, partitions)
+        for name, partitions in await per_partition(
+            request.topics, lambda name, p: _end_offset(replicas, refused.get(name), name, p)
+        )
+    ]
 
 
 def _end_offset(

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from broker.replica_manager import ReplicaManager
 from metadata.errors import ApiError
-from server.loop_slices import LoopSlices
+from server.loop_slices import per_partition
 from server.request_authorization import RequestAuthorizer
 from server.request_session import Session
 from server.requests.partitions import LeaderHint, leader_hint
@@ -83,20 +83,17 @@ async def list_offsets(
     """Each partition's answer, in the request's order, worked in slices with the event loop
     let run between them (server/loop_slices.py)."""
     refused = authz.topics("ListOffsets", (t.name for t in request.topics), session)
-    answer = []
-    slices = LoopSlices()
-    for topic in request.topics:
-        error = refused.get(topic.name)
-        partitions: list[PartitionOffset] = []
-        for p in topic.partitions:
-            partitions.append(
-                PartitionOffset(p.partition, error)
-                if error is not None
-                else _partition_offset(replicas, topic.name, p)
-            )
-            await slices.step()
-        answer.append(TopicOffsets(topic.name, partitions))
-    return answer
+
+    def answer(name: str, p: ListOffsetsPartition) -> PartitionOffset:
+        error = refused.get(name)
+        if error is not None:
+            return PartitionOffset(p.partition, error)
+        return _partition_offset(replicas, name, p)
+
+    return [
+        TopicOffsets(name, partitions)
+        for name, partitions in await per_partition(request.topics, answer)
+    ]
 
 
 def _partition_offset(
