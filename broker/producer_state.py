@@ -57,7 +57,7 @@ _FIELDS = 5  # of a BatchRecord
 class RememberedBatches:
     """A producer's last BATCHES_REMEMBERED batches of a partition, oldest first, in one flat
     array of 64-bit integers: 25 BatchRecord objects with their ints took 6.7 KB per
-    producer and partition, this about 1.1 KB (less than 5 objects did), and a producer that
+    producer and partition, this about 1.2 KB (less than 5 objects did), and a producer that
     wrote 3 batches holds 3. Read back as BatchRecords."""
 
     __slots__ = ("_values",)
@@ -70,8 +70,13 @@ class RememberedBatches:
     def append(self, batch: BatchRecord) -> None:
         values = self._values
         values.extend(
-            (batch.first_seq, batch.last_seq, batch.first_offset, batch.last_offset)
-            + (batch.max_timestamp,)
+            (
+                batch.first_seq,
+                batch.last_seq,
+                batch.first_offset,
+                batch.last_offset,
+                batch.max_timestamp,
+            )
         )
         if len(values) > BATCHES_REMEMBERED * _FIELDS:
             del values[:_FIELDS]
@@ -83,6 +88,12 @@ class RememberedBatches:
 
     def __len__(self) -> int:
         return len(self._values) // _FIELDS
+
+    @property
+    def last_seq(self) -> int:
+        """The newest batch's last sequence, -1 when none is remembered."""
+        values = self._values
+        return values[-_FIELDS + 1] if values else -1
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, RememberedBatches) and self._values == other._values
@@ -112,8 +123,7 @@ class ProducerEntry:
 
     @property
     def last_seq(self) -> int:
-        values = self.batches._values
-        return values[-_FIELDS + 1] if values else -1
+        return self.batches.last_seq
 
 
 def _last_seq(header: BatchHeader) -> int:
@@ -199,9 +209,7 @@ class ProducerStateManager:
             if pid != NO_PRODUCER_ID and pid not in saved:
                 entry = self.producers.get(pid)
                 saved[pid] = (
-                    None
-                    if entry is None
-                    else ProducerEntry(entry.epoch, entry.batches.copy())
+                    None if entry is None else ProducerEntry(entry.epoch, entry.batches.copy())
                 )
         return saved
 
