@@ -96,3 +96,78 @@ def test_strings_past_kafkas_int16_bound_are_found_at_any_depth_and_in_maps():
     )
     with pytest.raises(StringTooLong):
         check_strings(in_a_map)
+
+
+def test_a_long_string_among_many_leaf_items_is_found_and_short_ones_pass():
+    """Items holding only strings are measured a field at a time (_check_items): one
+    partition's metadata past the bound among 10,000 is still found, and metadata of
+    MAX_STRING_BYTES // 4 characters or more that encodes within the bound still passes."""
+    import pytest
+
+    from server.rpc_guard import MAX_STRING_BYTES, StringTooLong, check_strings
+    from strom_api.v1 import client_pb2
+
+    def commit(metadata: str, at: int) -> object:
+        P = client_pb2.OffsetCommitRequest.Partition
+        partitions = [P(partition=p) for p in range(10_000)]
+        partitions[at] = P(partition=at, committed_metadata=metadata)
+        return client_pb2.OffsetCommitRequest(
+            topics=[client_pb2.OffsetCommitRequest.Topic(name="t", partitions=partitions)]
+        )
+
+    check_strings(commit("m" * MAX_STRING_BYTES, 9_999))  # ASCII: exactly the bound
+    check_strings(commit("é" * (MAX_STRING_BYTES // 2), 5_000))
+    with pytest.raises(StringTooLong):
+        check_strings(commit("m" * (MAX_STRING_BYTES + 1), 9_999))
+    with pytest.raises(StringTooLong):
+        check_strings(commit("é" * (MAX_STRING_BYTES // 2 + 1), 0))
+
+
+def test_a_large_request_is_parsed_and_checked_off_the_event_loop():
+    """From THREAD_REQUEST_BYTES on, grpc's deserializer only keeps the bytes; the guarded
+    handler parses and checks them on a worker thread, so a request naming millions of
+    items does not hold the loop. A smaller one is parsed in the deserializer, as before."""
+    import asyncio
+    import threading
+    from types import SimpleNamespace
+
+    from server.rpc_guard import THREAD_REQUEST_BYTES, Malformed, _guard_handler
+    from strom_api.v1 import client_pb2
+
+    threads: list[int] = []
+
+    def deserialize(data: bytes) -> object:
+        threads.append(threading.get_ident())
+        return client_pb2.ProduceRequest.FromString(data)
+
+    seen: list[object] = []
+
+    async def behaviour(request: object, context: object) -> str:
+        seen.append(request)
+        return "answered"
+
+    handler = SimpleNamespace(
+        request_streaming=False,
+        response_streaming=False,
+        unary_unary=behaviour,
+        request_deserializer=deserialize,
+        _replace=lambda **changes: SimpleNamespace(**changes),
+    )
+    guarded = _guard_handler("/strom_api.v1.ClientService/Produce", handler, None)
+
+    def produce(size: int) -> bytes:
+        request = client_pb2.ProduceRequest(acks=-1)
+        request.topics.add(name="t").partitions.add(partition=0, records=b"x" * size)
+        return request.SerializeToString()
+
+    async def serve(data: bytes) -> tuple[str, int]:
+        request = guarded.request_deserializer(data)
+        assert not isinstance(request, Malformed)
+        answer = await guarded.unary_unary(request, None)
+        return answer, threading.get_ident()
+
+    for size, off_the_loop in ((THREAD_REQUEST_BYTES, True), (1000, False)):
+        answer, loop_thread = asyncio.run(serve(produce(size)))
+        assert answer == "answered"
+        assert (threads[-1] != loop_thread) is off_the_loop, size
+        assert isinstance(seen[-1], client_pb2.ProduceRequest)
