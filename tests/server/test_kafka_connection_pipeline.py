@@ -9,8 +9,11 @@ from __future__ import annotations
 import asyncio
 import datetime
 import struct
+import threading
+import typing
 
 from kio.index import load_request_schema, load_response_schema
+from kio.static.primitive import i32
 
 from server.kafka import connection
 from server.kafka.api_versions import api_versions_response
@@ -54,15 +57,32 @@ def produce(correlation_id: int) -> bytes:
     return request_frame(body, correlation_id)
 
 
+def large_produce(correlation_id: int) -> bytes:
+    """A Produce frame of THREAD_FRAME_BYTES (its records are not read by these tests)."""
+    request_type = load_request_schema(0, 9)
+    topic_type = typing.get_args(typing.get_type_hints(request_type)["topic_data"])[0]
+    partition_type = typing.get_args(typing.get_type_hints(topic_type)["partition_data"])[0]
+    data = partition_type(index=i32(0), records=b"x" * connection.THREAD_FRAME_BYTES)
+    body = request_type(
+        transactional_id=None,
+        acks=-1,
+        timeout=datetime.timedelta(seconds=5),
+        topic_data=(topic_type(name="t", partition_data=(data,)),),
+    )
+    return request_frame(body, correlation_id)
+
+
 def api_versions(correlation_id: int) -> bytes:
     body = load_request_schema(18, 3)(client_software_name="t", client_software_version="1")
     return request_frame(body, correlation_id)
 
 
-async def _session(apis: HeldApis, frames: list[bytes], script) -> list[int]:
+async def _session(
+    apis: HeldApis, frames: list[bytes], script, max_bytes: int = 1 << 20
+) -> list[int]:
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         auth = ConnectionAuthentication(ANONYMOUS, None, "127.0.0.1")
-        await connection.serve_connection(reader, writer, apis, 1 << 20, lambda *_: None, auth)
+        await connection.serve_connection(reader, writer, apis, max_bytes, lambda *_: None, auth)
 
     server = await asyncio.start_server(serve, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
@@ -145,3 +165,41 @@ def test_at_most_max_in_flight_requests_are_started_and_unanswered():
         assert answered == list(range(1, count + 1))
 
     asyncio.run(_session(apis, [produce(n) for n in range(1, count + 1)], script))
+
+
+def test_a_large_frame_is_decoded_and_its_response_encoded_off_the_event_loop(monkeypatch):
+    """kio's decoding costs per item: a frame of socket.request.max.bytes naming millions
+    of partitions would hold the loop for seconds. From THREAD_FRAME_BYTES on, the frame is
+    decoded and its response encoded on a worker thread; a small one stays on the loop."""
+    where: dict[str, list[tuple[int, int]]] = {"parse": [], "encode": []}
+    parse, encode = connection.parse_request, connection.response_frame
+
+    def parse_noting(frame: bytes) -> object:
+        where["parse"].append((len(frame), threading.get_ident()))
+        return parse(frame)
+
+    def encode_noting(correlation_id: int, response: object) -> bytes:
+        where["encode"].append((correlation_id, threading.get_ident()))
+        return encode(correlation_id, response)
+
+    monkeypatch.setattr(connection, "parse_request", parse_noting)
+    monkeypatch.setattr(connection, "response_frame", encode_noting)
+    apis = HeldApis(signal=True)
+    loop_thread: list[int] = []
+
+    async def script(answered: list[int]) -> None:
+        loop_thread.append(threading.get_ident())
+        apis.let_go(1)
+        for _ in range(200):
+            await asyncio.sleep(0.01)
+            if answered == [1, 2]:
+                break
+        assert answered == [1, 2]
+
+    frames = [large_produce(1), api_versions(2)]
+    asyncio.run(_session(apis, frames, script, max_bytes=4 << 20))
+    [loop] = loop_thread
+    (big, big_thread), (small, small_thread) = where["parse"]
+    assert big >= connection.THREAD_FRAME_BYTES > small
+    assert big_thread != loop and small_thread == loop
+    assert [(c, t == loop) for c, t in where["encode"]] == [(1, False), (2, True)]
