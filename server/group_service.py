@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from broker.replica_manager import ReplicaManager
+from coordinator.group.core import OFFSETS_TOPIC
 from coordinator.group.messages import (
     CommittedOffset,
     Heartbeat,
@@ -24,6 +25,7 @@ from coordinator.group.messages import (
 from coordinator.group.runtime import GroupCoordinator
 from metadata.errors import ApiError
 from server.api_errors import error_pb
+from server.loop_slices import each
 from server.request_authorization import RequestAuthorizer
 from server.request_session import current_session, peer_host
 from server.requests import groups as group_requests
@@ -41,7 +43,11 @@ class GroupApi:
     def group_paths(self) -> group_requests.GroupPaths:
         replicas = self.replicas
         return group_requests.GroupPaths(
-            self.groups, self.authz, lambda: replicas.image, self.create_offsets_topic
+            self.groups,
+            self.authz,
+            lambda: replicas.image,
+            self.create_offsets_topic,
+            lambda: replicas.settings_for(replicas.image, OFFSETS_TOPIC).log.max_message_bytes,
         )
 
     async def FindCoordinator(self, request: Any, context: Any) -> Any:  # noqa: N802
@@ -131,45 +137,48 @@ class GroupApi:
         return response
 
     async def OffsetCommit(self, request: Any, context: Any) -> Any:  # noqa: N802
-        commit = OffsetCommit(
-            request.group_id,
-            request.member_id,
-            request.generation_id,
-            tuple(
-                CommittedOffset(
-                    t.name,
-                    p.partition,
-                    p.committed_offset,
-                    p.committed_leader_epoch,
-                    p.committed_metadata,
-                )
-                for t in request.topics
-                for p in t.partitions
-            ),
-        )
-        answer = await group_requests.commit_offsets(self.group_paths, commit, current_session())
         response = client_pb2.OffsetCommitResponse()
+        paths = self.group_paths
+        too_large = group_requests.commit_size_refusal(
+            paths, request.group_id, ((t.name, len(t.partitions)) for t in request.topics)
+        )
+        if too_large is not None:  # the whole commit, no partition listed
+            _set_error(response, too_large)
+            return response
+        offsets = [
+            CommittedOffset(
+                t.name,
+                p.partition,
+                p.committed_offset,
+                p.committed_leader_epoch,
+                p.committed_metadata,
+            )
+            async for t, p in each((t, p) for t in request.topics for p in t.partitions)
+        ]
+        commit = OffsetCommit(
+            request.group_id, request.member_id, request.generation_id, tuple(offsets)
+        )
+        answer = await group_requests.commit_offsets(paths, commit, current_session())
         _set_error(response, answer.error)
         # The request's topics as it listed them (a topic named twice answered twice).
         out = None
-        for result in answer.partitions:
+        async for result in each(answer.partitions):
             if out is None or out.name != result.topic:
                 out = response.topics.add(name=result.topic)
             _set_error(out.partitions.add(partition=result.partition), result.error)
         return response
 
     async def OffsetFetch(self, request: Any, context: Any) -> Any:  # noqa: N802
-        fetch = OffsetFetch(
-            request.group_id,
-            tuple((t.name, p) for t in request.topics for p in t.partitions)
-            if request.topics
-            else None,
-        )
+        named = None
+        if request.topics:
+            pairs = ((t.name, p) for t in request.topics for p in t.partitions)
+            named = tuple([pair async for pair in each(pairs)])
+        fetch = OffsetFetch(request.group_id, named)
         answer = await group_requests.fetch_offsets(self.group_paths, fetch, current_session())
         response = client_pb2.OffsetFetchResponse()
         _set_error(response, answer.error)
         by_topic: dict[str, Any] = {}
-        for fetched in answer.partitions:
+        async for fetched in each(answer.partitions):
             out = by_topic.get(fetched.topic)
             if out is None:
                 out = by_topic[fetched.topic] = response.topics.add(name=fetched.topic)
@@ -184,9 +193,10 @@ class GroupApi:
 
     async def DescribeGroups(self, request: Any, context: Any) -> Any:  # noqa: N802
         response = client_pb2.DescribeGroupsResponse()
-        for group in group_requests.describe_groups(
+        described = await group_requests.describe_groups(
             self.group_paths, request.groups, current_session()
-        ):
+        )
+        async for group in each(described):
             out = response.groups.add(group_id=group.group_id)
             if group.error is not None:
                 out.error.CopyFrom(error_pb(group.error))
@@ -226,7 +236,7 @@ class GroupApi:
         results = await group_requests.delete_groups(
             self.group_paths, request.groups, current_session()
         )
-        for group_id, error in results:
+        async for group_id, error in each(results):
             _set_error(response.results.add(group_id=group_id), error)
         return response
 

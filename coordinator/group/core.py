@@ -52,6 +52,7 @@ from coordinator.group.messages import (
 from coordinator.group.outbox import Outbox
 from coordinator.group.persistence import (
     error_for_append,
+    error_for_commit_append,
     group_tombstone,
     offset_tombstones,
     replay,
@@ -396,7 +397,10 @@ class GroupCoordinatorCore:
         return self._step(lambda: self._append_done(self._outbox.done(write), error, now_ms))
 
     def _append_done(self, pending: object, error: ApiError | None, now_ms: int) -> None:
-        failure = None if error is None else error_for_append(error)
+        failure = None
+        if error is not None:
+            commit = isinstance(pending, _StoreOffsets)
+            failure = error_for_commit_append(error) if commit else error_for_append(error)
         if isinstance(pending, _StoreOffsets):
             if failure is None:
                 pending.group.offsets.update(pending.values)

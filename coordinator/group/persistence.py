@@ -110,6 +110,21 @@ def _restore(group: Group, value: GroupValue, now_ms: int) -> None:
     group.restore(GroupState.STABLE if group.members else GroupState.EMPTY, now_ms)
 
 
+def error_for_commit_append(error: ApiError) -> ApiError:
+    """An OffsetCommit's failed write: a batch too large for `__consumer_offsets` is Kafka's
+    INVALID_COMMIT_OFFSET_SIZE (GroupMetadataManager's mapping), the rest as any write."""
+    if error.error_name in (
+        ErrorCode.MESSAGE_TOO_LARGE,
+        ErrorCode.RECORD_LIST_TOO_LARGE,
+        ErrorCode.INVALID_FETCH_SIZE,
+    ):
+        return ApiError(
+            ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+            f"The offsets committed do not fit in one batch of __consumer_offsets: {error.message}",
+        )
+    return error_for_append(error)
+
+
 def error_for_append(error: ApiError) -> ApiError:
     """Kafka's mapping of a failed write to __consumer_offsets to what a client sees."""
     if error.error_name in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH):

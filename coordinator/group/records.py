@@ -20,10 +20,28 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from strom_api.record_batch import HEADER_SIZE
+
 OFFSET_KEY_VERSION = 1
 GROUP_KEY_VERSION = 2
 OFFSET_VALUE_VERSION = 3
 GROUP_VALUE_VERSION = 3
+
+# The bytes of a batch of these records before its first record (RecordBatch v2's header).
+BATCH_HEADER_BYTES = HEADER_SIZE
+# The least an OffsetCommit record of empty metadata adds to a batch besides its group and
+# topic names: key version 2 + two string lengths 2 + 2 + partition 4; value version 2 +
+# offset 8 + leader epoch 4 + metadata length 2 + commit timestamp 8; and the record's own
+# framing, one byte each at the least: length, attributes, timestamp delta, offset delta,
+# key length, value length, header count.
+_MIN_OFFSET_RECORD_FIXED = 10 + 24 + 7
+
+
+def min_offset_record_bytes(group: str, topic: str) -> int:
+    """The fewest bytes an OffsetCommit record of `group` and `topic` takes in a batch
+    (the names' UTF-8 is at least one byte a character)."""
+    return _MIN_OFFSET_RECORD_FIXED + len(group) + len(topic)
+
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")

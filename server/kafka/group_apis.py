@@ -73,9 +73,16 @@ from server.kafka.apis import (
 from server.kafka.error_codes import kafka_error_code
 from server.kafka.frames import Request
 from server.kafka.versioned import build, nested
+from server.loop_slices import each
 from server.request_session import current_session
 from server.requests import groups as group_requests
-from server.requests.groups import CoordinatorAnswer, FetchAnswer, FetchedOffset, GroupPaths
+from server.requests.groups import (
+    CoordinatorAnswer,
+    FetchAnswer,
+    FetchedOffset,
+    GroupPaths,
+    PartitionResult,
+)
 from strom_api.error_codes import ErrorCode
 
 # Kafka's "authorized operations not requested" value (Integer.MIN_VALUE).
@@ -273,11 +280,18 @@ class GroupApis:
 
     async def offset_commit(self, request: Request) -> Any:
         body = request.body
-        commit = OffsetCommit(
-            str(body.group_id),
-            body.member_id,
-            int(body.generation_id_or_member_epoch),
-            tuple(
+        response_type = _response(request)
+        pairs = ((t, p) for t in body.topics for p in t.partitions)
+        too_large = group_requests.commit_size_refusal(
+            self.paths, str(body.group_id), ((str(t.name), len(t.partitions)) for t in body.topics)
+        )
+        if too_large is not None:  # on every partition: the response has no top-level error
+            results = [
+                PartitionResult(str(t.name), int(p.partition_index), too_large)
+                async for t, p in each(pairs)
+            ]
+        else:
+            offsets = [
                 CommittedOffset(
                     str(t.name),
                     int(p.partition_index),
@@ -285,16 +299,20 @@ class GroupApis:
                     int(getattr(p, "committed_leader_epoch", -1)),  # v6+
                     p.committed_metadata or "",
                 )
-                for t in body.topics
-                for p in t.partitions
-            ),
-        )
-        answer = await group_requests.commit_offsets(self.paths, commit, current_session())
-        response_type = _response(request)
+                async for t, p in each(pairs)
+            ]
+            commit = OffsetCommit(
+                str(body.group_id),
+                body.member_id,
+                int(body.generation_id_or_member_epoch),
+                tuple(offsets),
+            )
+            answer = await group_requests.commit_offsets(self.paths, commit, current_session())
+            results = list(answer.partitions)
         return build(
             response_type,
             throttle_time=_NO_THROTTLE,
-            topics=_partition_errors(response_type, "OffsetCommitResponse", answer.partitions),
+            topics=await _partition_errors(response_type, "OffsetCommitResponse", results),
         )
 
     async def offset_fetch(self, request: Request) -> Any:
@@ -303,11 +321,11 @@ class GroupApis:
         if request.api_version < 8:
             answer = await self._fetch(body.group_id, body.topics)
             if request.api_version < 2 and answer.error is not None:
-                answer = _on_each_partition(answer, body.topics)
+                answer = await _on_each_partition(answer, body.topics)
             return build(
                 response_type,
                 throttle_time=_NO_THROTTLE,
-                topics=_fetched_topics(response_type, answer, "OffsetFetchResponse"),
+                topics=await _fetched_topics(response_type, answer, "OffsetFetchResponse"),
                 error_code=_code(answer.error),
             )
         group_type = nested(response_type, "OffsetFetchResponseGroup")
@@ -318,18 +336,17 @@ class GroupApis:
                 build(
                     group_type,
                     group_id=group.group_id,
-                    topics=_fetched_topics(response_type, answer, "OffsetFetchResponse", "s"),
+                    topics=await _fetched_topics(response_type, answer, "OffsetFetchResponse", "s"),
                     error_code=_code(answer.error),
                 )
             )
         return build(response_type, throttle_time=_NO_THROTTLE, groups=tuple(out))
 
     async def _fetch(self, group_id: str, topics: Any) -> FetchAnswer:
-        partitions = (
-            None
-            if topics is None
-            else tuple((str(t.name), int(p)) for t in topics for p in t.partition_indexes)
-        )
+        partitions = None
+        if topics is not None:
+            pairs = ((t, p) for t in topics for p in t.partition_indexes)
+            partitions = tuple([(str(t.name), int(p)) async for t, p in each(pairs)])
         return await group_requests.fetch_offsets(
             self.paths, OffsetFetch(str(group_id), partitions), current_session()
         )
@@ -343,9 +360,10 @@ class GroupApis:
         member_type = nested(response_type, "DescribedGroupMember")
         include_operations = bool(getattr(body, "include_authorized_operations", False))
         out = []
-        for group in group_requests.describe_groups(
+        described = await group_requests.describe_groups(
             self.paths, (str(g) for g in body.groups), current_session(), include_operations
-        ):
+        )
+        async for group in each(described):
             error = group.error
             if error is None and not group.found and request.api_version >= 6:
                 error = ApiError(
@@ -413,38 +431,36 @@ class GroupApis:
         results = await group_requests.delete_groups(
             self.paths, (str(g) for g in request.body.groups_names), current_session()
         )
-        return build(
-            response_type,
-            throttle_time=_NO_THROTTLE,
-            results=tuple(
-                build(result_type, group_id=group_id, error_code=_code(error))
-                for group_id, error in results
-            ),
-        )
+        answers = [
+            build(result_type, group_id=group_id, error_code=_code(error))
+            async for group_id, error in each(results)
+        ]
+        return build(response_type, throttle_time=_NO_THROTTLE, results=tuple(answers))
 
     async def offset_delete(self, request: Request) -> Any:
         body = request.body
-        delete = OffsetDelete(
-            str(body.group_id),
-            tuple((str(t.name), int(p.partition_index)) for t in body.topics for p in t.partitions),
-        )
+        pairs = ((t, p) for t in body.topics for p in t.partitions)
+        named = [(str(t.name), int(p.partition_index)) async for t, p in each(pairs)]
+        delete = OffsetDelete(str(body.group_id), tuple(named))
         answer = await group_requests.delete_offsets(self.paths, delete, current_session())
         response_type = _response(request)
         return build(
             response_type,
             error_code=_code(answer.error),
             throttle_time=_NO_THROTTLE,
-            topics=_partition_errors(response_type, "OffsetDeleteResponse", answer.partitions),
+            topics=await _partition_errors(
+                response_type, "OffsetDeleteResponse", answer.partitions
+            ),
         )
 
 
-def _partition_errors(response_type: Any, prefix: str, results: Any) -> tuple[Any, ...]:
+async def _partition_errors(response_type: Any, prefix: str, results: Any) -> tuple[Any, ...]:
     """Each partition's error, grouped by topic as Kafka's response builders group them
     (OffsetCommit, OffsetDelete: `prefix`Topic holding `prefix`Partition entries)."""
     topic_type = nested(response_type, f"{prefix}Topic")
     partition_type = nested(response_type, f"{prefix}Partition")
     by_topic: dict[str, list[Any]] = {}
-    for result in results:
+    async for result in each(results):
         by_topic.setdefault(result.topic, []).append(
             build(
                 partition_type,
@@ -458,25 +474,24 @@ def _partition_errors(response_type: Any, prefix: str, results: Any) -> tuple[An
     )
 
 
-def _on_each_partition(answer: FetchAnswer, topics: Any) -> FetchAnswer:
+async def _on_each_partition(answer: FetchAnswer, topics: Any) -> FetchAnswer:
     """OffsetFetch v1's answer to a group-level error: that error on each partition asked
     (offset -1), since v1 has no top-level error code."""
-    failed = tuple(
-        FetchedOffset(str(t.name), int(p), -1, -1, "", answer.error)
-        for t in topics
-        for p in t.partition_indexes
-    )
-    return dataclasses.replace(answer, partitions=failed)
+    pairs = ((t, p) for t in topics for p in t.partition_indexes)
+    failed = [
+        FetchedOffset(str(t.name), int(p), -1, -1, "", answer.error) async for t, p in each(pairs)
+    ]
+    return dataclasses.replace(answer, partitions=tuple(failed))
 
 
-def _fetched_topics(
+async def _fetched_topics(
     response_type: type[Any], answer: FetchAnswer, prefix: str, plural: str = ""
 ) -> tuple[Any, ...]:
     """OffsetFetch's topics of one group (v8+ names its nested types with an 's')."""
     topic_type = nested(response_type, f"{prefix}Topic{plural}")
     partition_type = nested(response_type, f"{prefix}Partition{plural}")
     by_topic: dict[str, list[Any]] = {}
-    for fetched in answer.partitions:
+    async for fetched in each(answer.partitions):
         by_topic.setdefault(fetched.topic, []).append(
             build(
                 partition_type,

@@ -6,6 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from coordinator.group.records import (
+    BATCH_HEADER_BYTES,
     GroupKey,
     GroupValue,
     MemberValue,
@@ -17,10 +18,12 @@ from coordinator.group.records import (
     group_key,
     group_value,
     java_string_hash,
+    min_offset_record_bytes,
     offset_key,
     offset_value,
     partition_for_group,
 )
+from strom_api.records import Record, encode_batch
 
 
 def test_java_string_hash_matches_java():
@@ -51,3 +54,28 @@ def test_group_values_round_trip():
     assert decode_group_value(group_value(value)) == value
     empty = GroupValue("", 3, None, None, 0, ())
     assert decode_group_value(group_value(empty)) == empty
+
+
+@given(
+    st.text(max_size=30),
+    st.text(max_size=30),
+    st.lists(
+        st.tuples(st.integers(0, 2**31 - 1), st.integers(-1, 2**62), st.text(max_size=5)),
+        min_size=1,
+    ),
+    st.integers(0, 2**45),
+)
+def test_the_least_size_of_offset_commit_records_is_never_more_than_their_batch(
+    group, topic, offsets, ts
+):
+    """commit_size_refusal refuses a commit whose least size is past max.message.bytes: that
+    least size must never exceed the batch the coordinator would write (as
+    broker/group_partitions.py encodes it), else a commit that fits would be refused."""
+    records = [
+        Record(
+            i, ts, offset_key(OffsetKey(group, topic, p)), offset_value(OffsetValue(o, -1, m, ts))
+        )
+        for i, (p, o, m) in enumerate(offsets)
+    ]
+    least = BATCH_HEADER_BYTES + len(offsets) * min_offset_record_bytes(group, topic)
+    assert least <= len(encode_batch(records))

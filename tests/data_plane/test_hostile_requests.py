@@ -308,6 +308,59 @@ def test_offset_commits_to_unknown_partitions_or_with_huge_metadata_are_refused(
     assert committed == {("committed", 0): 1}
 
 
+def test_an_offset_commit_too_large_for_one_batch_is_invalid_commit_offset_size(cluster, client):
+    """One commit's records are one batch of __consumer_offsets. A commit naming more
+    partitions than its max.message.bytes could hold is refused whole before any partition
+    is looked at (30,000 here: at least 1.4 MB); one whose metadata makes the batch too
+    large is refused as Kafka maps the write's MESSAGE_TOO_LARGE. Nothing is committed, and
+    the node stays responsive."""
+    create_topic(cluster, "big-commit", partitions=2)
+    client.leader("big-commit", 0)
+    group = "too-large-group"
+    coordinator = wait_until(lambda: _coordinator(client, group), 30, "a coordinator")
+    stub = client.stub(coordinator)
+    P = client_pb2.OffsetCommitRequest.Partition
+    many = client_pb2.OffsetCommitRequest(
+        group_id=group,
+        generation_id=-1,
+        topics=[
+            client_pb2.OffsetCommitRequest.Topic(
+                name="big-commit", partitions=[P(partition=0, committed_offset=1)] * 30_000
+            )
+        ],
+    )
+    response = stub.OffsetCommit(many, timeout=15)
+    assert error_name(response.error) == "INVALID_COMMIT_OFFSET_SIZE"
+    assert "max.message.bytes (1048588)" in response.error.message
+    assert len(response.topics) == 0
+    assert health_latency(cluster, coordinator) < 1
+
+    heavy = client_pb2.OffsetCommitRequest(
+        group_id=group,
+        generation_id=-1,
+        topics=[
+            client_pb2.OffsetCommitRequest.Topic(
+                name="big-commit",
+                partitions=[
+                    P(partition=p % 2, committed_offset=5, committed_metadata="m" * 4000)
+                    for p in range(300)
+                ],
+            )
+        ],
+    )
+
+    def commit():  # again until the coordinator's metadata has the new topic too
+        answer = stub.OffsetCommit(heavy, timeout=15)
+        names = {error_name(p.error) for t in answer.topics for p in t.partitions}
+        return (answer, names) if "UNKNOWN_TOPIC_OR_PARTITION" not in names else None
+
+    answer, names = wait_until(commit, 20, "the coordinator to know the topic")
+    assert error_name(answer.error) == "INVALID_COMMIT_OFFSET_SIZE", answer
+    assert names == {"INVALID_COMMIT_OFFSET_SIZE"}
+    fetched = stub.OffsetFetch(client_pb2.OffsetFetchRequest(group_id=group), timeout=10)
+    assert [p for t in fetched.topics for p in t.partitions] == []
+
+
 def _coordinator(client, group):
     answer = client.stub(1).FindCoordinator(
         client_pb2.FindCoordinatorRequest(key=group), timeout=10

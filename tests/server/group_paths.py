@@ -11,6 +11,7 @@ from metadata.errors import ApiError
 from metadata.image import MetadataImage
 from server.request_authorization import RequestAuthorizer
 from server.requests.groups import GroupPaths
+from storage.config import LogConfig
 
 
 class _NoPartitions:
@@ -34,4 +35,5 @@ def no_groups() -> GroupPaths:
         RequestAuthorizer(),
         MetadataImage,
         _no_topic_creation,
+        lambda: LogConfig().max_message_bytes,
     )

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
+from kio.static.primitive import i32
 
 from metadata.authorizer import AuthorizerSettings, StandardAcl, StandardAuthorizer
 from metadata.image import MetadataImage
@@ -151,3 +152,98 @@ def test_a_commit_to_a_topic_it_may_not_read_is_topic_authorization_failed():
     for version in range(SERVED[8].min_version, SERVED[8].max_version + 1):
         response = answer(dispatcher(paths), 8, version)
         assert error_codes(response) == {ErrorCode.topic_authorization_failed}
+
+
+MANY = 5_000  # partitions or groups named in one request
+
+
+def _element(kind: Any, field: str) -> Any:
+    """The element type of a tuple field (perhaps nullable) of a kio dataclass."""
+    hint = typing.get_type_hints(kind)[field]
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        hint = next(a for a in typing.get_args(hint) if a is not type(None))
+    return typing.get_args(hint)[0]
+
+
+def _naming_many(key: int, version: int) -> Any:
+    """A request of the group API `key` naming MANY partitions (or groups)."""
+    body_type = load_request_schema(key, version)
+    body = sample(body_type)
+    if key in (8, 47):  # OffsetCommit, OffsetDelete
+        topic_type = _element(body_type, "topics")
+        partition = sample(_element(topic_type, "partitions"))
+        partitions = tuple(
+            dataclasses.replace(partition, partition_index=i32(i)) for i in range(MANY)
+        )
+        topic = dataclasses.replace(sample(topic_type), partitions=partitions)
+        return dataclasses.replace(body, topics=(topic,))
+    if key == 9:  # OffsetFetch v8+: groups of topics
+        group_type = _element(body_type, "groups")
+        topic_type = _element(group_type, "topics")
+        topic = dataclasses.replace(
+            sample(topic_type), partition_indexes=tuple(i32(i) for i in range(MANY))
+        )
+        group = dataclasses.replace(sample(group_type), topics=(topic,))
+        return dataclasses.replace(body, groups=(group,))
+    names = tuple(f"g{i}" for i in range(MANY))
+    if key == 15:  # DescribeGroups
+        return dataclasses.replace(body, groups=names)
+    assert key == 42  # DeleteGroups
+    return dataclasses.replace(body, groups_names=names)
+
+
+@pytest.mark.parametrize("key", [8, 9, 15, 42, 47], ids=lambda k: SERVED[k].name)
+def test_a_group_request_naming_many_lets_the_loop_run_between_slices(key):
+    """Converted, worked and answered in slices (server/loop_slices.py): a task waiting on
+    the same loop runs before the answer is done (here every item is answered at once,
+    NOT_COORDINATOR, with no await that would let it run otherwise)."""
+    version = SERVED[key].max_version
+    apis = dispatcher(no_groups())
+    request = Request(key, version, 7, "client", _naming_many(key, version))
+    turns: list[int] = []
+
+    async def scenario() -> Any:
+        async def ticker() -> None:
+            while True:
+                turns.append(len(turns))
+                await asyncio.sleep(0)
+
+        task = asyncio.create_task(ticker())
+        await asyncio.sleep(0)
+        started = len(turns)
+        token = enter(ALICE)
+        try:
+            return await apis.handle(request)
+        finally:
+            leave(token)
+            task.cancel()
+            assert len(turns) - started >= 4, "the loop ran nothing else meanwhile"
+
+    response = asyncio.run(scenario())
+    assert response_frame(7, response)
+    assert ErrorCode.not_coordinator in error_codes(response)
+
+
+def test_an_offset_commit_too_large_for_one_batch_is_refused_on_every_partition():
+    """Kafka's INVALID_COMMIT_OFFSET_SIZE before the coordinator is asked (which here would
+    answer NOT_COORDINATOR): 30,000 offsets of group "g" and topic "t" take at least
+    30,000 x 43 bytes, more than __consumer_offsets' max.message.bytes; 20,000 fit."""
+    for count, expected in (
+        (30_000, ErrorCode.invalid_commit_offset_size),
+        (20_000, ErrorCode.not_coordinator),
+    ):
+        body_type = load_request_schema(8, 9)
+        topic_type = _element(body_type, "topics")
+        partition = dataclasses.replace(
+            sample(_element(topic_type, "partitions")), committed_metadata=""
+        )
+        topic = dataclasses.replace(sample(topic_type), name="t", partitions=(partition,) * count)
+        body = dataclasses.replace(sample(body_type), group_id="g", topics=(topic,))
+        token = enter(ALICE)
+        try:
+            response = asyncio.run(dispatcher(no_groups()).handle(Request(8, 9, 7, "c", body)))
+        finally:
+            leave(token)
+        [answered] = response.topics
+        assert len(answered.partitions) == count
+        assert error_codes(response) == {expected}

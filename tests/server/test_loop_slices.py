@@ -1,0 +1,48 @@
+"""server/loop_slices.py: per-item work lets the event loop run every SLICE items, or
+sooner when the items are slow (SLICE_SECONDS)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from server import loop_slices
+from server.loop_slices import SLICE, each
+
+
+def _items_between_turns(items: int, cost_s: float) -> list[int]:
+    """How many items `each` went through between two turns of another task."""
+    seen: list[int] = []
+
+    async def scenario() -> None:
+        done = 0
+        stop = False
+
+        async def ticker() -> None:
+            while not stop:
+                seen.append(done)
+                await asyncio.sleep(0)
+
+        task = asyncio.create_task(ticker())
+        await asyncio.sleep(0)
+        async for _ in each(range(items)):
+            if cost_s:
+                time.sleep(cost_s)  # an item's work, holding the loop
+            done += 1
+        stop = True
+        await task
+
+    asyncio.run(scenario())
+    return [b - a for a, b in zip(seen, seen[1:], strict=False)]
+
+
+def test_cheap_items_let_the_loop_run_every_slice():
+    gaps = _items_between_turns(5 * SLICE, 0.0)
+    assert max(gaps) <= SLICE
+    assert sum(gaps) >= 4 * SLICE  # the ticker ran all along
+
+
+def test_slow_items_let_the_loop_run_within_slice_seconds():
+    cost = loop_slices.SLICE_SECONDS / 2
+    gaps = _items_between_turns(40, cost)
+    assert gaps and max(gaps) <= 3, gaps  # a count of SLICE alone would have held the loop 40 items
