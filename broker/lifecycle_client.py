@@ -26,6 +26,7 @@ from typing import Any
 import grpc
 import grpc.aio
 
+from broker.channel_options import CHANNEL_OPTIONS
 from broker.controller_routing import FORWARD_BACKOFF_S, NO_CONTROLLER_S, ControllerRouting
 from broker.lifecycle_state import (
     REGISTRATION_ERRORS,
@@ -53,7 +54,8 @@ class LifecycleClient:
         metadata_offset: Callable[[], int],
         heartbeat_interval_ms: int = 2000,
         previous_broker_epoch: int = -1,
-        open_channel: Callable[[str], grpc.aio.Channel] = grpc.aio.insecure_channel,
+        # open_channel(address, options)
+        open_channel: Callable[..., grpc.aio.Channel] = grpc.aio.insecure_channel,
         tls: bool = False,
     ) -> None:
         self.broker_id = broker_id
@@ -289,7 +291,9 @@ class LifecycleClient:
         couple of seconds must not build them anew)."""
         stub = self._stubs.get(voter)
         if stub is None:
-            channel = self._channels[voter] = self.open_channel(self.voters[voter])
+            channel = self._channels[voter] = self.open_channel(
+                self.voters[voter], CHANNEL_OPTIONS
+            )
             stub = self._stubs[voter] = controller_pb2_grpc.ControllerServiceStub(  # type: ignore[no-untyped-call]
                 channel
             )

@@ -23,6 +23,7 @@ from collections.abc import Callable
 import grpc
 import grpc.aio
 
+from broker.channel_options import CHANNEL_OPTIONS
 from broker.follower_fetch import (
     IDLE_MS,
     Answered,
@@ -44,10 +45,6 @@ from strom_api.v1 import replica_pb2_grpc
 
 log = logging.getLogger("strom.fetcher")
 
-CHANNEL_OPTIONS = [
-    ("grpc.max_receive_message_length", 128 * 1024 * 1024),
-    ("grpc.max_send_message_length", 128 * 1024 * 1024),
-]
 # open_channel(address, options=...): a channel to a leader's inter-broker listener.
 OpenChannel = Callable[..., grpc.aio.Channel]
 

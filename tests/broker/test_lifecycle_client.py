@@ -182,3 +182,36 @@ async def follows_not_controller():
         assert answer is not None and not answer.HasField("error")
         assert standby.asked == 1
         await client.stop()
+
+
+class LargeAnswers(Controller):
+    """Answers DescribeTopics with a 6 MB message, as a controller of a large cluster does."""
+
+    async def DescribeTopics(self, request, context):
+        topic = controller_pb2.DescribeTopicsResponse.Topic(name="t" * 60, topic_id=bytes(16))
+        return controller_pb2.DescribeTopicsResponse(topics=[topic] * 75_000)
+
+
+def test_a_forwarded_admin_request_takes_an_answer_larger_than_grpcs_default_limit():
+    """The broker's channel to the controller takes messages up to 128 MiB: with gRPC's
+    default 4 MiB, a DescribeTopics or DescribeConfigs answer of a large cluster was
+    refused (RESOURCE_EXHAUSTED) and the request sent again until its deadline."""
+
+    async def scenario() -> None:
+        server = grpc.aio.server()
+        controller_pb2_grpc.add_ControllerServiceServicer_to_server(LargeAnswers(), server)
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        client = client_of(f"127.0.0.1:{port}")
+        try:
+            response = await client.forward(
+                "DescribeTopics", controller_pb2.DescribeTopicsRequest(), timeout_s=2.0
+            )
+            assert response is not None, client.last_error
+            assert response.ByteSize() > 4 * 1024 * 1024
+            assert len(response.topics) == 75_000
+        finally:
+            await client.stop()
+            await server.stop(0)
+
+    asyncio.run(scenario())
