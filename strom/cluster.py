@@ -311,14 +311,24 @@ class Cluster:
         elif name in self.wanted and self._topic_errors.first_time(name, error):
             network_log.warning("Error while fetching metadata: {%s=%s}", name, error)
 
-    async def topic(self, name: str, timeout_s: float, auto_create: bool = False) -> TopicInfo:
-        """The topic's metadata, waiting up to `timeout_s` for it to exist and have
-        partitions (Kafka's max.block.ms); UNKNOWN_TOPIC_OR_PARTITION after that."""
+    async def topic(
+        self, name: str, timeout_s: float, auto_create: bool = False, partitions: int = 1
+    ) -> TopicInfo:
+        """The topic's metadata, waiting up to `timeout_s` for it to exist and have at least
+        `partitions` partitions (Kafka's max.block.ms: a producer sending to a partition
+        just added waits until the metadata it learns has it); UNKNOWN_TOPIC_OR_PARTITION
+        after that, or a timeout when the topic exists with fewer partitions."""
         deadline = time.monotonic() + timeout_s
         while True:
             info = self.topics.get(name)
-            if info is not None and _usable(info):
+            if info is not None and _usable(info) and len(info.partitions) >= partitions:
                 return info
+            if info is not None and _usable(info) and time.monotonic() >= deadline:
+                raise KafkaTimeoutError(
+                    f"Partition {partitions - 1} of topic {name} with partition count "
+                    f"{len(info.partitions)} is not present in metadata after "
+                    f"{timeout_s * 1000:.0f} ms."
+                )
             if info is not None and info.error in AUTHORIZATION_ERRORS:
                 # Kafka's producer and consumer raise this at once: waiting changes nothing.
                 raise error_for(info.error, f"topic '{name}': {info.message}")
@@ -351,7 +361,8 @@ class Cluster:
                 raise
             except (StromError, TimeoutError):
                 pass
-            if not (self.topics.get(name) and self.topics[name].partitions):
+            learned = self.topics.get(name)
+            if not (learned and len(learned.partitions) >= partitions):
                 await asyncio.sleep(min(self.retry_backoff_s, max(deadline - time.monotonic(), 0)))
 
     def partition_counts(self, topics: Iterable[str]) -> dict[str, int]:

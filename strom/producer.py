@@ -248,6 +248,12 @@ class Producer:
             info = self._io.run(self._cluster.topic(topic, self.max_block_s, auto_create=True))
         sticky = False
         if partition is not None:
+            if partition >= len(info.partitions):
+                # Kafka's waitOnMetadata: a partition just added may not be in the metadata
+                # learned yet; wait for it up to max.block.ms, then time out.
+                info = self._io.run(
+                    self._cluster.topic(topic, self.max_block_s, partitions=partition + 1)
+                )
             if not 0 <= partition < len(info.partitions):
                 raise StromError(
                     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,

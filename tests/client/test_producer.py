@@ -246,7 +246,7 @@ def test_a_refused_batch_fails_its_records_and_later_sends_still_succeed(cluster
         with pytest.raises(StromError, match="MESSAGE_TOO_LARGE"):
             producer.send("small", b"y" * (2 << 20))  # over max_request_size: refused at once
         with pytest.raises(StromError, match="UNKNOWN_TOPIC_OR_PARTITION"):
-            producer.send("small", b"z", partition=7)
+            producer.send("small", b"z", partition=-1)  # (7 waits for metadata: see below)
         with pytest.raises(StromError, match="must be bytes"):
             producer.send("small", "text")
     assert [r.value for r in reader(cluster).read_all("small", 0)] == [b"ok-1", b"ok-2"]
@@ -341,3 +341,25 @@ def test_the_topics_compression_type_decides_how_batches_are_stored(cluster, top
     answer = client.fetch_raw(client.leader(topic, 0), topic, 0, 0)
     headers = [header for header, _ in decode_batches(answer.records)]
     assert headers and {compression.NAMES[h.compression] for h in headers} == {stored}
+
+
+def test_a_send_to_a_partition_just_added_waits_for_metadata_that_has_it(cluster):
+    """Kafka's waitOnMetadata: the producer's metadata still says 1 partition when the
+    topic gets a second; a send to partition 1 waits (max.block.ms) for metadata that has
+    it instead of failing at once. A partition that never comes is a timeout saying so."""
+    from strom.admin import AdminClient
+    from strom.errors import KafkaTimeoutError
+
+    create_topic(cluster, "widening", partitions=1)
+    with Producer(bootstrap(cluster), max_block_ms=20_000) as producer:
+        producer.send("widening", b"first", partition=0).get(timeout=10)
+        with AdminClient(bootstrap(cluster)) as admin:
+            admin.create_partitions({"widening": 2})
+        assert producer.send("widening", b"second", partition=1).get(timeout=10).partition == 1
+    with Producer(bootstrap(cluster), max_block_ms=500) as producer:
+        with pytest.raises(KafkaTimeoutError) as raised:
+            producer.send("widening", b"nowhere", partition=5)
+    assert str(raised.value).endswith(
+        "Partition 5 of topic widening with partition count 2 is not present in metadata "
+        "after 500 ms."
+    )
