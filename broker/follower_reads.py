@@ -20,7 +20,7 @@ from broker.partition import FollowerRead, Partition
 from broker.purgatory import FetchReadSummary
 from broker.replication_quota import ReplicationQuota
 from broker.request_checks import named_twice
-from metadata.errors import ApiError
+from metadata.errors import ApiError, kept
 from strom_api.error_codes import ErrorCode
 
 # One partition of a follower fetch served: the request's partition, the replica (None when
@@ -74,7 +74,7 @@ def read_follower_fetch(
                 throttled=throttle,
             )
         except ApiError as exc:
-            answers.append((item, partition, exc))
+            answers.append((item, partition, kept(exc)))
             continue
         if answer.records and quota.is_throttled(partition.topic, partition.index):
             quota.record(len(answer.records))

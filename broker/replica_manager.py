@@ -53,7 +53,7 @@ from broker.replica_sessions import FollowerSessions
 from broker.replication_settings import ReplicationSettings
 from broker.topic_settings import TopicSettings, topic_settings
 from metadata.delta import MetadataDelta
-from metadata.errors import ApiError
+from metadata.errors import ApiError, kept
 from metadata.image import MetadataImage, PartitionRegistration
 from storage.errors import StorageError
 from storage.log_manager import LogManager
@@ -550,7 +550,7 @@ class ReplicaManager:
                 partition = self.leader_partition(topic, index)
                 append = partition.append_as_leader(records, acks, now, prepared.get(key))
             except ApiError as exc:
-                results[key] = ProduceResult(error=exc)
+                results[key] = ProduceResult(error=kept(exc))
                 continue
             results[key] = ProduceResult(append)
             if not append.duplicate:
@@ -597,7 +597,7 @@ class ReplicaManager:
                     continue
                 prepared[key] = await asyncio.to_thread(producer_batches, records, settings, now)
             except ApiError as exc:
-                results[key] = ProduceResult(error=exc)
+                results[key] = ProduceResult(error=kept(exc))
         return prepared
 
     async def _await_replication(
@@ -689,7 +689,7 @@ class ReplicaManager:
                 else:
                     partition = self.leader_partition(item.topic, item.partition)
             except ApiError as exc:
-                results[key] = FetchResult(error=exc)
+                results[key] = FetchResult(error=kept(exc))
                 continue
             log_ = partition.log
             results[key] = FetchResult(b"", log_.high_watermark, log_.log_start_offset)
@@ -723,7 +723,7 @@ class ReplicaManager:
                 if budget < max_bytes and len(records) > budget:
                     records = b""
             except ApiError as exc:
-                results[key] = FetchResult(error=exc)
+                results[key] = FetchResult(error=kept(exc))
                 stopped = True
                 continue
             budget -= len(records)

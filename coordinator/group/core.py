@@ -59,7 +59,7 @@ from coordinator.group.persistence import (
 )
 from coordinator.group.records import OffsetKey, OffsetValue, offset_key, partition_for_group
 from coordinator.group.state import Group, GroupState
-from metadata.errors import ApiError
+from metadata.errors import ApiError, kept
 from strom_api.error_codes import ErrorCode
 
 log = logging.getLogger("strom.groups")
@@ -276,7 +276,7 @@ class GroupCoordinatorCore:
             try:
                 handler()
             except ApiError as exc:
-                self._outbox.respond(request, error=exc)
+                self._outbox.respond(request, error=kept(exc))
             except Exception as exc:
                 if request in self._outbox.waiting:
                     failed = f"The group coordinator failed: {exc}"

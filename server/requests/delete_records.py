@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 
 from broker.replica_manager import ReplicaManager
-from metadata.errors import ApiError
+from metadata.errors import ApiError, kept
 from server.loop_slices import per_partition
 from server.request_authorization import RequestAuthorizer
 from server.request_session import Session
@@ -97,6 +97,6 @@ def _delete(
             p.partition, low_watermark=partition.delete_records_before(p.offset)
         )
     except ApiError as exc:
-        return PartitionLowWatermark(p.partition, exc)
+        return PartitionLowWatermark(p.partition, kept(exc))
     except StorageError as exc:
         return PartitionLowWatermark(p.partition, ApiError(exc.error_name, str(exc)))

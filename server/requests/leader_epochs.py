@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from broker.replica_manager import ReplicaManager
-from metadata.errors import ApiError
+from metadata.errors import ApiError, kept
 from server.loop_slices import per_partition
 from server.request_authorization import RequestAuthorizer
 from server.request_session import Session
@@ -77,5 +77,5 @@ def _end_offset(
         partition = replicas.leader_partition(topic, p.partition)
         epoch, end = partition.end_offset_for_epoch(p.leader_epoch, p.current_leader_epoch)
     except ApiError as exc:
-        return EpochEndOffset(p.partition, exc)
+        return EpochEndOffset(p.partition, kept(exc))
     return EpochEndOffset(p.partition, leader_epoch=epoch, end_offset=end)

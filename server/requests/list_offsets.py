@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from broker.replica_manager import ReplicaManager
-from metadata.errors import ApiError
+from metadata.errors import ApiError, kept
 from server.loop_slices import per_partition
 from server.request_authorization import RequestAuthorizer
 from server.request_session import Session
@@ -102,8 +102,9 @@ def _partition_offset(
     try:
         return _lookup(replicas, topic, p)
     except ApiError as exc:
+        error = kept(exc)
         return PartitionOffset(
-            p.partition, exc, current_leader=leader_hint(replicas, exc, topic, p.partition)
+            p.partition, error, current_leader=leader_hint(replicas, error, topic, p.partition)
         )
     except StorageError as exc:  # a read by time met a failed disk
         return PartitionOffset(p.partition, ApiError(exc.error_name, str(exc)))

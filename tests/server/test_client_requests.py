@@ -6,6 +6,7 @@ converts gets it (issue 20: a second front end never copies a rule)."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 from collections.abc import Awaitable
 from typing import Any, TypeVar
@@ -440,37 +441,35 @@ def test_delete_records_refused_or_moving_nothing_writes_no_checkpoint(tmp_path)
 MANY = 5_000  # partitions: the fuzzer's DeleteRecords named 248,300, about 2 s of work
 
 
-@pytest.mark.parametrize(
-    "call",
-    [
-        lambda m: delete_records(
-            m,
-            OPEN,
-            Checkpoints(),
-            DeleteRecordsRequest(
-                [DeleteTopic("gone", [DeletePartition(p, 1) for p in range(MANY)])]
-            ),
-            None,
+MANY_PARTITION_CALLS = [
+    lambda m: delete_records(
+        m,
+        OPEN,
+        Checkpoints(),
+        DeleteRecordsRequest([DeleteTopic("gone", [DeletePartition(p, 1) for p in range(MANY)])]),
+        None,
+    ),
+    lambda m: list_offsets(
+        m,
+        OPEN,
+        ListOffsetsRequest(
+            [ListOffsetsTopic("gone", [ListOffsetsPartition(p, LATEST) for p in range(MANY)])]
         ),
-        lambda m: list_offsets(
-            m,
-            OPEN,
-            ListOffsetsRequest(
-                [ListOffsetsTopic("gone", [ListOffsetsPartition(p, LATEST) for p in range(MANY)])]
-            ),
-            None,
+        None,
+    ),
+    lambda m: offsets_for_leader_epoch(
+        m,
+        OPEN,
+        OffsetsForLeaderEpochRequest(
+            [EpochTopic("gone", [EpochPartition(p, 1) for p in range(MANY)])]
         ),
-        lambda m: offsets_for_leader_epoch(
-            m,
-            OPEN,
-            OffsetsForLeaderEpochRequest(
-                [EpochTopic("gone", [EpochPartition(p, 1) for p in range(MANY)])]
-            ),
-            None,
-        ),
-    ],
-    ids=["DeleteRecords", "ListOffsets", "OffsetsForLeaderEpoch"],
-)
+        None,
+    ),
+]
+MANY_IDS = ["DeleteRecords", "ListOffsets", "OffsetsForLeaderEpoch"]
+
+
+@pytest.mark.parametrize("call", MANY_PARTITION_CALLS, ids=MANY_IDS)
 def test_a_request_naming_many_partitions_lets_the_loop_run_between_slices(tmp_path, call):
     """Answered in slices (server/loop_slices.py): a task waiting on the same loop runs
     before the answer is done, and every partition is answered."""
@@ -495,3 +494,20 @@ def test_a_request_naming_many_partitions_lets_the_loop_run_between_slices(tmp_p
     [topic] = run(manager, scenario())
     assert len(topic.partitions) == MANY
     assert {p.error.error_name for p in topic.partitions} == {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+
+
+@pytest.mark.parametrize("call", MANY_PARTITION_CALLS, ids=MANY_IDS)
+def test_refusals_of_many_partitions_leave_no_garbage_cycles(tmp_path, call):
+    """Each partition refused (UNKNOWN_TOPIC_OR_PARTITION) is answered with its error kept
+    without a traceback (metadata.errors.kept): with it, each left 10-12 objects in
+    cycles, and their collections took two thirds of a 100,000-partition request."""
+    manager, _ = leading(tmp_path, [1])
+    gc.collect()
+    gc.disable()
+    try:
+        [topic] = run(manager, call(manager))
+        del topic
+        garbage = gc.collect()
+    finally:
+        gc.enable()
+    assert garbage < MANY, f"{garbage} objects in cycles after {MANY} refused partitions"
