@@ -100,6 +100,13 @@ from strom_api.v1 import metadata_pb2 as pb
 log = logging.getLogger("strom.controller")
 T = TypeVar("T")
 
+# Kafka's QuorumController.MAX_RECORDS_PER_USER_OP: the most metadata records one user
+# operation (an admin request) may write; beyond it Kafka answers POLICY_VIOLATION with
+# EXCESSIVE_BATCH. The controller's service refuses requests naming more items than this
+# (server/controller_service.py), each item being a record at least.
+MAX_RECORDS_PER_USER_OP = 10_000
+EXCESSIVE_BATCH = "Unable to perform excessively large batch operation."
+
 
 @dataclass(frozen=True)
 class ControllerConfig:

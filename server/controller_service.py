@@ -17,13 +17,14 @@ from metadata.alter_partition import IsrProposal
 from metadata.authorizer import StandardAcl
 from metadata.broker_lifecycle import BrokerRegistrationRequest, HeartbeatRequest
 from metadata.config_control import ConfigEntry, LocalConfig, describe_configs, new_topic_configs
-from metadata.controller import QuorumController
+from metadata.controller import EXCESSIVE_BATCH, MAX_RECORDS_PER_USER_OP, QuorumController
 from metadata.errors import ApiError
 from metadata.image import Endpoint
 from metadata.partition_change import Election
 from metadata.scram_control import ScramDeletion, ScramUpsertion
 from metadata.topic_control import NewTopic
 from server.api_errors import error_pb
+from server.loop_slices import each
 from strom_api.acls import AclOperation, AclPermissionType, PatternType, ResourceType
 from strom_api.error_codes import ErrorCode
 from strom_api.v1 import controller_pb2, controller_pb2_grpc
@@ -108,6 +109,16 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
         self.cluster_id = cluster_id
         self.static_config = dict(static_config or {})  # this node's server.properties
         self.node_id = node_id
+
+    def _excessive(self, items: int) -> controller_pb2.ControllerError | None:
+        """Kafka's controller refuses a user operation that would write more than
+        MAX_RECORDS_PER_USER_OP records (POLICY_VIOLATION, in its words). Each item these
+        requests name is a record at least, so one naming more is refused here, whole,
+        before any is converted or looked at: 100,000 config resources once held the active
+        controller's loop 3-5 s, long enough for the quorum to elect another."""
+        if items <= MAX_RECORDS_PER_USER_OP:
+            return None
+        return self._controller_error(ApiError(ErrorCode.POLICY_VIOLATION, EXCESSIVE_BATCH))
 
     def _controller_error(self, error: ApiError) -> controller_pb2.ControllerError:
         core = self.controller.driver.core
@@ -202,6 +213,9 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
         return controller_pb2.AllocateProducerIdsResponse(first_producer_id=first, count=count)
 
     async def CreateTopics(self, request: Any, context: Any) -> Any:  # noqa: N802
+        excessive = self._excessive(len(request.topics))
+        if excessive is not None:
+            return controller_pb2.CreateTopicsResponse(error=excessive)
         topics = [
             NewTopic(
                 t.name,
@@ -236,6 +250,9 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
         return out
 
     async def DeleteTopics(self, request: Any, context: Any) -> Any:  # noqa: N802
+        excessive = self._excessive(len(request.names))
+        if excessive is not None:
+            return controller_pb2.DeleteTopicsResponse(error=excessive)
         try:
             results = await self.controller.delete_topics(list(request.names))
         except ApiError as error:
@@ -335,6 +352,9 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
         return out
 
     async def ElectLeaders(self, request: Any, context: Any) -> Any:  # noqa: N802
+        excessive = self._excessive(len(request.partitions))
+        if excessive is not None:
+            return controller_pb2.ElectLeadersResponse(error=excessive)
         election = Election.UNCLEAN if request.election_type == 1 else Election.PREFERRED
         partitions = None if request.all_partitions else [_tp(p) for p in request.partitions]
         try:
@@ -344,6 +364,9 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
         return _results(controller_pb2.ElectLeadersResponse(), results)
 
     async def AlterPartitionReassignments(self, request: Any, context: Any) -> Any:  # noqa: N802
+        excessive = self._excessive(len(request.reassignments))
+        if excessive is not None:
+            return controller_pb2.AlterPartitionReassignmentsResponse(error=excessive)
         requests = {
             _tp(r.partition): (list(r.replicas.ids) if r.HasField("replicas") else None)
             for r in request.reassignments
@@ -377,6 +400,9 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
         return out
 
     async def IncrementalAlterConfigs(self, request: Any, context: Any) -> Any:  # noqa: N802
+        excessive = self._excessive(len(request.resources))
+        if excessive is not None:
+            return controller_pb2.IncrementalAlterConfigsResponse(error=excessive)
         changes = [
             (
                 (int(r.resource.type), r.resource.name),
@@ -407,7 +433,7 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
     async def DescribeConfigs(self, request: Any, context: Any) -> Any:  # noqa: N802
         out = controller_pb2.DescribeConfigsResponse()
         keys = list(request.keys) or None
-        for resource in request.resources:
+        async for resource in each(request.resources):  # may be hundreds of thousands
             item = out.results.add(resource=resource)
             # This node's server.properties is the static layer of its own config and of a
             # topic's as it answers; another broker's static configs are that broker's to

@@ -166,6 +166,57 @@ def test_a_billion_partitions_is_a_policy_violation_not_a_dead_controller(cluste
     assert error_name(create_raw(cluster, "fine", 3).error) == "NONE"
 
 
+def test_an_admin_request_naming_more_than_kafkas_records_per_operation_is_refused_at_once(
+    cluster, client
+):
+    """Kafka's controller refuses a user operation of more than 10,000 records
+    (MAX_RECORDS_PER_USER_OP): POLICY_VIOLATION, "Unable to perform excessively large batch
+    operation.". Here a request naming more items is refused whole before any is looked
+    at, through a broker as to the controller; 100,000 config resources once held the
+    active controller's loop for seconds and moved the quorum's leadership."""
+    many = 10_001
+    tps = [controller_pb2.TopicPartition(topic="x", partition=p) for p in range(many)]
+    Resource = controller_pb2.IncrementalAlterConfigsRequest.Resource
+    requests = {
+        "CreateTopics": controller_pb2.CreateTopicsRequest(
+            topics=[
+                controller_pb2.CreatableTopic(name=f"n{i}", num_partitions=1, replication_factor=1)
+                for i in range(many)
+            ]
+        ),
+        "DeleteTopics": controller_pb2.DeleteTopicsRequest(names=[f"n{i}" for i in range(many)]),
+        "ElectLeaders": controller_pb2.ElectLeadersRequest(partitions=tps),
+        "AlterPartitionReassignments": controller_pb2.AlterPartitionReassignmentsRequest(
+            reassignments=[
+                controller_pb2.AlterPartitionReassignmentsRequest.Reassignment(partition=tp)
+                for tp in tps
+            ]
+        ),
+        "IncrementalAlterConfigs": controller_pb2.IncrementalAlterConfigsRequest(
+            resources=[
+                Resource(resource=controller_pb2.ConfigResource(type=2, name=f"n{i}"))
+                for i in range(many)
+            ]
+        ),
+    }
+    controller = cluster.active_controller()
+    stub = controller_pb2_grpc.ControllerServiceStub(
+        grpc.insecure_channel(f"127.0.0.1:{cluster.broker_port[1]}")
+    )
+    for method, request in requests.items():
+        for answer in (getattr(stub, method)(request, timeout=10), cluster.call(method, request)):
+            assert error_name(answer.error.error) == "POLICY_VIOLATION", (method, answer.error)
+            assert answer.error.error.message == (
+                "Unable to perform excessively large batch operation."
+            )
+    assert cluster.active_controller() == controller
+    assert "n0" not in {t.name for t in client.metadata().topics}  # nothing was created
+    fewer = controller_pb2.DeleteTopicsRequest(names=[f"n{i}" for i in range(10_000)])
+    answer = cluster.call("DeleteTopics", fewer)
+    assert error_name(answer.error.error) == "NONE"
+    assert {error_name(t.error) for t in answer.topics} == {"UNKNOWN_TOPIC_OR_PARTITION"}
+
+
 def test_init_producer_id_bumps_only_ids_that_were_handed_out(cluster, client):
     """An id never issued was once answered (that id, epoch + 1)."""
     stub = client.stub(1)
