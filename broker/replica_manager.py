@@ -35,6 +35,7 @@ from broker.fetch_sessions import FetchSessionCache
 from broker.follower_fetch import FetchRequest, FetchResponse
 from broker.follower_reads import FollowerAnswer, read_follower_fetch, read_summary
 from broker.isr_proposals import ISR_RETRY_BACKOFF_S, Outcome
+from broker.loop_slices import LoopSlices
 from broker.memory_pool import MemoryPool
 from broker.partition import LeaderAppend, Partition, storage_error
 from broker.partition_leader import IsrChange
@@ -542,7 +543,10 @@ class ReplicaManager:
         waiting: list[tuple[TopicPartition, Partition, LeaderAppend]] = []
         now = now_ms()
         prepared = await self._validate_large(batches, now, results)
+        slices = LoopSlices()  # a request may name 100,000 partitions: others run meanwhile
         for topic, index, records in batches:
+            if slices.due():
+                await asyncio.sleep(0)
             key = (topic, index)
             if key in results:
                 continue  # refused while validated off the loop

@@ -5,6 +5,7 @@ Kafka's request has a default or -1 for "none" (current_leader_epoch, max_bytes)
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from broker.fetch_sessions import FINAL_EPOCH, FetchState
@@ -69,11 +70,14 @@ def produce_request(request: Any) -> ProduceRequest:
     )
 
 
-def produce_response(answer: list[TopicProduced]) -> client_pb2.ProduceResponse:
+async def produce_response(answer: list[TopicProduced]) -> client_pb2.ProduceResponse:
     response = client_pb2.ProduceResponse()
+    slices = LoopSlices()
     for topic in answer:
         out = response.topics.add(name=topic.name)
         for p in topic.partitions:
+            if slices.due():
+                await asyncio.sleep(0)
             item = out.partitions.add(
                 partition=p.partition,
                 base_offset=p.base_offset,

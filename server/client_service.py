@@ -8,12 +8,14 @@ Kafka's name, a sentence and retriability."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import functools
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+from broker.loop_slices import LoopSlices
 from broker.producer_ids import ProducerIdManager
 from broker.replica_manager import ReplicaManager
 from coordinator.group.runtime import GroupCoordinator
@@ -134,7 +136,10 @@ class ClientServicer(GroupApi, client_pb2_grpc.ClientServiceServicer):
         )
         for b in answer.brokers:
             response.brokers.add(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack or "")
+        slices = LoopSlices()
         for topic in answer.topics:
+            if slices.due(1 + len(topic.partitions)):
+                await asyncio.sleep(0)
             out = response.topics.add(name=topic.name, is_internal=topic.is_internal)
             if topic.error is not None:
                 out.error.CopyFrom(error_pb(topic.error))
@@ -172,7 +177,7 @@ class ClientServicer(GroupApi, client_pb2_grpc.ClientServiceServicer):
         )
         if request.acks == 0:  # the producer reads no answer
             return client_pb2.ProduceResponse()
-        return produce_response(answer)
+        return await produce_response(answer)
 
     async def ProduceStream(  # noqa: N802
         self, request_iterator: AsyncIterator[Any], context: Any
@@ -191,7 +196,7 @@ class ClientServicer(GroupApi, client_pb2_grpc.ClientServiceServicer):
             self.observe("ProduceStream", time.perf_counter() - start)
         if request.acks == 0:
             return client_pb2.ProduceResponse()
-        return produce_response(answer)
+        return await produce_response(answer)
 
     # --- Fetch ------------------------------------------------------------------------------
 

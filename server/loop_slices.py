@@ -9,35 +9,16 @@ coordinator refuses took 70 us while its refusals' tracebacks were garbage to co
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Protocol, TypeVar
 
-SLICE = 1000  # items handled between two turns of the event loop, at most
-SLICE_SECONDS = 0.005  # and seconds
+from broker.loop_slices import SLICE, SLICE_SECONDS, LoopSlices
+
+__all__ = ["SLICE", "SLICE_SECONDS", "LoopSlices", "each", "per_partition"]
 
 P_co = TypeVar("P_co", covariant=True)
 A = TypeVar("A")
 T = TypeVar("T")
-
-
-class LoopSlices:
-    """Counts items done; every SLICE of them or SLICE_SECONDS, `step` lets the loop run
-    others."""
-
-    __slots__ = ("_count", "_since")
-
-    def __init__(self) -> None:
-        self._count = 0
-        self._since = time.perf_counter()
-
-    async def step(self, items: int = 1) -> None:
-        self._count += items
-        if self._count >= SLICE or time.perf_counter() - self._since >= SLICE_SECONDS:
-            await asyncio.sleep(0)
-            self._count = 0
-            self._since = time.perf_counter()
 
 
 async def each(items: Iterable[T]) -> AsyncIterator[T]:

@@ -10,9 +10,11 @@ offline replicas from the broker's metadata image.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from broker.loop_slices import LoopSlices
 from metadata.errors import ApiError
 from metadata.image import MetadataImage
 from metadata.topic_control import INTERNAL_TOPICS
@@ -102,14 +104,19 @@ async def metadata_answer(
         creatable = [n for n in missing if n not in refused]
         if creatable:
             created = set(await sources.create_topics(creatable))
-    topics = tuple(
-        TopicAnswer(name, error=refused[name])
-        if name in refused
-        else _topic(image, name, name in created)
-        for name in names
-    )
+    topics = []
+    slices = LoopSlices()  # every topic of a large cluster, or 100,000 names: in slices
+    for name in names:
+        topic = (
+            TopicAnswer(name, error=refused[name])
+            if name in refused
+            else _topic(image, name, name in created)
+        )
+        topics.append(topic)
+        if slices.due(1 + len(topic.partitions)):
+            await asyncio.sleep(0)
     return MetadataAnswer(
-        sources.cluster_id, sources.controller_id(), _brokers(image, listener_name), topics
+        sources.cluster_id, sources.controller_id(), _brokers(image, listener_name), tuple(topics)
     )
 
 

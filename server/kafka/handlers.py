@@ -152,7 +152,7 @@ class KafkaApis:
             self.listener_name,
             self.sources,
         )
-        return metadata_response(request.api_version, answer, unknown_ids)
+        return await metadata_response(request.api_version, answer, unknown_ids)
 
 
 async def _no_controller(method: str, request: Any) -> Any:

@@ -14,6 +14,7 @@ topic has is UNKNOWN_TOPIC_ID. Authorized operations are not computed: left at K
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import random
 import uuid
@@ -24,6 +25,7 @@ from kio.schema.errors import ErrorCode as KafkaErrorCode
 from kio.static.constants import uuid_zero
 from kio.static.primitive import i32
 
+from broker.loop_slices import LoopSlices
 from metadata.errors import ApiError
 from metadata.image import MetadataImage
 from server.kafka.apis import METADATA
@@ -56,12 +58,17 @@ def controller_id(answer: MetadataAnswer) -> int:
     return random.choice(answer.brokers).node_id if answer.brokers else -1
 
 
-def metadata_response(version: int, answer: MetadataAnswer, unknown_ids: list[Any]) -> Any:
+async def metadata_response(version: int, answer: MetadataAnswer, unknown_ids: list[Any]) -> Any:
     response_type = load_response_schema(METADATA, version)
     broker_type = nested(response_type, "MetadataResponseBroker")
     topic_type = nested(response_type, "MetadataResponseTopic")
     partition_type = nested(response_type, "MetadataResponsePartition")
-    topics = [_topic(topic_type, partition_type, t) for t in answer.topics]
+    topics = []
+    slices = LoopSlices()
+    for t in answer.topics:
+        topics.append(_topic(topic_type, partition_type, t))
+        if slices.due(1 + len(t.partitions)):
+            await asyncio.sleep(0)
     topics += [
         build(
             topic_type,

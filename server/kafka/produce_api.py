@@ -22,12 +22,14 @@ shared path's INVALID_REQUIRED_ACKS per partition, in a response.
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 from typing import Any
 
 from kio.index import load_response_schema
 from kio.static.primitive import i32, i64
 
+from broker.loop_slices import LoopSlices
 from metadata.errors import ApiError
 from server.kafka.apis import PRODUCE
 from server.kafka.data_plane import (
@@ -136,7 +138,7 @@ async def produce_api(plane: DataPlane, listener_name: str, request: Request) ->
                 + " (a producer that reads no response is told by the closed connection)"
             )
         return None
-    return produce_response(request.api_version, answer, plane, listener_name)
+    return await produce_response(request.api_version, answer, plane, listener_name)
 
 
 def _with_refused(
@@ -155,7 +157,7 @@ def _with_refused(
     )
 
 
-def produce_response(
+async def produce_response(
     version: int, answer: list[TopicProduced], plane: DataPlane, listener_name: str
 ) -> Any:
     response_type = load_response_schema(PRODUCE, version)
@@ -164,9 +166,12 @@ def produce_response(
     leader_type = nested(response_type, "LeaderIdAndEpoch") if version >= 10 else None
     leaders = []
     topics = []
+    slices = LoopSlices()
     for topic in answer:
         partitions = []
         for p in topic.partitions:
+            if slices.due():
+                await asyncio.sleep(0)
             partitions.append(_partition(partition_type, leader_type, p))
             if p.current_leader is not None and p.current_leader.leader_id >= 0:
                 leaders.append(p.current_leader.leader_id)

@@ -16,9 +16,11 @@ partition failed (the Kafka listener; the gRPC servicer answers an empty respons
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from broker.loop_slices import LoopSlices
 from broker.replica_manager import ProduceResult, ReplicaManager
 from broker.request_checks import named_twice
 from metadata.errors import ApiError
@@ -101,16 +103,18 @@ async def produce(
                 results[(topic.name, p.partition)] = ProduceResult(error=refused[topic.name])
     for key in twice:
         results[key] = ProduceResult(error=duplicate_error(*key))
-    return [
-        TopicProduced(
-            topic.name,
-            [
+    answered = []
+    slices = LoopSlices()
+    for topic in topics:
+        partitions = []
+        for p in topic.partitions:
+            partitions.append(
                 _answer(replicas, topic.name, p.partition, results[(topic.name, p.partition)])
-                for p in topic.partitions
-            ],
-        )
-        for topic in topics
-    ]
+            )
+            if slices.due():
+                await asyncio.sleep(0)
+        answered.append(TopicProduced(topic.name, partitions))
+    return answered
 
 
 def _answer(

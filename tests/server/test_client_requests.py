@@ -18,6 +18,7 @@ from broker.partition import Partition
 from broker.producer_ids import ProducerIdManager
 from broker.replica_manager import ReplicaManager
 from metadata.authorizer import AuthorizerSettings, StandardAcl, StandardAuthorizer
+from server.metadata_answer import MetadataSources, metadata_answer
 from server.request_authorization import RequestAuthorizer
 from server.request_session import Session
 from server.requests.delete_records import (
@@ -465,8 +466,16 @@ MANY_PARTITION_CALLS = [
         ),
         None,
     ),
+    lambda m: produce(
+        m,
+        OPEN,
+        ProduceRequest(
+            1, 1000, [ProduceTopic("gone", [ProducePartition(p, b"") for p in range(MANY)])]
+        ),
+        None,
+    ),
 ]
-MANY_IDS = ["DeleteRecords", "ListOffsets", "OffsetsForLeaderEpoch"]
+MANY_IDS = ["DeleteRecords", "ListOffsets", "OffsetsForLeaderEpoch", "Produce"]
 
 
 @pytest.mark.parametrize("call", MANY_PARTITION_CALLS, ids=MANY_IDS)
@@ -511,3 +520,31 @@ def test_refusals_of_many_partitions_leave_no_garbage_cycles(tmp_path, call):
     finally:
         gc.enable()
     assert garbage < MANY, f"{garbage} objects in cycles after {MANY} refused partitions"
+
+
+def test_a_metadata_answer_naming_many_topics_lets_the_loop_run_between_slices(tmp_path):
+    """Every topic of a large cluster, or 100,000 names, answered in slices: Metadata is
+    the request every client repeats."""
+    manager, _ = leading(tmp_path, [1])
+    sources = MetadataSources("cluster", lambda: 1, OPEN, None, False)
+    turns: list[int] = []
+
+    async def scenario() -> Any:
+        async def ticker() -> None:
+            while True:
+                turns.append(len(turns))
+                await asyncio.sleep(0)
+
+        task = asyncio.create_task(ticker())
+        await asyncio.sleep(0)
+        started = len(turns)
+        try:
+            names = [f"t{i}" for i in range(MANY)]
+            return await metadata_answer(manager.image, names, False, "PLAINTEXT", sources)
+        finally:
+            task.cancel()
+            assert len(turns) - started >= 4, "the loop ran nothing else meanwhile"
+
+    answer = run(manager, scenario())
+    assert len(answer.topics) == MANY
+    assert {t.error.error_name for t in answer.topics} == {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
