@@ -9,7 +9,7 @@ import asyncio
 import gc
 import os
 from collections.abc import Awaitable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import pytest
 
@@ -54,6 +54,7 @@ from tests.broker.test_partition import NOW, batch, elect, log_bytes, registrati
 from tests.broker.test_replica_manager_waits import KEY
 from tests.broker.test_replica_manager_waits import leading as leading_replica
 from tests.metadata.image_builder import build
+from tests.server.loop_turns import others_ran
 
 T = TypeVar("T")
 ALICE = Session("User:alice", "10.0.0.7", "KAFKA")
@@ -483,24 +484,9 @@ def test_a_request_naming_many_partitions_lets_the_loop_run_between_slices(tmp_p
     """Answered in slices (server/loop_slices.py): a task waiting on the same loop runs
     before the answer is done, and every partition is answered."""
     manager, _ = leading(tmp_path, [1])
-    turns: list[int] = []
-
-    async def scenario() -> list[Any]:
-        async def ticker() -> None:
-            while True:
-                turns.append(len(turns))
-                await asyncio.sleep(0)
-
-        task = asyncio.create_task(ticker())
-        await asyncio.sleep(0)
-        started = len(turns)
-        try:
-            return await call(manager)
-        finally:
-            task.cancel()
-            assert len(turns) - started >= 4, "the loop ran nothing else meanwhile"
-
-    [topic] = run(manager, scenario())
+    answer, turns = run(manager, others_ran(call(manager)))
+    assert turns >= 4, "the loop ran nothing else meanwhile"
+    [topic] = answer
     assert len(topic.partitions) == MANY
     assert {p.error.error_name for p in topic.partitions} == {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
 
@@ -527,24 +513,9 @@ def test_a_metadata_answer_naming_many_topics_lets_the_loop_run_between_slices(t
     the request every client repeats."""
     manager, _ = leading(tmp_path, [1])
     sources = MetadataSources("cluster", lambda: 1, OPEN, None, False)
-    turns: list[int] = []
-
-    async def scenario() -> Any:
-        async def ticker() -> None:
-            while True:
-                turns.append(len(turns))
-                await asyncio.sleep(0)
-
-        task = asyncio.create_task(ticker())
-        await asyncio.sleep(0)
-        started = len(turns)
-        try:
-            names = [f"t{i}" for i in range(MANY)]
-            return await metadata_answer(manager.image, names, False, "PLAINTEXT", sources)
-        finally:
-            task.cancel()
-            assert len(turns) - started >= 4, "the loop ran nothing else meanwhile"
-
-    answer = run(manager, scenario())
+    names = [f"t{i}" for i in range(MANY)]
+    work = metadata_answer(manager.image, names, False, "PLAINTEXT", sources)
+    answer, turns = run(manager, others_ran(work))
+    assert turns >= 4, "the loop ran nothing else meanwhile"
     assert len(answer.topics) == MANY
     assert {t.error.error_name for t in answer.topics} == {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}

@@ -30,6 +30,7 @@ from server.request_session import Session, enter, leave
 from server.requests.groups import GroupPaths
 from strom_api.acls import AclOperation, AclPermissionType, PatternType, ResourceType
 from tests.server.group_paths import no_groups
+from tests.server.loop_turns import others_ran
 from tests.server.test_kafka_frames import idle_data_plane
 
 GROUP_APIS = {8, 9, 10, 11, 12, 13, 14, 15, 16, 42, 47}
@@ -200,26 +201,12 @@ def test_a_group_request_naming_many_lets_the_loop_run_between_slices(key):
     version = SERVED[key].max_version
     apis = dispatcher(no_groups())
     request = Request(key, version, 7, "client", _naming_many(key, version))
-    turns: list[int] = []
-
-    async def scenario() -> Any:
-        async def ticker() -> None:
-            while True:
-                turns.append(len(turns))
-                await asyncio.sleep(0)
-
-        task = asyncio.create_task(ticker())
-        await asyncio.sleep(0)
-        started = len(turns)
-        token = enter(ALICE)
-        try:
-            return await apis.handle(request)
-        finally:
-            leave(token)
-            task.cancel()
-            assert len(turns) - started >= 4, "the loop ran nothing else meanwhile"
-
-    response = asyncio.run(scenario())
+    token = enter(ALICE)
+    try:
+        response, turns = asyncio.run(others_ran(apis.handle(request)))
+    finally:
+        leave(token)
+    assert turns >= 4, "the loop ran nothing else meanwhile"
     assert response_frame(7, response)
     assert ErrorCode.not_coordinator in error_codes(response)
 
