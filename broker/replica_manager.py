@@ -652,14 +652,14 @@ class ReplicaManager:
             while True:
                 wait_s = max(fetch.deadline_ms - self._clock_ms(), 0) / 1000
                 if not await self.memory.reserve(budget, wait_s):
-                    return self._counted(self._without_records(items, any_replica))
+                    return await self._counted(await self._without_records(items, any_replica))
                 held = budget
-                results, read = self._read_for_consumers(items, budget, any_replica)
+                results, read = await self._read_for_consumers(items, budget, any_replica)
                 self.memory.adjust(budget, read.record_bytes)
                 held = read.record_bytes
                 if self.purgatory.consumer_read(fetch, read, self._clock_ms()):
                     held = 0  # the caller's to release now
-                    return self._counted(results)
+                    return await self._counted(results)
                 self.memory.release(held)  # parked: it holds no memory while it waits
                 held = 0
                 self.stats.fetch_waiting += 1
@@ -670,22 +670,28 @@ class ReplicaManager:
         finally:
             self.memory.release(held)
 
-    def _counted(
+    async def _counted(
         self, results: dict[TopicPartition, FetchResult]
     ) -> dict[TopicPartition, FetchResult]:
+        slices = LoopSlices()
         for (topic, _), result in results.items():
+            if slices.due():
+                await asyncio.sleep(0)
             _count(self.stats.fetch_requests, topic)
             if result.error is not None:
                 _count(self.stats.failed_fetch_requests, topic)
             _count(self.stats.bytes_out, topic, len(result.records))
         return results
 
-    def _without_records(
+    async def _without_records(
         self, items: Sequence[FetchItem], any_replica: bool
     ) -> dict[TopicPartition, FetchResult]:
         """Each partition's answer with no records (memory for them was not to be had)."""
         results: dict[TopicPartition, FetchResult] = {}
+        slices = LoopSlices()
         for item in items:
+            if slices.due():
+                await asyncio.sleep(0)
             key = (item.topic, item.partition)
             try:
                 if any_replica:
@@ -699,17 +705,23 @@ class ReplicaManager:
             results[key] = FetchResult(b"", log_.high_watermark, log_.log_start_offset)
         return results
 
-    def _read_for_consumers(
+    async def _read_for_consumers(
         self, items: Sequence[FetchItem], max_bytes: int, any_replica: bool = False
     ) -> tuple[dict[TopicPartition, FetchResult], ConsumerReadSummary]:
         """Each partition's answer, and what the purgatory needs of the read: its bytes,
-        whether a partition erred, and what it saw of each partition served."""
+        whether a partition erred, and what it saw of each partition served. A fetch of
+        more than SLICE partitions (or 5 ms of reading) lets the loop run between slices:
+        one of its partitions written after it was read and before the fetch parks is
+        answered at the next write or the fetch's deadline."""
         results: dict[TopicPartition, FetchResult] = {}
         seen: list[ConsumerPartitionRead] = []
         budget = max_bytes
         total = 0
         stopped = False
+        slices = LoopSlices()
         for item in items:
+            if slices.due():
+                await asyncio.sleep(0)
             key = (item.topic, item.partition)
             try:
                 # KIP-74: the response as a whole may exceed max_bytes by the first batch

@@ -94,14 +94,17 @@ async def produce_response(answer: list[TopicProduced]) -> client_pb2.ProduceRes
 # --- Fetch ------------------------------------------------------------------------------------
 
 
-def fetch_request(request: Any) -> SessionFetchRequest:
+async def fetch_request(request: Any) -> SessionFetchRequest:
     """An unset session_epoch is -1 (FINAL_EPOCH): a client that knows no sessions fetches
     sessionless and in full, as before KIP-227."""
     epoch = request.session_epoch if request.HasField("session_epoch") else FINAL_EPOCH
     asked = []
+    slices = LoopSlices()
     for topic in request.topics:
         name = topic.name
         for p in topic.partitions:
+            if slices.due():
+                await asyncio.sleep(0)
             asked.append(
                 (
                     (name, p.partition),
@@ -124,7 +127,9 @@ def fetch_request(request: Any) -> SessionFetchRequest:
     )
 
 
-def fetch_response(answer: SessionFetchAnswer, asked_session: int) -> client_pb2.FetchResponse:
+async def fetch_response(
+    answer: SessionFetchAnswer, asked_session: int
+) -> client_pb2.FetchResponse:
     """`asked_session`: the session id the request named (an error's sentence names it)."""
     response = client_pb2.FetchResponse(session_id=answer.session_id)
     if answer.error is not None:
@@ -132,10 +137,13 @@ def fetch_response(answer: SessionFetchAnswer, asked_session: int) -> client_pb2
             make_error(answer.error.value, session_error_message(answer.error, asked_session))
         )
         return response
+    slices = LoopSlices()
     for topic, partitions in grouped(answer.partitions):
         assert isinstance(topic, str)  # gRPC sessions name topics
         out = response.topics.add(name=topic)
         for p in partitions:
+            if slices.due():
+                await asyncio.sleep(0)
             item = out.partitions.add(
                 partition=p.partition,
                 high_watermark=p.high_watermark,

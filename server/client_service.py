@@ -203,9 +203,10 @@ class ClientServicer(GroupApi, client_pb2_grpc.ClientServiceServicer):
     @_timed
     async def Fetch(self, request: Any, context: Any) -> Any:  # noqa: N802
         answer = await self._fetch(request, "Fetch")
-        response = fetch_response(answer, request.session_id)
-        release(self.replicas, answer)  # handed to gRPC now
-        return response
+        try:
+            return await fetch_response(answer, request.session_id)
+        finally:
+            release(self.replicas, answer)  # handed to gRPC now
 
     async def FetchStream(  # noqa: N802
         self, request_iterator: AsyncIterator[Any], context: Any
@@ -219,7 +220,7 @@ class ClientServicer(GroupApi, client_pb2_grpc.ClientServiceServicer):
                 start = time.perf_counter()
                 held = await self._fetch(request, "FetchStream")
                 self.observe("FetchStream", time.perf_counter() - start)
-                yield fetch_response(held, request.session_id)
+                yield await fetch_response(held, request.session_id)
         finally:
             if held is not None:
                 release(self.replicas, held)
@@ -228,7 +229,7 @@ class ClientServicer(GroupApi, client_pb2_grpc.ClientServiceServicer):
         """One fetch, in the session it names (server/requests/fetch_sessions_path.py, the
         Kafka listener's too); topics are named, never by id."""
         return await fetch_in_session(
-            self.replicas, self.authz, fetch_request(request), current_session(), _named, api
+            self.replicas, self.authz, await fetch_request(request), current_session(), _named, api
         )
 
     # --- ListOffsets ------------------------------------------------------------------------

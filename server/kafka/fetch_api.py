@@ -36,6 +36,7 @@ Decided, as Kafka 4 would answer:
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import uuid
 from collections.abc import Iterator
@@ -53,6 +54,7 @@ from broker.fetch_sessions import (
     PartitionKey,
     SessionError,
 )
+from broker.loop_slices import LoopSlices
 from metadata.errors import ApiError
 from server.kafka.apis import FETCH
 from server.kafka.data_plane import (
@@ -99,7 +101,9 @@ async def fetch_api(plane: DataPlane, listener_name: str, request: Request) -> A
             return _session_error(response_type, SessionError.FETCH_SESSION_ID_NOT_FOUND)
         error = _follower_error(replica_id)
         refused = [(key, PartitionFetched(key[1], error)) for key, _ in asked]
-        return _response(response_type, version, body, refused, NO_SESSION, plane, listener_name)
+        return await _response(
+            response_type, version, body, refused, NO_SESSION, plane, listener_name
+        )
     answer = await fetch_in_session(
         plane.replicas,
         plane.authz,
@@ -120,7 +124,7 @@ async def fetch_api(plane: DataPlane, listener_name: str, request: Request) -> A
     try:
         if answer.error is not None:
             return _session_error(response_type, answer.error, answer.session_id)
-        return _response(
+        return await _response(
             response_type,
             version,
             body,
@@ -191,7 +195,7 @@ def _session_error(
     )
 
 
-def _response(
+async def _response(
     response_type: type[Any],
     version: int,
     body: Any,
@@ -210,8 +214,14 @@ def _response(
         if p.current_leader is not None and p.current_leader.leader_id >= 0:
             leaders.append(p.current_leader.leader_id)
     topics = []
+    slices = LoopSlices()
     for topic, fetched in grouped(answer):
-        partitions = tuple(_partition(partition_type, leader_type, p, aborted) for p in fetched)
+        built = []
+        for p in fetched:
+            built.append(_partition(partition_type, leader_type, p, aborted))
+            if slices.due():
+                await asyncio.sleep(0)
+        partitions = tuple(built)
         topics.append(
             topic_type(topic_id=uuid.UUID(bytes=topic), partitions=partitions)
             if isinstance(topic, bytes)

@@ -18,9 +18,11 @@ answer's when the client asks again).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from broker.loop_slices import LoopSlices
 from broker.replica_manager import FetchItem, FetchResult, ReplicaManager
 from broker.request_checks import named_twice
 from metadata.errors import ApiError
@@ -90,14 +92,24 @@ async def fetch(
     topics = request.topics
     twice = named_twice((t.name, p.partition) for t in topics for p in t.partitions)
     refused = authz.topics(api, (t.name for t in topics), session)
-    items = [
-        FetchItem(
-            topic.name, p.partition, p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch
-        )
-        for topic in topics
-        for p in topic.partitions
-        if (topic.name, p.partition) not in twice and topic.name not in refused
-    ]
+    slices = LoopSlices()  # a fetch may name 100,000 partitions: others run meanwhile
+    items = []
+    for topic in topics:
+        if topic.name in refused:
+            continue
+        for p in topic.partitions:
+            if (topic.name, p.partition) not in twice:
+                items.append(
+                    FetchItem(
+                        topic.name,
+                        p.partition,
+                        p.fetch_offset,
+                        p.partition_max_bytes,
+                        p.current_leader_epoch,
+                    )
+                )
+            if slices.due():
+                await asyncio.sleep(0)
     results = await replicas.fetch(
         items,
         request.max_wait_ms,
@@ -111,16 +123,16 @@ async def fetch(
                 results[(topic.name, p.partition)] = FetchResult(error=refused[topic.name])
     for key in twice:
         results[key] = FetchResult(error=duplicate_error(*key))
-    answered = [
-        TopicFetched(
-            topic.name,
-            [
+    answered = []
+    for topic in topics:
+        partitions = []
+        for p in topic.partitions:
+            partitions.append(
                 _answer(replicas, topic.name, p.partition, results[(topic.name, p.partition)])
-                for p in topic.partitions
-            ],
-        )
-        for topic in topics
-    ]
+            )
+            if slices.due():
+                await asyncio.sleep(0)
+        answered.append(TopicFetched(topic.name, partitions))
     return FetchAnswer(answered, sum(len(r.records) for r in results.values()))
 
 

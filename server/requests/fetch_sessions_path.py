@@ -21,6 +21,7 @@ the response over and calls `release`.
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -34,6 +35,7 @@ from broker.fetch_sessions import (
     PartitionNews,
     SessionError,
 )
+from broker.loop_slices import LoopSlices
 from broker.replica_manager import ReplicaManager
 from metadata.errors import ApiError
 from server.request_authorization import RequestAuthorizer
@@ -109,11 +111,16 @@ async def fetch_in_session(
     held = await shared.fetch(replicas, authz, read, session, api)
     try:
         results = iter([p for topic in held.topics for p in topic.partitions])
-        answered = [
-            (key, next(results) if name is not None else _unknown_id(key))
-            for key, name in zip(keys, names, strict=True)
-        ]
-        done = sessions.complete(context, [(k, _news(p)) for k, p in answered], _now_ms())
+        answered = []
+        news = []
+        slices = LoopSlices()
+        for key, name in zip(keys, names, strict=True):
+            fetched = next(results) if name is not None else _unknown_id(key)
+            answered.append((key, fetched))
+            news.append((key, _news(fetched)))
+            if slices.due():
+                await asyncio.sleep(0)
+        done = sessions.complete(context, news, _now_ms())
     except BaseException:
         shared.release(replicas, held)
         raise

@@ -9,7 +9,7 @@ import asyncio
 import gc
 import os
 from collections.abc import Awaitable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pytest
 
@@ -475,8 +475,26 @@ MANY_PARTITION_CALLS = [
         ),
         None,
     ),
+    lambda m: _topics_of(
+        fetch(
+            m,
+            OPEN,
+            FetchRequest(
+                -1,
+                0,
+                1,
+                1 << 20,
+                [FetchTopic("gone", [FetchPartition(p, 0, 1 << 20) for p in range(MANY)])],
+            ),
+            None,
+        )
+    ),
 ]
-MANY_IDS = ["DeleteRecords", "ListOffsets", "OffsetsForLeaderEpoch", "Produce"]
+MANY_IDS = ["DeleteRecords", "ListOffsets", "OffsetsForLeaderEpoch", "Produce", "Fetch"]
+
+
+async def _topics_of(answer: Awaitable[Any]) -> list[Any]:
+    return (await answer).topics
 
 
 @pytest.mark.parametrize("call", MANY_PARTITION_CALLS, ids=MANY_IDS)
