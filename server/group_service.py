@@ -122,14 +122,14 @@ class GroupApi:
         return response
 
     async def LeaveGroup(self, request: Any, context: Any) -> Any:  # noqa: N802
-        leave = LeaveGroup(
-            request.group_id,
-            tuple(LeavingMember(m.member_id, m.group_instance_id) for m in request.members),
-        )
+        leaving = [
+            LeavingMember(m.member_id, m.group_instance_id) async for m in each(request.members)
+        ]
+        leave = LeaveGroup(request.group_id, tuple(leaving))
         answer = await group_requests.leave_group(self.group_paths, leave, current_session())
         response = client_pb2.LeaveGroupResponse()
         _set_error(response, answer.error)
-        for result in answer.members:
+        async for result in each(answer.members):
             out = response.members.add(
                 member_id=result.member_id, group_instance_id=result.group_instance_id
             )

@@ -377,18 +377,13 @@ class Membership:
 
     def leave(self, request: int, group: Group | None, leave: LeaveGroup, now: int) -> None:
         results: list[LeaveResult] = []
+        not_a_member = ApiError(ErrorCode.UNKNOWN_MEMBER_ID, "Not a member.")  # one for all
         for m in leave.members:
             member_id = m.member_id
             if not member_id and m.group_instance_id and group is not None:
                 member_id = group.static_members.get(m.group_instance_id, "")
             if group is None or member_id not in group.members:
-                results.append(
-                    LeaveResult(
-                        m.member_id,
-                        m.group_instance_id,
-                        ApiError(ErrorCode.UNKNOWN_MEMBER_ID, "Not a member."),
-                    )
-                )
+                results.append(LeaveResult(m.member_id, m.group_instance_id, not_a_member))
                 continue
             self._remove(group, member_id)
             results.append(LeaveResult(member_id, m.group_instance_id, None))

@@ -255,25 +255,26 @@ class GroupApis:
             answer = await group_requests.leave_group(self.paths, leave, current_session())
             error = answer.error or next((m.error for m in answer.members if m.error), None)
             return build(response_type, throttle_time=_NO_THROTTLE, error_code=_code(error))
-        leave = LeaveGroup(
-            str(body.group_id),
-            tuple(LeavingMember(m.member_id, m.group_instance_id or "") for m in body.members),
-        )
+        leaving = [
+            LeavingMember(m.member_id, m.group_instance_id or "") async for m in each(body.members)
+        ]
+        leave = LeaveGroup(str(body.group_id), tuple(leaving))
         answer = await group_requests.leave_group(self.paths, leave, current_session())
         member_type = nested(response_type, "MemberResponse")
+        members = [
+            build(
+                member_type,
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id or None,
+                error_code=_code(m.error),
+            )
+            async for m in each(answer.members)
+        ]
         return build(
             response_type,
             throttle_time=_NO_THROTTLE,
             error_code=_code(answer.error),
-            members=tuple(
-                build(
-                    member_type,
-                    member_id=m.member_id,
-                    group_instance_id=m.group_instance_id or None,
-                    error_code=_code(m.error),
-                )
-                for m in answer.members
-            ),
+            members=tuple(members),
         )
 
     # --- offsets ------------------------------------------------------------------------

@@ -186,6 +186,10 @@ def _naming_many(key: int, version: int) -> Any:
         )
         group = dataclasses.replace(sample(group_type), topics=(topic,))
         return dataclasses.replace(body, groups=(group,))
+    if key == 13:  # LeaveGroup v3+: members
+        member = sample(_element(body_type, "members"))
+        members = tuple(dataclasses.replace(member, member_id=f"m{i}") for i in range(MANY))
+        return dataclasses.replace(body, members=members)
     names = tuple(f"g{i}" for i in range(MANY))
     if key == 15:  # DescribeGroups
         return dataclasses.replace(body, groups=names)
@@ -193,7 +197,7 @@ def _naming_many(key: int, version: int) -> Any:
     return dataclasses.replace(body, groups_names=names)
 
 
-@pytest.mark.parametrize("key", [8, 9, 15, 42, 47], ids=lambda k: SERVED[k].name)
+@pytest.mark.parametrize("key", [8, 9, 13, 15, 42, 47], ids=lambda k: SERVED[k].name)
 def test_a_group_request_naming_many_lets_the_loop_run_between_slices(key):
     """Converted, worked and answered in slices (server/loop_slices.py): a task waiting on
     the same loop runs before the answer is done (here every item is answered at once,
