@@ -168,6 +168,7 @@ class RaftDriver:
         open_channel: Callable[[str], Any] | None = None,
         tls: bool = False,
         admit_stream: AdmitStream | None = None,
+        server_options: Sequence[tuple[str, Any]] = (),
         *,
         clock: Callable[[], int] = _now_ms,
         rng: random.Random | None = None,
@@ -182,7 +183,8 @@ class RaftDriver:
         `server_credentials` (grpc.ServerCredentials) make the listener TLS;
         `open_channel(address)` makes the channels to the voters (raft/transport.py),
         TLS ones when `tls`. `admit_stream` checks who opens a Raft stream to this node
-        (raft/transport.AdmitStream). `clock`, `rng`, `make_transport` and
+        (raft/transport.AdmitStream). `server_options`: gRPC options of the listener (the
+        node's message size limits). `clock`, `rng`, `make_transport` and
         `open_snapshots(directory)` replace the node's clock, randomness, gRPC transport
         (the listener is served only with the gRPC one) and snapshot files."""
         self._clock = clock
@@ -191,6 +193,7 @@ class RaftDriver:
         self._open_snapshots = open_snapshots
         self.admit_stream = admit_stream
         self.server_credentials = server_credentials
+        self.server_options = tuple(server_options)
         self.open_channel = open_channel
         self.tls = tls
         self.node_id = node_id
@@ -263,7 +266,9 @@ class RaftDriver:
                 self.admit_stream,
             )
         if self.listen_address is not None and isinstance(self.transport, GrpcTransport):
-            self._server = RaftServer(self.transport, self.listen_address, self.server_credentials)
+            self._server = RaftServer(
+                self.transport, self.listen_address, self.server_credentials, self.server_options
+            )
             self.bound_port = self._server.port
             if self.add_services is not None:
                 self.add_services(self._server.server)

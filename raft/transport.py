@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import grpc
@@ -252,8 +252,10 @@ class RaftServer:
         transport: GrpcTransport,
         address: str,
         credentials: grpc.ServerCredentials | None = None,
+        options: Sequence[tuple[str, Any]] = (),
     ) -> None:
-        self.server = grpc.aio.server(options=[EXCLUSIVE_PORT])
+        """`options`: the node's further gRPC server options (its message size limits)."""
+        self.server = grpc.aio.server(options=[EXCLUSIVE_PORT, *options])
         # protoc's generated registration function carries no annotations.
         raft_pb2_grpc.add_RaftServiceServicer_to_server(transport, self.server)  # type: ignore[no-untyped-call]
         self.port = bind(self.server, address, credentials)

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 import grpc
 import grpc.aio
 
+from broker.channel_options import MAX_MESSAGE_BYTES
 from broker.group_partitions import BrokerCoordinatorPartitions
 from broker.lifecycle_client import LifecycleClient
 from broker.log_maintenance import LogMaintenance
@@ -206,6 +207,7 @@ class Node:
             open_channel=self._dialer(config.controller_listener),
             tls=config.controller_listener in self.tls,
             admit_stream=self._admit_raft_stream,
+            server_options=self._message_limits(),
         )
         if config.is_controller:
             self.controller = QuorumController(
@@ -419,15 +421,19 @@ class Node:
             ) from None
         self.kafka_listeners.append(kafka)
 
+    def _message_limits(self) -> list[tuple[str, Any]]:
+        """Every listener's (the controller's too: a broker forwards its clients' admin
+        requests there, KIP-590): socket.request.max.bytes, a larger request refused by
+        gRPC as it arrives; answers up to 128 MiB."""
+        return [
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_receive_message_length", self.config.replica.socket_request_max_bytes),
+        ]
+
     def _broker_server(self) -> grpc.aio.Server:
         replica = self.config.replica
         return grpc.aio.server(
-            options=[
-                EXCLUSIVE_PORT,
-                ("grpc.max_send_message_length", 128 * 1024 * 1024),
-                # socket.request.max.bytes: gRPC refuses a larger request as it arrives.
-                ("grpc.max_receive_message_length", replica.socket_request_max_bytes),
-            ],
+            options=[EXCLUSIVE_PORT, *self._message_limits()],
             # queued.max.requests: further calls are refused (RESOURCE_EXHAUSTED), not
             # queued; per listener (Kafka's request queue is shared by its listeners).
             maximum_concurrent_rpcs=replica.queued_max_requests,

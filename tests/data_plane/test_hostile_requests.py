@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 import grpc
 import pytest
@@ -215,6 +216,33 @@ def test_an_admin_request_naming_more_than_kafkas_records_per_operation_is_refus
     answer = cluster.call("DeleteTopics", fewer)
     assert error_name(answer.error.error) == "NONE"
     assert {error_name(t.error) for t in answer.topics} == {"UNKNOWN_TOPIC_OR_PARTITION"}
+
+
+def test_an_admin_request_over_grpcs_default_4_mib_reaches_the_controller(cluster, client):
+    """The controller's listener takes requests up to socket.request.max.bytes, as the
+    brokers' do: a broker forwards its clients' admin requests there (KIP-590). With gRPC's
+    default 4 MiB, a 5 MB DescribeTopics was refused RESOURCE_EXHAUSTED, and a broker
+    forwarding it sent it again until its 30 s deadline."""
+    names = [f"{i:03d}" + "n" * 25_000 for i in range(200)]  # 5 MB of names
+    request = controller_pb2.DescribeTopicsRequest(names=names)
+    assert request.ByteSize() > 5_000_000
+    limits = [
+        ("grpc.max_send_message_length", 16 << 20),
+        ("grpc.max_receive_message_length", 16 << 20),
+    ]
+
+    def stub(port: int) -> Any:
+        channel = grpc.insecure_channel(f"127.0.0.1:{port}", options=limits)
+        return controller_pb2_grpc.ControllerServiceStub(channel)
+
+    start = time.monotonic()
+    forwarded = stub(cluster.broker_port[1]).DescribeTopics(request, timeout=20)
+    assert time.monotonic() - start < 10
+    active = cluster.active_controller()
+    direct = stub(cluster.controller_port[active]).DescribeTopics(request, timeout=20)
+    for answer in (forwarded, direct):
+        assert len(answer.topics) == 200
+        assert {error_name(t.error) for t in answer.topics} == {"UNKNOWN_TOPIC_OR_PARTITION"}
 
 
 def test_init_producer_id_bumps_only_ids_that_were_handed_out(cluster, client):
