@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
-from metadata.acl_control import AclBindingFilter, from_code
+from metadata.acl_control import AclBindingFilter, check_count, from_code
 from metadata.alter_partition import IsrProposal
 from metadata.authorizer import StandardAcl
 from metadata.broker_lifecycle import BrokerRegistrationRequest, HeartbeatRequest
@@ -459,6 +459,7 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
 
     async def CreateAcls(self, request: Any, context: Any) -> Any:  # noqa: N802
         try:
+            check_count(len(request.creations), "ACL creations")
             results = await self.controller.create_acls([_acl(b) for b in request.creations])
         except ApiError as error:
             return controller_pb2.CreateAclsResponse(error=self._controller_error(error))
@@ -478,6 +479,7 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
 
     async def DeleteAcls(self, request: Any, context: Any) -> Any:  # noqa: N802
         try:
+            check_count(len(request.filters), "ACL deletion filters")
             results = await self.controller.delete_acls([_acl_filter(f) for f in request.filters])
         except ApiError as error:
             return controller_pb2.DeleteAclsResponse(error=self._controller_error(error))
