@@ -10,7 +10,7 @@ from typing import Any
 
 from broker.fetch_sessions import FINAL_EPOCH, FetchState
 from server.api_errors import error_pb, make_error
-from server.loop_slices import LoopSlices, per_partition
+from server.loop_slices import LoopSlices, collected, per_partition
 from server.requests.delete_records import (
     DeletePartition,
     DeleteRecordsRequest,
@@ -56,18 +56,15 @@ def leader_pb(leader: LeaderHint) -> client_pb2.LeaderIdAndEpoch:
 # --- Produce ----------------------------------------------------------------------------------
 
 
-def produce_request(request: Any) -> ProduceRequest:
+async def produce_request(request: Any) -> ProduceRequest:
     # Each topic's name is read once: protobuf decodes a string field anew on every access.
-    return ProduceRequest(
-        request.acks,
-        request.timeout_ms,
-        [
-            ProduceTopic(
-                topic.name, [ProducePartition(p.partition, p.records) for p in topic.partitions]
-            )
-            for topic in request.topics
-        ],
-    )
+    topics = []
+    for topic in request.topics:
+        partitions = await collected(
+            ProducePartition(p.partition, p.records) for p in topic.partitions
+        )
+        topics.append(ProduceTopic(topic.name, partitions))
+    return ProduceRequest(request.acks, request.timeout_ms, topics)
 
 
 async def produce_response(answer: list[TopicProduced]) -> client_pb2.ProduceResponse:

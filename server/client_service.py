@@ -173,7 +173,7 @@ class ClientServicer(GroupApi, client_pb2_grpc.ClientServiceServicer):
     @_timed
     async def Produce(self, request: Any, context: Any) -> Any:  # noqa: N802
         answer = await produce(
-            self.replicas, self.authz, produce_request(request), current_session()
+            self.replicas, self.authz, await produce_request(request), current_session()
         )
         if request.acks == 0:  # the producer reads no answer
             return client_pb2.ProduceResponse()
@@ -190,7 +190,11 @@ class ClientServicer(GroupApi, client_pb2_grpc.ClientServiceServicer):
         start = time.perf_counter()
         try:
             answer = await produce(
-                self.replicas, self.authz, produce_request(request), current_session(), appended
+                self.replicas,
+                self.authz,
+                await produce_request(request),
+                current_session(),
+                appended,
             )
         finally:
             self.observe("ProduceStream", time.perf_counter() - start)

@@ -9,12 +9,13 @@ coordinator refuses took 70 us while its refusals' tracebacks were garbage to co
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Protocol, TypeVar
 
 from broker.loop_slices import SLICE, SLICE_SECONDS, LoopSlices
 
-__all__ = ["SLICE", "SLICE_SECONDS", "LoopSlices", "each", "per_partition"]
+__all__ = ["SLICE", "SLICE_SECONDS", "LoopSlices", "collected", "each", "per_partition"]
 
 P_co = TypeVar("P_co", covariant=True)
 A = TypeVar("A")
@@ -27,6 +28,18 @@ async def each(items: Iterable[T]) -> AsyncIterator[T]:
     for item in items:
         yield item
         await slices.step()
+
+
+async def collected(items: Iterable[T]) -> list[T]:
+    """list(items), the loop let run others every SLICE of them (a generator converting a
+    request's items runs as it is drained)."""
+    out: list[T] = []
+    slices = LoopSlices()
+    for item in items:
+        out.append(item)
+        if slices.due():
+            await asyncio.sleep(0)
+    return out
 
 
 class _Topic(Protocol[P_co]):

@@ -67,6 +67,7 @@ from server.kafka.data_plane import (
 )
 from server.kafka.frames import Request
 from server.kafka.versioned import build, nested
+from server.loop_slices import collected
 from server.request_session import current_session
 from server.requests.fetch import PartitionFetched
 from server.requests.fetch_sessions_path import (
@@ -94,7 +95,7 @@ async def fetch_api(plane: DataPlane, listener_name: str, request: Request) -> A
     with_sessions = version >= FIRST_SESSION_VERSION
     session_id = int(body.session_id) if with_sessions else NO_SESSION
     epoch = int(body.session_epoch) if with_sessions else FINAL_EPOCH
-    asked = list(_asked(body.topics, version))
+    asked = await collected(_asked(body.topics, version))  # maybe 100,000 partitions
     replica_id = int(body.replica_state.replica_id if version >= 15 else body.replica_id)
     if replica_id >= 0:
         if epoch not in (INITIAL_EPOCH, FINAL_EPOCH):
@@ -115,7 +116,7 @@ async def fetch_api(plane: DataPlane, listener_name: str, request: Request) -> A
             session_id,
             epoch,
             asked,
-            list(_forgotten(body, version)) if with_sessions else [],
+            await collected(_forgotten(body, version)) if with_sessions else [],
             uses_topic_ids=version >= FIRST_TOPIC_ID_VERSION,
         ),
         current_session(),

@@ -45,6 +45,7 @@ from server.kafka.frames import Request
 from server.kafka.no_response import CloseConnection
 from server.kafka.ordering import ORDERED_PART_DONE
 from server.kafka.versioned import build, nested
+from server.loop_slices import collected
 from server.request_session import current_session
 from server.requests.produce import (
     PartitionProduced,
@@ -58,20 +59,16 @@ from strom_api import compression
 from strom_api.error_codes import ErrorCode
 
 
-def produce_request(body: Any) -> ProduceRequest:
-    return ProduceRequest(
-        int(body.acks),
-        millis(body.timeout),
-        [
-            ProduceTopic(
-                str(topic.name),
-                # null records: nothing to append, which the replica manager refuses as
-                # Kafka's validateRecords does (no record batch)
-                [ProducePartition(int(p.index), p.records or b"") for p in topic.partition_data],
-            )
-            for topic in body.topic_data
-        ],
-    )
+async def produce_request(body: Any) -> ProduceRequest:
+    topics = []
+    for topic in body.topic_data:
+        # null records: nothing to append, which the replica manager refuses as Kafka's
+        # validateRecords does (no record batch)
+        partitions = await collected(
+            ProducePartition(int(p.index), p.records or b"") for p in topic.partition_data
+        )
+        topics.append(ProduceTopic(str(topic.name), partitions))
+    return ProduceRequest(int(body.acks), millis(body.timeout), topics)
 
 
 ZSTD_FROM_VERSION = 7  # KIP-110
@@ -96,7 +93,7 @@ def _too_old_for_zstd(topic: str, partition: int) -> ApiError:
 
 
 async def produce_api(plane: DataPlane, listener_name: str, request: Request) -> Any:
-    full = produce_request(request.body)
+    full = await produce_request(request.body)
     refused = set()
     if request.api_version < ZSTD_FROM_VERSION:
         refused = {

@@ -38,6 +38,7 @@ from broker.fetch_sessions import (
 from broker.loop_slices import LoopSlices
 from broker.replica_manager import ReplicaManager
 from metadata.errors import ApiError
+from server.loop_slices import collected
 from server.request_authorization import RequestAuthorizer
 from server.request_session import Session
 from server.requests import fetch as shared
@@ -100,13 +101,13 @@ async def fetch_in_session(
     if context.kind is ContextKind.ERROR:  # answered with session id 0, as Kafka does
         return SessionFetchAnswer(NO_SESSION, context.error, [])
     keys = [key for key, _ in context.partitions]
-    names = [topic_name(key[0]) for key in keys]
+    names = await collected(topic_name(key[0]) for key in keys)
     read = shared.FetchRequest(
         request.replica_id,
         request.max_wait_ms,
         request.min_bytes,
         request.max_bytes,
-        list(_read_topics(context.partitions, names)),
+        await collected(_read_topics(context.partitions, names)),
     )
     held = await shared.fetch(replicas, authz, read, session, api)
     try:

@@ -46,3 +46,14 @@ def test_slow_items_let_the_loop_run_within_slice_seconds():
     cost = loop_slices.SLICE_SECONDS / 2
     gaps = _items_between_turns(40, cost)
     assert gaps and max(gaps) <= 3, gaps  # a count of SLICE alone would have held the loop 40 items
+
+
+def test_collected_drains_a_generator_in_slices():
+    """A request's conversion written as a generator (server/kafka/fetch_api._asked) is
+    drained by `collected`: every item, in order, the loop run between slices."""
+    from server.loop_slices import collected
+    from tests.server.loop_turns import others_ran
+
+    items, turns = asyncio.run(others_ran(collected(i * 2 for i in range(5 * SLICE))))
+    assert items == [i * 2 for i in range(5 * SLICE)]
+    assert turns >= 4
