@@ -62,7 +62,27 @@ class _Stream:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # the reader usually sees the call's status first
-            self.fail(_lost(self.address, exc))
+            self.fail(await self._ended(exc))
+
+    async def _ended(self, failed_write: Exception) -> Exception:
+        """Why the stream ended when a write failed: the call's own status, if it has one
+        within a second. A failed write is often the echo of the call's end: a server
+        without ProduceStream answers UNIMPLEMENTED, and a write racing that answer fails
+        INTERNAL ("Failed execute_batch"); taken as a network error, the request was sent
+        on new streams again and again instead of unary (a CI run under load)."""
+        call = self._call
+        if call is not None:
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(1.0):
+                    code = await call.code()
+                if code is not None and code != grpc.StatusCode.OK:
+                    return grpc.aio.AioRpcError(
+                        code,
+                        await call.initial_metadata(),
+                        await call.trailing_metadata(),
+                        await call.details(),
+                    )
+        return _lost(self.address, failed_write)
 
     async def _read(self) -> None:
         try:
