@@ -545,8 +545,7 @@ class ReplicaManager:
         prepared = await self._validate_large(batches, now, results)
         slices = LoopSlices()  # a request may name 100,000 partitions: others run meanwhile
         for topic, index, records in batches:
-            if slices.due():
-                await asyncio.sleep(0)
+            await slices.step()
             key = (topic, index)
             if key in results:
                 continue  # refused while validated off the loop
@@ -675,8 +674,7 @@ class ReplicaManager:
     ) -> dict[TopicPartition, FetchResult]:
         slices = LoopSlices()
         for (topic, _), result in results.items():
-            if slices.due():
-                await asyncio.sleep(0)
+            await slices.step()
             _count(self.stats.fetch_requests, topic)
             if result.error is not None:
                 _count(self.stats.failed_fetch_requests, topic)
@@ -690,8 +688,7 @@ class ReplicaManager:
         results: dict[TopicPartition, FetchResult] = {}
         slices = LoopSlices()
         for item in items:
-            if slices.due():
-                await asyncio.sleep(0)
+            await slices.step()
             key = (item.topic, item.partition)
             try:
                 if any_replica:
@@ -720,8 +717,7 @@ class ReplicaManager:
         stopped = False
         slices = LoopSlices()
         for item in items:
-            if slices.due():
-                await asyncio.sleep(0)
+            await slices.step()
             key = (item.topic, item.partition)
             try:
                 # KIP-74: the response as a whole may exceed max_bytes by the first batch

@@ -5,12 +5,12 @@ Kafka's request has a default or -1 for "none" (current_leader_epoch, max_bytes)
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from broker.fetch_sessions import FINAL_EPOCH, FetchState
+from broker.loop_slices import LoopSlices
 from server.api_errors import error_pb, make_error
-from server.loop_slices import LoopSlices, collected, per_partition
+from server.loop_slices import collected, per_partition
 from server.requests.delete_records import (
     DeletePartition,
     DeleteRecordsRequest,
@@ -73,8 +73,7 @@ async def produce_response(answer: list[TopicProduced]) -> client_pb2.ProduceRes
     for topic in answer:
         out = response.topics.add(name=topic.name)
         for p in topic.partitions:
-            if slices.due():
-                await asyncio.sleep(0)
+            await slices.step()
             item = out.partitions.add(
                 partition=p.partition,
                 base_offset=p.base_offset,
@@ -100,8 +99,7 @@ async def fetch_request(request: Any) -> SessionFetchRequest:
     for topic in request.topics:
         name = topic.name
         for p in topic.partitions:
-            if slices.due():
-                await asyncio.sleep(0)
+            await slices.step()
             asked.append(
                 (
                     (name, p.partition),
@@ -139,8 +137,7 @@ async def fetch_response(
         assert isinstance(topic, str)  # gRPC sessions name topics
         out = response.topics.add(name=topic)
         for p in partitions:
-            if slices.due():
-                await asyncio.sleep(0)
+            await slices.step()
             item = out.partitions.add(
                 partition=p.partition,
                 high_watermark=p.high_watermark,

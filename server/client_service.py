@@ -8,7 +8,6 @@ Kafka's name, a sentence and retriability."""
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import functools
 import time
@@ -138,8 +137,7 @@ class ClientServicer(GroupApi, client_pb2_grpc.ClientServiceServicer):
             response.brokers.add(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack or "")
         slices = LoopSlices()
         for topic in answer.topics:
-            if slices.due(1 + len(topic.partitions)):
-                await asyncio.sleep(0)
+            await slices.step(1 + len(topic.partitions))
             out = response.topics.add(name=topic.name, is_internal=topic.is_internal)
             if topic.error is not None:
                 out.error.CopyFrom(error_pb(topic.error))

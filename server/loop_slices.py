@@ -9,13 +9,10 @@ coordinator refuses took 70 us while its refusals' tracebacks were garbage to co
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Protocol, TypeVar
 
-from broker.loop_slices import SLICE, SLICE_SECONDS, LoopSlices
-
-__all__ = ["SLICE", "SLICE_SECONDS", "LoopSlices", "collected", "each", "per_partition"]
+from broker.loop_slices import LoopSlices
 
 P_co = TypeVar("P_co", covariant=True)
 A = TypeVar("A")
@@ -37,8 +34,7 @@ async def collected(items: Iterable[T]) -> list[T]:
     slices = LoopSlices()
     for item in items:
         out.append(item)
-        if slices.due():
-            await asyncio.sleep(0)
+        await slices.step()
     return out
 
 

@@ -10,7 +10,6 @@ offline replicas from the broker's metadata image.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -113,8 +112,7 @@ async def metadata_answer(
             else _topic(image, name, name in created)
         )
         topics.append(topic)
-        if slices.due(1 + len(topic.partitions)):
-            await asyncio.sleep(0)
+        await slices.step(1 + len(topic.partitions))
     return MetadataAnswer(
         sources.cluster_id, sources.controller_id(), _brokers(image, listener_name), tuple(topics)
     )

@@ -36,7 +36,6 @@ Decided, as Kafka 4 would answer:
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import uuid
 from collections.abc import Iterator
@@ -220,8 +219,7 @@ async def _response(
         built = []
         for p in fetched:
             built.append(_partition(partition_type, leader_type, p, aborted))
-            if slices.due():
-                await asyncio.sleep(0)
+            await slices.step()
         partitions = tuple(built)
         topics.append(
             topic_type(topic_id=uuid.UUID(bytes=topic), partitions=partitions)

@@ -14,7 +14,6 @@ topic has is UNKNOWN_TOPIC_ID. Authorized operations are not computed: left at K
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import random
 import uuid
@@ -67,8 +66,7 @@ async def metadata_response(version: int, answer: MetadataAnswer, unknown_ids: l
     slices = LoopSlices()
     for t in answer.topics:
         topics.append(_topic(topic_type, partition_type, t))
-        if slices.due(1 + len(t.partitions)):
-            await asyncio.sleep(0)
+        await slices.step(1 + len(t.partitions))
     topics += [
         build(
             topic_type,

@@ -22,7 +22,6 @@ shared path's INVALID_REQUIRED_ACKS per partition, in a response.
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 from typing import Any
 
@@ -167,8 +166,7 @@ async def produce_response(
     for topic in answer:
         partitions = []
         for p in topic.partitions:
-            if slices.due():
-                await asyncio.sleep(0)
+            await slices.step()
             partitions.append(_partition(partition_type, leader_type, p))
             if p.current_leader is not None and p.current_leader.leader_id >= 0:
                 leaders.append(p.current_leader.leader_id)

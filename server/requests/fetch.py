@@ -18,7 +18,6 @@ answer's when the client asks again).
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -108,8 +107,7 @@ async def fetch(
                         p.current_leader_epoch,
                     )
                 )
-            if slices.due():
-                await asyncio.sleep(0)
+            await slices.step()
     results = await replicas.fetch(
         items,
         request.max_wait_ms,
@@ -130,8 +128,7 @@ async def fetch(
             partitions.append(
                 _answer(replicas, topic.name, p.partition, results[(topic.name, p.partition)])
             )
-            if slices.due():
-                await asyncio.sleep(0)
+            await slices.step()
         answered.append(TopicFetched(topic.name, partitions))
     return FetchAnswer(answered, sum(len(r.records) for r in results.values()))
 

@@ -21,7 +21,6 @@ the response over and calls `release`.
 
 from __future__ import annotations
 
-import asyncio
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -119,8 +118,7 @@ async def fetch_in_session(
             fetched = next(results) if name is not None else _unknown_id(key)
             answered.append((key, fetched))
             news.append((key, _news(fetched)))
-            if slices.due():
-                await asyncio.sleep(0)
+            await slices.step()
         done = sessions.complete(context, news, _now_ms())
     except BaseException:
         shared.release(replicas, held)

@@ -16,7 +16,6 @@ partition failed (the Kafka listener; the gRPC servicer answers an empty respons
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -111,8 +110,7 @@ async def produce(
             partitions.append(
                 _answer(replicas, topic.name, p.partition, results[(topic.name, p.partition)])
             )
-            if slices.due():
-                await asyncio.sleep(0)
+            await slices.step()
         answered.append(TopicProduced(topic.name, partitions))
     return answered
 

@@ -6,12 +6,13 @@ from __future__ import annotations
 import asyncio
 import time
 
-from server import loop_slices
-from server.loop_slices import SLICE, each
+from broker.loop_slices import SLICE, SLICE_SECONDS
+from server.loop_slices import each
 
 
-def _items_between_turns(items: int, cost_s: float) -> list[int]:
-    """How many items `each` went through between two turns of another task."""
+def _items_between_turns(items: int, cost_s: float, other_s: float = 0.0) -> list[int]:
+    """How many items `each` went through between two turns of another task (whose turn
+    holds the loop other_s)."""
     seen: list[int] = []
 
     async def scenario() -> None:
@@ -21,6 +22,8 @@ def _items_between_turns(items: int, cost_s: float) -> list[int]:
         async def ticker() -> None:
             while not stop:
                 seen.append(done)
+                if other_s:
+                    time.sleep(other_s)
                 await asyncio.sleep(0)
 
         task = asyncio.create_task(ticker())
@@ -43,9 +46,16 @@ def test_cheap_items_let_the_loop_run_every_slice():
 
 
 def test_slow_items_let_the_loop_run_within_slice_seconds():
-    cost = loop_slices.SLICE_SECONDS / 2
+    cost = SLICE_SECONDS / 2
     gaps = _items_between_turns(40, cost)
     assert gaps and max(gaps) <= 3, gaps  # a count of SLICE alone would have held the loop 40 items
+
+
+def test_a_slice_begins_when_the_task_runs_again():
+    """Others' turns do not count against the next slice: with a neighbour holding the loop
+    longer than SLICE_SECONDS each turn, cheap items still go SLICE at a time, not one."""
+    gaps = _items_between_turns(5 * SLICE, 0.0, other_s=2 * SLICE_SECONDS)
+    assert min(gaps[1:-1]) > SLICE // 2, gaps
 
 
 def test_collected_drains_a_generator_in_slices():
