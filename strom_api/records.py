@@ -362,7 +362,7 @@ def read_batch(
         else:
             # The C reader takes a whole batch: this one's header, marked uncompressed,
             # before its decompressed records (a bytes object, as native_records requires).
-            attributes = (header.attributes & ~COMPRESSION_MASK).to_bytes(2, "big")
+            attributes = (header.attributes & ~COMPRESSION_MASK).to_bytes(2, "big", signed=True)
             head = bytes(buf[pos : pos + HEADER_SIZE])
             plain = b"".join(
                 (
