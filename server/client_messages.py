@@ -11,6 +11,7 @@ from broker.fetch_sessions import FINAL_EPOCH, FetchState
 from broker.loop_slices import LoopSlices
 from server.api_errors import error_pb, make_error
 from server.loop_slices import collected, per_partition
+from server.request_items import named_items
 from server.requests.delete_records import (
     DeletePartition,
     DeleteRecordsRequest,
@@ -118,7 +119,7 @@ async def fetch_request(request: Any) -> SessionFetchRequest:
         request.session_id,
         epoch,
         asked,
-        [(t.name, p) for t in request.forgotten_topics for p in t.partitions],
+        list(named_items(request.forgotten_topics)),
     )
 
 

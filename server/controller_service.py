@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from itertools import repeat
 from typing import Any
 
 from metadata.acl_control import AclBindingFilter, check_count, from_code
@@ -31,6 +32,7 @@ from strom_api.v1 import controller_pb2, controller_pb2_grpc
 from strom_api.v1 import metadata_pb2 as mpb
 
 YIELD_EVERY = 1000  # topics described between two turns of the event loop
+UUID_BYTES = 16
 
 
 def _tp(p: Any) -> tuple[str, int]:
@@ -160,9 +162,7 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
                     request.current_metadata_offset,
                     want_fence=request.want_fence,
                     want_shutdown=request.want_shut_down,
-                    offline_replicas=frozenset(
-                        (r.topic_id, p) for r in request.offline_replicas for p in r.partitions
-                    ),
+                    offline_replicas=_offline_replicas(request.offline_replicas),
                 )
             )
         except ApiError as error:
@@ -525,3 +525,19 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
             for info in described:
                 item.credential_infos.add(mechanism=info.mechanism, iterations=info.iterations)
         return out
+
+
+def _offline_replicas(entries: Any) -> frozenset[tuple[bytes, int]]:
+    """A heartbeat's offline replicas, each topic id read once (server/request_items.py) and
+    checked to be a UUID's 16 bytes, as Kafka's wire format makes every topic id."""
+    replicas: set[tuple[bytes, int]] = set()
+    for entry in entries:
+        topic_id = entry.topic_id
+        if len(topic_id) != UUID_BYTES:
+            raise ApiError(
+                ErrorCode.INVALID_REQUEST,
+                f"An offline replica names a topic id of {len(topic_id)} bytes; a topic id is "
+                f"a UUID of {UUID_BYTES} bytes.",
+            )
+        replicas.update(zip(repeat(topic_id), entry.partitions))
+    return frozenset(replicas)

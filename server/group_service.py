@@ -27,6 +27,7 @@ from metadata.errors import ApiError
 from server.api_errors import error_pb
 from server.loop_slices import each
 from server.request_authorization import RequestAuthorizer
+from server.request_items import named_items
 from server.request_session import current_session, peer_host
 from server.requests import groups as group_requests
 from strom_api.v1 import client_pb2
@@ -147,13 +148,13 @@ class GroupApi:
             return response
         offsets = [
             CommittedOffset(
-                t.name,
+                name,
                 p.partition,
                 p.committed_offset,
                 p.committed_leader_epoch,
                 p.committed_metadata,
             )
-            async for t, p in each((t, p) for t in request.topics for p in t.partitions)
+            async for name, p in each(named_items(request.topics))
         ]
         commit = OffsetCommit(
             request.group_id, request.member_id, request.generation_id, tuple(offsets)
@@ -171,8 +172,7 @@ class GroupApi:
     async def OffsetFetch(self, request: Any, context: Any) -> Any:  # noqa: N802
         named = None
         if request.topics:
-            pairs = ((t.name, p) for t in request.topics for p in t.partitions)
-            named = tuple([pair async for pair in each(pairs)])
+            named = tuple([pair async for pair in each(named_items(request.topics))])
         fetch = OffsetFetch(request.group_id, named)
         answer = await group_requests.fetch_offsets(self.group_paths, fetch, current_session())
         response = client_pb2.OffsetFetchResponse()

@@ -54,9 +54,10 @@ async def per_partition(
     out: list[tuple[str, list[A]]] = []
     slices = LoopSlices()
     for topic in topics:
+        name = topic.name  # protobuf decodes it anew at every read (server/request_items.py)
         answers: list[A] = []
         for partition in topic.partitions:
-            answers.append(answer(topic.name, partition))
+            answers.append(answer(name, partition))
             await slices.step()
-        out.append((topic.name, answers))
+        out.append((name, answers))
     return out

@@ -510,3 +510,30 @@ def test_a_string_past_kafkas_limit_makes_a_request_malformed(cluster, client):
     answer = client.stub(2).Fetch(request, timeout=10)
     assert {error_name(p.error) for p in answer.topics[0].partitions} == {"INVALID_REQUEST"}
     assert time.monotonic() - start < 2
+
+
+def test_a_heartbeat_naming_a_topic_id_that_is_no_uuid_is_invalid_request_at_once(cluster):
+    """Found by tests/fuzz (seed 57, case 469): 60,000 offline replicas under a 40 KB topic
+    id, the id read (and copied, and hashed) once per partition, held the controller's
+    loop for 4 s before the unregistered broker was refused. A topic id is a UUID's 16
+    bytes; anything else is refused before any replica is looked at, changing nothing."""
+    Offline = controller_pb2.BrokerHeartbeatRequest.OfflineReplicas
+    for topic_id, partitions in ((bytes(17), [0]), (b"i" * 40_000, list(range(60_000)))):
+        request = controller_pb2.BrokerHeartbeatRequest(
+            broker_id=INT32_MAX,
+            broker_epoch=1,
+            offline_replicas=[
+                Offline(topic_id=bytes(16), partitions=[1]),
+                Offline(topic_id=topic_id, partitions=partitions),
+            ],
+        )
+        start = time.monotonic()
+        answer = cluster.call("BrokerHeartbeat", request)
+        assert time.monotonic() - start < 2
+        assert error_name(answer.error.error) == "INVALID_REQUEST", answer.error
+        assert f"a topic id of {len(topic_id)} bytes" in answer.error.error.message
+    # Well-formed, the same unregistered broker is refused as before.
+    request.offline_replicas[1].topic_id = bytes(16)
+    answer = cluster.call("BrokerHeartbeat", request)
+    assert error_name(answer.error.error) == "BROKER_ID_NOT_REGISTERED", answer.error
+    assert health_latency(cluster, cluster.active_controller()) < 1
