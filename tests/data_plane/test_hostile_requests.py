@@ -4,6 +4,7 @@ nothing it was not allowed to, and leaves the node serving."""
 
 from __future__ import annotations
 
+import collections
 import threading
 import time
 from typing import Any
@@ -336,6 +337,39 @@ def test_malformed_requests_get_corrupt_message_and_one_log_line_per_cause(clust
     assert "Traceback" not in grown
     assert health_latency(cluster, node) < 1
     assert client.metadata(broker=node).brokers
+
+
+def test_a_malformed_request_after_a_produce_on_a_stream_ends_it_with_corrupt_message(
+    cluster, client
+):
+    """Found by tests/fuzz (seed 58): ProduceStream reads ahead in a task of its own, which
+    aborted the call while the answer to the request before was being written; the two
+    raced (GRPC_CALL_ERROR_TOO_MANY_OPERATIONS, a traceback) and 5 streams in 200 hung
+    until their deadline. The call is now aborted by its own task, between writes."""
+    create_topic(cluster, "streamed", partitions=1)
+    leader = client.leader("streamed", 0)
+    channel = grpc.insecure_channel(f"127.0.0.1:{cluster.broker_port[leader]}")
+    stream = channel.stream_stream("/strom_api.v1.ClientService/ProduceStream")
+    good = client_pb2.ProduceRequest(
+        acks=1,
+        timeout_ms=5000,
+        topics=[
+            client_pb2.ProduceRequest.Topic(
+                name="streamed",
+                partitions=[
+                    client_pb2.ProduceRequest.Partition(partition=0, records=batch([b"x"]))
+                ],
+            )
+        ],
+    ).SerializeToString()
+    log_before = len(cluster.log_text(leader))
+    ends = collections.Counter()
+    for _ in range(200):
+        with pytest.raises(grpc.RpcError) as caught:
+            list(stream(iter([good, b"\xff\xff\xff"]), timeout=5))
+        ends[caught.value.code(), caught.value.details().split(":")[0]] += 1
+    assert ends == {(grpc.StatusCode.INVALID_ARGUMENT, "CORRUPT_MESSAGE"): 200}, ends
+    assert "Traceback" not in cluster.log_text(leader)[log_before:]
 
 
 def test_offset_commits_to_unknown_partitions_or_with_huge_metadata_are_refused(cluster, client):
