@@ -31,6 +31,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.serial.errors import DecodeError
 
 from server.kafka.apis import API_VERSIONS, SERVED
+from server.kafka.frame_bounds import FrameBoundsError, check_body
 
 SIZE = struct.Struct(">i")
 _KEY_AND_VERSION = struct.Struct(">hh")
@@ -81,14 +82,21 @@ def parse_request(frame: bytes) -> Request | UnsupportedApiVersions:
     # Bytes after the body are ignored, as Kafka's generated parsers ignore them (they read
     # the fields and never check what remains): librdkafka 2.16 sends 3 more after a
     # Metadata v13 request for every topic.
-    body, _ = _read(request_type, frame, header_size, f"{api.name} v{version} request")
+    what = f"{api.name} v{version} request"
+    try:
+        check_body(request_type, frame, header_size)  # before kio reserves anything
+    except FrameBoundsError as exc:
+        raise InvalidRequest(f"the {what} does not decode: {exc}") from None
+    body, _ = _read(request_type, frame, header_size, what)
     return Request(key, version, header.correlation_id, header.client_id, body)
 
 
 def _read(entity_type: type[Any], frame: bytes, offset: int, what: str) -> tuple[Any, int]:
     try:
         value, size = entity_reader(entity_type)(frame, offset)
-    except (DecodeError, ValueError, OverflowError) as exc:  # kio's, and bad UTF-8
+    # kio's errors, bad UTF-8, and KeyError for a tagged field it does not know (Kafka skips
+    # those, KIP-482; kio cannot: the connection is closed with the reason instead).
+    except (DecodeError, ValueError, OverflowError, KeyError) as exc:
         raise InvalidRequest(f"the {what} does not decode: {type(exc).__name__}: {exc}") from None
     return value, size
 

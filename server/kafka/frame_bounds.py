@@ -1,0 +1,180 @@
+"""A request body's lengths and counts, checked against the frame before kio reads it.
+
+kio's reader (native code) reserves room for an array from its declared count before it
+reads an element: a 20-byte Metadata request declaring 2^35 topics made it ask for 274 GB,
+and the allocation failure aborted the node (SIGABRT), before any login. Kafka's generated
+parsers refuse such a request instead ("Tried to allocate a collection of size N, but
+there are only M bytes remaining."), and so does this walk, which mirrors their other
+checks on the way (a null where the field is not nullable, a string longer than 32,767
+bytes, a varint of more than 5 bytes, a length past the frame's end). It reads only
+lengths and counts, skipping values by their size: about a microsecond per field.
+
+Tagged fields are skipped by their size here; kio reads the ones it knows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+from kio.serial._introspect import (
+    EntityField,
+    EntityTupleField,
+    PrimitiveTupleField,
+    classify_field,
+    get_field_tag,
+    is_optional,
+)
+
+MAX_STRING_BYTES = 32_767  # Kafka's: a string's length is an int16, compact or not
+
+_FIXED = {
+    "bool": 1,
+    "int8": 1,
+    "int16": 2,
+    "int32": 4,
+    "timedelta_i32": 4,
+    "int64": 8,
+    "timedelta_i64": 8,
+    "float64": 8,
+    "uuid": 16,
+}
+_STRING, _BYTES, _ENTITY = "string", "bytes", "entity"
+
+
+class FrameBoundsError(ValueError):
+    """The body declares something the frame cannot hold, or Kafka's parsers refuse."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Field:
+    name: str
+    kind: str  # a _FIXED key, _STRING, _BYTES or _ENTITY
+    array: bool
+    nullable: bool
+    entity: Any  # the nested entity type, for _ENTITY
+
+
+_plans: dict[type, tuple[bool, tuple[_Field, ...]]] = {}
+
+
+def _plan(entity_type: Any) -> tuple[bool, tuple[_Field, ...]]:
+    plan = _plans.get(entity_type)
+    if plan is None:
+        planned = []
+        for f in fields(entity_type):
+            if get_field_tag(f) is not None:
+                continue  # in the tagged section, skipped by its size
+            shape = classify_field(f)
+            if isinstance(shape, (EntityField, EntityTupleField)):
+                kind, nested = _ENTITY, shape.type_
+            else:
+                kafka_type = f.metadata["kafka_type"]
+                kind = _BYTES if kafka_type in ("bytes", "records") else kafka_type
+                nested = None
+                if kind not in _FIXED and kind not in (_STRING, _BYTES):
+                    raise TypeError(f"{entity_type.__name__}.{f.name}: kafka type {kafka_type}")
+            array = isinstance(shape, (EntityTupleField, PrimitiveTupleField))
+            planned.append(_Field(f.name, kind, array, is_optional(f), nested))
+        flexible = bool(entity_type.__flexible__)
+        plan = _plans[entity_type] = (flexible, tuple(planned))
+    return plan
+
+
+def check_body(entity_type: type, frame: bytes, offset: int) -> None:
+    """Raises FrameBoundsError where `frame[offset:]` cannot be a body of `entity_type`."""
+    _Walk(frame).entity(entity_type, offset)
+
+
+class _Walk:
+    __slots__ = ("frame", "end")
+
+    def __init__(self, frame: bytes) -> None:
+        self.frame = frame
+        self.end = len(frame)
+
+    def entity(self, entity_type: type, pos: int) -> int:
+        flexible, planned = _plan(entity_type)
+        for field in planned:
+            if field.array:
+                count, pos = self._length(pos, flexible, field, "array")
+                if count < 0:
+                    continue
+                if count > self.end - pos:
+                    raise FrameBoundsError(
+                        f"Tried to allocate a collection of size {count} for {field.name}, "
+                        f"but there are only {self.end - pos} bytes remaining."
+                    )
+                for _ in range(count):
+                    pos = self._value(field, flexible, pos)
+            else:
+                pos = self._value(field, flexible, pos)
+        if flexible:
+            pos = self._tagged(pos)
+        return pos
+
+    def _value(self, field: _Field, flexible: bool, pos: int) -> int:
+        kind = field.kind
+        size = _FIXED.get(kind)
+        if size is not None:
+            pos += size
+        elif kind == _ENTITY:
+            return self.entity(field.entity, pos)
+        else:
+            length, pos = self._length(pos, flexible, field, kind)
+            if length > 0:
+                if kind == _STRING and length > MAX_STRING_BYTES:
+                    raise FrameBoundsError(
+                        f"string field {field.name} had invalid length {length}"
+                    )
+                pos += length
+        if pos > self.end:
+            raise FrameBoundsError(f"the frame ends inside field {field.name}")
+        return pos
+
+    def _length(self, pos: int, flexible: bool, field: _Field, what: str) -> tuple[int, int]:
+        """A length or count (-1: null), and the position after it."""
+        frame = self.frame
+        if flexible:
+            encoded, pos = self._uvarint(pos)
+            length = encoded - 1
+        else:
+            width = 2 if what == _STRING else 4
+            if pos + width > self.end:
+                raise FrameBoundsError(f"the frame ends inside field {field.name}")
+            length = int.from_bytes(frame[pos : pos + width], "big", signed=True)
+            pos += width
+            if length < -1:
+                raise FrameBoundsError(f"{what} field {field.name} had invalid length {length}")
+        if length == -1 and not field.nullable:
+            raise FrameBoundsError(f"non-nullable field {field.name} was serialized as null")
+        return length, pos
+
+    def _uvarint(self, pos: int) -> tuple[int, int]:
+        frame, value = self.frame, 0
+        for i in range(5):
+            if pos >= self.end:
+                raise FrameBoundsError("the frame ends inside a varint")
+            byte = frame[pos]
+            pos += 1
+            value |= (byte & 0x7F) << (7 * i)
+            if byte < 0x80:
+                if value > 0xFFFFFFFF:
+                    break
+                return value, pos
+        raise FrameBoundsError("a varint is longer than 5 bytes or above 2^32 - 1")
+
+    def _tagged(self, pos: int) -> int:
+        count, pos = self._uvarint(pos)
+        if count > self.end - pos:
+            raise FrameBoundsError(
+                f"{count} tagged fields declared, but there are only {self.end - pos} bytes "
+                "remaining."
+            )
+        for _ in range(count):
+            _, pos = self._uvarint(pos)
+            size, pos = self._uvarint(pos)
+            pos += size
+            if pos > self.end:
+                raise FrameBoundsError("the frame ends inside a tagged field")
+        return pos

@@ -1,0 +1,82 @@
+"""server/kafka/frame_bounds.py: what Kafka's generated parsers refuse is refused before kio
+reads the body (its native reader reserves an array's declared count up front: a 20-byte
+Metadata request declaring 2^35 topics aborted the node). Each frame here is a request
+header then a body of a few bytes, as a fuzzer sent them (the Kafka-listener probe)."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from server.kafka.frames import InvalidRequest, parse_request
+
+
+def header(key: int, version: int, flexible: bool) -> bytes:
+    head = struct.pack(">hhih", key, version, 7, 2) + b"fz"  # client_id "fz"
+    return head + (b"\x00" if flexible else b"")  # v2: no tagged fields
+
+
+METADATA, DELETE_GROUPS, CREATE_TOPICS, API_VERSIONS = 3, 42, 19, 18
+
+
+@pytest.mark.parametrize(
+    "frame, refusal",
+    [
+        (  # Metadata v12, topics: a 35-bit compact count (kio accepted it, then aborted)
+            header(METADATA, 12, True) + b"\xff\xff\xff\xff\x7f",
+            "a varint is longer than 5 bytes or above 2^32 - 1",
+        ),
+        (  # the same with 2^32 - 2 topics in a 5-byte varint
+            header(METADATA, 12, True) + b"\xff\xff\xff\xff\x0f",
+            "Tried to allocate a collection of size 4294967294 for topics, but there are "
+            "only 0 bytes remaining.",
+        ),
+        (  # DeleteGroups v1 (legacy): 2^31 - 1 group names
+            header(DELETE_GROUPS, 1, False) + struct.pack(">i", 2**31 - 1),
+            "Tried to allocate a collection of size 2147483647 for groups_names",
+        ),
+        (  # DeleteGroups v1: groups_names null, which is not nullable
+            header(DELETE_GROUPS, 1, False) + struct.pack(">i", -1),
+            "non-nullable field groups_names was serialized as null",
+        ),
+        (  # DeleteGroups v2 (flexible): a compact array, null (0)
+            header(DELETE_GROUPS, 2, True) + b"\x00\x00",
+            "non-nullable field groups_names was serialized as null",
+        ),
+        (  # DeleteGroups v2: one group name of 40,000 bytes (compact: length + 1)
+            header(DELETE_GROUPS, 2, True) + b"\x02" + b"\xc1\xb8\x02" + b"g" * 40_000 + b"\x00",
+            "string field groups_names had invalid length 40000",
+        ),
+        (  # CreateTopics v4 (legacy): a topic whose name runs past the frame
+            header(CREATE_TOPICS, 4, False) + struct.pack(">ih", 1, 100) + b"short",
+            "the frame ends inside field name",
+        ),
+        (  # ApiVersions v3: a tagged field kio does not know (tag 5, 1 byte)
+            header(API_VERSIONS, 3, True) + b"\x03fz\x021\x01\x05\x01\x00",
+            "KeyError",
+        ),
+    ],
+    ids=[
+        "varint-35-bits",
+        "compact-count-2^32",
+        "legacy-count-2^31",
+        "legacy-null-array",
+        "compact-null-array",
+        "string-40000",
+        "string-past-the-end",
+        "unknown-tag",
+    ],
+)
+def test_a_body_kafka_would_refuse_is_an_invalid_request(frame, refusal):
+    with pytest.raises(InvalidRequest, match="does not decode") as caught:
+        parse_request(frame)
+    assert refusal in str(caught.value)
+
+
+def test_a_well_formed_body_still_parses():
+    frame = header(DELETE_GROUPS, 2, True) + b"\x03" + b"\x02a" + b"\x03bc" + b"\x00"
+    request = parse_request(frame)
+    assert request.body.groups_names == ("a", "bc")
+    legacy = header(DELETE_GROUPS, 1, False) + struct.pack(">ih", 1, 3) + b"abc"
+    assert parse_request(legacy).body.groups_names == ("abc",)
