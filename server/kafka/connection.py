@@ -240,12 +240,37 @@ class _Answers:
         if self.closing:
             return  # an earlier request closed the connection: nothing more is said
         frame = None
-        if large and response is not None:
-            frame = await asyncio.to_thread(response_frame, request.correlation_id, response)
+        if response is not None:
+            # Encoded here, where a failure closes the connection: unanswered, the request
+            # would leave the next request's answer in its place (a 32,767-byte topic name
+            # quoted in an error message over a legacy string's bound did).
+            try:
+                if large:
+                    frame = await asyncio.to_thread(
+                        response_frame, request.correlation_id, response
+                    )
+                else:
+                    frame = response_frame(request.correlation_id, response)
+            except Exception as exc:
+                self._unencodable(request, exc)
+                return
             if self.closing:
                 return
         self.write(request, response, start, frame)
         await self.flush()
+
+    def _unencodable(self, request: AnyRequest, exc: Exception) -> None:
+        log.error(
+            "Closing socket connection on listener %s: the response to request %d (api key "
+            "%d v%d) could not be encoded: %s: %s",
+            self.listener_name,
+            request.correlation_id,
+            getattr(request, "api_key", API_VERSIONS),
+            request.api_version,
+            type(exc).__name__,
+            exc,
+        )
+        self._close()
 
     def write(
         self, request: AnyRequest, response: Any, start: float, frame: bytes | None = None

@@ -13,6 +13,7 @@ import threading
 import typing
 
 from kio.index import load_request_schema, load_response_schema
+from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32
 
 from server.kafka import connection
@@ -203,3 +204,33 @@ def test_a_large_frame_is_decoded_and_its_response_encoded_off_the_event_loop(mo
     assert big >= connection.THREAD_FRAME_BYTES > small
     assert big_thread != loop and small_thread == loop
     assert [(c, t == loop) for c, t in where["encode"]] == [(1, False), (2, True)]
+
+
+class UnencodableApis(HeldApis):
+    """Produce (id 1) is answered with a response kio cannot encode: an error message over
+    a legacy string's 32,767 bytes, as a 32,767-byte topic name quoted in one was."""
+
+    async def handle(self, request: Request) -> object:
+        if request.api_key == 18:
+            return await super().handle(request)
+        response_type = load_response_schema(19, 3)
+        topic_type = typing.get_args(typing.get_type_hints(response_type)["topics"])[0]
+        topic = topic_type(
+            name="t", error_code=ErrorCode.invalid_topic_exception, error_message="n" * 40_000
+        )
+        return response_type(throttle_time=datetime.timedelta(0), topics=(topic,))
+
+
+def test_a_response_that_cannot_be_encoded_closes_the_connection_unanswered():
+    """Unanswered on an open connection, the request left the next one's answer in its place
+    (the client reads answers by order)."""
+    apis = UnencodableApis(signal=False)
+    closed = asyncio.Event()
+
+    async def script(answered: list[int]) -> None:
+        await settle()
+        closed.set()
+
+    answered = asyncio.run(_session(apis, [produce(1), api_versions(2)], script))
+    assert closed.is_set()
+    assert answered == [], answered  # not 2 in 1's place
