@@ -116,12 +116,14 @@ class Group:
     def select_protocol(self) -> str:
         """Kafka's vote: the protocols every member supports; each member votes for the
         first of those it lists; the most votes win (the first candidate on a tie)."""
-        members = list(self.members.values())
-        candidates = [
-            p for p in members[0].protocol_names() if all(p in m.protocol_names() for m in members)
-        ]
-        votes = Counter(next(p for p in m.protocol_names() if p in candidates) for m in members)
-        return max(candidates, key=lambda p: (votes[p], -candidates.index(p)))
+        # Each member's names read once, and looked up in sets: a JoinGroup listing "range"
+        # 20,000 times once held the coordinator's loop for 7 s (the Kafka-protocol probe).
+        names = [m.protocol_names() for m in self.members.values()]
+        supported = [set(n) for n in names]
+        candidates = [p for p in dict.fromkeys(names[0]) if all(p in s for s in supported)]
+        rank = {p: i for i, p in enumerate(candidates)}
+        votes = Counter(next(p for p in n if p in rank) for n in names)
+        return max(candidates, key=lambda p: (votes[p], -rank[p]))
 
     def all_joined(self) -> bool:
         return (

@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.group.state import VALID_PREVIOUS, Group, GroupState, IllegalGroupTransition
+from coordinator.group.state import (
+    VALID_PREVIOUS,
+    Group,
+    GroupState,
+    IllegalGroupTransition,
+    Member,
+)
 
 S = GroupState
 
@@ -54,8 +60,8 @@ def test_each_illegal_transition_raises_and_changes_nothing(start, to):
     group = Group("g", 0)
     group.restore(start, 1)
     with pytest.raises(
-        IllegalGroupTransition, match=f"before moving to {to.value} state. Instead it is in "
-        f"{start.value} state"
+        IllegalGroupTransition,
+        match=f"before moving to {to.value} state. Instead it is in {start.value} state",
     ):
         group.transition(to, 2)
     assert (group.state, group.state_timestamp_ms) == (start, 1)
@@ -64,3 +70,55 @@ def test_each_illegal_transition_raises_and_changes_nothing(start, to):
 def test_every_state_has_its_legal_predecessors():
     assert set(VALID_PREVIOUS) == set(GroupState)
     assert VALID_PREVIOUS[S.DEAD] == frozenset(GroupState)
+
+
+class CountingMember(Member):
+    """A member counting how often its protocol names are listed."""
+
+    listed = 0
+
+    def protocol_names(self) -> list[str]:
+        CountingMember.listed += 1
+        return super().protocol_names()
+
+
+def member(member_id: str, *names: str) -> Member:
+    return CountingMember(
+        member_id, None, "c", "h", 10_000, 10_000, "consumer", [(n, b"") for n in names]
+    )
+
+
+def group_of(*members: Member) -> Group:
+    return Group("g", 0, members={m.member_id: m for m in members})
+
+
+def test_the_protocol_is_kafkas_vote_among_those_every_member_supports():
+    assert (
+        group_of(
+            member("a", "range", "roundrobin"), member("b", "roundrobin", "range")
+        ).select_protocol()
+        == "range"
+    )  # a tie: the first member's first
+    assert (
+        group_of(
+            member("a", "x", "sticky", "range"),
+            member("b", "range", "sticky"),
+            member("c", "sticky"),
+        ).select_protocol()
+        == "sticky"
+    )
+    assert (
+        group_of(
+            member("a", "range", "range", "rr"), member("b", "rr", "range"), member("c", "rr")
+        ).select_protocol()
+        == "rr"
+    )
+
+
+def test_a_member_listing_a_protocol_thousands_of_times_is_read_once():
+    """A JoinGroup listing "range" 20,000 times held the coordinator's loop for 7 s: each
+    name was looked up in every member's list, listed anew each time."""
+    CountingMember.listed = 0
+    many = group_of(member("a", *["range"] * 20_000), member("b", *["x"] * 20_000, "range"))
+    assert many.select_protocol() == "range"
+    assert CountingMember.listed == 2
