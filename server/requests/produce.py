@@ -23,6 +23,7 @@ from broker.loop_slices import LoopSlices
 from broker.replica_manager import ProduceResult, ReplicaManager
 from broker.request_checks import named_twice
 from metadata.errors import ApiError
+from metadata.topic_control import INTERNAL_TOPICS
 from server.request_authorization import RequestAuthorizer
 from server.request_session import Session
 from server.requests.partitions import LeaderHint, duplicate_error, leader_hint
@@ -76,6 +77,14 @@ async def produce(
     topics = request.topics
     twice = named_twice((t.name, p.partition) for t in topics for p in t.partitions)
     refused = authz.topics("Produce", (t.name for t in topics), session)
+    # Kafka's ReplicaManager refuses clients' appends to internal topics: records that are
+    # not the group coordinator's own would break its loading of __consumer_offsets. Its
+    # writes go to the replica manager directly (broker/group_partitions.py), not here.
+    refused.update(
+        (t.name, _internal(t.name))
+        for t in topics
+        if t.name in INTERNAL_TOPICS and t.name not in refused
+    )
     batches = [
         (topic.name, p.partition, p.records)
         for topic in topics
@@ -132,3 +141,7 @@ def _answer(
         log_append_time_ms=result.append.log_append_time_ms,
         log_start_offset=local.log.log_start_offset if local else -1,
     )
+
+
+def _internal(topic: str) -> ApiError:
+    return ApiError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {topic}")

@@ -571,3 +571,33 @@ def test_a_heartbeat_naming_a_topic_id_that_is_no_uuid_is_invalid_request_at_onc
     answer = cluster.call("BrokerHeartbeat", request)
     assert error_name(answer.error.error) == "BROKER_ID_NOT_REGISTERED", answer.error
     assert health_latency(cluster, cluster.active_controller()) < 1
+
+
+def test_a_client_cannot_append_to_an_internal_topic(cluster, client):
+    """Found by the Kafka-protocol probe: a Produce to __consumer_offsets was written, and
+    the group coordinator failed on the stranger's record each time it loaded the partition
+    (unknown key version). Kafka's ReplicaManager refuses clients' appends to internal
+    topics with INVALID_TOPIC_EXCEPTION; both front ends go through this path."""
+    made = create_raw(cluster, "__consumer_offsets", 1, rf=3)  # unless a group made it
+    assert error_name(made.error) in ("NONE", "TOPIC_ALREADY_EXISTS"), made
+    wait_until(lambda: client.leader("__consumer_offsets", 0) or None, 10, "a leader")
+    end_before = latest_offset(client, "__consumer_offsets", 0)
+    answer = client.stub(1).Produce(
+        client_pb2.ProduceRequest(
+            acks=-1,
+            timeout_ms=5000,
+            topics=[
+                client_pb2.ProduceRequest.Topic(
+                    name="__consumer_offsets",
+                    partitions=[
+                        client_pb2.ProduceRequest.Partition(partition=0, records=batch([b"v"]))
+                    ],
+                )
+            ],
+        ),
+        timeout=10,
+    )
+    for p in answer.topics[0].partitions:
+        assert error_name(p.error) == "INVALID_TOPIC_EXCEPTION", p.error
+        assert p.error.message == "Cannot append to internal topic __consumer_offsets"
+    assert latest_offset(client, "__consumer_offsets", 0) == end_before
