@@ -225,17 +225,7 @@ class _Answers:
             self._close()
             return
         except Exception as exc:  # a bug or a collaborator's failure: this connection only
-            log.error(
-                "Closing socket connection on listener %s: request %d (api key %d v%d) "
-                "failed: %s: %s",
-                self.listener_name,
-                request.correlation_id,
-                getattr(request, "api_key", API_VERSIONS),
-                request.api_version,
-                type(exc).__name__,
-                exc,
-            )
-            self._close()
+            self._close_after(request, "failed", exc)
             return
         if self.closing:
             return  # an earlier request closed the connection: nothing more is said
@@ -252,21 +242,21 @@ class _Answers:
                 else:
                     frame = response_frame(request.correlation_id, response)
             except Exception as exc:
-                self._unencodable(request, exc)
+                self._close_after(request, "was answered with what could not be encoded", exc)
                 return
             if self.closing:
                 return
         self.write(request, response, start, frame)
         await self.flush()
 
-    def _unencodable(self, request: AnyRequest, exc: Exception) -> None:
+    def _close_after(self, request: AnyRequest, what: str, exc: Exception) -> None:
         log.error(
-            "Closing socket connection on listener %s: the response to request %d (api key "
-            "%d v%d) could not be encoded: %s: %s",
+            "Closing socket connection on listener %s: request %d (api key %d v%d) %s: %s: %s",
             self.listener_name,
             request.correlation_id,
             getattr(request, "api_key", API_VERSIONS),
             request.api_version,
+            what,
             type(exc).__name__,
             exc,
         )

@@ -69,18 +69,7 @@ class DataClient:
         acks: int = -1,
         timeout_ms: int = 10_000,
     ) -> Any:
-        request = client_pb2.ProduceRequest(
-            acks=acks,
-            timeout_ms=timeout_ms,
-            topics=[
-                client_pb2.ProduceRequest.Topic(
-                    name=topic,
-                    partitions=[
-                        client_pb2.ProduceRequest.Partition(partition=partition, records=records)
-                    ],
-                )
-            ],
-        )
+        request = produce_request(topic, partition, records, acks, timeout_ms)
         response = self.stub(broker).Produce(request, timeout=timeout_ms / 1000 + 10)
         return response.topics[0].partitions[0] if acks != 0 else None
 
@@ -162,3 +151,21 @@ def batch(
         return encode_batch(records)
     pid, epoch, seq = producer
     return encode_batch(records, producer_id=pid, producer_epoch=epoch, base_sequence=seq)
+
+
+def produce_request(
+    topic: str, partition: int, records: bytes, acks: int = -1, timeout_ms: int = 10_000
+) -> Any:
+    """A ProduceRequest of one partition's records."""
+    return client_pb2.ProduceRequest(
+        acks=acks,
+        timeout_ms=timeout_ms,
+        topics=[
+            client_pb2.ProduceRequest.Topic(
+                name=topic,
+                partitions=[
+                    client_pb2.ProduceRequest.Partition(partition=partition, records=records)
+                ],
+            )
+        ],
+    )

@@ -21,7 +21,7 @@ from strom_api.v1 import (
     replica_pb2,
     replica_pb2_grpc,
 )
-from tests.data_plane.data_client import DataClient, batch, error_name
+from tests.data_plane.data_client import DataClient, batch, error_name, produce_request
 from tests.data_plane.test_client_api import create_topic, latest_offset
 from tests.node_integration.node_cluster import running_cluster
 from tests.raft_integration.process_cluster import wait_until
@@ -350,18 +350,7 @@ def test_a_malformed_request_after_a_produce_on_a_stream_ends_it_with_corrupt_me
     leader = client.leader("streamed", 0)
     channel = grpc.insecure_channel(f"127.0.0.1:{cluster.broker_port[leader]}")
     stream = channel.stream_stream("/strom_api.v1.ClientService/ProduceStream")
-    good = client_pb2.ProduceRequest(
-        acks=1,
-        timeout_ms=5000,
-        topics=[
-            client_pb2.ProduceRequest.Topic(
-                name="streamed",
-                partitions=[
-                    client_pb2.ProduceRequest.Partition(partition=0, records=batch([b"x"]))
-                ],
-            )
-        ],
-    ).SerializeToString()
+    good = produce_request("streamed", 0, batch([b"x"]), acks=1).SerializeToString()
     log_before = len(cluster.log_text(leader))
     ends = collections.Counter()
     for _ in range(200):
@@ -582,22 +571,7 @@ def test_a_client_cannot_append_to_an_internal_topic(cluster, client):
     assert error_name(made.error) in ("NONE", "TOPIC_ALREADY_EXISTS"), made
     wait_until(lambda: client.leader("__consumer_offsets", 0) or None, 10, "a leader")
     end_before = latest_offset(client, "__consumer_offsets", 0)
-    answer = client.stub(1).Produce(
-        client_pb2.ProduceRequest(
-            acks=-1,
-            timeout_ms=5000,
-            topics=[
-                client_pb2.ProduceRequest.Topic(
-                    name="__consumer_offsets",
-                    partitions=[
-                        client_pb2.ProduceRequest.Partition(partition=0, records=batch([b"v"]))
-                    ],
-                )
-            ],
-        ),
-        timeout=10,
-    )
-    for p in answer.topics[0].partitions:
-        assert error_name(p.error) == "INVALID_TOPIC_EXCEPTION", p.error
-        assert p.error.message == "Cannot append to internal topic __consumer_offsets"
+    answer = client.produce_raw(1, "__consumer_offsets", 0, batch([b"v"]))
+    assert error_name(answer.error) == "INVALID_TOPIC_EXCEPTION", answer.error
+    assert answer.error.message == "Cannot append to internal topic __consumer_offsets"
     assert latest_offset(client, "__consumer_offsets", 0) == end_before
