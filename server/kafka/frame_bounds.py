@@ -9,7 +9,9 @@ checks on the way (a null where the field is not nullable, a string longer than 
 bytes, a varint of more than 5 bytes, a length past the frame's end). It reads only
 lengths and counts, skipping values by their size: about a microsecond per field.
 
-Tagged fields are skipped by their size here; kio reads the ones it knows.
+Tagged fields are skipped by their size here; kio reads the ones it knows. One it does not
+know is cut out of the frame before kio reads it, as Kafka's parsers skip unknown tags
+(KIP-482: a newer client may send a tag this version of the schema lacks); kio would raise.
 """
 
 from __future__ import annotations
@@ -55,15 +57,20 @@ class _Field:
     entity: Any  # the nested entity type, for _ENTITY
 
 
-_plans: dict[type, tuple[bool, tuple[_Field, ...]]] = {}
+_Plan = tuple[bool, tuple[_Field, ...], frozenset[int]]
+_plans: dict[type, _Plan] = {}
 
 
-def _plan(entity_type: Any) -> tuple[bool, tuple[_Field, ...]]:
+def _plan(entity_type: Any) -> _Plan:
+    """(flexible, the untagged fields in order, the tags kio knows)."""
     plan = _plans.get(entity_type)
     if plan is None:
         planned = []
+        tags = set()
         for f in fields(entity_type):
-            if get_field_tag(f) is not None:
+            tag = get_field_tag(f)
+            if tag is not None:
+                tags.add(int(tag))
                 continue  # in the tagged section, skipped by its size
             shape = classify_field(f)
             if isinstance(shape, (EntityField, EntityTupleField)):
@@ -77,24 +84,45 @@ def _plan(entity_type: Any) -> tuple[bool, tuple[_Field, ...]]:
             array = isinstance(shape, (EntityTupleField, PrimitiveTupleField))
             planned.append(_Field(f.name, kind, array, is_optional(f), nested))
         flexible = bool(entity_type.__flexible__)
-        plan = _plans[entity_type] = (flexible, tuple(planned))
+        plan = _plans[entity_type] = (flexible, tuple(planned), frozenset(tags))
     return plan
 
 
-def check_body(entity_type: type, frame: bytes, offset: int) -> None:
-    """Raises FrameBoundsError where `frame[offset:]` cannot be a body of `entity_type`."""
-    _Walk(frame).entity(entity_type, offset)
+def check_body(entity_type: type, frame: bytes, offset: int) -> bytes:
+    """`frame`, or a copy without the tagged fields kio does not know; raises
+    FrameBoundsError where `frame[offset:]` cannot be a body of `entity_type`."""
+    walk = _Walk(frame)
+    walk.entity(entity_type, offset)
+    if not walk.cuts:
+        return frame
+    pieces: list[bytes] = []
+    at = 0
+    for start, end, instead in walk.cuts:
+        pieces += (frame[at:start], instead)
+        at = end
+    pieces.append(frame[at:])
+    return b"".join(pieces)
+
+
+def _uvarint_bytes(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
 
 
 class _Walk:
-    __slots__ = ("frame", "end")
+    __slots__ = ("frame", "end", "cuts")
 
     def __init__(self, frame: bytes) -> None:
         self.frame = frame
         self.end = len(frame)
+        self.cuts: list[tuple[int, int, bytes]] = []  # (start, end, replacement), in order
 
     def entity(self, entity_type: type, pos: int) -> int:
-        flexible, planned = _plan(entity_type)
+        flexible, planned, tags = _plan(entity_type)
         for field in planned:
             if field.array:
                 count, pos = self._length(pos, flexible, field, "array")
@@ -110,7 +138,7 @@ class _Walk:
             else:
                 pos = self._value(field, flexible, pos)
         if flexible:
-            pos = self._tagged(pos)
+            pos = self._tagged(pos, tags)
         return pos
 
     def _value(self, field: _Field, flexible: bool, pos: int) -> int:
@@ -164,17 +192,26 @@ class _Walk:
                 return value, pos
         raise FrameBoundsError("a varint is longer than 5 bytes or above 2^32 - 1")
 
-    def _tagged(self, pos: int) -> int:
+    def _tagged(self, pos: int, known: frozenset[int]) -> int:
+        start = pos
         count, pos = self._uvarint(pos)
         if count > self.end - pos:
             raise FrameBoundsError(
                 f"{count} tagged fields declared, but there are only {self.end - pos} bytes "
                 "remaining."
             )
+        counted_to = pos
+        unknown = []
         for _ in range(count):
-            _, pos = self._uvarint(pos)
+            field_start = pos
+            tag, pos = self._uvarint(pos)
             size, pos = self._uvarint(pos)
             pos += size
             if pos > self.end:
                 raise FrameBoundsError("the frame ends inside a tagged field")
+            if tag not in known:
+                unknown.append((field_start, pos, b""))
+        if unknown:
+            self.cuts.append((start, counted_to, _uvarint_bytes(count - len(unknown))))
+            self.cuts += unknown
         return pos

@@ -84,7 +84,7 @@ def parse_request(frame: bytes) -> Request | UnsupportedApiVersions:
     # Metadata v13 request for every topic.
     what = f"{api.name} v{version} request"
     try:
-        check_body(request_type, frame, header_size)  # before kio reserves anything
+        frame = check_body(request_type, frame, header_size)  # before kio reserves anything
     except FrameBoundsError as exc:
         raise InvalidRequest(f"the {what} does not decode: {exc}") from None
     body, _ = _read(request_type, frame, header_size, what)
@@ -94,8 +94,8 @@ def parse_request(frame: bytes) -> Request | UnsupportedApiVersions:
 def _read(entity_type: type[Any], frame: bytes, offset: int, what: str) -> tuple[Any, int]:
     try:
         value, size = entity_reader(entity_type)(frame, offset)
-    # kio's errors, bad UTF-8, and KeyError for a tagged field it does not know (Kafka skips
-    # those, KIP-482; kio cannot: the connection is closed with the reason instead).
+    # kio's errors, bad UTF-8, and KeyError for a tagged field it does not know in a request
+    # header (frame_bounds cuts those out of a body, as Kafka skips them: KIP-482).
     except (DecodeError, ValueError, OverflowError, KeyError) as exc:
         raise InvalidRequest(f"the {what} does not decode: {type(exc).__name__}: {exc}") from None
     return value, size

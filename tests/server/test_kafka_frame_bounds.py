@@ -52,8 +52,10 @@ METADATA, DELETE_GROUPS, CREATE_TOPICS, API_VERSIONS = 3, 42, 19, 18
             header(CREATE_TOPICS, 4, False) + struct.pack(">ih", 1, 100) + b"short",
             "the frame ends inside field name",
         ),
-        (  # ApiVersions v3: a tagged field kio does not know (tag 5, 1 byte)
-            header(API_VERSIONS, 3, True) + b"\x03fz\x021\x01\x05\x01\x00",
+        (  # ApiVersions v3 whose header has a tagged field kio does not know
+            struct.pack(">hhih", API_VERSIONS, 3, 7, 2)
+            + b"fz\x01\x05\x01\x00"
+            + b"\x03fz\x021\x00",
             "KeyError",
         ),
     ],
@@ -65,7 +67,7 @@ METADATA, DELETE_GROUPS, CREATE_TOPICS, API_VERSIONS = 3, 42, 19, 18
         "compact-null-array",
         "string-40000",
         "string-past-the-end",
-        "unknown-tag",
+        "unknown-header-tag",
     ],
 )
 def test_a_body_kafka_would_refuse_is_an_invalid_request(frame, refusal):
@@ -80,3 +82,17 @@ def test_a_well_formed_body_still_parses():
     assert request.body.groups_names == ("a", "bc")
     legacy = header(DELETE_GROUPS, 1, False) + struct.pack(">ih", 1, 3) + b"abc"
     assert parse_request(legacy).body.groups_names == ("abc",)
+
+
+def test_a_tagged_field_kio_does_not_know_is_skipped_as_kafka_skips_it():
+    """KIP-482: a newer client may send tags this schema lacks; kio raised KeyError for
+    them. Cut out of the body, known tags and the fields around them stay."""
+    body = b"\x03fz\x021" + b"\x02" + b"\x05\x01\x00" + b"\x07\x02ab"  # two unknown tags
+    request = parse_request(header(API_VERSIONS, 3, True) + body)
+    assert (request.body.client_software_name, request.body.client_software_version) == ("fz", "1")
+    # Nested: a Metadata v12 topic entry with an unknown tag, then the request's own fields.
+    topic = bytes(16) + b"\x02t" + b"\x01\x09\x01\x00"  # id, name "t", tag 9 (1 byte)
+    body = b"\x02" + topic + b"\x01\x00\x00"  # one topic; allow_auto, authorized ops; no tags
+    request = parse_request(header(METADATA, 12, True) + body)
+    assert [t.name for t in request.body.topics] == ["t"]
+    assert request.body.allow_auto_topic_creation is True
