@@ -28,12 +28,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from kio.serial.errors import OutOfBoundValue
+
 from server.kafka.apis import API_VERSIONS, CONNECTION_APIS, SERVED
 from server.kafka.frames import (
     SIZE,
     InvalidRequest,
     Request,
     UnsupportedApiVersions,
+    fitted,
     parse_request,
     response_frame,
 )
@@ -241,6 +244,12 @@ class _Answers:
                     )
                 else:
                     frame = response_frame(request.correlation_id, response)
+            except OutOfBoundValue:  # an error message quoting a long name: cut to fit
+                try:
+                    frame = response_frame(request.correlation_id, fitted(response))
+                except Exception as exc:
+                    self._close_after(request, "was answered with what could not be encoded", exc)
+                    return
             except Exception as exc:
                 self._close_after(request, "was answered with what could not be encoded", exc)
                 return

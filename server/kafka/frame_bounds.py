@@ -93,11 +93,30 @@ def check_body(entity_type: type, frame: bytes, offset: int) -> bytes:
     FrameBoundsError where `frame[offset:]` cannot be a body of `entity_type`."""
     walk = _Walk(frame)
     walk.entity(entity_type, offset)
-    if not walk.cuts:
+    return _cut(frame, walk.cuts)
+
+
+def check_header(frame: bytes) -> bytes:
+    """A v2 request header (flexible requests): `frame`, or a copy without its tagged
+    fields, none of which kio knows (Kafka skips them, KIP-482). Its client_id is a legacy
+    nullable string even here, as in Kafka's RequestHeader."""
+    walk = _Walk(frame)
+    pos = 8  # api key, version, correlation id
+    if pos + 2 > walk.end:
+        raise FrameBoundsError("the frame ends inside the request header")
+    pos += 2 + max(int.from_bytes(frame[pos : pos + 2], "big", signed=True), 0)
+    if pos > walk.end:
+        raise FrameBoundsError("the frame ends inside the request header's client_id")
+    walk._tagged(pos, frozenset())
+    return _cut(frame, walk.cuts)
+
+
+def _cut(frame: bytes, cuts: list[tuple[int, int, bytes]]) -> bytes:
+    if not cuts:
         return frame
     pieces: list[bytes] = []
     at = 0
-    for start, end, instead in walk.cuts:
+    for start, end, instead in cuts:
         pieces += (frame[at:start], instead)
         at = end
     pieces.append(frame[at:])
@@ -152,9 +171,7 @@ class _Walk:
             length, pos = self._length(pos, flexible, field, kind)
             if length > 0:
                 if kind == _STRING and length > MAX_STRING_BYTES:
-                    raise FrameBoundsError(
-                        f"string field {field.name} had invalid length {length}"
-                    )
+                    raise FrameBoundsError(f"string field {field.name} had invalid length {length}")
                 pos += length
         if pos > self.end:
             raise FrameBoundsError(f"the frame ends inside field {field.name}")

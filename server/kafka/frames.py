@@ -19,6 +19,7 @@ What is refused, and how, is Kafka's (SocketServer and RequestContext):
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import struct
 from dataclasses import dataclass
@@ -31,7 +32,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.serial.errors import DecodeError
 
 from server.kafka.apis import API_VERSIONS, SERVED
-from server.kafka.frame_bounds import FrameBoundsError, check_body
+from server.kafka.frame_bounds import MAX_STRING_BYTES, FrameBoundsError, check_body, check_header
 
 SIZE = struct.Struct(">i")
 _KEY_AND_VERSION = struct.Struct(">hh")
@@ -78,6 +79,11 @@ def parse_request(frame: bytes) -> Request | UnsupportedApiVersions:
             f"Received request api key {api_name(key)} with version {version} which is not enabled"
         )
     request_type = load_request_schema(key, version)
+    if request_type.__header_schema__.__flexible__:
+        try:
+            frame = check_header(frame)
+        except FrameBoundsError as exc:
+            raise InvalidRequest(f"the request header does not decode: {exc}") from None
     header, header_size = _read(request_type.__header_schema__, frame, 0, "request header")
     # Bytes after the body are ignored, as Kafka's generated parsers ignore them (they read
     # the fields and never check what remains): librdkafka 2.16 sends 3 more after a
@@ -99,6 +105,26 @@ def _read(entity_type: type[Any], frame: bytes, offset: int, what: str) -> tuple
     except (DecodeError, ValueError, OverflowError, KeyError) as exc:
         raise InvalidRequest(f"the {what} does not decode: {type(exc).__name__}: {exc}") from None
     return value, size
+
+
+def fitted(entity: Any) -> Any:
+    """`entity` with every error message over a string's 32,767 bytes cut to fit (a message
+    quoting a 32,767-byte topic name is longer: its response could not be encoded)."""
+    changes: dict[str, Any] = {}
+    for f in dataclasses.fields(entity):
+        value = getattr(entity, f.name)
+        if isinstance(value, str) and f.name.endswith("message"):
+            data = value.encode()
+            if len(data) > MAX_STRING_BYTES:
+                changes[f.name] = data[: MAX_STRING_BYTES - 3].decode(errors="ignore") + "..."
+        elif dataclasses.is_dataclass(value):
+            if (inner := fitted(value)) is not value:
+                changes[f.name] = inner
+        elif isinstance(value, tuple) and value and dataclasses.is_dataclass(value[0]):
+            items = tuple(fitted(v) for v in value)
+            if any(a is not b for a, b in zip(items, value, strict=True)):
+                changes[f.name] = items
+    return dataclasses.replace(entity, **changes) if changes else entity
 
 
 def response_frame(correlation_id: int, response: Any) -> bytes:

@@ -5,11 +5,16 @@ header then a body of a few bytes, as a fuzzer sent them (the Kafka-listener pro
 
 from __future__ import annotations
 
+import datetime
 import struct
+import typing
+from typing import Any
 
 import pytest
+from kio.index import load_response_schema
+from kio.schema.errors import ErrorCode
 
-from server.kafka.frames import InvalidRequest, parse_request
+from server.kafka.frames import InvalidRequest, fitted, parse_request, response_frame
 
 
 def header(key: int, version: int, flexible: bool) -> bytes:
@@ -52,11 +57,9 @@ METADATA, DELETE_GROUPS, CREATE_TOPICS, API_VERSIONS = 3, 42, 19, 18
             header(CREATE_TOPICS, 4, False) + struct.pack(">ih", 1, 100) + b"short",
             "the frame ends inside field name",
         ),
-        (  # ApiVersions v3 whose header has a tagged field kio does not know
-            struct.pack(">hhih", API_VERSIONS, 3, 7, 2)
-            + b"fz\x01\x05\x01\x00"
-            + b"\x03fz\x021\x00",
-            "KeyError",
+        (  # ApiVersions v3 whose header declares 2^32 - 1 tagged fields
+            struct.pack(">hhih", API_VERSIONS, 3, 7, 2) + b"fz\xff\xff\xff\xff\x0f",
+            "4294967295 tagged fields declared",
         ),
     ],
     ids=[
@@ -67,11 +70,11 @@ METADATA, DELETE_GROUPS, CREATE_TOPICS, API_VERSIONS = 3, 42, 19, 18
         "compact-null-array",
         "string-40000",
         "string-past-the-end",
-        "unknown-header-tag",
+        "header-tag-count",
     ],
 )
 def test_a_body_kafka_would_refuse_is_an_invalid_request(frame, refusal):
-    with pytest.raises(InvalidRequest, match="does not decode") as caught:
+    with pytest.raises(InvalidRequest, match="not decode") as caught:
         parse_request(frame)
     assert refusal in str(caught.value)
 
@@ -96,3 +99,28 @@ def test_a_tagged_field_kio_does_not_know_is_skipped_as_kafka_skips_it():
     request = parse_request(header(METADATA, 12, True) + body)
     assert [t.name for t in request.body.topics] == ["t"]
     assert request.body.allow_auto_topic_creation is True
+
+
+def test_a_header_tag_is_skipped_too():
+    """RequestHeader v2's tagged fields: kio knows none, Kafka skips them."""
+    head = struct.pack(">hhih", API_VERSIONS, 3, 7, 2) + b"fz\x01\x00\x01\x00"
+    request = parse_request(head + b"\x03fz\x021\x00")
+    assert (request.correlation_id, request.client_id) == (7, "fz")
+    assert request.body.client_software_name == "fz"
+
+
+def test_a_fitted_response_cuts_only_long_error_messages():
+    response_type = load_response_schema(19, 3)
+    topic_type = typing.get_args(typing.get_type_hints(response_type)["topics"])[0]
+
+    def response(message: str) -> Any:
+        topic = topic_type(name="t", error_code=ErrorCode.none, error_message=message)
+        return response_type(throttle_time=datetime.timedelta(0), topics=(topic,))
+
+    long = response("\u00e9" * 20_000)  # 40,000 bytes
+    cut = fitted(long).topics[0].error_message
+    assert len(cut.encode()) <= 32_767 and cut.endswith("...") and cut.startswith("\u00e9")
+    assert fitted(long).topics[0].name == "t"
+    response_frame(1, fitted(long))  # encodes
+    short = response("m")
+    assert fitted(short) is short
