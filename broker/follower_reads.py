@@ -23,6 +23,11 @@ from broker.request_checks import named_twice
 from metadata.errors import ApiError, kept
 from strom_api.error_codes import ErrorCode
 
+# The purgatory key of "a replica appeared on this broker": no topic (names have at least one
+# character) and no session (ids start at 1, broker/replica_sessions.session_wait_key).
+# ReplicaManager wakes it for every Partition it creates.
+NEW_REPLICA_KEY = ("", 0)
+
 # One partition of a follower fetch served: the request's partition, the replica (None when
 # this broker holds none), and what was read or why not.
 FollowerAnswer = tuple[PartitionFetch, Partition | None, FollowerRead | ApiError]
@@ -84,20 +89,44 @@ def read_follower_fetch(
     return answers, held_back
 
 
+def follower_ahead(item: PartitionFetch, partition: Partition | None, error: ApiError) -> bool:
+    """The follower's metadata is ahead of this broker's for the partition: it names a
+    replica this broker does not hold yet (a topic just created, a replica just moved here),
+    or a leader epoch newer than the one this broker knows (a leader just elected). The
+    follower would rest the partition for replica.fetch.backoff.ms on the error; this
+    broker's metadata usually catches up within milliseconds, so the fetch waits for it
+    instead (up to its max_wait_ms: the error is the answer after that). Without this, the
+    first acks=all produce to a new topic waited a second for its followers."""
+    if partition is None:
+        return error.error_name == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if error.error_name in (ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.NOT_LEADER_OR_FOLLOWER):
+        return item.current_leader_epoch > partition.leader_epoch
+    return False
+
+
 def read_summary(
     answers: list[FollowerAnswer], quota: ReplicationQuota, held_back: bool
 ) -> FetchReadSummary:
     """What the purgatory needs of a read: its bytes, whether a partition erred or diverged
-    (the follower must hear of it now), the partitions to wait on (those this broker holds),
+    (the follower must hear of it now; not for an error `follower_ahead`), the keys to wait
+    on (the partitions this broker holds, NEW_REPLICA_KEY when one named is not held yet),
     and, when the quota held records back, how long until it may let them go."""
     total = 0
     stopped = False
-    for _, _, answer in answers:
-        if isinstance(answer, ApiError) or answer.diverging is not None:
+    awaits_replica = False
+    for item, partition, answer in answers:
+        if isinstance(answer, ApiError):
+            if follower_ahead(item, partition, answer):
+                awaits_replica = awaits_replica or partition is None
+            else:
+                stopped = True
+        elif answer.diverging is not None:
             stopped = True
         else:
             total += len(answer.records)
     keys = tuple((p.topic, p.index) for _, p, _ in answers if p is not None)
+    if awaits_replica:
+        keys += (NEW_REPLICA_KEY,)
     delay_ms = math.ceil(quota.delay_s() * 1000) if held_back else None
     return FetchReadSummary(total, stopped, keys, delay_ms)
 

@@ -33,7 +33,12 @@ from typing import Any
 from broker.alter_partition_sender import AlterPartitionSender
 from broker.fetch_sessions import FetchSessionCache
 from broker.follower_fetch import FetchRequest, FetchResponse
-from broker.follower_reads import FollowerAnswer, read_follower_fetch, read_summary
+from broker.follower_reads import (
+    NEW_REPLICA_KEY,
+    FollowerAnswer,
+    read_follower_fetch,
+    read_summary,
+)
 from broker.isr_proposals import ISR_RETRY_BACKOFF_S, Outcome
 from broker.loop_slices import LoopSlices
 from broker.memory_pool import MemoryPool
@@ -366,6 +371,8 @@ class ReplicaManager:
                 partition.counts = self.counts
                 self.partitions[key] = partition
                 self.by_id[(topic_id, index)] = partition
+                # Follower fetches that named it before this broker held it wait for it.
+                self._wake_key(NEW_REPLICA_KEY)
             if partition.apply_registration(registration, now, settings):
                 self.on_role_change(partition)
         except (ApiError, StorageError) as exc:

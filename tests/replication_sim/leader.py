@@ -18,7 +18,7 @@ import random
 from typing import TYPE_CHECKING, Any
 
 from broker.fetch_sessions import FetchSessionCache
-from broker.follower_reads import read_follower_fetch, read_summary
+from broker.follower_reads import NEW_REPLICA_KEY, read_follower_fetch, read_summary
 from broker.partition import LeaderAppend, Partition
 from broker.purgatory import (
     DelayedFetch,
@@ -126,6 +126,11 @@ class LeaderSide:
             for key in self.sessions.changed(partition):
                 self._wake_key(key)
         self._wake_key(tp)
+
+    def replica_created(self) -> None:
+        """ReplicaManager._apply's wake for a new replica: follower fetches that named it
+        before this broker held it (follower_reads.follower_ahead) read again."""
+        self._wake_key(NEW_REPLICA_KEY)
 
     def _wake_key(self, tp: TopicPartition) -> None:
         if self.purgatory.watched(tp):

@@ -120,5 +120,6 @@ class Replicas:
             partition.on_change = lambda: self.on_change(tp)
             self.partitions[tp] = partition
             self.by_id[(topic_id, tp[1])] = partition
+            self.broker.leader.replica_created()
         moved = partition.apply_registration(registration, self.broker.wall, self.settings)
         return partition, moved
