@@ -16,7 +16,11 @@ The rules:
   follows a leader through at most that many streams. A new pool size re-hashes every
   partition; a stream left with no partition is retired, and so is one whose leader came
   back on another address (a new stream takes its partitions over).
-- One fetch in flight per stream. It fetches every partition of the stream that is neither
+- One fetch in flight per stream. A partition followed while it is out (not asked for, or
+  at another leader epoch) makes the stream send the leader a hurry, once per fetch: the
+  leader answers that fetch at once and the next one names the partition (take_hurry),
+  rather than the partition waiting out the long poll (up to replica.fetch.wait.max.ms).
+  A fetch asks for every partition of the stream that is neither
   resting nor held back by the follower's replication quota (Kafka's
   shouldFollowerThrottle, broker/replication_quota.py), each at its log end (the fetch
   offset), with the epoch of its last batch and the leader epoch it follows. While a
@@ -193,6 +197,9 @@ class FetchStream:
         self.lag: dict[Key, int] = {}
         self.throttled_out = False  # the last plan left a throttled partition out
         self.in_flight: dict[Key, Sent] | None = None
+        # A partition was followed anew while the fetch in flight does not ask for it as it
+        # is now (take_hurry).
+        self.hurry_wanted = False
         # The fetch session (KIP-227, Kafka's FetchSessionHandler): its id (0: none yet),
         # the epoch of the next fetch (0: a full fetch, which asks for a session), what the
         # leader's session holds of each partition (as the last fetch sent them), and the
@@ -225,6 +232,19 @@ class FetchStream:
         self.resting_until.pop(key, None)
         self.dirty[key] = None
         self.renamed.add(key)  # followed anew: the leader reads it whatever the session says
+        if self.in_flight is not None:
+            sent = self.in_flight.get(key)
+            if sent is None or sent[0] is not partition or sent[1] != partition.leader_epoch:
+                self.hurry_wanted = True
+
+    def take_hurry(self) -> bool:
+        """Whether to ask the leader to answer the fetch in flight now (a hurry, once per
+        fetch): a partition followed since it left (a topic just created, a new leader
+        epoch) would otherwise wait for that fetch's long poll, up to
+        replica.fetch.wait.max.ms, before the next fetch names it. The answer is applied as
+        any other; the next fetch asks for the partition."""
+        wanted, self.hurry_wanted = self.hurry_wanted, False
+        return wanted and self.in_flight is not None
 
     def remove(self, partition: Partition) -> None:
         key = (partition.topic_id, partition.index)
@@ -273,6 +293,7 @@ class FetchStream:
         sent = self.in_flight
         assert sent is not None
         self.in_flight = None
+        self.hurry_wanted = False
         self.fetches += 1
         if response.error in SESSION_ERRORS:
             # Kafka's FetchSessionHandler.handleError: start over with a full fetch (one the
@@ -311,6 +332,7 @@ class FetchStream:
         Returns when to reconnect: after replica.fetch.backoff.ms, or at once when the
         stream only ended for its session to be renewed (`back_off` False)."""
         self.in_flight = None
+        self.hurry_wanted = False
         self.broken_count += 1
         self.last_error = why
         self.reconnect_at = now_ms + (self.config.fetch_backoff_ms if back_off else 0)

@@ -301,6 +301,16 @@ class Purgatory:
             woken.append(op)
         return woken
 
+    def hurry(self, op: DelayedFetch, now_ms: int) -> list[DelayedOperation]:
+        """The follower asked for its fetch's answer now (a hurry: it follows a partition the
+        fetch does not ask for): its deadline is now. Returned to be read again if parked;
+        a fetch being read is answered by that read."""
+        op.deadline_ms = min(op.deadline_ms, now_ms)
+        if op in self._parked:
+            self._unpark(op)
+            return [op]
+        return []
+
     def cancel(self, op: DelayedOperation) -> None:
         """The request went away (its caller was cancelled): forget it."""
         if op in self._parked:

@@ -19,6 +19,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
+from typing import Any
 
 import grpc
 import grpc.aio
@@ -36,7 +37,7 @@ from broker.follower_fetch import (
 )
 from broker.partition import Partition
 from broker.replica_config import ReplicaConfig
-from broker.replica_wire import request_pb, response_of
+from broker.replica_wire import HURRY, request_pb, response_of
 from broker.replication_settings import ReplicationSettings
 from metadata.errors import ApiError
 from strom_api.error_codes import ErrorCode
@@ -118,12 +119,34 @@ class ReplicaFetcher:
         # task is cancelled returns the answer and drops the cancel, and a loop that relied
         # on the cancel alone would go on fetching while stop() waited for it for ever.
         self._stopped = False
+        self._call: Any = None  # the stream's call while it is open
+        # One write at a time on a stream: a hurry is not sent while a fetch is being
+        # written, and the next fetch is not written while a hurry is.
+        self._writing = False
+        self._hurry_write: asyncio.Task[None] | None = None
 
     def wake(self) -> None:
-        """A partition joined: look at the plan again (and start, the first time)."""
+        """A partition joined: look at the plan again (and start, the first time); if the
+        fetch out does not ask for it, hurry that fetch's answer."""
         self._wake.set()
         if self._task is None:
             self._task = asyncio.create_task(self._run())
+        self._maybe_hurry()
+
+    def _maybe_hurry(self) -> None:
+        call = self._call
+        if call is None or self._writing or self._hurry_write is not None:
+            return
+        if self.stream.take_hurry():
+            self._hurry_write = asyncio.create_task(self._send_hurry(call))
+
+    async def _send_hurry(self, call: Any) -> None:
+        try:
+            await call.write(HURRY)
+        except Exception as exc:  # the stream broke: its read sees why, and reconnects
+            log.debug("hurry to broker %d not sent: %s", self.stream.leader_id, exc)
+        finally:
+            self._hurry_write = None
 
     async def stop(self) -> None:
         self._stopped = True
@@ -143,10 +166,17 @@ class ReplicaFetcher:
             try:
                 self._channel = self.open_channel(stream.address, options=CHANNEL_OPTIONS)
                 stub = replica_pb2_grpc.ReplicaServiceStub(self._channel)  # type: ignore[no-untyped-call]
-                call = stub.Fetch(metadata=await stream_metadata(self._channel))
+                call = self._call = stub.Fetch(metadata=await stream_metadata(self._channel))
                 while True:
                     request = await self._next_fetch()
-                    await call.write(request_pb(request))
+                    if self._hurry_write is not None:
+                        await self._hurry_write  # one for the fetch before: never raises
+                    self._writing = True
+                    try:
+                        await call.write(request_pb(request))
+                    finally:
+                        self._writing = False
+                    self._maybe_hurry()  # a follow while the fetch was being written
                     timeout = stream.read_timeout_ms / 1000
                     async with asyncio.timeout(timeout):
                         response = await call.read()
@@ -174,6 +204,7 @@ class ReplicaFetcher:
             except Exception:  # a bug must not stop replication for good: log, back off
                 log.exception("replica fetcher to broker %d failed", stream.leader_id)
             finally:
+                self._call = None
                 if call is not None:
                     call.cancel()
                 if self._channel is not None:

@@ -49,6 +49,7 @@ from broker.producer_expiration import run_producer_expiration
 from broker.purgatory import (
     ConsumerPartitionRead,
     ConsumerReadSummary,
+    DelayedFetch,
     DelayedOperation,
     FetchReadSummary,
     Purgatory,
@@ -764,15 +765,19 @@ class ReplicaManager:
 
     # --- follower fetch (leader side) -------------------------------------------------------
 
-    async def replica_fetch(self, request: FetchRequest) -> FetchResponse:
+    async def replica_fetch(
+        self, request: FetchRequest, waiting: Callable[[DelayedFetch], None] | None = None
+    ) -> FetchResponse:
         """Serves one follower fetch (the servicer's conversion of a ReplicaFetchRequest)
         under its fetch session's rules (broker/replica_sessions.py), after waiting up to
-        max_wait_ms for min_bytes."""
+        max_wait_ms for min_bytes. `waiting` is given the long poll, which `hurry` ends."""
         sessions = self.follower_sessions
         fetch = sessions.begin(request, session_clock_ms(), now_ms())
         if fetch.error is not None:
             return sessions.finish(fetch, [], session_clock_ms())
         op = self.purgatory.follower_fetch(request.max_wait_ms, request.min_bytes, self._clock_ms())
+        if waiting is not None:
+            waiting(op)
         while True:
             answers, throttled = self._read_for_follower(sessions.to_read(fetch))
             read = self._follower_read(answers, throttled)
@@ -781,6 +786,11 @@ class ReplicaManager:
             if self.purgatory.fetch_read(op, read, self._clock_ms()):
                 return sessions.finish(fetch, answers, session_clock_ms())
             await self._until_woken(op)
+
+    def hurry(self, op: DelayedFetch) -> None:
+        """The follower's hurry (ReplicaFetchRequest.hurry): its fetch is answered now."""
+        self._wake(self.purgatory.hurry(op, self._clock_ms()))
+        self._arm()
 
     def _follower_read(self, answers: list[FollowerAnswer], throttled: bool) -> FetchReadSummary:
         return read_summary(answers, self.replication.leader, throttled)

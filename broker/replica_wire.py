@@ -11,6 +11,9 @@ from typing import Any
 from broker.follower_fetch import FetchRequest, FetchResponse, PartitionAnswer, PartitionFetch
 from strom_api.v1 import common_pb2, replica_pb2
 
+# The follower's hurry (FetchStream.take_hurry): answer the fetch in flight now.
+HURRY = replica_pb2.ReplicaFetchRequest(hurry=True)
+
 
 def request_pb(request: FetchRequest) -> Any:
     return replica_pb2.ReplicaFetchRequest(

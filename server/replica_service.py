@@ -1,8 +1,10 @@
 """ReplicaService (proto/strom_api/v1/replica.proto), the leader's side of replication: each
-ReplicaFetchRequest on a follower's stream is answered in order, after the long poll."""
+ReplicaFetchRequest on a follower's stream is answered in order, after the long poll, which
+a hurry from the follower (ReplicaFetchRequest.hurry) ends early."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -10,6 +12,7 @@ from typing import Any
 import grpc
 
 from broker.follower_fetch import FetchResponse
+from broker.purgatory import DelayedFetch
 from broker.replica_manager import ReplicaManager
 from broker.replica_wire import fetch_request_of
 from server.api_errors import make_error
@@ -41,15 +44,76 @@ class ReplicaServicer(replica_pb2_grpc.ReplicaServiceServicer):
             await context.abort(
                 grpc.StatusCode.PERMISSION_DENIED, f"{refusal.error_name}: {refusal.message}"
             )
-        async for request in request_iterator:
-            start = time.perf_counter()
-            response = await self.fetch_once(request)
-            self.observe("ReplicaFetch", time.perf_counter() - start)
-            yield response
+        ahead = _ReadAhead(request_iterator)
+        try:
+            while (request := await ahead.next()) is not None:
+                if request.hurry:
+                    continue  # the fetch it was for is answered already
+                start = time.perf_counter()
+                response = await self._answer(request, ahead)
+                self.observe("ReplicaFetch", time.perf_counter() - start)
+                yield response
+        finally:
+            ahead.close()
 
-    async def fetch_once(self, request: Any) -> bytes:
+    async def _answer(self, request: Any, ahead: _ReadAhead) -> bytes:
+        """The answer to `request`; a hurry read meanwhile ends its long poll. A follower
+        sends its next fetch only after this answer, so the message read ahead is either a
+        hurry or waits, unread further, until the answer has left."""
+        polls: list[DelayedFetch] = []
+        fetch = asyncio.ensure_future(self.fetch_once(request, polls.append))
+        try:
+            while not fetch.done():
+                following = ahead.pending
+                await asyncio.wait((fetch, following), return_when=asyncio.FIRST_COMPLETED)
+                if fetch.done():
+                    break
+                if following.exception() is None and not _is_hurry(following.result()):
+                    return await fetch  # the stream's end, or a fetch sent too soon
+                await ahead.next()  # a hurry, or what stopped the reading is raised here
+                for op in polls:
+                    self.replicas.hurry(op)
+            return fetch.result()
+        finally:
+            fetch.cancel()
+
+    async def fetch_once(
+        self, request: Any, waiting: Callable[[DelayedFetch], None] | None = None
+    ) -> bytes:
         """The answer, serialized: records joined in, not copied by protobuf (encoded)."""
-        return encoded(await self.replicas.replica_fetch(fetch_request_of(request)))
+        fetch = fetch_request_of(request)
+        return encoded(await self.replicas.replica_fetch(fetch, waiting))
+
+
+def _is_hurry(message: Any) -> bool:
+    return message is not None and bool(message.hurry)
+
+
+class _ReadAhead:
+    """A stream's messages read one ahead, in a task, so that a hurry is seen while a fetch
+    waits. What stops the reading (a malformed message, an expired SASL session: server/
+    rpc_guard's refusals) is raised where the call's own task awaits the message, so the
+    call is aborted from its own task."""
+
+    def __init__(self, requests: AsyncIterator[Any]) -> None:
+        self._iterator = aiter(requests)
+        self.pending: asyncio.Future[Any] = self._read()
+
+    def _read(self) -> asyncio.Future[Any]:
+        return asyncio.ensure_future(anext(self._iterator, None))
+
+    async def next(self) -> Any:
+        """The next message; None at the stream's end."""
+        message = await self.pending
+        if message is not None:
+            self.pending = self._read()
+        return message
+
+    def close(self) -> None:
+        if not self.pending.done():
+            self.pending.cancel()
+        elif not self.pending.cancelled():
+            self.pending.exception()  # retrieved: the call is ending anyway
 
 
 Partition = Response.Partition

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from strom_api.v1 import common_pb2 as strom__api_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1astrom_api/v1/replica.proto\x12\x0cstrom_api.v1\x1a\x19strom_api/v1/common.proto\"\xbb\x04\n\x13ReplicaFetchRequest\x12\x12\n\nreplica_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\x12\x13\n\x0bmax_wait_ms\x18\x03 \x01(\x05\x12\x11\n\tmin_bytes\x18\x04 \x01(\x05\x12\x11\n\tmax_bytes\x18\x05 \x01(\x05\x12?\n\npartitions\x18\x06 \x03(\x0b\x32+.strom_api.v1.ReplicaFetchRequest.Partition\x12\x12\n\nsession_id\x18\x07 \x01(\x05\x12\x1a\n\rsession_epoch\x18\x08 \x01(\x05H\x00\x88\x01\x01\x12G\n\tforgotten\x18\t \x03(\x0b\x32\x34.strom_api.v1.ReplicaFetchRequest.ForgottenPartition\x1a\xb7\x01\n\tPartition\x12\x10\n\x08topic_id\x18\x01 \x01(\x0c\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x1c\n\x14\x63urrent_leader_epoch\x18\x03 \x01(\x05\x12\x14\n\x0c\x66\x65tch_offset\x18\x04 \x01(\x03\x12\x1a\n\x12last_fetched_epoch\x18\x05 \x01(\x05\x12\x18\n\x10log_start_offset\x18\x06 \x01(\x03\x12\x1b\n\x13partition_max_bytes\x18\x07 \x01(\x05\x1a\x39\n\x12\x46orgottenPartition\x12\x10\n\x08topic_id\x18\x01 \x01(\x0c\x12\x11\n\tpartition\x18\x02 \x01(\x05\x42\x10\n\x0e_session_epoch\"\xc3\x03\n\x14ReplicaFetchResponse\x12\"\n\x05\x65rror\x18\x01 \x01(\x0b\x32\x13.strom_api.v1.Error\x12@\n\npartitions\x18\x02 \x03(\x0b\x32,.strom_api.v1.ReplicaFetchResponse.Partition\x12\x12\n\nsession_id\x18\x03 \x01(\x05\x1a\x33\n\x0e\x44ivergingEpoch\x12\r\n\x05\x65poch\x18\x01 \x01(\x05\x12\x12\n\nend_offset\x18\x02 \x01(\x03\x1a\xfb\x01\n\tPartition\x12\x10\n\x08topic_id\x18\x01 \x01(\x0c\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\"\n\x05\x65rror\x18\x03 \x01(\x0b\x32\x13.strom_api.v1.Error\x12\x16\n\x0ehigh_watermark\x18\x04 \x01(\x03\x12\x18\n\x10log_start_offset\x18\x05 \x01(\x03\x12\x16\n\x0elog_end_offset\x18\x06 \x01(\x03\x12J\n\x0f\x64iverging_epoch\x18\x07 \x01(\x0b\x32\x31.strom_api.v1.ReplicaFetchResponse.DivergingEpoch\x12\x0f\n\x07records\x18\x08 \x01(\x0c\x32\x64\n\x0eReplicaService\x12R\n\x05\x46\x65tch\x12!.strom_api.v1.ReplicaFetchRequest\x1a\".strom_api.v1.ReplicaFetchResponse(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1astrom_api/v1/replica.proto\x12\x0cstrom_api.v1\x1a\x19strom_api/v1/common.proto\"\xca\x04\n\x13ReplicaFetchRequest\x12\x12\n\nreplica_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\x12\x13\n\x0bmax_wait_ms\x18\x03 \x01(\x05\x12\x11\n\tmin_bytes\x18\x04 \x01(\x05\x12\x11\n\tmax_bytes\x18\x05 \x01(\x05\x12?\n\npartitions\x18\x06 \x03(\x0b\x32+.strom_api.v1.ReplicaFetchRequest.Partition\x12\x12\n\nsession_id\x18\x07 \x01(\x05\x12\x1a\n\rsession_epoch\x18\x08 \x01(\x05H\x00\x88\x01\x01\x12G\n\tforgotten\x18\t \x03(\x0b\x32\x34.strom_api.v1.ReplicaFetchRequest.ForgottenPartition\x12\r\n\x05hurry\x18\n \x01(\x08\x1a\xb7\x01\n\tPartition\x12\x10\n\x08topic_id\x18\x01 \x01(\x0c\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x1c\n\x14\x63urrent_leader_epoch\x18\x03 \x01(\x05\x12\x14\n\x0c\x66\x65tch_offset\x18\x04 \x01(\x03\x12\x1a\n\x12last_fetched_epoch\x18\x05 \x01(\x05\x12\x18\n\x10log_start_offset\x18\x06 \x01(\x03\x12\x1b\n\x13partition_max_bytes\x18\x07 \x01(\x05\x1a\x39\n\x12\x46orgottenPartition\x12\x10\n\x08topic_id\x18\x01 \x01(\x0c\x12\x11\n\tpartition\x18\x02 \x01(\x05\x42\x10\n\x0e_session_epoch\"\xc3\x03\n\x14ReplicaFetchResponse\x12\"\n\x05\x65rror\x18\x01 \x01(\x0b\x32\x13.strom_api.v1.Error\x12@\n\npartitions\x18\x02 \x03(\x0b\x32,.strom_api.v1.ReplicaFetchResponse.Partition\x12\x12\n\nsession_id\x18\x03 \x01(\x05\x1a\x33\n\x0e\x44ivergingEpoch\x12\r\n\x05\x65poch\x18\x01 \x01(\x05\x12\x12\n\nend_offset\x18\x02 \x01(\x03\x1a\xfb\x01\n\tPartition\x12\x10\n\x08topic_id\x18\x01 \x01(\x0c\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\"\n\x05\x65rror\x18\x03 \x01(\x0b\x32\x13.strom_api.v1.Error\x12\x16\n\x0ehigh_watermark\x18\x04 \x01(\x03\x12\x18\n\x10log_start_offset\x18\x05 \x01(\x03\x12\x16\n\x0elog_end_offset\x18\x06 \x01(\x03\x12J\n\x0f\x64iverging_epoch\x18\x07 \x01(\x0b\x32\x31.strom_api.v1.ReplicaFetchResponse.DivergingEpoch\x12\x0f\n\x07records\x18\x08 \x01(\x0c\x32\x64\n\x0eReplicaService\x12R\n\x05\x46\x65tch\x12!.strom_api.v1.ReplicaFetchRequest\x1a\".strom_api.v1.ReplicaFetchResponse(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,17 +33,17 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'strom_api.v1.replica_pb2', 
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_REPLICAFETCHREQUEST']._serialized_start=72
-  _globals['_REPLICAFETCHREQUEST']._serialized_end=643
-  _globals['_REPLICAFETCHREQUEST_PARTITION']._serialized_start=383
-  _globals['_REPLICAFETCHREQUEST_PARTITION']._serialized_end=566
-  _globals['_REPLICAFETCHREQUEST_FORGOTTENPARTITION']._serialized_start=568
-  _globals['_REPLICAFETCHREQUEST_FORGOTTENPARTITION']._serialized_end=625
-  _globals['_REPLICAFETCHRESPONSE']._serialized_start=646
-  _globals['_REPLICAFETCHRESPONSE']._serialized_end=1097
-  _globals['_REPLICAFETCHRESPONSE_DIVERGINGEPOCH']._serialized_start=792
-  _globals['_REPLICAFETCHRESPONSE_DIVERGINGEPOCH']._serialized_end=843
-  _globals['_REPLICAFETCHRESPONSE_PARTITION']._serialized_start=846
-  _globals['_REPLICAFETCHRESPONSE_PARTITION']._serialized_end=1097
-  _globals['_REPLICASERVICE']._serialized_start=1099
-  _globals['_REPLICASERVICE']._serialized_end=1199
+  _globals['_REPLICAFETCHREQUEST']._serialized_end=658
+  _globals['_REPLICAFETCHREQUEST_PARTITION']._serialized_start=398
+  _globals['_REPLICAFETCHREQUEST_PARTITION']._serialized_end=581
+  _globals['_REPLICAFETCHREQUEST_FORGOTTENPARTITION']._serialized_start=583
+  _globals['_REPLICAFETCHREQUEST_FORGOTTENPARTITION']._serialized_end=640
+  _globals['_REPLICAFETCHRESPONSE']._serialized_start=661
+  _globals['_REPLICAFETCHRESPONSE']._serialized_end=1112
+  _globals['_REPLICAFETCHRESPONSE_DIVERGINGEPOCH']._serialized_start=807
+  _globals['_REPLICAFETCHRESPONSE_DIVERGINGEPOCH']._serialized_end=858
+  _globals['_REPLICAFETCHRESPONSE_PARTITION']._serialized_start=861
+  _globals['_REPLICAFETCHRESPONSE_PARTITION']._serialized_end=1112
+  _globals['_REPLICASERVICE']._serialized_start=1114
+  _globals['_REPLICASERVICE']._serialized_end=1214
 # @@protoc_insertion_point(module_scope)

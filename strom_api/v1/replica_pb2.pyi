@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class ReplicaFetchRequest(_message.Message):
-    __slots__ = ("replica_id", "broker_epoch", "max_wait_ms", "min_bytes", "max_bytes", "partitions", "session_id", "session_epoch", "forgotten")
+    __slots__ = ("replica_id", "broker_epoch", "max_wait_ms", "min_bytes", "max_bytes", "partitions", "session_id", "session_epoch", "forgotten", "hurry")
     class Partition(_message.Message):
         __slots__ = ("topic_id", "partition", "current_leader_epoch", "fetch_offset", "last_fetched_epoch", "log_start_offset", "partition_max_bytes")
         TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
@@ -42,6 +42,7 @@ class ReplicaFetchRequest(_message.Message):
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_EPOCH_FIELD_NUMBER: _ClassVar[int]
     FORGOTTEN_FIELD_NUMBER: _ClassVar[int]
+    HURRY_FIELD_NUMBER: _ClassVar[int]
     replica_id: int
     broker_epoch: int
     max_wait_ms: int
@@ -51,7 +52,8 @@ class ReplicaFetchRequest(_message.Message):
     session_id: int
     session_epoch: int
     forgotten: _containers.RepeatedCompositeFieldContainer[ReplicaFetchRequest.ForgottenPartition]
-    def __init__(self, replica_id: _Optional[int] = ..., broker_epoch: _Optional[int] = ..., max_wait_ms: _Optional[int] = ..., min_bytes: _Optional[int] = ..., max_bytes: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[ReplicaFetchRequest.Partition, _Mapping]]] = ..., session_id: _Optional[int] = ..., session_epoch: _Optional[int] = ..., forgotten: _Optional[_Iterable[_Union[ReplicaFetchRequest.ForgottenPartition, _Mapping]]] = ...) -> None: ...
+    hurry: bool
+    def __init__(self, replica_id: _Optional[int] = ..., broker_epoch: _Optional[int] = ..., max_wait_ms: _Optional[int] = ..., min_bytes: _Optional[int] = ..., max_bytes: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[ReplicaFetchRequest.Partition, _Mapping]]] = ..., session_id: _Optional[int] = ..., session_epoch: _Optional[int] = ..., forgotten: _Optional[_Iterable[_Union[ReplicaFetchRequest.ForgottenPartition, _Mapping]]] = ..., hurry: _Optional[bool] = ...) -> None: ...
 
 class ReplicaFetchResponse(_message.Message):
     __slots__ = ("error", "partitions", "session_id")

@@ -243,3 +243,31 @@ def test_placement_by_leader_and_hash(tmp_path: os.PathLike[str]) -> None:
     placed = fetch.resize(1, addresses.get)
     assert {p.index for p, _ in placed} == {2, 3}
     assert list(fetch.streams) == [(1, 0)]
+
+
+def test_a_partition_followed_while_a_fetch_is_out_hurries_that_fetch_once(
+    tmp_path: os.PathLike[str],
+) -> None:
+    leader, follower = pair(tmp_path)
+    stream = new_stream()
+    stream.add(follower)
+    assert not stream.take_hurry(), "nothing is out: the next fetch names it"
+    request = next_fetch(stream)
+    stream.add(follower)  # the same replica at the same epoch: the fetch out asks for it
+    assert not stream.take_hurry()
+    settings = topic_settings()
+    log = Log.open(os.path.join(tmp_path, "b2-1"), settings.log, clock=ManualClock(NOW))
+    other = Partition("orders", 1, TOPIC_ID, log, 2, settings)
+    elect([other], leader=1, epoch=1)
+    stream.add(other)  # a topic just created
+    assert stream.take_hurry() and not stream.take_hurry(), "one hurry per fetch"
+    stream.answered(request.correlation_id, served(leader, request), 0)
+    assert not stream.take_hurry()
+    request = next_fetch(stream)
+    assert {p.partition for p in request.partitions} == {0, 1}
+    elect([follower], leader=1, epoch=2)
+    stream.add(follower)  # a new leader epoch: the fetch out asks at epoch 1
+    assert stream.take_hurry()
+    stream.add(other)
+    stream.broken(0, "reset")
+    assert not stream.take_hurry(), "no fetch out after a break"

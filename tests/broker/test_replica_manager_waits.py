@@ -98,6 +98,25 @@ def test_a_long_poll_whose_caller_went_away_leaves_nothing_parked(tmp_path):
     asyncio.run(scenario())
 
 
+def test_a_hurry_answers_a_parked_follower_fetch_at_once(tmp_path):
+    """ReplicaFetchRequest.hurry: the follower follows a partition its fetch out does not ask
+    for, and wants the answer now rather than at the end of the long poll."""
+    manager, _ = leading(tmp_path, [1])
+
+    async def scenario() -> None:
+        polls: list[Any] = []
+        poll = asyncio.create_task(manager.replica_fetch(follower_fetch(0, 60_000), polls.append))
+        await asyncio.sleep(0.05)
+        assert not poll.done() and len(polls) == 1
+        manager.hurry(polls[0])
+        [answer] = (await asyncio.wait_for(poll, 1)).partitions
+        assert answer.error is None and answer.records == b""
+        assert manager.purgatory.parked() == [] and manager.purgatory.next_wake_ms() is None
+        await manager.stop()
+
+    asyncio.run(scenario())
+
+
 def test_an_acks_all_produce_completes_when_the_follower_fetch_moves_the_high_watermark(
     tmp_path,
 ):

@@ -37,7 +37,13 @@ from metadata.broker_lifecycle import HeartbeatRequest, HeartbeatResponse
 from metadata.image import MetadataImage
 from tests.replication_sim.controller import TopicPartition, incarnation_id, tp_name
 from tests.replication_sim.controller_link import ControllerLink
-from tests.replication_sim.follower import FetchCall, FetchReply, FollowerPump, reset
+from tests.replication_sim.follower import (
+    FetchCall,
+    FetchReply,
+    FollowerPump,
+    HurryCall,
+    reset,
+)
 from tests.replication_sim.isr import IsrPump
 from tests.replication_sim.leader import LeaderSide
 from tests.replication_sim.metadata_pump import MetadataPump
@@ -61,6 +67,7 @@ class BrokerStats:
     # fetches of a stream whose fetch session holds more than one partition
     multi_partition_fetches: int = 0
     incremental_fetches: int = 0  # fetches naming only what changed in their session
+    hurries: int = 0  # hurries sent: a partition followed while the fetch out left it out
     broken_streams: int = 0
     isr_proposals: int = 0
     batched_alter_requests: int = 0  # AlterPartition requests of more than one partition
@@ -168,6 +175,10 @@ class SimBroker:
             self.world.network.send(self.id, follower.id, follower.handle_fetch_answer, reset(call))
             return
         self.leader.handle_fetch(call)
+
+    def handle_hurry(self, hurry: HurryCall) -> None:
+        if self.reachable(hurry.leader_incarnation):
+            self.leader.handle_hurry(hurry)
 
     def handle_fetch_answer(self, reply: FetchReply) -> None:
         if self.reachable(reply.follower_incarnation):

@@ -48,6 +48,18 @@ class FetchCall:
 
 
 @dataclass(frozen=True, slots=True)
+class HurryCall:
+    """ReplicaFetchRequest.hurry on the stream: the leader answers the fetch
+    `correlation_id` now, if it still waits."""
+
+    follower: int
+    follower_incarnation: int
+    leader_incarnation: int
+    stream: StreamKey
+    correlation_id: int
+
+
+@dataclass(frozen=True, slots=True)
 class FetchReply:
     """What the follower's read on the stream returns: the leader's answer to the fetch
     `correlation_id`, or `broken` (the call failed: reset, refused)."""
@@ -88,8 +100,18 @@ class FollowerPump:
     def follow(self, partition: Partition) -> None:
         """FetcherManager.follow (every leader is reachable at its one address)."""
         stream = self.fetch.follow(partition, lambda leader: f"b{leader}").stream
-        if stream is not None:
-            self._pump(stream)
+        if stream is None:
+            return
+        incarnation = self.connected_to.get(stream.key)
+        if incarnation is not None and stream.take_hurry():  # ReplicaFetcher._maybe_hurry
+            broker = self.broker
+            broker.stats.hurries += 1
+            hurry = HurryCall(
+                broker.id, broker.incarnation, incarnation, stream.key, stream.correlation_id
+            )
+            leader = broker.world.brokers[stream.leader_id]
+            broker.world.network.send(broker.id, leader.id, leader.handle_hurry, hurry)
+        self._pump(stream)
 
     def _pump(self, stream: FetchStream) -> None:
         """One turn of ReplicaFetcher._run: the core's next fetch, if one is due, goes out on

@@ -32,7 +32,7 @@ from metadata.errors import ApiError
 from strom_api.error_codes import ErrorCode
 from tests.replication_sim.clients import PRODUCER_STATE_ERRORS
 from tests.replication_sim.controller import TopicPartition
-from tests.replication_sim.follower import FetchCall, FetchReply, reset
+from tests.replication_sim.follower import FetchCall, FetchReply, HurryCall, reset
 
 if TYPE_CHECKING:
     from tests.replication_sim.broker import SimBroker
@@ -78,6 +78,21 @@ class LeaderSide:
         self.fetches[fetch] = (call, session)
         self._serve_fetch(fetch)
         self._arm()
+
+    def handle_hurry(self, hurry: HurryCall) -> None:
+        """ReplicaServicer: a hurry read while the stream's fetch waits answers it now; one
+        that finds none waiting (answered already, or from another incarnation) is
+        ignored."""
+        for fetch, (call, _) in self.fetches.items():
+            if (
+                call.follower == hurry.follower
+                and call.follower_incarnation == hurry.follower_incarnation
+                and call.stream == hurry.stream
+                and call.request.correlation_id == hurry.correlation_id
+            ):
+                self._decided(self.purgatory.hurry(fetch, self.broker.now))
+                self._arm()
+                return
 
     def _serve_fetch(self, fetch: DelayedFetch) -> None:
         """One read of ReplicaManager.replica_fetch; answered if the purgatory says so."""

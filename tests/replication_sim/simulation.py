@@ -82,6 +82,7 @@ class RunResult:
     reregistrations: int = 0
     multi_partition_fetches: int = 0
     incremental_fetches: int = 0
+    hurries: int = 0
     batched_alter_requests: int = 0
     controller_crashes: int = 0
     failovers: int = 0  # controller activations after the first
@@ -536,6 +537,7 @@ class Simulation:
             reregistrations=sum(s.reregistrations for s in stats),
             multi_partition_fetches=sum(s.multi_partition_fetches for s in stats),
             incremental_fetches=sum(s.incremental_fetches for s in stats),
+            hurries=sum(s.hurries for s in stats),
             batched_alter_requests=sum(s.batched_alter_requests for s in stats),
             controller_crashes=quorum.stats.crashes,
             failovers=max(quorum.stats.activations - 1, 0),
@@ -567,7 +569,8 @@ def summarize(results: list[RunResult]) -> str:
         f"({total('idle_isr_adds')} proposed adding a follower that was not fetching; "
         f"{total('batched_alter_requests')} requests of several partitions), "
         f"{total('multi_partition_fetches')} follower fetches of several partitions "
-        f"({total('incremental_fetches')} incremental, in a fetch session); "
+        f"({total('incremental_fetches')} incremental, in a fetch session; "
+        f"{total('hurries')} hurries); "
         f"{total('controller_crashes')} controller crashes, {total('failovers')} failovers, "
         f"{total('abandoned_writes')} controller writes abandoned"
     )
