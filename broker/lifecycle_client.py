@@ -43,6 +43,17 @@ from strom_api.v1 import common_pb2, controller_pb2, controller_pb2_grpc
 log = logging.getLogger("strom.lifecycle")
 
 
+class ForwardRefused(Exception):
+    """A controller refused a forwarded request as malformed or out of bounds (its gRPC
+    guard's INVALID_ARGUMENT, e.g. CORRUPT_MESSAGE): another try, or another controller,
+    would refuse it alike, so the client hears it now rather than at the forward's
+    deadline (30 s of retries before)."""
+
+    def __init__(self, details: str) -> None:
+        super().__init__(details)
+        self.details = details
+
+
 class LifecycleClient:
     def __init__(
         self,
@@ -236,7 +247,7 @@ class LifecycleClient:
     async def forward(self, method: str, request: Any, timeout_s: float) -> Any | None:
         """A client's admin request, forwarded to the active controller (KIP-590): its
         answer as it is, following NOT_CONTROLLER; None when no controller answered in
-        `timeout_s`."""
+        `timeout_s`. Raises ForwardRefused when a controller refused the request itself."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         not_controller = common_pb2.ErrorCode.Value(ErrorCode.NOT_CONTROLLER)
@@ -247,6 +258,8 @@ class LifecycleClient:
                     request, timeout=max(deadline - loop.time(), 0.1)
                 )
             except grpc.aio.AioRpcError as exc:
+                if exc.code() == grpc.StatusCode.INVALID_ARGUMENT:
+                    raise ForwardRefused(exc.details() or "") from None
                 self.last_error = self._rpc_error(exc)
                 self.routing.no_answer()
                 await asyncio.sleep(FORWARD_BACKOFF_S)

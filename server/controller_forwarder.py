@@ -10,8 +10,10 @@ from typing import Any
 
 import grpc
 
+from broker.lifecycle_client import ForwardRefused
 from server.controller_authorization import authorized_call
 from server.request_authorization import RequestAuthorizer
+from strom_api.error_codes import ErrorCode
 from strom_api.v1 import controller_pb2_grpc
 
 FORWARDED = (
@@ -41,7 +43,13 @@ def forwarding_servicer(forward: Forward, timeout_s: float = 30.0) -> Any:
 
     def make(method: str) -> Callable[..., Awaitable[Any]]:
         async def handler(self: Any, request: Any, context: Any) -> Any:
-            response = await forward(method, request, timeout_s)
+            try:
+                response = await forward(method, request, timeout_s)
+            except ForwardRefused as exc:
+                await context.abort(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    f"the active controller refused {method}: {exc.details}",
+                )
             if response is None:
                 await context.abort(
                     grpc.StatusCode.UNAVAILABLE,
@@ -74,9 +82,22 @@ def forwarding_servicer(forward: Forward, timeout_s: float = 30.0) -> Any:
     return cls()
 
 
-class NoControllerAnswered(Exception):
+class NotForwarded(Exception):
+    """A forwarded request brought no answer; `error_name` is what the client is told."""
+
+    error_name = ErrorCode.REQUEST_TIMED_OUT
+
+
+class NoControllerAnswered(NotForwarded):
     """No active controller answered a forwarded request in time (Kafka answers
     REQUEST_TIMED_OUT)."""
+
+
+class ControllerRefused(NotForwarded):
+    """The active controller refused the request itself as malformed or out of bounds
+    (broker/lifecycle_client.ForwardRefused): INVALID_REQUEST, at once."""
+
+    error_name = ErrorCode.INVALID_REQUEST
 
 
 ControllerCall = Callable[[str, Any], Awaitable[Any]]
@@ -88,11 +109,17 @@ def authorized_forwarding(
     """An admin request of a front end other than gRPC (the Kafka listener) on the very path
     of the gRPC forwarder above: the caller's principal (the request's Session) authorized
     as authorizing(forwarding_servicer(...)) does it, then forwarded to the active
-    controller. Raises NoControllerAnswered where the gRPC forwarder answers UNAVAILABLE."""
+    controller. Raises NoControllerAnswered where the gRPC forwarder answers UNAVAILABLE,
+    ControllerRefused where it answers INVALID_ARGUMENT."""
 
     async def call(method: str, request: Any) -> Any:
         async def serve(allowed: Any) -> Any:
-            response = await forward(method, allowed, timeout_s)
+            try:
+                response = await forward(method, allowed, timeout_s)
+            except ForwardRefused as exc:
+                raise ControllerRefused(
+                    f"the active controller refused {method}: {exc.details}"
+                ) from None
             if response is None:
                 raise NoControllerAnswered(
                     f"no active controller answered {method} within {timeout_s:g} s"

@@ -21,10 +21,10 @@ from kio.schema.errors import ErrorCode as KafkaErrorCode
 from kio.static.primitive import i8
 
 from metadata.config_docs import BROKER_CONFIGS, TOPIC_CONFIGS, ConfigDoc
-from server.controller_forwarder import ControllerCall, NoControllerAnswered
+from server.controller_forwarder import ControllerCall, NotForwarded
 from server.kafka.apis import ALTER_CONFIGS, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS
 from server.kafka.config_entries import source_id, type_id
-from server.kafka.controller_answers import Outcome, item_outcome, timed_out, whole_outcome
+from server.kafka.controller_answers import Outcome, item_outcome, not_forwarded, whole_outcome
 from server.kafka.frames import Request
 from server.kafka.versioned import build, nested
 from strom_api.v1 import controller_pb2
@@ -58,8 +58,8 @@ class ConfigAdmin:
         failed: Outcome | None = None
         try:
             response = await self.call("DescribeConfigs", pb_request)
-        except NoControllerAnswered as exc:
-            failed = timed_out(str(exc))
+        except NotForwarded as exc:
+            failed = not_forwarded(exc.error_name, str(exc))
         else:
             results = {_key(r.resource): r for r in response.results}
         response_type = load_response_schema(DESCRIBE_CONFIGS, request.api_version)
@@ -130,8 +130,8 @@ class ConfigAdmin:
         failed: Outcome | None = None
         try:
             response = await self.call("IncrementalAlterConfigs", pb_request)
-        except NoControllerAnswered as exc:
-            failed = timed_out(str(exc))
+        except NotForwarded as exc:
+            failed = not_forwarded(exc.error_name, str(exc))
         else:
             failed = whole_outcome(response)
             results = {_key(r.resource): item_outcome(r) for r in response.results}

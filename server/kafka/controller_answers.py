@@ -37,7 +37,8 @@ def whole_outcome(response: Any) -> Outcome | None:
     return None
 
 
-def timed_out(why: str) -> Outcome:
-    """No active controller answered (the gRPC forwarder answers UNAVAILABLE): Kafka's
-    forwarding broker answers REQUEST_TIMED_OUT."""
-    return KafkaErrorCode.request_timed_out, why
+def not_forwarded(error_name: ErrorCode, why: str) -> Outcome:
+    """A forward that brought no answer (server/controller_forwarder.NotForwarded): no active
+    controller answered (the gRPC forwarder answers UNAVAILABLE; Kafka's forwarding broker
+    REQUEST_TIMED_OUT), or one refused the request as malformed (INVALID_REQUEST)."""
+    return kafka_error_code(error_name), why

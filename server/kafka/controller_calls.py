@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from server.controller_forwarder import ControllerCall, NoControllerAnswered
-from server.kafka.controller_answers import NO_ERROR, Outcome, timed_out, whole_outcome
+from server.controller_forwarder import ControllerCall, NotForwarded
+from server.kafka.controller_answers import NO_ERROR, Outcome, not_forwarded, whole_outcome
 
 
 async def forward(call: ControllerCall, method: str, pb_request: Any) -> tuple[Any, Outcome | None]:
@@ -15,8 +15,8 @@ async def forward(call: ControllerCall, method: str, pb_request: Any) -> tuple[A
     controller answered: REQUEST_TIMED_OUT; a ControllerError: its code and message)."""
     try:
         response = await call(method, pb_request)
-    except NoControllerAnswered as exc:
-        return None, timed_out(str(exc))
+    except NotForwarded as exc:
+        return None, not_forwarded(exc.error_name, str(exc))
     whole = whole_outcome(response)
     if whole is not None and whole != NO_ERROR:
         return None, whole

@@ -31,14 +31,14 @@ from kio.static.constants import uuid_zero
 from kio.static.primitive import i8, i16, i32
 
 from metadata.image import MetadataImage
-from server.controller_forwarder import ControllerCall, NoControllerAnswered
+from server.controller_forwarder import ControllerCall, NotForwarded
 from server.kafka.apis import CREATE_PARTITIONS, CREATE_TOPICS, DELETE_TOPICS
 from server.kafka.config_entries import source_id
 from server.kafka.controller_answers import (
     NO_ERROR,
     Outcome,
     item_outcome,
-    timed_out,
+    not_forwarded,
     whole_outcome,
 )
 from server.kafka.frames import Request
@@ -98,8 +98,8 @@ class TopicAdmin:
                         topics=topics.values(), validate_only=body.validate_only
                     ),
                 )
-            except NoControllerAnswered as exc:
-                failed = timed_out(str(exc))
+            except NotForwarded as exc:
+                failed = not_forwarded(exc.error_name, str(exc))
             else:
                 failed = whole_outcome(response)
                 results = {r.name: r for r in response.topics}
@@ -168,8 +168,8 @@ class TopicAdmin:
                 response = await self.call(
                     "DeleteTopics", controller_pb2.DeleteTopicsRequest(names=list(wanted))
                 )
-            except NoControllerAnswered as exc:
-                results = dict.fromkeys(wanted, timed_out(str(exc)))
+            except NotForwarded as exc:
+                results = dict.fromkeys(wanted, not_forwarded(exc.error_name, str(exc)))
             else:
                 whole = whole_outcome(response)
                 results = {r.name: whole or item_outcome(r) for r in response.topics}
@@ -211,8 +211,8 @@ class TopicAdmin:
                 pb_request.assignments.add(ids=[int(b) for b in replicas.broker_ids])
             try:
                 response = await self.call("CreatePartitions", pb_request)
-            except NoControllerAnswered as exc:
-                return timed_out(str(exc))
+            except NotForwarded as exc:
+                return not_forwarded(exc.error_name, str(exc))
             return whole_outcome(response) or NO_ERROR
 
         first: dict[str, Any] = {}  # a name given twice is answered once

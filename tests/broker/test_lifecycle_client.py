@@ -9,10 +9,12 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
+import grpc
 import grpc.aio
+import pytest
 
 from broker.controller_routing import ControllerRouting
-from broker.lifecycle_client import LifecycleClient
+from broker.lifecycle_client import ForwardRefused, LifecycleClient
 from broker.lifecycle_state import BrokerState
 from metadata.errors import ApiError
 from server.api_errors import error_pb
@@ -213,5 +215,36 @@ def test_a_forwarded_admin_request_takes_an_answer_larger_than_grpcs_default_lim
         finally:
             await client.stop()
             await server.stop(0)
+
+    asyncio.run(scenario())
+
+
+class Refusing(Controller):
+    """Refuses DescribeTopics as its gRPC guard refuses a malformed request."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked = 0
+
+    async def DescribeTopics(self, request, context):
+        self.asked += 1
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "CORRUPT_MESSAGE: a name too long")
+
+
+def test_a_forwarded_request_the_controller_refuses_is_refused_at_once_not_retried():
+    """Before, the broker sent it again until the forward's deadline (30 s for clients)."""
+
+    async def scenario() -> None:
+        refusing = Refusing()
+        async with serving(refusing) as address:
+            client = client_of(address)
+            loop = asyncio.get_running_loop()
+            start = loop.time()
+            with pytest.raises(ForwardRefused, match="CORRUPT_MESSAGE: a name too long"):
+                await client.forward(
+                    "DescribeTopics", controller_pb2.DescribeTopicsRequest(), timeout_s=10.0
+                )
+            assert loop.time() - start < 5 and refusing.asked == 1
+            await client.stop()
 
     asyncio.run(scenario())
