@@ -12,12 +12,13 @@ from __future__ import annotations
 import asyncio
 import time
 
-from broker.follower_fetch import FetchRequest, PartitionFetch
+from broker.follower_fetch import FetchRequest
 from broker.follower_reads import NEW_REPLICA_KEY
 from metadata.image import MetadataImage
 from strom_api.error_codes import ErrorCode
 from tests.broker.test_partition import NOW, batch, elect
 from tests.broker.test_replica_manager_metadata import apply, create, replica_manager
+from tests.broker.test_replication_quota import follower_fetch
 from tests.metadata.image_builder import build, topic_id
 
 TOPIC = "orders"
@@ -25,26 +26,7 @@ TOPIC = "orders"
 
 def fetch_of(epoch: int, max_wait_ms: int) -> FetchRequest:
     """Broker 2's sessionless fetch of orders-0 from offset 0, knowing leader epoch `epoch`."""
-    return FetchRequest(
-        correlation_id=0,
-        broker_epoch=-1,
-        replica_id=2,
-        max_wait_ms=max_wait_ms,
-        min_bytes=1,
-        max_bytes=1 << 20,
-        partitions=(
-            PartitionFetch(
-                topic_id=topic_id(TOPIC),
-                partition=0,
-                current_leader_epoch=epoch,
-                fetch_offset=0,
-                last_fetched_epoch=-1,
-                log_start_offset=0,
-                partition_max_bytes=1 << 20,
-            ),
-        ),
-        session_epoch=-1,
-    )
+    return follower_fetch(max_wait_ms, topic_id=topic_id(TOPIC), leader_epoch=epoch)
 
 
 def empty_image() -> MetadataImage:

@@ -10,7 +10,7 @@ import os
 import time
 from typing import Any
 
-from broker.follower_fetch import FetchRequest, PartitionFetch
+from broker.follower_fetch import FetchRequest
 from broker.memory_pool import MemoryPool
 from broker.partition import Partition
 from broker.replica_config import ReplicaConfig
@@ -19,6 +19,7 @@ from broker.replication_settings import ReplicationSettings
 from metadata.delta import MetadataDelta
 from storage.log_manager import LogManager
 from strom_api.v1 import metadata_pb2 as pb
+from tests.broker import test_replication_quota as quota_tests
 from tests.broker.test_partition import NOW, batch, elect, open_partition, registration
 from tests.broker.test_replication_quota import TOPIC_ID
 from tests.metadata.image_builder import build, topic_id
@@ -42,25 +43,7 @@ def leading(tmp_path: os.PathLike[str], isr: list[int]) -> tuple[ReplicaManager,
 
 
 def follower_fetch(offset: int, max_wait_ms: int) -> FetchRequest:
-    return FetchRequest(
-        correlation_id=0,
-        broker_epoch=-1,
-        replica_id=2,
-        max_wait_ms=max_wait_ms,
-        min_bytes=1,
-        max_bytes=1 << 20,
-        partitions=(
-            PartitionFetch(
-                topic_id=TOPIC_ID,
-                partition=0,
-                current_leader_epoch=1,
-                fetch_offset=offset,
-                last_fetched_epoch=1 if offset else -1,
-                log_start_offset=0,
-                partition_max_bytes=1 << 20,
-            ),
-        ),
-    )
+    return quota_tests.follower_fetch(max_wait_ms, offset, max_bytes=1 << 20)
 
 
 def test_a_long_poll_is_answered_when_records_arrive_and_at_its_deadline(tmp_path):

@@ -190,21 +190,29 @@ def manager_leading(partition: Partition, settings: ReplicationSettings) -> Repl
     return manager
 
 
-def follower_fetch(max_wait_ms: int = 0) -> FetchRequest:
+def follower_fetch(
+    max_wait_ms: int = 0,
+    offset: int = 0,
+    topic_id: bytes = TOPIC_ID,
+    leader_epoch: int = 1,
+    max_bytes: int = 10 * MIB,
+) -> FetchRequest:
+    """Broker 2's sessionless fetch of partition 0 of `topic_id` from `offset` (its last
+    batch of epoch 1, if any), knowing the leader by `leader_epoch`."""
     return FetchRequest(
         correlation_id=0,
         broker_epoch=-1,
         replica_id=2,
         max_wait_ms=max_wait_ms,
         min_bytes=1,
-        max_bytes=10 * MIB,
+        max_bytes=max_bytes,
         partitions=(
             PartitionFetch(
-                topic_id=TOPIC_ID,
+                topic_id=topic_id,
                 partition=0,
-                current_leader_epoch=1,
-                fetch_offset=0,
-                last_fetched_epoch=-1,
+                current_leader_epoch=leader_epoch,
+                fetch_offset=offset,
+                last_fetched_epoch=1 if offset else -1,
                 log_start_offset=0,
                 partition_max_bytes=MIB,
             ),
