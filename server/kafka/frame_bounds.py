@@ -57,21 +57,17 @@ class _Field:
     entity: Any  # the nested entity type, for _ENTITY
 
 
-_Plan = tuple[bool, tuple[_Field, ...], frozenset[int]]
+# (flexible, the untagged fields in order, the tagged fields kio knows by tag)
+_Plan = tuple[bool, tuple[_Field, ...], dict[int, _Field]]
 _plans: dict[type, _Plan] = {}
 
 
 def _plan(entity_type: Any) -> _Plan:
-    """(flexible, the untagged fields in order, the tags kio knows)."""
     plan = _plans.get(entity_type)
     if plan is None:
         planned = []
-        tags = set()
+        tagged = {}
         for f in fields(entity_type):
-            tag = get_field_tag(f)
-            if tag is not None:
-                tags.add(int(tag))
-                continue  # in the tagged section, skipped by its size
             shape = classify_field(f)
             if isinstance(shape, (EntityField, EntityTupleField)):
                 kind, nested = _ENTITY, shape.type_
@@ -82,9 +78,14 @@ def _plan(entity_type: Any) -> _Plan:
                 if kind not in _FIXED and kind not in (_STRING, _BYTES):
                     raise TypeError(f"{entity_type.__name__}.{f.name}: kafka type {kafka_type}")
             array = isinstance(shape, (EntityTupleField, PrimitiveTupleField))
-            planned.append(_Field(f.name, kind, array, is_optional(f), nested))
+            field = _Field(f.name, kind, array, is_optional(f), nested)
+            tag = get_field_tag(f)
+            if tag is None:
+                planned.append(field)
+            else:
+                tagged[int(tag)] = field  # in the tagged section, walked within its size
         flexible = bool(entity_type.__flexible__)
-        plan = _plans[entity_type] = (flexible, tuple(planned), frozenset(tags))
+        plan = _plans[entity_type] = (flexible, tuple(planned), tagged)
     return plan
 
 
@@ -107,7 +108,7 @@ def check_header(frame: bytes) -> bytes:
     pos += 2 + max(int.from_bytes(frame[pos : pos + 2], "big", signed=True), 0)
     if pos > walk.end:
         raise FrameBoundsError("the frame ends inside the request header's client_id")
-    walk._tagged(pos, frozenset())
+    walk._tagged(pos, {})
     return _cut(frame, walk.cuts)
 
 
@@ -141,23 +142,26 @@ class _Walk:
         self.cuts: list[tuple[int, int, bytes]] = []  # (start, end, replacement), in order
 
     def entity(self, entity_type: type, pos: int) -> int:
-        flexible, planned, tags = _plan(entity_type)
+        flexible, planned, tagged = _plan(entity_type)
         for field in planned:
-            if field.array:
-                count, pos = self._length(pos, flexible, field, "array")
-                if count < 0:
-                    continue
-                if count > self.end - pos:
-                    raise FrameBoundsError(
-                        f"Tried to allocate a collection of size {count} for {field.name}, "
-                        f"but there are only {self.end - pos} bytes remaining."
-                    )
-                for _ in range(count):
-                    pos = self._value(field, flexible, pos)
-            else:
-                pos = self._value(field, flexible, pos)
+            pos = self._field(field, flexible, pos)
         if flexible:
-            pos = self._tagged(pos, tags)
+            pos = self._tagged(pos, tagged)
+        return pos
+
+    def _field(self, field: _Field, flexible: bool, pos: int) -> int:
+        if not field.array:
+            return self._value(field, flexible, pos)
+        count, pos = self._length(pos, flexible, field, "array")
+        if count < 0:
+            return pos
+        if count > self.end - pos:
+            raise FrameBoundsError(
+                f"Tried to allocate a collection of size {count} for {field.name}, "
+                f"but there are only {self.end - pos} bytes remaining."
+            )
+        for _ in range(count):
+            pos = self._value(field, flexible, pos)
         return pos
 
     def _value(self, field: _Field, flexible: bool, pos: int) -> int:
@@ -209,7 +213,10 @@ class _Walk:
                 return value, pos
         raise FrameBoundsError("a varint is longer than 5 bytes or above 2^32 - 1")
 
-    def _tagged(self, pos: int, known: frozenset[int]) -> int:
+    def _tagged(self, pos: int, known: dict[int, _Field]) -> int:
+        """The tagged section: a tag kio knows is walked as its field (so its strings and
+        counts are bounded as the untagged fields' are, and must end within the size it
+        declares), one it does not know is cut out."""
         start = pos
         count, pos = self._uvarint(pos)
         if count > self.end - pos:
@@ -223,11 +230,17 @@ class _Walk:
             field_start = pos
             tag, pos = self._uvarint(pos)
             size, pos = self._uvarint(pos)
-            pos += size
+            value_start, pos = pos, pos + size
             if pos > self.end:
                 raise FrameBoundsError("the frame ends inside a tagged field")
-            if tag not in known:
+            field = known.get(tag)
+            if field is None:
                 unknown.append((field_start, pos, b""))
+                continue
+            cuts = len(self.cuts)
+            if self._field(field, True, value_start) > pos:
+                raise FrameBoundsError(f"tagged field {field.name} runs past its size {size}")
+            del self.cuts[cuts:]  # tags unknown inside it stay: kio refuses them, its size holds
         if unknown:
             self.cuts.append((start, counted_to, _uvarint_bytes(count - len(unknown))))
             self.cuts += unknown

@@ -6,13 +6,15 @@ header then a body of a few bytes, as a fuzzer sent them (the Kafka-listener pro
 from __future__ import annotations
 
 import datetime
+import io
 import struct
 import typing
 from typing import Any
 
 import pytest
-from kio.index import load_response_schema
+from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
+from kio.serial import entity_writer
 
 from server.kafka.frames import InvalidRequest, fitted, parse_request, response_frame
 
@@ -124,3 +126,41 @@ def test_a_fitted_response_cuts_only_long_error_messages():
     response_frame(1, fitted(long))  # encodes
     short = response("m")
     assert fitted(short) is short
+
+
+FETCH = 1
+
+
+def fetch_v12(cluster_id: str | None) -> bytes:
+    """A Fetch v12 request of no topics, written by kio, with `cluster_id` (tag 0)."""
+    schema = load_request_schema(FETCH, 12)
+    body = schema(
+        cluster_id=cluster_id,
+        replica_id=-1,
+        max_wait=datetime.timedelta(milliseconds=0),
+        min_bytes=1,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=(),
+        forgotten_topics_data=(),
+        rack_id="",
+    )
+    out = io.BytesIO()
+    entity_writer(schema)(out, body)
+    return header(FETCH, 12, True) + out.getvalue()
+
+
+def test_a_tagged_field_kio_knows_is_bounded_as_the_untagged_ones():
+    """Fetch v12's tagged cluster_id: a string over 32,767 bytes is refused as Kafka's parser
+    refuses it (before, the bounds walk skipped known tags by their size, and kio took it);
+    a value running past the size its tag declares is refused too."""
+    assert parse_request(fetch_v12("c" * 100)).body.cluster_id == "c" * 100
+    with pytest.raises(InvalidRequest, match="string field cluster_id had invalid length 40000"):
+        parse_request(fetch_v12("c" * 40_000))
+    frame = bytearray(fetch_v12("abc"))
+    tagged = frame.rindex(b"\x00\x04\x04abc")  # tag 0, size 4: compact length 4, "abc"
+    frame[tagged + 1] = 2  # the tag's size says 2 bytes: the string runs past it
+    with pytest.raises(InvalidRequest, match="tagged field cluster_id runs past its size 2"):
+        parse_request(bytes(frame))
