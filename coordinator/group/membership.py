@@ -30,6 +30,22 @@ from coordinator.group.state import Group, GroupState, Member
 from metadata.errors import ApiError
 from strom_api.error_codes import ErrorCode
 
+# Kafka's strings carry an int16 length: a member id goes back in JoinGroup answers (and in
+# __consumer_offsets records) as one, so it is at most this many bytes in UTF-8.
+MAX_MEMBER_ID_BYTES = 32_767
+
+
+def new_member_id(prefix: str, unique: str) -> str:
+    """Kafka's member id, `prefix` (the client id, or the group instance id) + "-" + a UUID,
+    with the prefix cut (at a character boundary) so the id fits a Kafka string: a client id
+    of 32,767 bytes made one that JoinGroup could not answer."""
+    room = MAX_MEMBER_ID_BYTES - 1 - len(unique.encode())
+    head = prefix.encode()
+    if len(head) > room:
+        prefix = head[:room].decode(errors="ignore")
+    return f"{prefix}-{unique}"
+
+
 log = logging.getLogger("strom.groups")
 
 
@@ -112,7 +128,7 @@ class Membership:
             # KIP-394: hand out an id and have the member come back with it; a client older
             # than KIP-394 (Kafka's JoinGroup v0-3) joins at once under the id made for it,
             # as Kafka's coordinator does when the version does not require a known id.
-            new_id = f"{join.client_id or 'member'}-{self.new_uuid()}"
+            new_id = new_member_id(join.client_id or "member", self.new_uuid())
             group.pending_members[new_id] = now + join.session_timeout_ms
             if join.require_known_member_id:
                 raise MemberIdRequired(new_id)
@@ -162,7 +178,7 @@ class Membership:
         instance: str,
         now: int,
     ) -> None:
-        new_id = f"{instance}-{self.new_uuid()}"
+        new_id = new_member_id(instance, self.new_uuid())
         old_id = group.static_members.get(instance)
         old = group.members.pop(old_id, None) if old_id else None
         member = Member(

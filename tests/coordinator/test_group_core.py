@@ -100,7 +100,14 @@ class Driver:
         return self.send(
             "join_group",
             JoinGroup(
-                group, member_id, instance, "c", "h", SESSION, rebalance_timeout, "consumer",
+                group,
+                member_id,
+                instance,
+                "c",
+                "h",
+                SESSION,
+                rebalance_timeout,
+                "consumer",
                 (("range", b"sub-" + member_id.encode()),),
             ),
         )
@@ -586,3 +593,20 @@ def test_a_member_older_than_kip_394_joins_at_once_under_the_id_made_for_it():
     assert answer.member_id == "c-u1" and answer.leader == "c-u1"
     assert answer.generation_id == 1
     assert d.group().pending_members == {}
+
+
+@pytest.mark.parametrize("client_id", ["c" * 32_767, "é" * 20_000])  # 32,767 and 40,000 bytes
+def test_a_member_id_made_from_a_long_client_id_still_fits_a_kafka_string(client_id):
+    """The client id (a Kafka string, up to 32,767 bytes) + "-" + a UUID made a member id
+    that JoinGroup's answer could not encode: the Kafka listener closed the connection."""
+    d = Driver()
+    d.load()
+    request = d.send(
+        "join_group",
+        JoinGroup("g", "", None, client_id, "h", SESSION, REBALANCE, "consumer", (("range", b""),)),
+    )
+    with pytest.raises(MemberIdRequired) as required:
+        d.answer(request)
+    member = required.value.member_id
+    assert len(member.encode()) <= 32_767 and member.endswith("-u1")
+    assert client_id.startswith(member[: -len("-u1")])
