@@ -29,6 +29,7 @@ from kio.index import load_request_schema
 from kio.schema.index import api_key_map
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.serial import entity_reader, entity_writer
+from kio.serial._introspect import EntityTupleField, classify_field
 from kio.serial.errors import DecodeError
 
 from server.kafka.apis import API_VERSIONS, SERVED
@@ -125,6 +126,39 @@ def fitted(entity: Any) -> Any:
             if any(a is not b for a, b in zip(items, value, strict=True)):
                 changes[f.name] = items
     return dataclasses.replace(entity, **changes) if changes else entity
+
+
+def holds_many(entity: Any, limit: int) -> bool:
+    """Whether `entity`'s arrays of entities hold `limit` items or more, counted down to
+    every level and stopped at `limit`, so a small response costs a few attribute reads.
+    kio encodes about 14 us per item: a Metadata answer of 112,500 topics held the loop 1.6 s
+    from a request under a megabyte."""
+    pending = [entity]
+    count = 0
+    while pending:
+        item = pending.pop()
+        for name in _entity_arrays(type(item)):
+            values = getattr(item, name)
+            count += len(values)
+            if count >= limit:
+                return True
+            pending += values
+    return False
+
+
+_arrays: dict[type, tuple[str, ...]] = {}
+
+
+def _entity_arrays(entity_type: type) -> tuple[str, ...]:
+    """The fields of `entity_type` that hold tuples of entities."""
+    names = _arrays.get(entity_type)
+    if names is None:
+        names = _arrays[entity_type] = tuple(
+            f.name
+            for f in dataclasses.fields(entity_type)
+            if isinstance(classify_field(f), EntityTupleField)
+        )
+    return names
 
 
 def response_frame(correlation_id: int, response: Any) -> bytes:

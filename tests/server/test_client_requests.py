@@ -537,3 +537,13 @@ def test_a_metadata_answer_naming_many_topics_lets_the_loop_run_between_slices(t
     assert turns >= 4, "the loop ran nothing else meanwhile"
     assert len(answer.topics) == MANY
     assert {t.error.error_name for t in answer.topics} == {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+
+
+def test_a_metadata_request_naming_a_topic_many_times_is_answered_once_for_it(tmp_path):
+    """As Kafka's KafkaApis takes the names as a set: one topic named 112,500 times (the
+    Kafka-protocol fuzzer) made an answer of 112,500 copies that held the loop seconds."""
+    manager, _ = leading(tmp_path, [1])
+    sources = MetadataSources("cluster", lambda: 1, OPEN, None, False)
+    names = ["b", "a", "b", *["a"] * 1000]
+    answer, _ = run(manager, others_ran(metadata_answer(manager.image, names, False, "P", sources)))
+    assert [t.name for t in answer.topics] == ["b", "a"]

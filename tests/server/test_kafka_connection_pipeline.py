@@ -244,3 +244,48 @@ def test_a_response_that_cannot_be_encoded_closes_the_connection_unanswered():
 
 async def _settled(answered: list[int]) -> None:
     await settle()
+
+
+class ManyTopicsApis(HeldApis):
+    """Produce (id 1) is answered with a CreateTopics v3 response of `count` topics."""
+
+    def __init__(self, count: int) -> None:
+        super().__init__(signal=False)
+        self.count = count
+
+    async def handle(self, request: Request) -> object:
+        if request.api_key == 18:
+            return await super().handle(request)
+        response_type = load_response_schema(19, 3)
+        topic_type = typing.get_args(typing.get_type_hints(response_type)["topics"])[0]
+        topic = topic_type(name="t", error_code=ErrorCode.none, error_message=None)
+        return response_type(throttle_time=datetime.timedelta(0), topics=(topic,) * self.count)
+
+
+def test_a_response_of_many_items_is_encoded_off_the_event_loop_whatever_the_request_size(
+    monkeypatch,
+):
+    """A Metadata request of 900 KB naming 112,500 topics (the Kafka-protocol fuzzer) was
+    answered by an encoding that held the loop 1.6 s: the request was under
+    THREAD_FRAME_BYTES. From THREAD_RESPONSE_ITEMS items on, a response goes to a thread."""
+    where: list[tuple[int, int]] = []
+    encode = connection.response_frame
+
+    def encode_noting(correlation_id: int, response: object) -> bytes:
+        where.append((correlation_id, threading.get_ident()))
+        return encode(correlation_id, response)
+
+    monkeypatch.setattr(connection, "response_frame", encode_noting)
+    loop_thread: list[int] = []
+
+    async def script(answered: list[int]) -> None:
+        loop_thread.append(threading.get_ident())
+        await settle()
+
+    for count, on_loop in ((connection.THREAD_RESPONSE_ITEMS, False), (10, True)):
+        where.clear()
+        loop_thread.clear()
+        answered = asyncio.run(_session(ManyTopicsApis(count), [produce(1)], script))
+        assert answered == [1]
+        [(_, thread)] = where
+        assert (thread == loop_thread[0]) is on_loop, count
