@@ -139,6 +139,8 @@ def holds_many(entity: Any, limit: int) -> bool:
         item = pending.pop()
         for name in _entity_arrays(type(item)):
             values = getattr(item, name)
+            if values is None:  # a nullable array, null
+                continue
             count += len(values)
             if count >= limit:
                 return True

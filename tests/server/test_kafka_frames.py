@@ -5,12 +5,15 @@ the table and nothing else, and a response frame carries its size and correlatio
 from __future__ import annotations
 
 import asyncio
+import datetime
 import struct
+import typing
 from typing import Any
 
 import pytest
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
+from kio.static.primitive import i32, i64
 
 from broker.producer_ids import ProducerIdManager
 from broker.replica_config import ReplicaConfig
@@ -19,7 +22,13 @@ from metadata.image import MetadataImage
 from server.kafka.api_versions import api_versions_response
 from server.kafka.apis import SERVED
 from server.kafka.data_plane import DataPlane
-from server.kafka.frames import InvalidRequest, Request, parse_request, response_frame
+from server.kafka.frames import (
+    InvalidRequest,
+    Request,
+    holds_many,
+    parse_request,
+    response_frame,
+)
 from server.kafka.handlers import KafkaApis
 from server.metadata_answer import MetadataSources
 from server.request_authorization import RequestAuthorizer
@@ -96,3 +105,34 @@ def test_api_versions_v3_names_its_client_software_as_kafka_requires(name, versi
     response = asyncio.run(apis.handle(parsed))
     assert response.error_code == (ErrorCode.none if valid else ErrorCode.invalid_request)
     assert len(response.api_keys) == len(SERVED)
+
+
+def test_holds_many_counts_every_level_and_passes_null_arrays():
+    """frames.holds_many decides which responses are encoded off the loop; a Fetch answer's
+    aborted_transactions is a nullable array, null for read_uncommitted (4add3d1 took its
+    len() and every Fetch v4+ answer failed to encode: the Kafka-protocol fuzzer)."""
+    response_type = load_response_schema(1, 7)
+    topic_type = typing.get_args(typing.get_type_hints(response_type)["responses"])[0]
+    partition_type = typing.get_args(typing.get_type_hints(topic_type)["partitions"])[0]
+
+    def fetch_answer(partitions: int) -> Any:
+        partition = partition_type(
+            partition_index=i32(0),
+            error_code=ErrorCode.none,
+            high_watermark=i64(0),
+            last_stable_offset=i64(0),
+            log_start_offset=i64(0),
+            aborted_transactions=None,
+            records=None,
+        )
+        topic = topic_type(topic="t", partitions=(partition,) * partitions)
+        return response_type(
+            throttle_time=datetime.timedelta(0),
+            error_code=ErrorCode.none,
+            session_id=i32(0),
+            responses=(topic,),
+        )
+
+    assert not holds_many(fetch_answer(3), 10)
+    assert holds_many(fetch_answer(9), 10)  # 1 topic + 9 partitions
+    assert response_frame(1, fetch_answer(3))
