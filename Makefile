@@ -5,7 +5,7 @@ PY = $(VENV)/bin/python
 STAMP = $(VENV)/.installed
 PROTOS = $(wildcard proto/strom_api/v1/*.proto)
 
-.PHONY: venv proto lint test bench run run-secure monitor clean sim chaos fuzz
+.PHONY: venv proto lint test bench run run-secure monitor clean sim chaos fuzz kafka-fuzz
 
 venv: $(STAMP)
 
@@ -69,6 +69,15 @@ CASES ?= 5000
 fuzz: venv
 	$(PY) -m tests.fuzz --seed $(if $(SEED),$(SEED),0) --cases $(CASES) \
 		$(if $(SERVICE),--service $(SERVICE)) $(if $(SECURED),--secured)
+
+# The Kafka wire-protocol fuzzer (tests/kafka_fuzz): `make kafka-fuzz CASES=3000 SEED=3
+# [API=Produce,Fetch]` sends CASES well-formed, mutated, malformed and pipelined frames of
+# every API and version the KAFKA listener serves to a 3-node cluster and prints each finding
+# with the command that replays its case (`python -m tests.kafka_fuzz --seed S --case N`).
+# `make test` runs one fixed seed (tests/kafka_fuzz/test_kafka_fuzz.py).
+kafka-fuzz: venv
+	$(PY) -m tests.kafka_fuzz --seed $(if $(SEED),$(SEED),0) --cases $(CASES) \
+		$(if $(API),--api $(API))
 
 run: venv
 	$(PY) deploy/local/cluster.py
