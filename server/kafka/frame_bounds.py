@@ -9,9 +9,11 @@ checks on the way (a null where the field is not nullable, a string longer than 
 bytes, a varint of more than 5 bytes, a length past the frame's end). It reads only
 lengths and counts, skipping values by their size: about a microsecond per field.
 
-Tagged fields are skipped by their size here; kio reads the ones it knows. One it does not
-know is cut out of the frame before kio reads it, as Kafka's parsers skip unknown tags
-(KIP-482: a newer client may send a tag this version of the schema lacks); kio would raise.
+A tagged field kio knows is walked as its field, within the size its tag declares. One it
+does not know is cut out of the frame before kio reads it, as Kafka's parsers skip unknown
+tags (KIP-482: a newer client may send a tag this version of the schema lacks); kio would
+raise. A millisecond count beyond what kio reads into a timedelta is cut to the largest it
+does (Kafka takes any int64).
 """
 
 from __future__ import annotations
@@ -42,6 +44,9 @@ _FIXED = {
     "uuid": 16,
 }
 _STRING, _BYTES, _ENTITY = "string", "bytes", "entity"
+_TIMEDELTA_I64 = "timedelta_i64"
+# kio's reader makes a timedelta from the microseconds in an int64: +-292,471 years.
+_MAX_MILLISECONDS = (2**63 - 1) // 1000
 
 
 class FrameBoundsError(ValueError):
@@ -168,6 +173,8 @@ class _Walk:
         kind = field.kind
         size = _FIXED.get(kind)
         if size is not None:
+            if kind == _TIMEDELTA_I64 and pos + size <= self.end:
+                self._clamp_milliseconds(pos)
             pos += size
         elif kind == _ENTITY:
             return self.entity(field.entity, pos)
@@ -180,6 +187,16 @@ class _Walk:
         if pos > self.end:
             raise FrameBoundsError(f"the frame ends inside field {field.name}")
         return pos
+
+    def _clamp_milliseconds(self, pos: int) -> None:
+        """An int64 of milliseconds that kio reads as a timedelta: Kafka takes any int64
+        (OffsetCommit v2-4's retention_time), kio's read takes +-2^63 microseconds, and
+        beyond them it raised (the connection closed, the request unanswered). Such a value
+        is cut to the nearest kio takes: a duration of 292,471 years."""
+        value = int.from_bytes(self.frame[pos : pos + 8], "big", signed=True)
+        clamped = max(min(value, _MAX_MILLISECONDS), -_MAX_MILLISECONDS)
+        if clamped != value:
+            self.cuts.append((pos, pos + 8, clamped.to_bytes(8, "big", signed=True)))
 
     def _length(self, pos: int, flexible: bool, field: _Field, what: str) -> tuple[int, int]:
         """A length or count (-1: null), and the position after it."""

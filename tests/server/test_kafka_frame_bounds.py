@@ -164,3 +164,33 @@ def test_a_tagged_field_kio_knows_is_bounded_as_the_untagged_ones():
     frame[tagged + 1] = 2  # the tag's size says 2 bytes: the string runs past it
     with pytest.raises(InvalidRequest, match="tagged field cluster_id runs past its size 2"):
         parse_request(bytes(frame))
+
+
+OFFSET_COMMIT = 8
+
+
+def test_a_retention_time_beyond_what_kio_reads_is_taken_as_the_longest_it_reads():
+    """OffsetCommit v2-4's retention_time is an int64 of milliseconds, read by kio as a
+    timedelta of +-2^63 microseconds: beyond it the request did not decode and its connection
+    closed (the Kafka-protocol fuzzer, seed 2 case 360). Kafka takes any int64."""
+    schema = load_request_schema(OFFSET_COMMIT, 2)
+
+    def commit(retention_ms: int) -> bytes:
+        body = schema(
+            group_id="g",
+            generation_id_or_member_epoch=-1,
+            member_id="",
+            retention_time=datetime.timedelta(milliseconds=0),
+            topics=(),
+        )
+        out = io.BytesIO()
+        entity_writer(schema)(out, body)
+        data = bytearray(out.getvalue())
+        at = 2 + 1 + 4 + 2  # group_id "g", generation, member_id ""
+        data[at : at + 8] = retention_ms.to_bytes(8, "big", signed=True)
+        return header(OFFSET_COMMIT, 2, False) + bytes(data)
+
+    longest = (2**63 - 1) // 1000
+    for asked, taken in ((2**63 - 1, longest), (-(2**63), -longest), (-1, -1), (60_000, 60_000)):
+        request = parse_request(commit(asked))
+        assert request.body.retention_time == datetime.timedelta(milliseconds=taken)
