@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from broker.loop_slices import LoopSlices
 from broker.replica_manager import ReplicaManager
 from metadata.errors import ApiError
 from server.request_authorization import RequestAuthorizer
@@ -36,18 +37,21 @@ class PartitionProducers:
     producers: list[ActiveProducer] = field(default_factory=list)
 
 
-def describe_producers(
+async def describe_producers(
     replicas: ReplicaManager,
     authz: RequestAuthorizer,
     topics: Sequence[tuple[str, Sequence[int]]],
     session: Session | None,
 ) -> list[tuple[str, list[PartitionProducers]]]:
-    """Each partition's answer, in the request's order."""
+    """Each partition's answer, in the request's order, the loop let run others between
+    slices (a 900 KB request named 69,230 partitions: 2 s of the loop before)."""
     refused = authz.topics("DescribeProducers", (name for name, _ in topics), session)
-    return [
-        (name, [_of(replicas, refused.get(name), name, p) for p in partitions])
-        for name, partitions in topics
-    ]
+    answers: list[tuple[str, list[PartitionProducers]]] = []
+    slices = LoopSlices()
+    for name, partitions in topics:
+        answers.append((name, [_of(replicas, refused.get(name), name, p) for p in partitions]))
+        await slices.step(1 + len(partitions))
+    return answers
 
 
 def _of(
