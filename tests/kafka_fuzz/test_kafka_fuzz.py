@@ -11,13 +11,13 @@ not be encoded. With frame_bounds.check_body skipped this run fails: nodes abort
 ("memory allocation of 34359738352 bytes failed") and well-formed requests with unknown
 tagged fields are closed.
 
-SEED is a seed whose first CASES cases pass while these findings stay open (each replays
-with `python -m tests.kafka_fuzz --seed S --case N`): a DescribeProducers v0 naming 69,230
-partitions holds its node's event loop about 2 s (seed 3 case 821, its fourth frame); an
-OffsetCommit v2-4 whose retention_time is beyond a Python timedelta closes its connection
-instead of being answered (seed 2 case 360). Most seeds draw a frame of tens of thousands
-of items within a few hundred cases, so CASES stays at 500 (10 to 20 s on a 2-core
-machine); BUDGET_S stops a slower one sooner.
+Its first runs found, and the listener now survives: a JoinGroup v0-3 whose 32,767-byte
+client id made a member id too long to encode; a Metadata naming one topic 112,500 times and
+a DescribeProducers of 69,230 partitions that held the node's loop for seconds; an
+OffsetCommit whose retention_time kio could not read; a Fetch answer with a null array that
+could not be encoded (a regression it caught within the hour). SEED draws no frame of tens
+of thousands of items in its first CASES cases, which keeps the run at 10 to 20 s on a
+2-core machine (BUDGET_S stops a slower one sooner); `make kafka-fuzz` draws them.
 """
 
 from __future__ import annotations
