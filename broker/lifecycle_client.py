@@ -43,11 +43,23 @@ from strom_api.v1 import common_pb2, controller_pb2, controller_pb2_grpc
 log = logging.getLogger("strom.lifecycle")
 
 
+def _refused(exc: grpc.aio.AioRpcError) -> bool:
+    """The controller refused the request itself: malformed or out of bounds (its gRPC
+    guard's INVALID_ARGUMENT), or larger than its listener's socket.request.max.bytes (gRPC's
+    RESOURCE_EXHAUSTED "Received message larger than max": a Kafka request under the Kafka
+    listener's limit can grow past it as protobuf). RESOURCE_EXHAUSTED for a full request
+    queue (queued.max.requests) passes, so it is tried again."""
+    if exc.code() == grpc.StatusCode.INVALID_ARGUMENT:
+        return True
+    return exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "larger than max" in (
+        exc.details() or ""
+    )
+
+
 class ForwardRefused(Exception):
-    """A controller refused a forwarded request as malformed or out of bounds (its gRPC
-    guard's INVALID_ARGUMENT, e.g. CORRUPT_MESSAGE): another try, or another controller,
-    would refuse it alike, so the client hears it now rather than at the forward's
-    deadline (30 s of retries before)."""
+    """A controller refused a forwarded request itself (`_refused`): another try, or another
+    controller, would refuse it alike, so the client hears it now rather than at the
+    forward's deadline (30 s of retries before)."""
 
     def __init__(self, details: str) -> None:
         super().__init__(details)
@@ -258,7 +270,7 @@ class LifecycleClient:
                     request, timeout=max(deadline - loop.time(), 0.1)
                 )
             except grpc.aio.AioRpcError as exc:
-                if exc.code() == grpc.StatusCode.INVALID_ARGUMENT:
+                if _refused(exc):
                     raise ForwardRefused(exc.details() or "") from None
                 self.last_error = self._rpc_error(exc)
                 self.routing.no_answer()
