@@ -32,19 +32,24 @@ from server.kafka.error_codes import kafka_error_code
 from server.kafka.versioned import build, nested
 from server.metadata_answer import MetadataAnswer, TopicAnswer
 
+# Metadata names topics by id from v12 (KIP-516); v10-11 carry the field, Kafka refuses it.
+TOPIC_IDS_VERSION = 12
+
 
 def requested_names(image: MetadataImage, request: Any) -> tuple[list[str] | None, list[Any]]:
-    """The topic names asked for (None: every topic), and the ids no topic has. In v0 an
-    empty list asks for every topic; from v1 null does, and an empty list for none."""
+    """The topic names asked for (None: every topic), and the ids of the topics named by an
+    id that no topic has (v12+) or by no name at all (v10-11 take no ids). In v0 an empty
+    list asks for every topic; from v1 null does, and an empty list for none."""
     if request.topics is None or (request.__version__ == 0 and not request.topics):
         return None, []
     names: list[str] = []
     unknown_ids = []
+    by_id = request.__version__ >= TOPIC_IDS_VERSION
     for topic in request.topics:
         if topic.name is not None:
             names.append(str(topic.name))
             continue
-        found = image.topics.by_id.get(topic.topic_id.bytes) if topic.topic_id else None
+        found = image.topics.by_id.get(topic.topic_id.bytes) if by_id and topic.topic_id else None
         if found is None:
             unknown_ids.append(topic.topic_id)
         else:
@@ -67,11 +72,15 @@ async def metadata_response(version: int, answer: MetadataAnswer, unknown_ids: l
     for t in answer.topics:
         topics.append(_topic(topic_type, partition_type, t))
         await slices.step(1 + len(t.partitions))
+    # Named by id: from v12 an id no topic has; in v10-11, whose answers cannot carry a null
+    # name, Kafka's KafkaApis refuses a null name (INVALID_REQUEST: "Topic name can not be
+    # null for version N"), answered here on that topic under an empty name.
+    by_id = version >= TOPIC_IDS_VERSION
     topics += [
         build(
             topic_type,
-            error_code=KafkaErrorCode.unknown_topic_id,
-            name=None,
+            error_code=KafkaErrorCode.unknown_topic_id if by_id else KafkaErrorCode.invalid_request,
+            name=None if by_id else "",
             topic_id=topic_id,
             partitions=(),
         )

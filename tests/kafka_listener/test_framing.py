@@ -5,8 +5,10 @@ own connection only, with a log line saying why (issue 20)."""
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import struct
+import typing
 import uuid
 from typing import Any
 
@@ -185,6 +187,29 @@ def test_metadata_by_topic_id(cluster):
         unknown,
         ErrorCode.unknown_topic_id,
     )
+
+
+def test_metadata_v10_and_v11_refuse_a_topic_named_by_no_name(cluster):
+    """Topic ids name topics from v12 (KafkaApis refuses a null name below it): a v10 answer
+    cannot carry a null name, and one was written, closing the connection (the
+    Kafka-protocol fuzzer, seed 5 case 688). Answered INVALID_REQUEST under an empty name."""
+    for version in (10, 11):
+        schema = load_request_schema(METADATA, version)
+        topic_type = typing.get_args(typing.get_args(typing.get_type_hints(schema)["topics"])[0])[0]
+        flags = {
+            f.name: False
+            for f in dataclasses.fields(schema)
+            if f.name.startswith(("allow", "incl"))
+        }
+        unnamed_topic = topic_type(topic_id=uuid.uuid4(), name=None)
+        orders_topic = topic_type(topic_id=uuid.UUID(int=0), name="orders")
+        request = schema(topics=(unnamed_topic, orders_topic), **flags)
+        with connect(kafka_address(cluster)) as sock:
+            sock.sendall(request_frame(request, 1))
+            _, response = decode_response(read_frame(sock), METADATA, version)
+        orders, unnamed = response.topics
+        assert (unnamed.name, unnamed.error_code) == ("", ErrorCode.invalid_request)
+        assert orders.name == "orders" and orders.error_code == ErrorCode.none
 
 
 @pytest.mark.parametrize(
