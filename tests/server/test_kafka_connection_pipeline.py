@@ -10,8 +10,10 @@ import asyncio
 import datetime
 import struct
 import threading
+import time
 import typing
 
+import uvloop
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32
@@ -289,3 +291,23 @@ def test_a_response_of_many_items_is_encoded_off_the_event_loop_whatever_the_req
         assert answered == [1]
         [(_, thread)] = where
         assert (thread == loop_thread[0]) is on_loop, count
+
+
+def test_an_answer_to_a_client_gone_meanwhile_is_dropped_not_raised():
+    """uvloop's transport raises RuntimeError on a write after it closed: a SaslHandshake
+    answered after its client left logged a traceback (the Kafka-protocol fuzzer, seed 6
+    case 1966). The answer has nowhere to go and is dropped."""
+
+    async def scenario() -> None:
+        server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        _, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.close()
+        await writer.wait_closed()
+        answers = connection._Answers(writer, "KAFKA", lambda *args: None)
+        request = Request(18, 3, 7, "c", None)
+        answers.write(request, api_versions_response(3), time.perf_counter())
+        server.close()
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:  # as the nodes run
+        runner.run(scenario())
