@@ -54,7 +54,10 @@ def test_the_loaded_code_is_frozen_out_of_collections_and_counted() -> None:
         frozen = freeze_loaded_code()
         try:
             assert frozen > 10_000  # this process's modules, classes and functions at least
-            assert sample(registry, "strom_gc_frozen_objects") == frozen
+            # The gauge reads gc.get_freeze_count() when scraped. A frozen object whose last
+            # reference goes (another test's worker thread letting go of one) leaves the
+            # count, so in a full run the two differed by 2 once; a handful is allowed.
+            assert abs(sample(registry, "strom_gc_frozen_objects") - frozen) <= 100
             later = [[]]  # made after the freeze: tracked, and walked by the next collection
             tracked = gc.get_objects()
             assert len(tracked) < frozen
