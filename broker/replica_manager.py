@@ -14,6 +14,9 @@ Metadata deltas arrive in log order (server/node.py): first `detach` (stop servi
 deleted or moved away, before its files go), then the disk work off the loop (create and
 delete logs), then `attach` (roles from the new image).
 
+The reads themselves are elsewhere: a consumer's in broker/consumer_reads.py, a follower's
+in broker/follower_reads.py.
+
 A failed log directory (storage.log_dir_failures): `stop_serving_dir` takes its partitions
 out of service, as Kafka's handleLogDirFailure does; they answer KAFKA_STORAGE_ERROR to
 every request from then on, and produces waiting on them fail so.
@@ -27,10 +30,17 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from broker.alter_partition_sender import AlterPartitionSender
+from broker.consumer_reads import (
+    FetchItem,
+    FetchResult,
+    counted,
+    read_for_consumers,
+    without_records,
+)
 from broker.fetch_sessions import FetchSessionCache
 from broker.follower_fetch import FetchRequest, FetchResponse
 from broker.follower_reads import (
@@ -47,8 +57,6 @@ from broker.partition_leader import IsrChange
 from broker.produce_checks import PreparedBatches, few_plain_records, producer_batches
 from broker.producer_expiration import run_producer_expiration
 from broker.purgatory import (
-    ConsumerPartitionRead,
-    ConsumerReadSummary,
     DelayedFetch,
     DelayedOperation,
     FetchReadSummary,
@@ -57,6 +65,7 @@ from broker.purgatory import (
 from broker.replica_config import ReplicaConfig
 from broker.replica_counts import ReplicaCounts
 from broker.replica_sessions import FollowerSessions
+from broker.replica_stats import ReplicaStats, count
 from broker.replication_settings import ReplicationSettings
 from broker.topic_settings import TopicSettings, topic_settings
 from metadata.delta import MetadataDelta
@@ -109,43 +118,6 @@ ATTACH_STEP_S = 0.05
 class ProduceResult:
     append: LeaderAppend | None = None
     error: ApiError | None = None
-
-
-@dataclass(slots=True)
-class FetchResult:
-    records: bytes = b""
-    high_watermark: int = -1
-    log_start_offset: int = -1
-    error: ApiError | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class FetchItem:
-    topic: str
-    partition: int
-    fetch_offset: int
-    max_bytes: int
-    current_leader_epoch: int = -1
-
-
-@dataclass
-class ReplicaStats:
-    """Counters the metrics layer reads at scrape time."""
-
-    produce_waiting: int = 0
-    fetch_waiting: int = 0
-    # Per topic, as Kafka's BrokerTopicMetrics (one count per partition of a request).
-    bytes_in: dict[str, int] = field(default_factory=dict)
-    bytes_out: dict[str, int] = field(default_factory=dict)
-    messages_in: dict[str, int] = field(default_factory=dict)
-    produce_requests: dict[str, int] = field(default_factory=dict)
-    failed_produce_requests: dict[str, int] = field(default_factory=dict)
-    fetch_requests: dict[str, int] = field(default_factory=dict)
-    failed_fetch_requests: dict[str, int] = field(default_factory=dict)
-
-
-def _count(counter: dict[str, int], topic: str, amount: int = 1) -> None:
-    counter[topic] = counter.get(topic, 0) + amount
 
 
 class ReplicaManager:
@@ -565,8 +537,8 @@ class ReplicaManager:
                 continue
             results[key] = ProduceResult(append)
             if not append.duplicate:
-                _count(self.stats.bytes_in, topic, len(records))
-                _count(self.stats.messages_in, topic, append.next_offset - append.base_offset)
+                count(self.stats.bytes_in, topic, len(records))
+                count(self.stats.messages_in, topic, append.next_offset - append.base_offset)
             if acks == -1:
                 waiting.append((key, partition, append))
         if appended is not None:
@@ -574,9 +546,9 @@ class ReplicaManager:
         if waiting:
             await self._await_replication(waiting, results, timeout_ms)
         for (topic, _), result in results.items():
-            _count(self.stats.produce_requests, topic)
+            count(self.stats.produce_requests, topic)
             if result.error is not None:
-                _count(self.stats.failed_produce_requests, topic)
+                count(self.stats.failed_produce_requests, topic)
         return results
 
     async def _validate_large(
@@ -659,14 +631,16 @@ class ReplicaManager:
             while True:
                 wait_s = max(fetch.deadline_ms - self._clock_ms(), 0) / 1000
                 if not await self.memory.reserve(budget, wait_s):
-                    return await self._counted(await self._without_records(items, any_replica))
+                    return await counted(
+                        self.stats, await without_records(self, items, any_replica)
+                    )
                 held = budget
-                results, read = await self._read_for_consumers(items, budget, any_replica)
+                results, read = await read_for_consumers(self, items, budget, any_replica)
                 self.memory.adjust(budget, read.record_bytes)
                 held = read.record_bytes
                 if self.purgatory.consumer_read(fetch, read, self._clock_ms()):
                     held = 0  # the caller's to release now
-                    return await self._counted(results)
+                    return await counted(self.stats, results)
                 self.memory.release(held)  # parked: it holds no memory while it waits
                 held = 0
                 self.stats.fetch_waiting += 1
@@ -676,92 +650,6 @@ class ReplicaManager:
                     self.stats.fetch_waiting -= 1
         finally:
             self.memory.release(held)
-
-    async def _counted(
-        self, results: dict[TopicPartition, FetchResult]
-    ) -> dict[TopicPartition, FetchResult]:
-        slices = LoopSlices()
-        for (topic, _), result in results.items():
-            await slices.step()
-            _count(self.stats.fetch_requests, topic)
-            if result.error is not None:
-                _count(self.stats.failed_fetch_requests, topic)
-            _count(self.stats.bytes_out, topic, len(result.records))
-        return results
-
-    async def _without_records(
-        self, items: Sequence[FetchItem], any_replica: bool
-    ) -> dict[TopicPartition, FetchResult]:
-        """Each partition's answer with no records (memory for them was not to be had)."""
-        results: dict[TopicPartition, FetchResult] = {}
-        slices = LoopSlices()
-        for item in items:
-            await slices.step()
-            key = (item.topic, item.partition)
-            try:
-                if any_replica:
-                    partition = self.local_partition(item.topic, item.partition)
-                else:
-                    partition = self.leader_partition(item.topic, item.partition)
-            except ApiError as exc:
-                results[key] = FetchResult(error=kept(exc))
-                continue
-            log_ = partition.log
-            results[key] = FetchResult(b"", log_.high_watermark, log_.log_start_offset)
-        return results
-
-    async def _read_for_consumers(
-        self, items: Sequence[FetchItem], max_bytes: int, any_replica: bool = False
-    ) -> tuple[dict[TopicPartition, FetchResult], ConsumerReadSummary]:
-        """Each partition's answer, and what the purgatory needs of the read: its bytes,
-        whether a partition erred, and what it saw of each partition served. A fetch of
-        more than SLICE partitions (or 5 ms of reading) lets the loop run between slices:
-        one of its partitions written after it was read and before the fetch parks is
-        answered at the next write or the fetch's deadline."""
-        results: dict[TopicPartition, FetchResult] = {}
-        seen: list[ConsumerPartitionRead] = []
-        budget = max_bytes
-        total = 0
-        stopped = False
-        slices = LoopSlices()
-        for item in items:
-            await slices.step()
-            key = (item.topic, item.partition)
-            try:
-                # KIP-74: the response as a whole may exceed max_bytes by the first batch
-                # only, so a batch larger than the limits never stalls a consumer.
-                limit = max(min(item.max_bytes, budget), 0)
-                if any_replica:
-                    partition = self.local_partition(item.topic, item.partition)
-                    records = partition.read_local_replica(item.fetch_offset, limit)
-                else:
-                    partition = self.leader_partition(item.topic, item.partition)
-                    records = partition.read_for_consumer(
-                        item.fetch_offset, limit, item.current_leader_epoch
-                    )
-                filled = len(records) >= limit
-                if budget < max_bytes and len(records) > budget:
-                    records = b""
-            except ApiError as exc:
-                results[key] = FetchResult(error=kept(exc))
-                stopped = True
-                continue
-            budget -= len(records)
-            total += len(records)
-            log_ = partition.log
-            results[key] = FetchResult(records, log_.high_watermark, log_.log_start_offset)
-            seen.append(
-                ConsumerPartitionRead(
-                    key,
-                    partition,
-                    item.fetch_offset,
-                    partition.leader_epoch,
-                    partition.is_leader,
-                    log_.high_watermark,
-                    filled,
-                )
-            )
-        return results, ConsumerReadSummary(total, stopped, tuple(seen))
 
     # --- follower fetch (leader side) -------------------------------------------------------
 

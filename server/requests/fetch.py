@@ -21,8 +21,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from broker.consumer_reads import FetchItem, FetchResult
 from broker.loop_slices import LoopSlices
-from broker.replica_manager import FetchItem, FetchResult, ReplicaManager
+from broker.replica_manager import ReplicaManager
 from broker.request_checks import named_twice
 from metadata.errors import ApiError
 from server.request_authorization import RequestAuthorizer

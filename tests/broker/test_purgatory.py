@@ -170,8 +170,8 @@ def consumer_read(
     limit: int = BIG,
     debugging: bool = False,
 ) -> bool:
-    """One read of a consumer fetch of TP, as ReplicaManager._read_for_consumers does it,
-    handed to the purgatory; an error of the read stops the fetch. `debugging`: Kafka's
+    """One read of a consumer fetch of TP, as broker/consumer_reads.read_for_consumers does
+    it, handed to the purgatory; an error of the read stops the fetch. `debugging`: Kafka's
     debugging consumer, which reads any replica."""
     try:
         if debugging:

@@ -10,11 +10,12 @@ import os
 import time
 from typing import Any
 
+from broker.consumer_reads import FetchItem
 from broker.follower_fetch import FetchRequest
 from broker.memory_pool import MemoryPool
 from broker.partition import Partition
 from broker.replica_config import ReplicaConfig
-from broker.replica_manager import FetchItem, ReplicaManager
+from broker.replica_manager import ReplicaManager
 from broker.replication_settings import ReplicationSettings
 from metadata.delta import MetadataDelta
 from storage.log_manager import LogManager
