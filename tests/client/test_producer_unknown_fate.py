@@ -12,17 +12,17 @@ it succeeds now, offset unknown, and the epoch stays."""
 from __future__ import annotations
 
 import threading
-from concurrent import futures
 
 import grpc
 import pytest
 
 from strom.producer import Producer
 from strom_api.record_batch import parse_header
-from strom_api.v1 import client_pb2, client_pb2_grpc, common_pb2
+from strom_api.v1 import client_pb2, common_pb2
+from tests.client.scripted_broker import OnePartitionBroker, serving
 
 
-class ScriptedBroker(client_pb2_grpc.ClientServiceServicer):
+class ScriptedBroker(OnePartitionBroker):
     """One broker leading the one partition of topic t. Sequence 0's first request fails as
     a broken connection; its retry is answered OUT_OF_ORDER_SEQUENCE_NUMBER, as a leader
     that no longer remembers it would. `hang`: the first request fails only once the
@@ -32,7 +32,6 @@ class ScriptedBroker(client_pb2_grpc.ClientServiceServicer):
 
     def __init__(self, hang: bool) -> None:
         self.hang = hang
-        self.port = 0
         self.init_calls: list[tuple[int, int]] = []
         self.produced: list[tuple[int, int]] = []  # (producer epoch, base sequence)
         self.second_arrived = threading.Event()
@@ -40,13 +39,6 @@ class ScriptedBroker(client_pb2_grpc.ClientServiceServicer):
         self.client_has_second = threading.Event()  # set by the test: second's answer taken in
         self.retry_arrived = threading.Event()
         self.lock = threading.Lock()
-
-    def Metadata(self, request, context):  # noqa: N802
-        response = client_pb2.MetadataResponse(cluster_id="c", controller_id=1)
-        response.brokers.add(node_id=1, host="127.0.0.1", port=self.port)
-        topic = response.topics.add(name="t", topic_id=b"t" * 16)
-        topic.partitions.add(partition=0, leader_id=1, leader_epoch=0, replicas=[1], isr=[1])
-        return response
 
     def InitProducerId(self, request, context):  # noqa: N802
         with self.lock:
@@ -88,29 +80,25 @@ class ScriptedBroker(client_pb2_grpc.ClientServiceServicer):
 @pytest.mark.parametrize("hang", [True, False], ids=["hung-until-later-ack", "retried-first"])
 def test_a_batch_of_unknown_fate_before_an_acknowledged_one_is_written_not_resent(hang):
     broker = ScriptedBroker(hang)
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
-    client_pb2_grpc.add_ClientServiceServicer_to_server(broker, server)
-    broker.port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
-    try:
-        with Producer(
-            f"127.0.0.1:{broker.port}",
+    with (
+        serving(broker) as bootstrap,
+        Producer(
+            bootstrap,
             acks="all",
             enable_idempotence=True,
             linger_ms=0,
             retry_backoff_ms=50,
             request_timeout_ms=5000,
-        ) as producer:
-            first = producer.send("t", b"first", partition=0)
-            while not broker.produced:  # its request is on its way, alone
-                threading.Event().wait(0.01)
-            second = producer.send("t", b"second", partition=0)
-            assert second.get(timeout=10).offset == 1
-            broker.client_has_second.set()
-            assert first.get(timeout=10).offset == -1  # written; where, the answer never said
-        assert broker.init_calls == [(-1, -1)]  # no epoch bump
-        assert (1, 0) not in broker.produced  # never renumbered under a new epoch
-        # Known written the moment its request failed, or when its retry was answered.
-        assert broker.produced.count((0, 0)) == (1 if hang else 2)
-    finally:
-        server.stop(None)
+        ) as producer,
+    ):
+        first = producer.send("t", b"first", partition=0)
+        while not broker.produced:  # its request is on its way, alone
+            threading.Event().wait(0.01)
+        second = producer.send("t", b"second", partition=0)
+        assert second.get(timeout=10).offset == 1
+        broker.client_has_second.set()
+        assert first.get(timeout=10).offset == -1  # written; where, the answer never said
+    assert broker.init_calls == [(-1, -1)]  # no epoch bump
+    assert (1, 0) not in broker.produced  # never renumbered under a new epoch
+    # Known written the moment its request failed, or when its retry was answered.
+    assert broker.produced.count((0, 0)) == (1 if hang else 2)
