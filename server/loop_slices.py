@@ -16,6 +16,8 @@ from broker.loop_slices import LoopSlices
 
 P_co = TypeVar("P_co", covariant=True)
 A = TypeVar("A")
+Item = TypeVar("Item")
+K = TypeVar("K")
 T = TypeVar("T")
 
 
@@ -51,13 +53,25 @@ async def per_partition(
 ) -> list[tuple[str, list[A]]]:
     """Each topic's name and `answer(name, partition)` for each of its partitions, in the
     request's order, in slices: the loop runs others every SLICE partitions."""
-    out: list[tuple[str, list[A]]] = []
+    # The name read once per topic: protobuf decodes it anew at every read
+    # (server/request_items.py).
+    return await per_item(((topic.name, topic.partitions) for topic in topics), answer)
+
+
+async def per_item(
+    groups: Iterable[tuple[K, Iterable[Item]]], answer: Callable[[K, Item], A]
+) -> list[tuple[K, list[A]]]:
+    """Each group's key and `answer(key, item)` for each of its items, in order, in slices
+    of items, not of groups: one topic may name a hundred thousand partitions (the Kafka
+    fuzzer's DescribeProducers of seed 15, case 39: 112,500 of one topic, a 1.5 s stall
+    when each topic was one slice)."""
+    out: list[tuple[K, list[A]]] = []
     slices = LoopSlices()
-    for topic in topics:
-        name = topic.name  # protobuf decodes it anew at every read (server/request_items.py)
+    for key, items in groups:
         answers: list[A] = []
-        for partition in topic.partitions:
-            answers.append(answer(name, partition))
+        for item in items:
+            answers.append(answer(key, item))
             await slices.step()
-        out.append((name, answers))
+        out.append((key, answers))
+        await slices.step()  # a group of no items is work too
     return out

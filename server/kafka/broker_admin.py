@@ -18,11 +18,11 @@ from server.kafka.apis import DESCRIBE_LOG_DIRS, DESCRIBE_PRODUCERS
 from server.kafka.error_codes import kafka_error_code
 from server.kafka.frames import Request
 from server.kafka.versioned import build, nested
-from server.loop_slices import collected
+from server.loop_slices import collected, per_item
 from server.request_authorization import RequestAuthorizer
 from server.request_session import current_session
 from server.requests.log_dirs import describe_log_dirs
-from server.requests.producers import describe_producers
+from server.requests.producers import PartitionProducers, describe_producers
 from strom_api.error_codes import ErrorCode
 
 _NO_THROTTLE = datetime.timedelta(0)
@@ -92,40 +92,39 @@ class BrokerAdmin:
         )
 
     async def describe_producers(self, request: Request) -> Any:
-        topics = await collected(
-            (str(t.name), [int(p) for p in t.partition_indexes]) for t in request.body.topics
+        # In slices of partitions, not of topics: one topic may name 100,000 of them.
+        topics = await per_item(
+            ((str(t.name), t.partition_indexes) for t in request.body.topics),
+            lambda _, p: int(p),
         )
         answers = await describe_producers(self._manager(), self.authz, topics, current_session())
         response_type = load_response_schema(DESCRIBE_PRODUCERS, request.api_version)
         topic_type = nested(response_type, "TopicResponse")
         partition_type = nested(response_type, "PartitionResponse")
         state_type = nested(response_type, "ProducerState")
-        built = await collected(
-            build(
-                topic_type,
-                name=name,
-                partitions=tuple(
+
+        def partition_response(_: str, p: PartitionProducers) -> Any:
+            return build(
+                partition_type,
+                partition_index=i32(p.partition),
+                error_code=_code(p.error),
+                error_message=None if p.error is None else p.error.message,
+                active_producers=tuple(
                     build(
-                        partition_type,
-                        partition_index=i32(p.partition),
-                        error_code=_code(p.error),
-                        error_message=None if p.error is None else p.error.message,
-                        active_producers=tuple(
-                            build(
-                                state_type,
-                                producer_id=i64(s.producer_id),
-                                producer_epoch=i32(s.producer_epoch),
-                                last_sequence=i32(s.last_sequence),
-                                last_timestamp=i64(s.last_timestamp),
-                                coordinator_epoch=i32(s.coordinator_epoch),
-                                current_txn_start_offset=i64(s.current_txn_start_offset),
-                            )
-                            for s in p.producers
-                        ),
+                        state_type,
+                        producer_id=i64(s.producer_id),
+                        producer_epoch=i32(s.producer_epoch),
+                        last_sequence=i32(s.last_sequence),
+                        last_timestamp=i64(s.last_timestamp),
+                        coordinator_epoch=i32(s.coordinator_epoch),
+                        current_txn_start_offset=i64(s.current_txn_start_offset),
                     )
-                    for p in partitions
+                    for s in p.producers
                 ),
             )
-            for name, partitions in answers
+
+        built = await per_item(answers, partition_response)
+        topic_responses = await collected(
+            build(topic_type, name=name, partitions=tuple(partitions)) for name, partitions in built
         )
-        return build(response_type, throttle_time=_NO_THROTTLE, topics=tuple(built))
+        return build(response_type, throttle_time=_NO_THROTTLE, topics=tuple(topic_responses))

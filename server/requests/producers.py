@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from broker.loop_slices import LoopSlices
 from broker.replica_manager import ReplicaManager
-from metadata.errors import ApiError
+from metadata.errors import ApiError, kept
+from server.loop_slices import per_item
 from server.request_authorization import RequestAuthorizer
 from server.request_session import Session
 
@@ -44,14 +44,10 @@ async def describe_producers(
     session: Session | None,
 ) -> list[tuple[str, list[PartitionProducers]]]:
     """Each partition's answer, in the request's order, the loop let run others between
-    slices (a 900 KB request named 69,230 partitions: 2 s of the loop before)."""
+    slices of partitions (a 900 KB request named 69,230 partitions: 2 s of the loop before;
+    one topic of 112,500 partitions 1.5 s while a topic was one slice)."""
     refused = authz.topics("DescribeProducers", (name for name, _ in topics), session)
-    answers: list[tuple[str, list[PartitionProducers]]] = []
-    slices = LoopSlices()
-    for name, partitions in topics:
-        answers.append((name, [_of(replicas, refused.get(name), name, p) for p in partitions]))
-        await slices.step(1 + len(partitions))
-    return answers
+    return await per_item(topics, lambda name, p: _of(replicas, refused.get(name), name, p))
 
 
 def _of(
@@ -62,7 +58,7 @@ def _of(
     try:
         partition = replicas.leader_partition(topic, index)
     except ApiError as error:
-        return PartitionProducers(index, error)
+        return PartitionProducers(index, kept(error))
     return PartitionProducers(
         index,
         None,
