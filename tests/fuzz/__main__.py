@@ -6,26 +6,18 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 
+from tests.fuzz.cli import case_arguments, case_range, in_directory
 from tests.fuzz.run import format_result, run
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--cases", type=int, default=2000)
-    parser.add_argument("--first", type=int, default=0, help="number of the first case")
-    parser.add_argument("--case", type=int, help="replay this one case (then the checks)")
+    case_arguments(parser, "replay this one case (then the checks)", recoveries=20)
     parser.add_argument("--service", help="only these services or methods, comma-separated")
     parser.add_argument(
         "--no-isolate", action="store_true", help="do not replay a failing stretch case by case"
     )
-    parser.add_argument(
-        "--max-recoveries", type=int, default=20, help="stop after restarting nodes this many times"
-    )
-    parser.add_argument("--budget", type=float, help="stop starting cases after this many s")
-    parser.add_argument("--keep", help="run in this directory and leave the node logs there")
     parser.add_argument(
         "--secured",
         action="store_true",
@@ -33,7 +25,7 @@ def main() -> int:
         "without a session, and fuzz SecurityService.SaslAuthenticate too",
     )
     args = parser.parse_args()
-    first, cases = (args.case, 1) if args.case is not None else (args.first, args.cases)
+    first, cases = case_range(args)
 
     def go(base: str) -> int:
         result = run(
@@ -51,10 +43,7 @@ def main() -> int:
         print(format_result(result))
         return 1 if result.findings else 0
 
-    if args.keep:
-        return go(args.keep)
-    with tempfile.TemporaryDirectory(prefix="strom-fuzz-") as base:
-        return go(base)
+    return in_directory(args.keep, "strom-fuzz-", go)
 
 
 if __name__ == "__main__":

@@ -6,25 +6,17 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 
+from tests.fuzz.cli import case_arguments, case_range, in_directory
 from tests.kafka_fuzz.run import api_keys, format_result, run
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--cases", type=int, default=2000)
-    parser.add_argument("--first", type=int, default=0, help="number of the first case")
-    parser.add_argument("--case", type=int, help="replay this one case, showing its bytes")
+    case_arguments(parser, "replay this one case, showing its bytes", recoveries=10)
     parser.add_argument("--api", help="only these APIs, by Kafka's name or key, comma-separated")
-    parser.add_argument(
-        "--max-recoveries", type=int, default=10, help="stop after restarting nodes this many times"
-    )
-    parser.add_argument("--budget", type=float, help="stop starting cases after this many s")
-    parser.add_argument("--keep", help="run in this directory and leave the node logs there")
     args = parser.parse_args()
-    first, cases = (args.case, 1) if args.case is not None else (args.first, args.cases)
+    first, cases = case_range(args)
 
     def go(base: str) -> int:
         result = run(
@@ -40,10 +32,7 @@ def main() -> int:
         print(format_result(result))
         return 1 if result.findings else 0
 
-    if args.keep:
-        return go(args.keep)
-    with tempfile.TemporaryDirectory(prefix="strom-kafka-fuzz-") as base:
-        return go(base)
+    return in_directory(args.keep, "strom-kafka-fuzz-", go)
 
 
 if __name__ == "__main__":
