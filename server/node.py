@@ -70,6 +70,7 @@ from server.metrics import NodeMetrics
 from server.metrics_listener import MetricsListener
 from server.node_authorizer import NodeAuthorizer
 from server.node_status import NodeStatus
+from server.offsets_topic_creator import OffsetsTopicCreator
 from server.replica_service import ReplicaServicer
 from server.replica_service import add_to_server as add_replica_service
 from server.request_authorization import RequestAuthorizer
@@ -133,7 +134,7 @@ class Node:
         self.fetchers: FetcherManager | None = None
         self.maintenance: LogMaintenance | None = None
         self.groups: GroupCoordinator | None = None
-        self._offsets_topic_task: asyncio.Task[list[str]] | None = None
+        self._create_offsets_topic = OffsetsTopicCreator(self._ask_for_offsets_topic)
         self.broker_servers: list[grpc.aio.Server] = []  # one per broker listener
         self.broker_ports: dict[str, int] = {}  # listener name -> bound port
         self.kafka_listeners: list[KafkaListener] = []  # kafka.listener.names (server/kafka/)
@@ -521,29 +522,23 @@ class Node:
         finally:
             self.halt(HALT_EXIT_CODE)
 
-    async def _create_offsets_topic(self) -> None:
-        """__consumer_offsets on first use, as Kafka creates it; concurrent callers share
-        one request."""
-        if self._offsets_topic_task is None or self._offsets_topic_task.done():
-            assert self.lifecycle is not None
-            groups = self.config.groups
-            self._offsets_topic_task = asyncio.create_task(
-                auto_create(
-                    self.lifecycle.call_controller,
-                    [OFFSETS_TOPIC],
-                    groups.offsets_topic_partitions,
-                    groups.offsets_topic_replication_factor,
-                    {
-                        "cleanup.policy": "compact",
-                        "segment.bytes": str(groups.offsets_topic_segment_bytes),
-                        "compression.type": "producer",
-                    },
-                )
-            )
-        try:
-            await asyncio.shield(self._offsets_topic_task)
-        except Exception:
-            log.exception("could not create %s", OFFSETS_TOPIC)
+    async def _ask_for_offsets_topic(self) -> bool:
+        """One CreateTopics of __consumer_offsets (OffsetsTopicCreator shares it): whether
+        the topic exists after it."""
+        assert self.lifecycle is not None
+        groups = self.config.groups
+        created = await auto_create(
+            self.lifecycle.call_controller,
+            [OFFSETS_TOPIC],
+            groups.offsets_topic_partitions,
+            groups.offsets_topic_replication_factor,
+            {
+                "cleanup.policy": "compact",
+                "segment.bytes": str(groups.offsets_topic_segment_bytes),
+                "compression.type": "producer",
+            },
+        )
+        return OFFSETS_TOPIC in created
 
     def _observe(self, api: str, seconds: float) -> None:
         if self.metrics is not None:
