@@ -150,19 +150,20 @@ def test_list_offsets_earliest_latest_and_by_time(cluster, client):
             leader, "times", 0, batch([b"t%d" % i], timestamp=base + i * 1000)
         )
         assert answer.error.code == 0
-    request = client_pb2.ListOffsetsRequest(
-        topics=[
-            client_pb2.ListOffsetsRequest.Topic(
-                name="times",
-                partitions=[
-                    client_pb2.ListOffsetsRequest.Partition(partition=0, timestamp=ts)
-                    for ts in (-2, -1, -3, base + 2500, base + 60_000)
-                ],
-            )
-        ]
-    )
-    # One request holds all five lookups; answers come back per partition entry.
-    answers = client.stub(leader).ListOffsets(request, timeout=5).topics[0].partitions
+
+    def one(ts: int):
+        request = client_pb2.ListOffsetsRequest(
+            topics=[
+                client_pb2.ListOffsetsRequest.Topic(
+                    name="times",
+                    partitions=[client_pb2.ListOffsetsRequest.Partition(partition=0, timestamp=ts)],
+                )
+            ]
+        )
+        return client.stub(leader).ListOffsets(request, timeout=5).topics[0].partitions[0]
+
+    # One request each: a request naming a partition twice is refused (INVALID_REQUEST).
+    answers = [one(ts) for ts in (-2, -1, -3, base + 2500, base + 60_000)]
     assert [(a.offset, a.timestamp) for a in answers] == [
         (0, -1),
         (5, -1),

@@ -42,6 +42,7 @@ from server.requests.list_offsets import (
     ListOffsetsPartition,
     ListOffsetsRequest,
     ListOffsetsTopic,
+    PartitionOffset,
     list_offsets,
 )
 from server.requests.partitions import LeaderHint
@@ -275,13 +276,26 @@ def offsets_of(*partitions: tuple[int, int], epoch: int = -1) -> ListOffsetsRequ
     )
 
 
+def each_alone(manager: ReplicaManager, *partitions: tuple[int, int]) -> list[PartitionOffset]:
+    """Each (partition, timestamp) asked in a request of its own (a request naming a
+    partition twice is refused)."""
+
+    async def asked() -> list[PartitionOffset]:
+        answers = await asyncio.gather(
+            *(list_offsets(manager, OPEN, offsets_of(p), None) for p in partitions)
+        )
+        return [topic.partitions[0] for [topic] in answers]
+
+    return run(manager, asked())
+
+
 def test_list_offsets_answers_earliest_latest_and_a_time(tmp_path):
     manager, partition = leading(tmp_path, [1])
     partition.append_as_leader(batch(2, ts=NOW), 1, NOW)
     partition.append_as_leader(batch(2, ts=NOW + 10), 1, NOW)
-    request = offsets_of((0, EARLIEST), (0, LATEST), (0, NOW + 5), (0, NOW + 99))
-    [topic] = run(manager, list_offsets(manager, OPEN, request, None))
-    earliest, latest, by_time, too_late = topic.partitions
+    earliest, latest, by_time, too_late = each_alone(
+        manager, (0, EARLIEST), (0, LATEST), (0, NOW + 5), (0, NOW + 99)
+    )
     assert (earliest.offset, earliest.timestamp, earliest.leader_epoch) == (0, -1, 1)
     assert (latest.offset, latest.timestamp) == (4, -1)
     assert (by_time.offset, by_time.timestamp, by_time.leader_epoch) == (2, NOW + 10, 1)
@@ -297,9 +311,7 @@ def test_list_offsets_answers_the_tiered_storage_timestamps_as_kafka_without_rem
     partition.append_as_leader(batch(3, ts=NOW), 1, NOW)
     partition.log.high_watermark = 3
     partition.delete_records_before(2)
-    request = offsets_of((0, EARLIEST_LOCAL), (0, LATEST_TIERED))
-    [topic] = run(manager, list_offsets(manager, OPEN, request, None))
-    local, tiered = topic.partitions
+    local, tiered = each_alone(manager, (0, EARLIEST_LOCAL), (0, LATEST_TIERED))
     assert (local.error, local.offset, local.timestamp, local.leader_epoch) == (None, 2, -1, 1)
     assert (tiered.error, tiered.offset, tiered.timestamp, tiered.leader_epoch) == (
         None,
@@ -307,6 +319,21 @@ def test_list_offsets_answers_the_tiered_storage_timestamps_as_kafka_without_rem
         -1,
         -1,
     )
+
+
+def test_list_offsets_refuses_a_partition_named_twice_and_looks_up_neither(tmp_path):
+    """Kafka's INVALID_REQUEST for each copy (ListOffsets v1+); other partitions are
+    answered."""
+    manager, partition = leading(tmp_path, [1])
+    partition.append_as_leader(batch(2, ts=NOW), 1, NOW)
+    partition.log.high_watermark = 2
+    request = offsets_of((0, LATEST), (5, LATEST), (0, EARLIEST))
+    [topic] = run(manager, list_offsets(manager, OPEN, request, None))
+    first, other, second = topic.partitions
+    for copy in (first, second):
+        assert copy.error.error_name == ErrorCode.INVALID_REQUEST and copy.offset == -1
+        assert "more than once" in copy.error.message
+    assert other.error.error_name == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
 def test_list_offsets_refuses_a_negative_timestamp_that_names_nothing(tmp_path):
