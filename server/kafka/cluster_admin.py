@@ -46,7 +46,7 @@ from server.kafka.controller_answers import (
 from server.kafka.controller_calls import forward
 from server.kafka.frames import Request
 from server.kafka.versioned import build, nested
-from server.loop_slices import collected
+from server.loop_slices import collected, each, per_item
 from server.request_authorization import RequestAuthorizer
 from strom_api.acls import CLUSTER_NAME, AclOperation, ResourceType
 from strom_api.v1 import controller_pb2
@@ -148,36 +148,33 @@ class ClusterAdmin:
             election_type=int(body.election_type),  # type: ignore[arg-type]
             all_partitions=body.topic_partitions is None,
         )
-        for topic in body.topic_partitions or ():
-            for p in topic.partitions:
-                pb_request.partitions.add(topic=str(topic.topic), partition=int(p))
+        async for topic in each(body.topic_partitions or ()):
+            name = str(topic.topic)
+            async for p in each(topic.partitions):
+                pb_request.partitions.add(topic=name, partition=int(p))
         response, failed = await forward(self.call, "ElectLeaders", pb_request)
         response_type = load_response_schema(ELECT_LEADERS, request.api_version)
         topic_type = nested(response_type, "ReplicaElectionResult")
         partition_type = nested(response_type, "PartitionResult")
-        results = _by_topic(
-            (r.partition.topic, r.partition.partition, item_outcome(r))
-            for r in (response.results if response is not None and failed is None else ())
+        results = await _by_topic(response, failed)
+        built = await per_item(
+            results.items(),
+            lambda _, outcome: build(
+                partition_type,
+                partition_id=i32(outcome[0]),
+                error_code=outcome[1][0],
+                error_message=outcome[1][1],
+            ),
         )
         return build(
             response_type,
             throttle_time=_NO_THROTTLE,
             error_code=(failed or NO_ERROR)[0],
             replica_election_results=tuple(
-                build(
-                    topic_type,
-                    topic=topic,
-                    partition_result=tuple(
-                        build(
-                            partition_type,
-                            partition_id=i32(p),
-                            error_code=code,
-                            error_message=message,
-                        )
-                        for p, (code, message) in partitions
-                    ),
+                await collected(
+                    build(topic_type, topic=topic, partition_result=tuple(partitions))
+                    for topic, partitions in built
                 )
-                for topic, partitions in results.items()
             ),
         )
 
@@ -189,11 +186,12 @@ class ClusterAdmin:
             # v1 (KIP-860); v0 allows the change, as Kafka's default does
             keep_replication_factor=not getattr(body, "allow_replication_factor_change", True)
         )
-        for topic in body.topics:
-            for p in topic.partitions:
+        async for topic in each(body.topics):
+            name = str(topic.name)
+            async for p in each(topic.partitions):
                 item = pb_request.reassignments.add(
                     partition=controller_pb2.TopicPartition(
-                        topic=str(topic.name), partition=int(p.partition_index)
+                        topic=name, partition=int(p.partition_index)
                     )
                 )
                 if p.replicas is not None:  # null cancels the reassignment in progress
@@ -202,9 +200,15 @@ class ClusterAdmin:
         response_type = load_response_schema(ALTER_PARTITION_REASSIGNMENTS, request.api_version)
         topic_type = nested(response_type, "ReassignableTopicResponse")
         partition_type = nested(response_type, "ReassignablePartitionResponse")
-        results = _by_topic(
-            (r.partition.topic, r.partition.partition, item_outcome(r))
-            for r in (response.results if response is not None and failed is None else ())
+        results = await _by_topic(response, failed)
+        built = await per_item(
+            results.items(),
+            lambda _, outcome: build(
+                partition_type,
+                partition_index=i32(outcome[0]),
+                error_code=outcome[1][0],
+                error_message=outcome[1][1],
+            ),
         )
         code, message = failed or NO_ERROR
         return build(
@@ -214,20 +218,10 @@ class ClusterAdmin:
             error_code=code,
             error_message=message,
             responses=tuple(
-                build(
-                    topic_type,
-                    name=topic,
-                    partitions=tuple(
-                        build(
-                            partition_type,
-                            partition_index=i32(p),
-                            error_code=c,
-                            error_message=m,
-                        )
-                        for p, (c, m) in partitions
-                    ),
+                await collected(
+                    build(topic_type, name=topic, partitions=tuple(partitions))
+                    for topic, partitions in built
                 )
-                for topic, partitions in results.items()
             ),
         )
 
@@ -236,9 +230,10 @@ class ClusterAdmin:
     async def list_partition_reassignments(self, request: Request) -> Any:
         body = request.body
         pb_request = controller_pb2.ListPartitionReassignmentsRequest()
-        for topic in body.topics or ():
-            for p in topic.partition_indexes:
-                pb_request.partitions.add(topic=str(topic.name), partition=int(p))
+        async for topic in each(body.topics or ()):
+            name = str(topic.name)
+            async for p in each(topic.partition_indexes):
+                pb_request.partitions.add(topic=name, partition=int(p))
         asked_none = body.topics is not None and not pb_request.partitions
         response, failed = (
             (None, None)
@@ -249,7 +244,9 @@ class ClusterAdmin:
         topic_type = nested(response_type, "OngoingTopicReassignment")
         partition_type = nested(response_type, "OngoingPartitionReassignment")
         topics: dict[str, list[Any]] = {}
-        for r in response.reassignments if response is not None and failed is None else ():
+        async for r in each(
+            response.reassignments if response is not None and failed is None else ()
+        ):
             topics.setdefault(r.partition.topic, []).append(
                 build(
                     partition_type,
@@ -266,8 +263,10 @@ class ClusterAdmin:
             error_code=code,
             error_message=message,
             topics=tuple(
-                build(topic_type, name=name, partitions=tuple(partitions))
-                for name, partitions in topics.items()
+                await collected(
+                    build(topic_type, name=name, partitions=tuple(partitions))
+                    for name, partitions in topics.items()
+                )
             ),
         )
 
@@ -355,12 +354,14 @@ class ClusterAdmin:
         )
 
 
-def _by_topic(
-    results: Iterable[tuple[str, int, Outcome]],
+async def _by_topic(
+    response: Any | None, failed: Outcome | None
 ) -> dict[str, list[tuple[int, Outcome]]]:
+    """Each partition's outcome in the controller's answer (none when the call failed), by
+    topic, in loop slices: an answer may carry 250,000 partitions."""
     out: dict[str, list[tuple[int, Outcome]]] = {}
-    for topic, partition, outcome in results:
-        out.setdefault(topic, []).append((partition, outcome))
+    async for r in each(response.results if response is not None and failed is None else ()):
+        out.setdefault(r.partition.topic, []).append((r.partition.partition, item_outcome(r)))
     return out
 
 
