@@ -27,6 +27,7 @@ from server.kafka.config_entries import source_id, type_id
 from server.kafka.controller_answers import Outcome, item_outcome, not_forwarded, whole_outcome
 from server.kafka.frames import Request
 from server.kafka.versioned import build, nested
+from server.loop_slices import collected, each
 from strom_api.v1 import controller_pb2
 from strom_api.v1 import metadata_pb2 as mpb
 
@@ -50,9 +51,12 @@ class ConfigAdmin:
 
     async def describe_configs(self, request: Request) -> Any:
         body = request.body
-        asked = [(int(r.resource_type), r.resource_name) for r in body.resources]
+        # Every loop over the resources in loop slices: a 1 MB request may name 33,333 of
+        # them, each answered with its entries (the Kafka-protocol fuzzer's seed 24,
+        # case 517: 0.43 s of the loop).
+        asked = await collected((int(r.resource_type), r.resource_name) for r in body.resources)
         pb_request = controller_pb2.DescribeConfigsRequest(
-            resources=[_resource(t, n) for t, n in dict.fromkeys(asked)]
+            resources=await collected(_resource(t, n) for t, n in dict.fromkeys(asked))
         )
         results: dict[Resource, Any] = {}
         failed: Outcome | None = None
@@ -61,7 +65,7 @@ class ConfigAdmin:
         except NotForwarded as exc:
             failed = not_forwarded(exc.error_name, str(exc))
         else:
-            results = {_key(r.resource): r for r in response.results}
+            results = {_key(r.resource): r async for r in each(response.results)}
         response_type = load_response_schema(DESCRIBE_CONFIGS, request.api_version)
         result_type = nested(response_type, "DescribeConfigsResult")
         entry_type = nested(response_type, "DescribeConfigsResourceResult")
@@ -69,7 +73,7 @@ class ConfigAdmin:
         include_synonyms = getattr(body, "include_synonyms", False)
         include_documentation = getattr(body, "include_documentation", False)
         out = []
-        for resource in body.resources:
+        async for resource in each(body.resources):
             key = (int(resource.resource_type), resource.resource_name)
             result = results.get(key)
             code, message = failed or (item_outcome(result) if result else _missing(key))
@@ -104,7 +108,7 @@ class ConfigAdmin:
     async def incremental_alter_configs(self, request: Request) -> Any:
         body = request.body
         pb_request = controller_pb2.IncrementalAlterConfigsRequest(validate_only=body.validate_only)
-        for r in body.resources:
+        async for r in each(body.resources):
             item = pb_request.resources.add(resource=_resource(r.resource_type, r.resource_name))
             for c in r.configs:
                 op = item.ops.add(name=c.name, op=c.config_operation)
@@ -117,7 +121,7 @@ class ConfigAdmin:
         pb_request = controller_pb2.IncrementalAlterConfigsRequest(
             validate_only=body.validate_only, replace=True
         )
-        for r in body.resources:
+        async for r in each(body.resources):
             item = pb_request.resources.add(resource=_resource(r.resource_type, r.resource_name))
             for c in r.configs:
                 op = item.ops.add(name=c.name, op=controller_pb2.SET)
@@ -134,11 +138,11 @@ class ConfigAdmin:
             failed = not_forwarded(exc.error_name, str(exc))
         else:
             failed = whole_outcome(response)
-            results = {_key(r.resource): item_outcome(r) for r in response.results}
+            results = {_key(r.resource): item_outcome(r) async for r in each(response.results)}
         response_type = load_response_schema(api_key, request.api_version)
         result_type = nested(response_type, "AlterConfigsResourceResponse")
         out = []
-        for resource in request.body.resources:
+        async for resource in each(request.body.resources):
             key = (int(resource.resource_type), resource.resource_name)
             code, message = failed or results.get(key) or _missing(key)
             out.append(
