@@ -43,10 +43,13 @@ from server.kafka.controller_answers import (
 )
 from server.kafka.frames import Request
 from server.kafka.versioned import build, nested
+from server.loop_slices import collected, each
 from strom_api.v1 import controller_pb2
 from strom_api.v1 import metadata_pb2 as mpb
 
 _NO_THROTTLE = datetime.timedelta(0)
+# Forwarded CreatePartitions calls one request has in flight at most (one per topic).
+CREATE_PARTITIONS_IN_FLIGHT = 16
 
 
 class TopicAdmin:
@@ -199,6 +202,9 @@ class TopicAdmin:
     async def create_partitions(self, request: Request) -> Any:
         body = request.body
         counts = Counter(str(t.name) for t in body.topics)
+        # The controller's CreatePartitions takes one topic: a request naming 30,000 would
+        # otherwise put 30,000 forwarded calls in flight at once.
+        calls = asyncio.Semaphore(CREATE_PARTITIONS_IN_FLIGHT)
 
         async def one(topic: Any) -> Outcome:
             name = str(topic.name)
@@ -210,26 +216,24 @@ class TopicAdmin:
             for replicas in topic.assignments or ():
                 pb_request.assignments.add(ids=[int(b) for b in replicas.broker_ids])
             try:
-                response = await self.call("CreatePartitions", pb_request)
+                async with calls:
+                    response = await self.call("CreatePartitions", pb_request)
             except NotForwarded as exc:
                 return not_forwarded(exc.error_name, str(exc))
             return whole_outcome(response) or NO_ERROR
 
         first: dict[str, Any] = {}  # a name given twice is answered once
-        for topic in body.topics:
+        async for topic in each(body.topics):
             first.setdefault(str(topic.name), topic)
         unique = list(first.values())
         outcomes = await asyncio.gather(*(one(t) for t in unique))
         response_type = load_response_schema(CREATE_PARTITIONS, request.api_version)
         result_type = nested(response_type, "CreatePartitionsTopicResult")
-        return build(
-            response_type,
-            throttle_time=_NO_THROTTLE,
-            results=tuple(
-                build(result_type, name=t.name, error_code=code, error_message=message)
-                for t, (code, message) in zip(unique, outcomes, strict=True)
-            ),
+        results = await collected(
+            build(result_type, name=t.name, error_code=code, error_message=message)
+            for t, (code, message) in zip(unique, outcomes, strict=True)
         )
+        return build(response_type, throttle_time=_NO_THROTTLE, results=tuple(results))
 
 
 def _asked_deletions(request: Request) -> list[tuple[str | None, uuid.UUID | None]]:
