@@ -18,6 +18,7 @@ P_co = TypeVar("P_co", covariant=True)
 A = TypeVar("A")
 Item = TypeVar("Item")
 K = TypeVar("K")
+G = TypeVar("G")
 T = TypeVar("T")
 
 
@@ -75,3 +76,13 @@ async def per_item(
         out.append((key, answers))
         await slices.step()  # a group of no items is work too
     return out
+
+
+async def per_group(
+    groups: Iterable[tuple[K, Iterable[Item]]],
+    answer: Callable[[K, Item], A],
+    group: Callable[[K, list[A]], G],
+) -> list[G]:
+    """per_item, then each group's answers made one by `group(key, answers)` (a kio topic
+    of its partitions, say), in slices too: a request may name 100,000 topics as well."""
+    return await collected(group(key, answers) for key, answers in await per_item(groups, answer))

@@ -18,7 +18,7 @@ from server.kafka.apis import DESCRIBE_LOG_DIRS, DESCRIBE_PRODUCERS
 from server.kafka.error_codes import kafka_error_code
 from server.kafka.frames import Request
 from server.kafka.versioned import build, nested
-from server.loop_slices import collected, per_item
+from server.loop_slices import per_group, per_item
 from server.request_authorization import RequestAuthorizer
 from server.request_session import current_session
 from server.requests.log_dirs import describe_log_dirs
@@ -123,8 +123,9 @@ class BrokerAdmin:
                 ),
             )
 
-        built = await per_item(answers, partition_response)
-        topic_responses = await collected(
-            build(topic_type, name=name, partitions=tuple(partitions)) for name, partitions in built
+        topics = await per_group(
+            answers,
+            partition_response,
+            lambda name, partitions: build(topic_type, name=name, partitions=tuple(partitions)),
         )
-        return build(response_type, throttle_time=_NO_THROTTLE, topics=tuple(topic_responses))
+        return build(response_type, throttle_time=_NO_THROTTLE, topics=tuple(topics))

@@ -46,7 +46,7 @@ from server.kafka.controller_answers import (
 from server.kafka.controller_calls import forward
 from server.kafka.frames import Request
 from server.kafka.versioned import build, nested
-from server.loop_slices import collected, each, per_item
+from server.loop_slices import collected, each, per_group
 from server.request_authorization import RequestAuthorizer
 from strom_api.acls import CLUSTER_NAME, AclOperation, ResourceType
 from strom_api.v1 import controller_pb2
@@ -156,26 +156,23 @@ class ClusterAdmin:
         response_type = load_response_schema(ELECT_LEADERS, request.api_version)
         topic_type = nested(response_type, "ReplicaElectionResult")
         partition_type = nested(response_type, "PartitionResult")
-        results = await _by_topic(response, failed)
-        built = await per_item(
-            results.items(),
+        results = await per_group(
+            (await _by_topic(response, failed)).items(),
             lambda _, outcome: build(
                 partition_type,
                 partition_id=i32(outcome[0]),
                 error_code=outcome[1][0],
                 error_message=outcome[1][1],
             ),
+            lambda topic, partitions: build(
+                topic_type, topic=topic, partition_result=tuple(partitions)
+            ),
         )
         return build(
             response_type,
             throttle_time=_NO_THROTTLE,
             error_code=(failed or NO_ERROR)[0],
-            replica_election_results=tuple(
-                await collected(
-                    build(topic_type, topic=topic, partition_result=tuple(partitions))
-                    for topic, partitions in built
-                )
-            ),
+            replica_election_results=tuple(results),
         )
 
     # --- AlterPartitionReassignments ----------------------------------------------------
@@ -200,15 +197,15 @@ class ClusterAdmin:
         response_type = load_response_schema(ALTER_PARTITION_REASSIGNMENTS, request.api_version)
         topic_type = nested(response_type, "ReassignableTopicResponse")
         partition_type = nested(response_type, "ReassignablePartitionResponse")
-        results = await _by_topic(response, failed)
-        built = await per_item(
-            results.items(),
+        results = await per_group(
+            (await _by_topic(response, failed)).items(),
             lambda _, outcome: build(
                 partition_type,
                 partition_index=i32(outcome[0]),
                 error_code=outcome[1][0],
                 error_message=outcome[1][1],
             ),
+            lambda topic, partitions: build(topic_type, name=topic, partitions=tuple(partitions)),
         )
         code, message = failed or NO_ERROR
         return build(
@@ -217,12 +214,7 @@ class ClusterAdmin:
             allow_replication_factor_change=getattr(body, "allow_replication_factor_change", True),
             error_code=code,
             error_message=message,
-            responses=tuple(
-                await collected(
-                    build(topic_type, name=topic, partitions=tuple(partitions))
-                    for topic, partitions in built
-                )
-            ),
+            responses=tuple(results),
         )
 
     # --- ListPartitionReassignments -----------------------------------------------------

@@ -15,7 +15,7 @@ from server.kafka.apis import DELETE_RECORDS
 from server.kafka.data_plane import NO_THROTTLE, DataPlane, code
 from server.kafka.frames import Request
 from server.kafka.versioned import build, nested
-from server.loop_slices import collected, per_item
+from server.loop_slices import per_group
 from server.request_session import current_session
 from server.requests.delete_records import (
     DeletePartition,
@@ -27,24 +27,28 @@ from server.requests.delete_records import (
 
 async def delete_records_api(plane: DataPlane, request: Request) -> Any:
     # Both conversions in loop slices of partitions, as the shared path works.
-    asked = await per_item(
+    asked = await per_group(
         ((str(t.name), t.partitions) for t in request.body.topics),
         lambda _, p: DeletePartition(int(p.partition_index), int(p.offset)),
+        DeleteTopic,
     )
-    shared = DeleteRecordsRequest(await collected(DeleteTopic(n, ps) for n, ps in asked))
     answer = await delete_records(
-        plane.replicas, plane.authz, plane.persist_offsets, shared, current_session()
+        plane.replicas,
+        plane.authz,
+        plane.persist_offsets,
+        DeleteRecordsRequest(asked),
+        current_session(),
     )
     response_type = load_response_schema(DELETE_RECORDS, request.api_version)
     topic_type = nested(response_type, "DeleteRecordsTopicResult")
     partition_type = nested(response_type, "DeleteRecordsPartitionResult")
-    built = await per_item(
+    topics = await per_group(
         ((t.name, t.partitions) for t in answer),
         lambda _, p: partition_type(
             partition_index=i32(p.partition),
             low_watermark=i64(p.low_watermark),
             error_code=code(p.error),
         ),
+        lambda name, partitions: topic_type(name=name, partitions=tuple(partitions)),
     )
-    topics = await collected(topic_type(name=n, partitions=tuple(ps)) for n, ps in built)
     return build(response_type, throttle_time=NO_THROTTLE, topics=tuple(topics))

@@ -67,3 +67,19 @@ def test_collected_drains_a_generator_in_slices():
     items, turns = asyncio.run(others_ran(collected(i * 2 for i in range(5 * SLICE))))
     assert items == [i * 2 for i in range(5 * SLICE)]
     assert turns >= 4
+
+
+def test_per_group_slices_by_item_within_one_group_and_keeps_the_order():
+    """One group of many items (a topic of 100,000 partitions) is sliced by items, not
+    taken as one slice; answers and groups come back in order."""
+    from server.loop_slices import per_group
+    from tests.server.loop_turns import others_ran
+
+    groups = [("big", range(5 * SLICE)), ("empty", range(0)), ("small", range(3))]
+    answer, turns = asyncio.run(
+        others_ran(per_group(groups, lambda key, i: (key, i), lambda key, items: (key, items)))
+    )
+    assert [key for key, _ in answer] == ["big", "empty", "small"]
+    assert answer[0][1] == [("big", i) for i in range(5 * SLICE)]
+    assert answer[1][1] == [] and answer[2][1] == [("small", i) for i in range(3)]
+    assert turns >= 4
