@@ -26,12 +26,15 @@ from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode as KafkaErrorCode
 from kio.static.primitive import i8
 
+from metadata.acl_control import check_count
+from metadata.errors import ApiError
 from server.controller_forwarder import ControllerCall
 from server.kafka.apis import CREATE_ACLS, DELETE_ACLS, DESCRIBE_ACLS
 from server.kafka.controller_answers import (
     NO_ERROR,
     Outcome,
     item_outcome,
+    refusal,
 )
 from server.kafka.controller_calls import forward
 from server.kafka.frames import Request
@@ -53,6 +56,18 @@ class AclAdmin:
         if not self.authz.enabled:
             return None, SECURITY_DISABLED
         return await forward(self.call, method, pb_request)
+
+    def _refused_whole(self, count: int, what: str) -> Outcome | None:
+        """A refusal of every binding or filter before any is converted: SECURITY_DISABLED
+        without an authorizer (as _forward answers), INVALID_REQUEST past the controller's
+        limit per request (metadata/acl_control.py, which the controller checks too)."""
+        if not self.authz.enabled:
+            return SECURITY_DISABLED
+        try:
+            check_count(count, what)
+        except ApiError as error:
+            return refusal(error)
+        return None
 
     # --- DescribeAcls -------------------------------------------------------------------
 
@@ -99,6 +114,9 @@ class AclAdmin:
 
     async def create_acls(self, request: Request) -> Any:
         creations = request.body.creations
+        refused = self._refused_whole(len(creations), "ACL creations")
+        if refused is not None:  # before 100,000 bindings are converted for nothing
+            return _created(request, [refused] * len(creations))
         pb_request = controller_pb2.CreateAclsRequest(
             creations=[
                 controller_pb2.AclBinding(
@@ -115,23 +133,17 @@ class AclAdmin:
         )
         response, failed = await self._forward("CreateAcls", pb_request)
         outcomes = _per_item(len(creations), failed, () if response is None else response.results)
-        response_type = load_response_schema(CREATE_ACLS, request.api_version)
-        result_type = nested(response_type, "AclCreationResult")
-        return build(
-            response_type,
-            throttle_time=_NO_THROTTLE,
-            results=tuple(
-                build(result_type, error_code=code, error_message=message)
-                for code, message in outcomes
-            ),
-        )
+        return _created(request, outcomes)
 
     # --- DeleteAcls ---------------------------------------------------------------------
 
     async def delete_acls(self, request: Request) -> Any:
         filters = request.body.filters
-        pb_request = controller_pb2.DeleteAclsRequest(filters=[_filter_pb(f) for f in filters])
-        response, failed = await self._forward("DeleteAcls", pb_request)
+        failed = self._refused_whole(len(filters), "ACL deletion filters")
+        response = None
+        if failed is None:  # else refused before the filters are converted for nothing
+            pb_request = controller_pb2.DeleteAclsRequest(filters=[_filter_pb(f) for f in filters])
+            response, failed = await self._forward("DeleteAcls", pb_request)
         results = () if response is None else response.results
         outcomes = _per_item(len(filters), failed, results)
         response_type = load_response_schema(DELETE_ACLS, request.api_version)
@@ -183,6 +195,18 @@ def _filter_pb(f: Any) -> controller_pb2.AclBindingFilter:
     if f.host_filter is not None:
         out.host = f.host_filter
     return out
+
+
+def _created(request: Request, outcomes: Sequence[Outcome]) -> Any:
+    response_type = load_response_schema(CREATE_ACLS, request.api_version)
+    result_type = nested(response_type, "AclCreationResult")
+    return build(
+        response_type,
+        throttle_time=_NO_THROTTLE,
+        results=tuple(
+            build(result_type, error_code=code, error_message=message) for code, message in outcomes
+        ),
+    )
 
 
 def _per_item(count: int, failed: Outcome | None, results: Sequence[Any]) -> list[Outcome]:

@@ -8,6 +8,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode as KafkaErrorCode
 
+from metadata.errors import ApiError
 from server.kafka.error_codes import kafka_error_code
 from strom_api.error_codes import ErrorCode
 from strom_api.v1 import common_pb2
@@ -35,6 +36,11 @@ def whole_outcome(response: Any) -> Outcome | None:
     if "error" in response.DESCRIPTOR.fields_by_name and response.HasField("error"):
         return outcome(response.error.error)
     return None
+
+
+def refusal(error: ApiError) -> Outcome:
+    """A refusal the listener makes itself, with a rule it shares with the controller."""
+    return kafka_error_code(error.error_name), error.message
 
 
 def not_forwarded(error_name: ErrorCode, why: str) -> Outcome:
