@@ -119,6 +119,27 @@ def _duplicate(user: str, mechanism: int) -> ApiError:
     )
 
 
+def check_alterations(count: int) -> None:
+    """INVALID_REQUEST past MAX_ALTERATIONS deletions and upsertions in one request: checked
+    by the front ends too, before they convert a request's items."""
+    if count > MAX_ALTERATIONS:
+        raise ApiError(
+            ErrorCode.INVALID_REQUEST,
+            f"{count} SCRAM credential alterations in one request: "
+            f"at most {MAX_ALTERATIONS} are allowed.",
+        )
+
+
+def check_described(count: int) -> None:
+    """INVALID_REQUEST past MAX_DESCRIBED_USERS named users (the front ends check it too)."""
+    if count > MAX_DESCRIBED_USERS:
+        raise ApiError(
+            ErrorCode.INVALID_REQUEST,
+            f"{count} users in one DescribeUserScramCredentials: at most "
+            f"{MAX_DESCRIBED_USERS} are allowed.",
+        )
+
+
 def alter_user_scram_credentials(
     image: MetadataImage,
     deletions: Sequence[ScramDeletion],
@@ -129,12 +150,7 @@ def alter_user_scram_credentials(
     A credential is a (user, mechanism) pair: one user may change both mechanisms in one
     request (Kafka's documented `--add-config 'SCRAM-SHA-256=[...],SCRAM-SHA-512=[...]'`),
     but naming the same pair twice is DUPLICATE_RESOURCE for that pair."""
-    if len(deletions) + len(upsertions) > MAX_ALTERATIONS:
-        raise ApiError(
-            ErrorCode.INVALID_REQUEST,
-            f"{len(deletions) + len(upsertions)} SCRAM credential alterations in one request: "
-            f"at most {MAX_ALTERATIONS} are allowed.",
-        )
+    check_alterations(len(deletions) + len(upsertions))
     Key = tuple[str, int]
     errors: dict[Key, ApiError] = {}
     to_delete: dict[Key, ScramDeletion] = {}
@@ -191,12 +207,7 @@ def describe_user_scram_credentials(
     if not users:
         names = sorted(known)
     else:
-        if len(users) > MAX_DESCRIBED_USERS:
-            raise ApiError(
-                ErrorCode.INVALID_REQUEST,
-                f"{len(users)} users in one DescribeUserScramCredentials: at most "
-                f"{MAX_DESCRIBED_USERS} are allowed.",
-            )
+        check_described(len(users))
         names = list(dict.fromkeys(users))
     seen: dict[str, int] = {}
     for user in users or ():

@@ -22,7 +22,7 @@ from metadata.controller import EXCESSIVE_BATCH, MAX_RECORDS_PER_USER_OP, Quorum
 from metadata.errors import ApiError
 from metadata.image import Endpoint
 from metadata.partition_change import Election
-from metadata.scram_control import ScramDeletion, ScramUpsertion
+from metadata.scram_control import ScramDeletion, ScramUpsertion, check_alterations
 from metadata.topic_control import NewTopic
 from server.api_errors import error_pb
 from server.loop_slices import each
@@ -491,12 +491,14 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
         return out
 
     async def AlterUserScramCredentials(self, request: Any, context: Any) -> Any:  # noqa: N802
-        deletions = [ScramDeletion(d.name, d.mechanism) for d in request.deletions]
-        upsertions = [
-            ScramUpsertion(u.name, u.mechanism, u.iterations, u.salt, u.salted_password)
-            for u in request.upsertions
-        ]
         try:
+            # Counted before any is converted, as the ACL requests are.
+            check_alterations(len(request.deletions) + len(request.upsertions))
+            deletions = [ScramDeletion(d.name, d.mechanism) for d in request.deletions]
+            upsertions = [
+                ScramUpsertion(u.name, u.mechanism, u.iterations, u.salt, u.salted_password)
+                for u in request.upsertions
+            ]
             results = await self.controller.alter_user_scram_credentials(deletions, upsertions)
         except ApiError as error:
             return controller_pb2.AlterUserScramCredentialsResponse(

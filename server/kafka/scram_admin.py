@@ -15,16 +15,21 @@ getErrorResponse). A null or empty user list describes every user with a credent
 from __future__ import annotations
 
 import datetime
+from collections.abc import Callable
 from typing import Any
 
 from kio.index import load_response_schema
 from kio.static.primitive import i8, i32
 
+from metadata.errors import ApiError
+from metadata.scram_control import check_alterations, check_described
 from server.controller_forwarder import ControllerCall
 from server.kafka.apis import ALTER_USER_SCRAM_CREDENTIALS, DESCRIBE_USER_SCRAM_CREDENTIALS
 from server.kafka.controller_answers import (
     NO_ERROR,
+    Outcome,
     item_outcome,
+    refusal,
 )
 from server.kafka.controller_calls import forward
 from server.kafka.frames import Request
@@ -39,12 +44,15 @@ class ScramAdmin:
         self.call = call
 
     async def describe_user_scram_credentials(self, request: Request) -> Any:
-        users = [str(u.name) for u in request.body.users or ()]
-        response, failed = await forward(
-            self.call,
-            "DescribeUserScramCredentials",
-            controller_pb2.DescribeUserScramCredentialsRequest(users=users),
-        )
+        named = request.body.users or ()
+        response, failed = None, _refused(check_described, len(named))
+        if failed is None:  # else refused before the names are converted for nothing
+            users = [str(u.name) for u in named]
+            response, failed = await forward(
+                self.call,
+                "DescribeUserScramCredentials",
+                controller_pb2.DescribeUserScramCredentialsRequest(users=users),
+            )
         response_type = load_response_schema(DESCRIBE_USER_SCRAM_CREDENTIALS, request.api_version)
         result_type = nested(response_type, "DescribeUserScramCredentialsResult")
         info_type = nested(response_type, "CredentialInfo")
@@ -72,6 +80,31 @@ class ScramAdmin:
 
     async def alter_user_scram_credentials(self, request: Request) -> Any:
         body = request.body
+        results: Any = ()
+        failed = _refused(check_alterations, len(body.deletions) + len(body.upsertions))
+        if failed is None:  # else refused before the items are converted for nothing
+            response, failed = await self._forward_alterations(body)
+            if failed is None:
+                results = response.results
+        if failed is not None:
+            named = dict.fromkeys(
+                [str(d.name) for d in body.deletions] + [str(u.name) for u in body.upsertions]
+            )
+            outcomes = [(user, failed) for user in named]
+        else:
+            outcomes = [(r.user, item_outcome(r)) for r in results]
+        response_type = load_response_schema(ALTER_USER_SCRAM_CREDENTIALS, request.api_version)
+        result_type = nested(response_type, "AlterUserScramCredentialsResult")
+        return build(
+            response_type,
+            throttle_time=_NO_THROTTLE,
+            results=tuple(
+                build(result_type, user=user, error_code=code, error_message=message)
+                for user, (code, message) in outcomes
+            ),
+        )
+
+    async def _forward_alterations(self, body: Any) -> tuple[Any, Outcome | None]:
         pb_request = controller_pb2.AlterUserScramCredentialsRequest(
             deletions=[
                 controller_pb2.AlterUserScramCredentialsRequest.Deletion(
@@ -90,21 +123,14 @@ class ScramAdmin:
                 for u in body.upsertions
             ],
         )
-        response, failed = await forward(self.call, "AlterUserScramCredentials", pb_request)
-        if failed is not None:
-            named = dict.fromkeys(
-                [str(d.name) for d in body.deletions] + [str(u.name) for u in body.upsertions]
-            )
-            outcomes = [(user, failed) for user in named]
-        else:
-            outcomes = [(r.user, item_outcome(r)) for r in response.results]
-        response_type = load_response_schema(ALTER_USER_SCRAM_CREDENTIALS, request.api_version)
-        result_type = nested(response_type, "AlterUserScramCredentialsResult")
-        return build(
-            response_type,
-            throttle_time=_NO_THROTTLE,
-            results=tuple(
-                build(result_type, user=user, error_code=code, error_message=message)
-                for user, (code, message) in outcomes
-            ),
-        )
+        return await forward(self.call, "AlterUserScramCredentials", pb_request)
+
+
+def _refused(check: Callable[[int], None], count: int) -> Outcome | None:
+    """The controller's limit of items per request (metadata/scram_control.py), checked
+    before any item is converted: its INVALID_REQUEST, as the controller answers."""
+    try:
+        check(count)
+    except ApiError as error:
+        return refusal(error)
+    return None
