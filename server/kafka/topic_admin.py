@@ -63,7 +63,8 @@ class TopicAdmin:
         body = request.body
         refused: dict[str, Outcome] = {}
         topics: dict[str, Any] = {}
-        for topic in body.topics:
+        # Every loop over the topics in loop slices: a 1 MB request names 50,000 of them.
+        async for topic in each(body.topics):
             name = str(topic.name)
             if name in topics or name in refused:
                 # Kafka answers a name given twice once, INVALID_REQUEST (its controller's
@@ -109,7 +110,7 @@ class TopicAdmin:
         response_type = load_response_schema(CREATE_TOPICS, request.api_version)
         result_type = nested(response_type, "CreatableTopicResult")
         out: list[Any] = []
-        for name in dict.fromkeys(str(t.name) for t in body.topics):
+        async for name in each(dict.fromkeys(await collected(str(t.name) for t in body.topics))):
             result = results.get(name)
             if name in refused or result is None:
                 error = refused.get(name) or failed or _missing(name)
@@ -128,7 +129,7 @@ class TopicAdmin:
         answers: list[tuple[str | None, uuid.UUID | None, Outcome]] = []
         names: Counter[str] = Counter()
         ids: Counter[uuid.UUID] = Counter()
-        for name, topic_id in asked:
+        async for name, topic_id in each(asked):
             if name is None and topic_id is None:
                 answers.append((None, None, _invalid("Neither topic name nor id were specified.")))
             elif name is not None and topic_id is not None:
@@ -145,7 +146,7 @@ class TopicAdmin:
         image = self.image()
         by_id = {t.topic_id: t.name for t in image.topics.by_name.values()}
         wanted: dict[str, uuid.UUID | None] = {n: None for n, c in names.items() if c == 1}
-        for topic_id, count in ids.items():
+        async for topic_id, count in each(ids.items()):
             found = by_id.get(topic_id.bytes)
             if count > 1:
                 continue
@@ -176,7 +177,7 @@ class TopicAdmin:
             else:
                 whole = whole_outcome(response)
                 results = {r.name: whole or item_outcome(r) for r in response.topics}
-        for name, asked_id in wanted.items():
+        async for name, asked_id in each(wanted.items()):
             topic = image.topics.by_name.get(name)
             topic_id = asked_id or (uuid.UUID(bytes=topic.topic_id) if topic else None)
             answers.append((name, topic_id, results.get(name) or _missing(name)))
@@ -186,14 +187,16 @@ class TopicAdmin:
             response_type,
             throttle_time=_NO_THROTTLE,
             responses=tuple(
-                build(
-                    result_type,
-                    name=name,
-                    topic_id=topic_id or uuid_zero,
-                    error_code=code,
-                    error_message=message,
+                await collected(
+                    build(
+                        result_type,
+                        name=name,
+                        topic_id=topic_id or uuid_zero,
+                        error_code=code,
+                        error_message=message,
+                    )
+                    for name, topic_id, (code, message) in answers
                 )
-                for name, topic_id, (code, message) in answers
             ),
         )
 
