@@ -50,52 +50,51 @@ class BrokerAdmin:
         wanted = (
             None
             if body.topics is None
-            else {str(t.topic): [int(p) for p in t.partitions] for t in body.topics}
+            else dict(await per_item(((str(t.topic), t.partitions) for t in body.topics), _int_of))
         )
         response_type = load_response_schema(DESCRIBE_LOG_DIRS, request.api_version)
         result_type = nested(response_type, "DescribeLogDirsResult")
         topic_type = nested(response_type, "DescribeLogDirsTopic")
         partition_type = nested(response_type, "DescribeLogDirsPartition")
-        refusal, dirs = describe_log_dirs(self._manager(), self.authz, wanted, current_session())
-        return build(
-            response_type,
-            throttle_time=_NO_THROTTLE,
-            error_code=_code(refusal),
-            results=tuple(
+        refusal, dirs = await describe_log_dirs(
+            self._manager(), self.authz, wanted, current_session()
+        )
+        results = []
+        for d in dirs:
+            topics = await per_group(
+                d.topics.items(),
+                lambda _, r: build(
+                    partition_type,
+                    partition_index=i32(r.partition),
+                    partition_size=i64(r.size),
+                    offset_lag=i64(r.offset_lag),
+                    is_future_key=False,
+                ),
+                lambda name, partitions: build(topic_type, name=name, partitions=tuple(partitions)),
+            )
+            results.append(
                 build(
                     result_type,
                     error_code=_code(d.error),
                     log_dir=d.log_dir,
-                    topics=tuple(
-                        build(
-                            topic_type,
-                            name=name,
-                            partitions=tuple(
-                                build(
-                                    partition_type,
-                                    partition_index=i32(r.partition),
-                                    partition_size=i64(r.size),
-                                    offset_lag=i64(r.offset_lag),
-                                    is_future_key=False,
-                                )
-                                for r in on_disk
-                            ),
-                        )
-                        for name, on_disk in d.topics.items()
-                    ),
+                    topics=tuple(topics),
                     total_bytes=i64(d.total_bytes),
                     usable_bytes=i64(d.usable_bytes),
                     is_cordoned=False,
                 )
-                for d in dirs
-            ),
+            )
+        return build(
+            response_type,
+            throttle_time=_NO_THROTTLE,
+            error_code=_code(refusal),
+            results=tuple(results),
         )
 
     async def describe_producers(self, request: Request) -> Any:
         # In slices of partitions, not of topics: one topic may name 100,000 of them.
         topics = await per_item(
             ((str(t.name), t.partition_indexes) for t in request.body.topics),
-            lambda _, p: int(p),
+            _int_of,
         )
         answers = await describe_producers(self._manager(), self.authz, topics, current_session())
         response_type = load_response_schema(DESCRIBE_PRODUCERS, request.api_version)
@@ -129,3 +128,7 @@ class BrokerAdmin:
             lambda name, partitions: build(topic_type, name=name, partitions=tuple(partitions)),
         )
         return build(response_type, throttle_time=_NO_THROTTLE, topics=tuple(topics))
+
+
+def _int_of(_: str, value: Any) -> int:
+    return int(value)

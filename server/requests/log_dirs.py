@@ -17,6 +17,7 @@ import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from broker.loop_slices import LoopSlices
 from broker.replica_manager import ReplicaManager
 from metadata.errors import ApiError
 from server.request_authorization import RequestAuthorizer
@@ -42,19 +43,28 @@ class LogDirDescription:
     usable_bytes: int = UNKNOWN_VOLUME_BYTES
 
 
-def describe_log_dirs(
+async def describe_log_dirs(
     replicas: ReplicaManager,
     authz: RequestAuthorizer,
     wanted: Mapping[str, Sequence[int]] | None,
     session: Session | None,
 ) -> tuple[ApiError | None, list[LogDirDescription]]:
-    """(the refusal of the whole request, or None; each log directory, in config order)."""
+    """(the refusal of the whole request, or None; each log directory, in config order).
+    The partitions asked and the replicas held are gone over in loop slices: a request may
+    name 250,000 partitions, and a broker hold 10,000 replicas."""
     refusal = authz.cluster("DescribeLogDirs", session)
     if refusal is not None:
         return refusal, []
     manager = replicas.log_manager
     online = set(manager.online_dirs())
-    chosen = None if wanted is None else {(t, p) for t, parts in wanted.items() for p in parts}
+    slices = LoopSlices()
+    chosen: set[tuple[str, int]] | None = None
+    if wanted is not None:
+        chosen = set()
+        for t, parts in wanted.items():
+            for p in parts:
+                chosen.add((t, p))
+                await slices.step()
     out = []
     for log_dir in manager.log_dirs:
         if log_dir not in online:
@@ -70,6 +80,7 @@ def describe_log_dirs(
             continue
         topics: dict[str, list[ReplicaOnDisk]] = {}
         for topic, partition in sorted(manager.logs_in(log_dir)):
+            await slices.step()
             log = manager.logs.get((topic, partition))
             if log is None or (chosen is not None and (topic, partition) not in chosen):
                 continue

@@ -8,7 +8,7 @@ import dataclasses
 from kio.index import load_request_schema
 from kio.static.primitive import i32
 
-from server.kafka.apis import DESCRIBE_PRODUCERS, SERVED
+from server.kafka.apis import DESCRIBE_LOG_DIRS, DESCRIBE_PRODUCERS, SERVED
 from server.kafka.broker_admin import BrokerAdmin
 from server.kafka.frames import Request
 from server.request_session import enter, leave
@@ -24,14 +24,13 @@ from tests.server.test_client_requests import (
     nobody_allowed,
     only_orders_readable,
     run,
-    stopped,
 )
 from tests.server.test_kafka_group_apis import _element, sample
 
 
 def test_describe_log_dirs_needs_describe_on_the_cluster(tmp_path):
     manager, _ = leading(tmp_path, [1])
-    refusal, dirs = stopped(manager, describe_log_dirs(manager, nobody_allowed(), None, ALICE))
+    refusal, dirs = run(manager, describe_log_dirs(manager, nobody_allowed(), None, ALICE))
     assert refusal is not None and refusal.error_name == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     assert dirs == []
 
@@ -39,7 +38,7 @@ def test_describe_log_dirs_needs_describe_on_the_cluster(tmp_path):
 def test_describe_log_dirs_lists_each_directory_with_its_volume(tmp_path):
     manager, _ = leading(tmp_path, [1])
     (tmp_path / "logs").mkdir(exist_ok=True)
-    refusal, dirs = stopped(manager, describe_log_dirs(manager, OPEN, None, ALICE))
+    refusal, dirs = run(manager, describe_log_dirs(manager, OPEN, None, ALICE))
     assert refusal is None
     (log_dir,) = dirs
     assert log_dir.log_dir == str(tmp_path / "logs") and log_dir.error is None
@@ -122,3 +121,31 @@ def test_the_kafka_listeners_describe_producers_converts_in_slices_of_partitions
     assert turns >= 12, "the loop ran nothing else meanwhile"
     (answered,) = response.topics
     assert len(answered.partitions) == 5_000
+
+
+def test_the_kafka_listeners_describe_log_dirs_of_many_partitions_runs_in_slices(tmp_path):
+    """The partitions a DescribeLogDirs names (250,000 fit in 1 MB) are read and matched
+    against the replicas held in loop slices (this log directory holds none)."""
+    manager, _ = leading(tmp_path, [1])
+    (tmp_path / "logs").mkdir(exist_ok=True)
+    version = SERVED[DESCRIBE_LOG_DIRS].max_version
+    body_type = load_request_schema(DESCRIBE_LOG_DIRS, version)
+    topic = dataclasses.replace(
+        sample(_element(body_type, "topics")),
+        topic="orders",
+        partitions=tuple(i32(i) for i in range(5_000)),
+    )
+    body = dataclasses.replace(sample(body_type), topics=(topic,))
+    admin = BrokerAdmin(lambda: manager, OPEN)
+
+    async def scenario():
+        token = enter(ALICE)
+        try:
+            return await others_ran(admin.describe_log_dirs(Request(35, version, 7, "c", body)))
+        finally:
+            leave(token)
+
+    response, turns = run(manager, scenario())
+    assert turns >= 8, "the loop ran nothing else meanwhile"
+    (result,) = response.results
+    assert result.log_dir == str(tmp_path / "logs") and result.topics == ()
