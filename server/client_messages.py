@@ -10,7 +10,7 @@ from typing import Any
 from broker.fetch_sessions import FINAL_EPOCH, FetchState
 from broker.loop_slices import LoopSlices
 from server.api_errors import error_pb, make_error
-from server.loop_slices import collected, per_partition
+from server.loop_slices import per_group, per_partition
 from server.request_items import named_items
 from server.requests.delete_records import (
     DeletePartition,
@@ -59,12 +59,12 @@ def leader_pb(leader: LeaderHint) -> client_pb2.LeaderIdAndEpoch:
 
 async def produce_request(request: Any) -> ProduceRequest:
     # Each topic's name is read once: protobuf decodes a string field anew on every access.
-    topics = []
-    for topic in request.topics:
-        partitions = await collected(
-            ProducePartition(p.partition, p.records) for p in topic.partitions
-        )
-        topics.append(ProduceTopic(topic.name, partitions))
+    # In slices of partitions and of topics (100,000 topics of one partition each, too).
+    topics = await per_group(
+        ((topic.name, topic.partitions) for topic in request.topics),
+        lambda _, p: ProducePartition(p.partition, p.records),
+        ProduceTopic,
+    )
     return ProduceRequest(request.acks, request.timeout_ms, topics)
 
 

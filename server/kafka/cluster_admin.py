@@ -277,28 +277,27 @@ class ClusterAdmin:
             and int(topics[0].partitions[0].partition_index) == 0
         ):
             # Kafka's KafkaRaftClient: only the metadata partition, asked alone; otherwise
-            # every partition asked is answered UNKNOWN_TOPIC_OR_PARTITION (in loop slices: a
-            # request of 180,000 partitions held the loop 1 s, the Kafka-protocol fuzzer's
-            # seed 8 case 303).
-            answered = []
-            for t in topics:
-                partitions = await collected(
-                    build(
-                        partition_type,
-                        partition_index=p.partition_index,
-                        error_code=KafkaErrorCode.unknown_topic_or_partition,
-                        error_message=None,
-                        leader_id=i32(-1),
-                        leader_epoch=i32(-1),
-                        high_watermark=i64(-1),
-                        current_voters=(),
-                        observers=(),
-                    )
-                    for p in t.partitions
-                )
-                answered.append(
-                    build(topic_type, topic_name=t.topic_name, partitions=tuple(partitions))
-                )
+            # every partition asked is answered UNKNOWN_TOPIC_OR_PARTITION (in loop slices of
+            # partitions and topics: a request of 180,000 partitions held the loop 1 s, the
+            # Kafka-protocol fuzzer's seed 8 case 303, and one of 34,615 topics 0.3 s while
+            # each topic's partitions were a slice of their own, seed 26 case 412).
+            answered = await per_group(
+                ((t.topic_name, t.partitions) for t in topics),
+                lambda _, p: build(
+                    partition_type,
+                    partition_index=p.partition_index,
+                    error_code=KafkaErrorCode.unknown_topic_or_partition,
+                    error_message=None,
+                    leader_id=i32(-1),
+                    leader_epoch=i32(-1),
+                    high_watermark=i64(-1),
+                    current_voters=(),
+                    observers=(),
+                ),
+                lambda name, partitions: build(
+                    topic_type, topic_name=name, partitions=tuple(partitions)
+                ),
+            )
             return build(
                 response_type,
                 error_code=KafkaErrorCode.none,

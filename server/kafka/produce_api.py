@@ -44,7 +44,7 @@ from server.kafka.frames import Request
 from server.kafka.no_response import CloseConnection
 from server.kafka.ordering import ORDERED_PART_DONE
 from server.kafka.versioned import build, nested
-from server.loop_slices import collected
+from server.loop_slices import per_group
 from server.request_session import current_session
 from server.requests.produce import (
     PartitionProduced,
@@ -59,14 +59,14 @@ from strom_api.error_codes import ErrorCode
 
 
 async def produce_request(body: Any) -> ProduceRequest:
-    topics = []
-    for topic in body.topic_data:
-        # null records: nothing to append, which the replica manager refuses as Kafka's
-        # validateRecords does (no record batch)
-        partitions = await collected(
-            ProducePartition(int(p.index), p.records or b"") for p in topic.partition_data
-        )
-        topics.append(ProduceTopic(str(topic.name), partitions))
+    # In slices of partitions and of topics (100,000 topics of one partition each, too).
+    # Null records: nothing to append, which the replica manager refuses as Kafka's
+    # validateRecords does (no record batch).
+    topics = await per_group(
+        ((str(topic.name), topic.partition_data) for topic in body.topic_data),
+        lambda _, p: ProducePartition(int(p.index), p.records or b""),
+        ProduceTopic,
+    )
     return ProduceRequest(int(body.acks), millis(body.timeout), topics)
 
 

@@ -83,3 +83,43 @@ def test_per_group_slices_by_item_within_one_group_and_keeps_the_order():
     assert answer[0][1] == [("big", i) for i in range(5 * SLICE)]
     assert answer[1][1] == [] and answer[2][1] == [("small", i) for i in range(3)]
     assert turns >= 4
+
+
+def test_produce_requests_of_many_topics_are_converted_in_slices():
+    """Both front ends' Produce conversions (server/client_messages.py, server/kafka/
+    produce_api.py) slice by partitions and topics alike: a request of 5,000 topics of one
+    partition each lets the loop run (one collected() per topic never did)."""
+    import dataclasses
+
+    from kio.index import load_request_schema
+
+    from server import client_messages
+    from server.kafka import produce_api
+    from server.kafka.apis import PRODUCE, SERVED
+    from strom_api.v1 import client_pb2
+    from tests.server.loop_turns import others_ran
+    from tests.server.test_kafka_group_apis import _element, sample
+
+    grpc_request = client_pb2.ProduceRequest(
+        acks=1,
+        timeout_ms=1000,
+        topics=[
+            client_pb2.ProduceRequest.Topic(
+                name=f"t{i}",
+                partitions=[client_pb2.ProduceRequest.Partition(partition=0, records=b"")],
+            )
+            for i in range(5 * SLICE)
+        ],
+    )
+    converted, turns = asyncio.run(others_ran(client_messages.produce_request(grpc_request)))
+    assert turns >= 4 and len(converted.topics) == 5 * SLICE
+    body_type = load_request_schema(PRODUCE, SERVED[PRODUCE].max_version)
+    topic_type = _element(body_type, "topic_data")
+    partition = sample(_element(topic_type, "partition_data"))
+    topics = tuple(
+        dataclasses.replace(sample(topic_type), name=f"t{i}", partition_data=(partition,))
+        for i in range(5 * SLICE)
+    )
+    body = dataclasses.replace(sample(body_type), topic_data=topics)
+    converted, turns = asyncio.run(others_ran(produce_api.produce_request(body)))
+    assert turns >= 4 and len(converted.topics) == 5 * SLICE
