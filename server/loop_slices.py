@@ -30,6 +30,20 @@ async def each(items: Iterable[T]) -> AsyncIterator[T]:
         await slices.step()
 
 
+async def each_of_groups(
+    groups: Iterable[tuple[K, Iterable[Item]]],
+) -> AsyncIterator[tuple[K, Item]]:
+    """Each (key, item) of the groups, the loop let run others every SLICE items counted
+    across the groups: an `each` per group would count afresh in every group, so 500
+    topics of 999 partitions would never reach a slice's end."""
+    slices = LoopSlices()
+    for key, items in groups:
+        for item in items:
+            yield key, item
+            await slices.step()
+        await slices.step()  # a group of no items is work too
+
+
 async def collected(items: Iterable[T]) -> list[T]:
     """list(items), the loop let run others every SLICE of them (a generator converting a
     request's items runs as it is drained)."""

@@ -46,7 +46,7 @@ from server.kafka.controller_answers import (
 from server.kafka.controller_calls import forward
 from server.kafka.frames import Request
 from server.kafka.versioned import build, nested
-from server.loop_slices import collected, each, per_group
+from server.loop_slices import collected, each, each_of_groups, per_group
 from server.request_authorization import RequestAuthorizer
 from strom_api.acls import CLUSTER_NAME, AclOperation, ResourceType
 from strom_api.v1 import controller_pb2
@@ -148,10 +148,10 @@ class ClusterAdmin:
             election_type=int(body.election_type),  # type: ignore[arg-type]
             all_partitions=body.topic_partitions is None,
         )
-        async for topic in each(body.topic_partitions or ()):
-            name = str(topic.topic)
-            async for p in each(topic.partitions):
-                pb_request.partitions.add(topic=name, partition=int(p))
+        async for name, p in each_of_groups(
+            (str(t.topic), t.partitions) for t in body.topic_partitions or ()
+        ):
+            pb_request.partitions.add(topic=name, partition=int(p))
         response, failed = await forward(self.call, "ElectLeaders", pb_request)
         response_type = load_response_schema(ELECT_LEADERS, request.api_version)
         topic_type = nested(response_type, "ReplicaElectionResult")
@@ -183,16 +183,14 @@ class ClusterAdmin:
             # v1 (KIP-860); v0 allows the change, as Kafka's default does
             keep_replication_factor=not getattr(body, "allow_replication_factor_change", True)
         )
-        async for topic in each(body.topics):
-            name = str(topic.name)
-            async for p in each(topic.partitions):
-                item = pb_request.reassignments.add(
-                    partition=controller_pb2.TopicPartition(
-                        topic=name, partition=int(p.partition_index)
-                    )
+        async for name, p in each_of_groups((str(t.name), t.partitions) for t in body.topics):
+            item = pb_request.reassignments.add(
+                partition=controller_pb2.TopicPartition(
+                    topic=name, partition=int(p.partition_index)
                 )
-                if p.replicas is not None:  # null cancels the reassignment in progress
-                    item.replicas.ids.extend(int(b) for b in p.replicas)
+            )
+            if p.replicas is not None:  # null cancels the reassignment in progress
+                item.replicas.ids.extend(int(b) for b in p.replicas)
         response, failed = await forward(self.call, "AlterPartitionReassignments", pb_request)
         response_type = load_response_schema(ALTER_PARTITION_REASSIGNMENTS, request.api_version)
         topic_type = nested(response_type, "ReassignableTopicResponse")
@@ -222,10 +220,10 @@ class ClusterAdmin:
     async def list_partition_reassignments(self, request: Request) -> Any:
         body = request.body
         pb_request = controller_pb2.ListPartitionReassignmentsRequest()
-        async for topic in each(body.topics or ()):
-            name = str(topic.name)
-            async for p in each(topic.partition_indexes):
-                pb_request.partitions.add(topic=name, partition=int(p))
+        async for name, p in each_of_groups(
+            (str(t.name), t.partition_indexes) for t in body.topics or ()
+        ):
+            pb_request.partitions.add(topic=name, partition=int(p))
         asked_none = body.topics is not None and not pb_request.partitions
         response, failed = (
             (None, None)

@@ -90,8 +90,11 @@ class EchoingController:
         )
 
 
-def _one_topic_of_many(key: int, version: int, topics_field: str, name_field: str) -> Request:
-    """A request of API `key` naming MANY partitions of topic "t"."""
+def _one_topic_of_many(
+    key: int, version: int, topics_field: str, name_field: str, topics: int = 1
+) -> Request:
+    """A request of API `key` naming MANY partitions of topic "t", or `topics` topics of
+    MANY // topics partitions each."""
     body_type = load_request_schema(key, version)
     topic_type = _element(body_type, topics_field)
     topic = sample(topic_type)
@@ -108,7 +111,15 @@ def _one_topic_of_many(key: int, version: int, topics_field: str, name_field: st
     else:
         indexes = tuple(i32(i) for i in range(MANY))
         topic = dataclasses.replace(topic, **{name_field: "t", "partition_indexes": indexes})
-    body = dataclasses.replace(sample(body_type), **{topics_field: (topic,)})
+    if topics > 1:
+        field = "partition_indexes" if key == LIST_PARTITION_REASSIGNMENTS else "partitions"
+        share = getattr(topic, field)[: MANY // topics]
+        many = tuple(
+            dataclasses.replace(topic, **{name_field: f"t{i}", field: share}) for i in range(topics)
+        )
+    else:
+        many = (topic,)
+    body = dataclasses.replace(sample(body_type), **{topics_field: many})
     return Request(key, version, 7, "client", body)
 
 
@@ -121,8 +132,9 @@ def _one_topic_of_many(key: int, version: int, topics_field: str, name_field: st
     ],
     ids=["ElectLeaders", "AlterPartitionReassignments", "ListPartitionReassignments"],
 )
+@pytest.mark.parametrize("topics", [1, 10], ids=["one topic", "10 topics"])
 def test_partition_admin_requests_are_converted_both_ways_in_slices(
-    key, topics_field, name_field, answers
+    key, topics_field, name_field, answers, topics
 ):
     """The request's partitions into the controller's message, and the controller's answer
     of each back, with the loop let run between slices: one topic of 250,000 partitions is
@@ -134,10 +146,14 @@ def test_partition_admin_requests_are_converted_both_ways_in_slices(
         ALTER_PARTITION_REASSIGNMENTS: admin.alter_partition_reassignments,
         LIST_PARTITION_REASSIGNMENTS: admin.list_partition_reassignments,
     }[key]
-    request = _one_topic_of_many(key, version, topics_field, name_field)
+    request = _one_topic_of_many(key, version, topics_field, name_field, topics)
     response, turns = asyncio.run(others_ran(handler(request)))
-    # Request, answer and response each in 5 or more slices.
+    # Request, answer and response each in 5 or more slices, however the partitions are
+    # shared among topics (each topic's 500 here would not fill a slice of its own).
     assert turns >= 12, "the loop ran nothing else meanwhile"
-    [topic] = getattr(response, answers)
-    partitions = topic.partition_result if key == ELECT_LEADERS else topic.partitions
+    answered = getattr(response, answers)
+    assert len(answered) == topics
+    partitions = [
+        p for t in answered for p in (t.partition_result if key == ELECT_LEADERS else t.partitions)
+    ]
     assert len(partitions) == MANY

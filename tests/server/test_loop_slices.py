@@ -123,3 +123,19 @@ def test_produce_requests_of_many_topics_are_converted_in_slices():
     body = dataclasses.replace(sample(body_type), topic_data=topics)
     converted, turns = asyncio.run(others_ran(produce_api.produce_request(body)))
     assert turns >= 4 and len(converted.topics) == 5 * SLICE
+
+
+def test_each_of_groups_counts_items_across_groups():
+    """50 groups of SLICE // 2 items: an `each` per group would never reach a slice's end;
+    counted across the groups, the loop runs every SLICE items."""
+    from server.loop_slices import each_of_groups
+    from tests.server.loop_turns import others_ran
+
+    groups = [(g, range(SLICE // 2)) for g in range(50)]
+
+    async def drained() -> list[tuple[int, int]]:
+        return [pair async for pair in each_of_groups(groups)]
+
+    pairs, turns = asyncio.run(others_ran(drained()))
+    assert pairs == [(g, i) for g in range(50) for i in range(SLICE // 2)]
+    assert turns >= 20
