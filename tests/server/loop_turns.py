@@ -7,6 +7,8 @@ import asyncio
 from collections.abc import Awaitable
 from typing import TypeVar
 
+from server.request_session import Session, enter, leave
+
 T = TypeVar("T")
 
 
@@ -28,3 +30,12 @@ async def others_ran(work: Awaitable[T]) -> tuple[T, int]:
     finally:
         task.cancel()
     return result, turns - started
+
+
+async def others_ran_as(session: Session, work: Awaitable[T]) -> tuple[T, int]:
+    """others_ran(work) with `session` as the request's caller (server/request_session.py)."""
+    token = enter(session)
+    try:
+        return await others_ran(work)
+    finally:
+        leave(token)

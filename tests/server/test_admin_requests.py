@@ -11,11 +11,10 @@ from kio.static.primitive import i32
 from server.kafka.apis import DESCRIBE_LOG_DIRS, DESCRIBE_PRODUCERS, SERVED
 from server.kafka.broker_admin import BrokerAdmin
 from server.kafka.frames import Request
-from server.request_session import enter, leave
 from server.requests.log_dirs import describe_log_dirs
 from server.requests.producers import describe_producers
 from strom_api.error_codes import ErrorCode
-from tests.server.loop_turns import others_ran
+from tests.server.loop_turns import others_ran, others_ran_as
 from tests.server.test_client_requests import (
     ALICE,
     OPEN,
@@ -108,14 +107,9 @@ def test_the_kafka_listeners_describe_producers_converts_in_slices_of_partitions
     body = dataclasses.replace(sample(body_type), topics=(topic,))
     admin = BrokerAdmin(lambda: manager, OPEN)
 
-    async def scenario():
-        token = enter(ALICE)
-        try:
-            return await others_ran(admin.describe_producers(Request(61, version, 7, "c", body)))
-        finally:
-            leave(token)
-
-    response, turns = run(manager, scenario())
+    response, turns = run(
+        manager, others_ran_as(ALICE, admin.describe_producers(Request(61, version, 7, "c", body)))
+    )
     # Three passes over the partitions (the request's, the answers', the response's), each
     # in slices: more turns than the one pass of describe_producers alone.
     assert turns >= 12, "the loop ran nothing else meanwhile"
@@ -138,14 +132,9 @@ def test_the_kafka_listeners_describe_log_dirs_of_many_partitions_runs_in_slices
     body = dataclasses.replace(sample(body_type), topics=(topic,))
     admin = BrokerAdmin(lambda: manager, OPEN)
 
-    async def scenario():
-        token = enter(ALICE)
-        try:
-            return await others_ran(admin.describe_log_dirs(Request(35, version, 7, "c", body)))
-        finally:
-            leave(token)
-
-    response, turns = run(manager, scenario())
+    response, turns = run(
+        manager, others_ran_as(ALICE, admin.describe_log_dirs(Request(35, version, 7, "c", body)))
+    )
     assert turns >= 8, "the loop ran nothing else meanwhile"
     (result,) = response.results
     assert result.log_dir == str(tmp_path / "logs") and result.topics == ()

@@ -22,10 +22,9 @@ from server.kafka.apis import (
 from server.kafka.cluster_admin import ClusterAdmin
 from server.kafka.frames import Request
 from server.request_authorization import RequestAuthorizer
-from server.request_session import enter, leave
 from strom_api.v1 import controller_pb2
 from tests.server.group_paths import no_groups
-from tests.server.loop_turns import others_ran
+from tests.server.loop_turns import others_ran, others_ran_as
 from tests.server.test_kafka_group_apis import ALICE, MANY, _element, dispatcher, sample
 
 
@@ -51,11 +50,7 @@ def test_describe_quorum_of_partitions_other_than_the_metadata_log_is_answered_i
     request = Request(DESCRIBE_QUORUM, version, 7, "client", sample(body_type))
     request = dataclasses.replace(request, body=dataclasses.replace(request.body, topics=topics))
     apis = dispatcher(no_groups())
-    token = enter(ALICE)
-    try:
-        response, turns = asyncio.run(others_ran(apis.handle(request)))
-    finally:
-        leave(token)
+    response, turns = asyncio.run(others_ran_as(ALICE, apis.handle(request)))
     assert turns >= 4, "the loop ran nothing else meanwhile"
     answered = [p for t in response.topics for p in t.partitions]
     assert len(answered) == MANY

@@ -30,7 +30,7 @@ from server.request_session import Session, enter, leave
 from server.requests.groups import GroupPaths
 from strom_api.acls import AclOperation, AclPermissionType, PatternType, ResourceType
 from tests.server.group_paths import no_groups
-from tests.server.loop_turns import others_ran
+from tests.server.loop_turns import others_ran_as
 from tests.server.test_kafka_frames import idle_data_plane
 
 GROUP_APIS = {8, 9, 10, 11, 12, 13, 14, 15, 16, 42, 47}
@@ -205,11 +205,7 @@ def test_a_group_request_naming_many_lets_the_loop_run_between_slices(key):
     version = SERVED[key].max_version
     apis = dispatcher(no_groups())
     request = Request(key, version, 7, "client", _naming_many(key, version))
-    token = enter(ALICE)
-    try:
-        response, turns = asyncio.run(others_ran(apis.handle(request)))
-    finally:
-        leave(token)
+    response, turns = asyncio.run(others_ran_as(ALICE, apis.handle(request)))
     assert turns >= 4, "the loop ran nothing else meanwhile"
     assert response_frame(7, response)
     assert ErrorCode.not_coordinator in error_codes(response)
@@ -252,11 +248,7 @@ def test_an_offset_fetch_of_many_groups_lets_the_loop_run_between_slices():
         9, version, 7, "client", dataclasses.replace(sample(body_type), groups=groups)
     )
     apis = dispatcher(no_groups())
-    token = enter(ALICE)
-    try:
-        response, turns = asyncio.run(others_ran(apis.handle(request)))
-    finally:
-        leave(token)
+    response, turns = asyncio.run(others_ran_as(ALICE, apis.handle(request)))
     assert turns >= 4, "the loop ran nothing else meanwhile"
     assert len(response.groups) == MANY
 
@@ -272,11 +264,9 @@ def test_find_coordinator_of_many_keys_lets_the_loop_run_between_slices():
         coordinator_keys=tuple(f"g{i}" for i in range(MANY)),
     )
     apis = dispatcher(no_groups())
-    token = enter(ALICE)
-    try:
-        response, turns = asyncio.run(others_ran(apis.handle(Request(10, version, 7, "c", body))))
-    finally:
-        leave(token)
+    response, turns = asyncio.run(
+        others_ran_as(ALICE, apis.handle(Request(10, version, 7, "c", body)))
+    )
     assert turns >= 4, "the loop ran nothing else meanwhile"
     assert len(response.coordinators) == MANY
     assert {c.error_code for c in response.coordinators} == {ErrorCode.coordinator_not_available}

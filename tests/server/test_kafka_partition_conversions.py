@@ -6,7 +6,6 @@ OffsetForLeaderEpoch, seed 20 case 325: 0.25-0.36 s of the loop converting)."""
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from typing import Any
 
@@ -21,9 +20,8 @@ from server.kafka.data_plane import DataPlane
 from server.kafka.delete_records_api import delete_records_api
 from server.kafka.frames import Request
 from server.kafka.offsets_api import list_offsets_api, offset_for_leader_epoch_api
-from server.request_session import enter, leave
-from tests.server.loop_turns import others_ran
-from tests.server.test_client_requests import ALICE, OPEN, leading
+from tests.server.loop_turns import others_ran_as
+from tests.server.test_client_requests import ALICE, OPEN, leading, run
 from tests.server.test_kafka_group_apis import MANY, _element, sample
 
 
@@ -67,15 +65,7 @@ def test_partitions_are_converted_both_ways_in_slices(tmp_path, key, handler):
     version = SERVED[key].max_version
     request = Request(key, version, 7, "client", _naming_many(key, version))
 
-    async def scenario() -> tuple[Any, int]:
-        token = enter(ALICE)
-        try:
-            return await others_ran(handler(plane, request))
-        finally:
-            leave(token)
-            await manager.stop()
-
-    response, turns = asyncio.run(scenario())
+    response, turns = run(manager, others_ran_as(ALICE, handler(plane, request)))
     # The shared path's slices (5) and the listener's both ways (5 each).
     assert turns >= 12, "the loop ran nothing else meanwhile"
     [topic] = response.topics
