@@ -10,14 +10,24 @@ just refuse connections.
 The addresses are in 10.177.<k>.0/24, inside namespaces this run made (the test's clients
 in the root namespace reach the nodes through the bridge; nothing leaves the machine). It
 needs root, `ip`, and iptables (Debian's package; .ci/run installs it).
+
+A run killed before `close()` leaves its bridge behind, with its address and its route. A
+later run that took the same /24 had two routes to it, and the root namespace's packets went
+to the dead bridge: the nodes reached each other but the test reached none of them (a CI run
+timed out waiting for its brokers that way). So each run takes a subnet, and names, that no
+interface here already has.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import socket
 import subprocess
 from collections.abc import Iterable
+
+SUBNETS = range(10, 250)  # the k of 10.177.k.0/24
 
 
 def available() -> str | None:
@@ -34,17 +44,47 @@ def _run(*args: str) -> None:
     subprocess.run(args, check=True, capture_output=True, timeout=20)
 
 
+def _output(*args: str) -> str:
+    return subprocess.run(args, check=True, capture_output=True, text=True, timeout=20).stdout
+
+
+def subnets_in_use() -> set[int]:
+    """The k of every 10.177.k.0/24 that an interface of the root namespace has an address in."""
+    addresses = _output("ip", "-o", "-4", "addr", "show")
+    return {int(k) for k in re.findall(r"inet 10\.177\.(\d+)\.", addresses)}
+
+
+def free_subnet(start: int, taken: set[int]) -> int:
+    """The first k from `start` on (wrapping round SUBNETS) that `taken` lacks."""
+    count = len(SUBNETS)
+    for step in range(count):
+        k = SUBNETS[(start + step) % count]
+        if k not in taken:
+            return k
+    raise RuntimeError("every subnet of 10.177.0.0/16 that chaos runs use is taken")
+
+
+def _names_in_use() -> set[str]:
+    links = re.findall(r"^\d+: ([^:@]+)", _output("ip", "-o", "link", "show"), re.MULTILINE)
+    namespaces = [line.split()[0] for line in _output("ip", "netns", "list").splitlines() if line]
+    return {*links, *namespaces}
+
+
 class Network:
     def __init__(self, nodes: Iterable[int]) -> None:
         self.nodes = sorted(nodes)
+        names = _names_in_use()
         tag = os.getpid() % 10_000
-        self.subnet = 10 + (os.getpid() % 240)
+        while f"sbr{tag}" in names or any(n.startswith(f"strom-{tag}-") for n in names):
+            tag = (tag + 1) % 10_000
+        self.subnet = free_subnet(os.getpid(), subnets_in_use())
         self.bridge = f"sbr{tag}"
         self.ns = {i: f"strom-{tag}-n{i}" for i in self.nodes}
         self.address = {i: f"10.177.{self.subnet}.{i}" for i in self.nodes}
         self._made: list[str] = []
         try:
             self._build(tag)
+            self._check_reachable()
         except BaseException:
             self.close()
             raise
@@ -77,6 +117,23 @@ class Network:
                 inside,
             )
             _run("ip", "netns", "exec", ns, "ip", "link", "set", inside, "up")
+
+    def _check_reachable(self) -> None:
+        """Fails now, saying why, rather than leaving the run to time out waiting for nodes
+        it cannot reach: a TCP connect to a closed port must be refused by each namespace."""
+        for node, address in self.address.items():
+            with socket.socket() as probe:
+                probe.settimeout(2)
+                try:
+                    probe.connect((address, 9))  # nothing listens there
+                except ConnectionRefusedError:
+                    continue
+                except OSError as e:
+                    routes = _output("ip", "-4", "route")
+                    raise RuntimeError(
+                        f"node {node}'s namespace is unreachable at {address} ({e}); "
+                        f"routes:\n{routes}"
+                    ) from e
 
     def launcher(self, node: int) -> list[str]:
         return ["ip", "netns", "exec", self.ns[node]]

@@ -185,9 +185,11 @@ def run_once(
             print(format_result(result), flush=True)
         return result
     finally:
-        cluster.stop_all()
-        if network is not None:
-            network.close()
+        try:
+            cluster.stop_all()
+        finally:  # a bridge left behind takes its subnet from later runs (netns.py)
+            if network is not None:
+                network.close()
 
 
 def _leader_lookup(client: DataClient):  # type: ignore[no-untyped-def]
