@@ -20,6 +20,7 @@ from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode as KafkaErrorCode
 from kio.static.primitive import i8
 
+from broker.loop_slices import LoopSlices
 from metadata.config_docs import BROKER_CONFIGS, TOPIC_CONFIGS, ConfigDoc
 from server.controller_forwarder import ControllerCall, NotForwarded
 from server.kafka.apis import ALTER_CONFIGS, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS
@@ -106,27 +107,11 @@ class ConfigAdmin:
         return build(response_type, throttle_time=_NO_THROTTLE, results=tuple(out))
 
     async def incremental_alter_configs(self, request: Request) -> Any:
-        body = request.body
-        pb_request = controller_pb2.IncrementalAlterConfigsRequest(validate_only=body.validate_only)
-        async for r in each(body.resources):
-            item = pb_request.resources.add(resource=_resource(r.resource_type, r.resource_name))
-            for c in r.configs:
-                op = item.ops.add(name=c.name, op=c.config_operation)
-                if c.value is not None:
-                    op.value = c.value
+        pb_request = await _ops_request(request.body, replace=False)
         return await self._alter(request, INCREMENTAL_ALTER_CONFIGS, pb_request)
 
     async def alter_configs(self, request: Request) -> Any:
-        body = request.body
-        pb_request = controller_pb2.IncrementalAlterConfigsRequest(
-            validate_only=body.validate_only, replace=True
-        )
-        async for r in each(body.resources):
-            item = pb_request.resources.add(resource=_resource(r.resource_type, r.resource_name))
-            for c in r.configs:
-                op = item.ops.add(name=c.name, op=controller_pb2.SET)
-                if c.value is not None:  # a null value is refused by the controller
-                    op.value = c.value
+        pb_request = await _ops_request(request.body, replace=True)
         return await self._alter(request, ALTER_CONFIGS, pb_request)
 
     async def _alter(self, request: Request, api_key: int, pb_request: Any) -> Any:
@@ -155,6 +140,26 @@ class ConfigAdmin:
                 )
             )
         return build(response_type, throttle_time=_NO_THROTTLE, responses=tuple(out))
+
+
+async def _ops_request(body: Any, replace: bool) -> Any:
+    """The controller's IncrementalAlterConfigsRequest of an (Incremental)AlterConfigs body;
+    AlterConfigs (`replace`) sets every config it names and drops the rest. One count of loop
+    slices runs across the resources and their configs: a 1 MB request may name one resource
+    with tens of thousands of configs."""
+    pb_request = controller_pb2.IncrementalAlterConfigsRequest(
+        validate_only=body.validate_only, replace=replace
+    )
+    slices = LoopSlices()
+    for r in body.resources:
+        item = pb_request.resources.add(resource=_resource(r.resource_type, r.resource_name))
+        await slices.step()
+        for c in r.configs:
+            op = item.ops.add(name=c.name, op=controller_pb2.SET if replace else c.config_operation)
+            if c.value is not None:  # a null value in AlterConfigs: the controller refuses it
+                op.value = c.value
+            await slices.step()
+    return pb_request
 
 
 def _missing(resource: Resource) -> Outcome:

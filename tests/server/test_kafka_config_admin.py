@@ -79,3 +79,34 @@ def test_many_resources_are_converted_both_ways_in_slices(key):
     assert {r.error_code for r in results} == {ErrorCode.none}
     if key == DESCRIBE_CONFIGS:
         assert all(len(r.configs) == 1 for r in results)
+
+
+@pytest.mark.parametrize(
+    "key", [INCREMENTAL_ALTER_CONFIGS, ALTER_CONFIGS], ids=lambda k: SERVED[k].name
+)
+def test_one_resource_of_many_configs_is_converted_in_slices(key):
+    """A 1 MB request fits one resource with tens of thousands of configs: the slices count
+    its configs, not just its resources."""
+    asked: list[Any] = []
+
+    async def controller(method: str, request: Any) -> Any:
+        asked.append(request)
+        return await every_resource_answered(method, request)
+
+    admin = ConfigAdmin(controller)
+    handler = (
+        admin.incremental_alter_configs if key == INCREMENTAL_ALTER_CONFIGS else admin.alter_configs
+    )
+    body_type = load_request_schema(key, SERVED[key].max_version)
+    resource_type = _element(body_type, "resources")
+    config = dataclasses.replace(sample(_element(resource_type, "configs")), value="1000")
+    configs = tuple(dataclasses.replace(config, name=f"c{i}") for i in range(MANY))
+    resource = dataclasses.replace(sample(resource_type), resource_type=TOPIC, configs=configs)
+    body = dataclasses.replace(sample(body_type), resources=(resource,))
+    request = Request(key, SERVED[key].max_version, 7, "client", body)
+    response, turns = asyncio.run(others_ran(handler(request)))
+    assert turns >= 4, "the loop ran nothing else meanwhile"
+    assert [r.error_code for r in response.responses] == [ErrorCode.none]
+    (sent,) = asked
+    assert sent.replace == (key == ALTER_CONFIGS)
+    assert [op.name for op in sent.resources[0].ops] == [f"c{i}" for i in range(MANY)]
