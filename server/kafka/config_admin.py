@@ -20,7 +20,6 @@ from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode as KafkaErrorCode
 from kio.static.primitive import i8
 
-from broker.loop_slices import LoopSlices
 from metadata.config_docs import BROKER_CONFIGS, TOPIC_CONFIGS, ConfigDoc
 from server.controller_forwarder import ControllerCall, NotForwarded
 from server.kafka.apis import ALTER_CONFIGS, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS
@@ -28,7 +27,7 @@ from server.kafka.config_entries import source_id, type_id
 from server.kafka.controller_answers import Outcome, item_outcome, not_forwarded, whole_outcome
 from server.kafka.frames import Request
 from server.kafka.versioned import build, nested
-from server.loop_slices import collected, each
+from server.loop_slices import collected, each, per_group
 from strom_api.v1 import controller_pb2
 from strom_api.v1 import metadata_pb2 as mpb
 
@@ -144,22 +143,25 @@ class ConfigAdmin:
 
 async def _ops_request(body: Any, replace: bool) -> Any:
     """The controller's IncrementalAlterConfigsRequest of an (Incremental)AlterConfigs body;
-    AlterConfigs (`replace`) sets every config it names and drops the rest. One count of loop
-    slices runs across the resources and their configs: a 1 MB request may name one resource
-    with tens of thousands of configs."""
-    pb_request = controller_pb2.IncrementalAlterConfigsRequest(
-        validate_only=body.validate_only, replace=replace
+    AlterConfigs (`replace`) sets every config it names and drops the rest. Slices count the
+    configs across resources (`per_group`): a 1 MB request may name one resource with tens
+    of thousands of configs."""
+    message = controller_pb2.IncrementalAlterConfigsRequest
+
+    def op(_: Any, c: Any) -> Any:
+        # A null value in AlterConfigs: left unset, which the controller refuses.
+        return message.Op(
+            name=c.name, op=controller_pb2.SET if replace else c.config_operation, value=c.value
+        )
+
+    resources = await per_group(
+        ((r, r.configs) for r in body.resources),
+        op,
+        lambda r, ops: message.Resource(
+            resource=_resource(r.resource_type, r.resource_name), ops=ops
+        ),
     )
-    slices = LoopSlices()
-    for r in body.resources:
-        item = pb_request.resources.add(resource=_resource(r.resource_type, r.resource_name))
-        await slices.step()
-        for c in r.configs:
-            op = item.ops.add(name=c.name, op=controller_pb2.SET if replace else c.config_operation)
-            if c.value is not None:  # a null value in AlterConfigs: the controller refuses it
-                op.value = c.value
-            await slices.step()
-    return pb_request
+    return message(validate_only=body.validate_only, replace=replace, resources=resources)
 
 
 def _missing(resource: Resource) -> Outcome:

@@ -70,6 +70,21 @@ def _names_in_use() -> set[str]:
     return {*links, *namespaces}
 
 
+def unreachable(address: str) -> str | None:
+    """None when a TCP connect to a closed port of `address` is refused (the refusal comes
+    from the node's namespace), else what happened instead (silence: the packets went
+    elsewhere)."""
+    with socket.socket() as probe:
+        probe.settimeout(2)
+        try:
+            probe.connect((address, 9))  # nothing listens there
+        except ConnectionRefusedError:
+            return None
+        except OSError as e:
+            return str(e) or type(e).__name__
+        return "a connection was accepted"
+
+
 class Network:
     def __init__(self, nodes: Iterable[int]) -> None:
         self.nodes = sorted(nodes)
@@ -120,20 +135,15 @@ class Network:
 
     def _check_reachable(self) -> None:
         """Fails now, saying why, rather than leaving the run to time out waiting for nodes
-        it cannot reach: a TCP connect to a closed port must be refused by each namespace."""
+        it cannot reach."""
         for node, address in self.address.items():
-            with socket.socket() as probe:
-                probe.settimeout(2)
-                try:
-                    probe.connect((address, 9))  # nothing listens there
-                except ConnectionRefusedError:
-                    continue
-                except OSError as e:
-                    routes = _output("ip", "-4", "route")
-                    raise RuntimeError(
-                        f"node {node}'s namespace is unreachable at {address} ({e}); "
-                        f"routes:\n{routes}"
-                    ) from e
+            why = unreachable(address)
+            if why is not None:
+                routes = _output("ip", "-4", "route")
+                raise RuntimeError(
+                    f"node {node}'s namespace is unreachable at {address} ({why}); "
+                    f"routes:\n{routes}"
+                )
 
     def launcher(self, node: int) -> list[str]:
         return ["ip", "netns", "exec", self.ns[node]]

@@ -93,23 +93,29 @@ def test_describe_producers_of_one_topic_of_many_partitions_runs_in_slices_of_pa
     assert all(p.error is not None and p.error.__traceback__ is None for p in partitions)
 
 
+def _one_topic_of_many_partitions(key: int, **name: str) -> Request:
+    """A Kafka request of API `key` naming one topic (its name field and value in `name`)
+    with 5,000 partitions, in the last field of the topic: DescribeProducers'
+    partition_indexes, DescribeLogDirs' partitions."""
+    version = SERVED[key].max_version
+    body_type = load_request_schema(key, version)
+    topic_type = _element(body_type, "topics")
+    partitions_field = dataclasses.fields(topic_type)[-1].name
+    topic = dataclasses.replace(
+        sample(topic_type), **name, **{partitions_field: tuple(i32(i) for i in range(5_000))}
+    )
+    body = dataclasses.replace(sample(body_type), topics=(topic,))
+    return Request(key, version, 7, "c", body)
+
+
 def test_the_kafka_listeners_describe_producers_converts_in_slices_of_partitions(tmp_path):
     """The listener's side of the same request: reading its partition indexes and building
     their answers are per-partition work too."""
     manager, _ = leading(tmp_path, [1])
-    version = SERVED[DESCRIBE_PRODUCERS].max_version
-    body_type = load_request_schema(DESCRIBE_PRODUCERS, version)
-    topic = dataclasses.replace(
-        sample(_element(body_type, "topics")),
-        name="unknown",
-        partition_indexes=tuple(i32(i) for i in range(5_000)),
-    )
-    body = dataclasses.replace(sample(body_type), topics=(topic,))
+    request = _one_topic_of_many_partitions(DESCRIBE_PRODUCERS, name="unknown")
     admin = BrokerAdmin(lambda: manager, OPEN)
 
-    response, turns = run(
-        manager, others_ran_as(ALICE, admin.describe_producers(Request(61, version, 7, "c", body)))
-    )
+    response, turns = run(manager, others_ran_as(ALICE, admin.describe_producers(request)))
     # Three passes over the partitions (the request's, the answers', the response's), each
     # in slices: more turns than the one pass of describe_producers alone.
     assert turns >= 12, "the loop ran nothing else meanwhile"
@@ -122,19 +128,10 @@ def test_the_kafka_listeners_describe_log_dirs_of_many_partitions_runs_in_slices
     against the replicas held in loop slices (this log directory holds none)."""
     manager, _ = leading(tmp_path, [1])
     (tmp_path / "logs").mkdir(exist_ok=True)
-    version = SERVED[DESCRIBE_LOG_DIRS].max_version
-    body_type = load_request_schema(DESCRIBE_LOG_DIRS, version)
-    topic = dataclasses.replace(
-        sample(_element(body_type, "topics")),
-        topic="orders",
-        partitions=tuple(i32(i) for i in range(5_000)),
-    )
-    body = dataclasses.replace(sample(body_type), topics=(topic,))
+    request = _one_topic_of_many_partitions(DESCRIBE_LOG_DIRS, topic="orders")
     admin = BrokerAdmin(lambda: manager, OPEN)
 
-    response, turns = run(
-        manager, others_ran_as(ALICE, admin.describe_log_dirs(Request(35, version, 7, "c", body)))
-    )
+    response, turns = run(manager, others_ran_as(ALICE, admin.describe_log_dirs(request)))
     assert turns >= 8, "the loop ran nothing else meanwhile"
     (result,) = response.results
     assert result.log_dir == str(tmp_path / "logs") and result.topics == ()
