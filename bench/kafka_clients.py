@@ -49,6 +49,9 @@ from typing import Any
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, ROOT)
 
+# Strom's nodes and tools run gRPC on its posix endpoints (strom_tools/grpc_engine.py); the
+# benchmark's own gRPC, its references included, too: set before grpc is first imported.
+import strom_tools  # noqa: E402, F401, I001
 from strom.admin import AdminClient, NewTopic  # noqa: E402
 from strom.consumer import Consumer  # noqa: E402
 from strom.fetcher import TopicPartition  # noqa: E402

@@ -77,13 +77,16 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import grpc
-import grpc.aio
-import uvloop
-from crc32c import crc32c
-
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, ROOT)
+
+# Strom's nodes and tools run gRPC on its posix endpoints (strom_tools/grpc_engine.py); the
+# benchmark's own gRPC, its references included, too: set before grpc is first imported.
+import strom_tools  # noqa: E402, F401, I001
+import grpc  # noqa: E402
+import grpc.aio  # noqa: E402
+import uvloop  # noqa: E402
+from crc32c import crc32c  # noqa: E402
 
 from strom_api.record_batch import CRC_START  # noqa: E402
 from strom_api.records import Record, encode_batch  # noqa: E402

@@ -47,12 +47,9 @@ import tempfile
 import time
 from typing import Any
 
-import grpc
-import grpc.aio
-import uvloop
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from produce_consume import (  # noqa: E402  (bench/ is not a package)
+# produce_consume first: it has gRPC run on its posix endpoints before grpc is loaded.
+from produce_consume import (  # noqa: E402, I001  (bench/ is not a package)
     E2E_BATCH,
     MIB,
     Run,
@@ -69,6 +66,9 @@ from produce_consume import (  # noqa: E402  (bench/ is not a package)
     row,
 )
 
+import grpc  # noqa: E402
+import grpc.aio  # noqa: E402
+import uvloop  # noqa: E402
 from strom_api.sasl_client import AioSasl, SaslLogin  # noqa: E402
 from strom_api.tls import ClientTls, SaslSecurity, client_tls, sync_channel  # noqa: E402
 from tests.node_integration.node_cluster import NodeCluster  # noqa: E402

@@ -40,6 +40,9 @@ import time
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, ROOT)
 
+# Strom's nodes and tools run gRPC on its posix endpoints (strom_tools/grpc_engine.py); the
+# benchmark's own gRPC, its references included, too: set before grpc is first imported.
+import strom_tools  # noqa: E402, F401, I001
 import grpc  # noqa: E402
 
 from strom.consumer import Consumer, TopicPartition  # noqa: E402
