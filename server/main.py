@@ -19,9 +19,7 @@ from typing import Any
 import uvloop
 
 from metadata import scram_parser
-from raft.transport import BindError
 from server import bootstrap_checkpoint, loop_health, malloc_tuning, server_config
-from server.node import Node
 from storage import meta_properties
 from storage.errors import StorageError
 
@@ -65,6 +63,11 @@ def run_server(config_path: str, overrides: Sequence[str]) -> int:
         config = server_config.load(config_path, overrides)
     except StorageError as error:
         return _fail(error)
+    # The node's code, loaded here rather than at the top so that `strom storage format`
+    # does not load it (half its start-up), and before the freeze, which is of what the
+    # imports made.
+    import server.node  # noqa: F401
+
     malloc_tuning.keep_large_allocations()
     # Said by strom_gc_frozen_objects, not logged: a node that cannot start prints one line.
     loop_health.freeze_loaded_code()
@@ -73,6 +76,9 @@ def run_server(config_path: str, overrides: Sequence[str]) -> int:
 
 
 async def _serve(config: server_config.ServerConfig) -> int:
+    from raft.transport import BindError
+    from server.node import Node
+
     node = Node(config)
     try:
         await node.start()
