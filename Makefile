@@ -32,7 +32,7 @@ test: venv lint
 	$(PY) -m pytest -q --durations=25
 
 # The seeded Raft simulation (tests/sim): `make sim` runs SEEDS seeds from START and prints a
-# summary; `make sim SEED=N` replays one seed with its event trace. CI runs 1000 seeds in pytest.
+# summary; `make sim SEED=N` replays one seed with its event trace. CI runs 500 seeds in pytest.
 SEEDS ?= 1000
 START ?= 0
 sim: venv

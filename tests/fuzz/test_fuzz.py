@@ -6,7 +6,7 @@ Before issue 16's fixes a node hung every hundred cases or so (empty fetches, hu
 CreateTopics/CreatePartitions, forged Raft epochs), poison batches were stored and every
 bad request logged a traceback; each property below failed then. The run stops starting
 cases after BUDGET_S of them (the cluster's start not counted), or after 4 recoveries from a
-hung node, so that the suite stays near 40 s; a loaded 2-core machine gets through about 20
+hung node, so that the suite stays near 30 s; a loaded 2-core machine gets through about 20
 cases a second, so CASES is an upper bound that a fast machine reaches.
 """
 
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.fuzz
 
 SEED = 16
 CASES = 2000
-BUDGET_S = 30.0
+BUDGET_S = 20.0
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ from tests.replication_sim import scenarios
 from tests.replication_sim.known_bugs import KNOWN_BUGS, KnownBug
 from tests.replication_sim.simulation import RunResult, replay_command, run_seed, summarize
 
-CI_SEEDS = range(0, int(os.environ.get("REPLICATION_SIM_SEEDS", "150")))
+CI_SEEDS = range(0, int(os.environ.get("REPLICATION_SIM_SEEDS", "100")))
 CHUNK = 10
 CHUNKS = [
     range(s, min(s + CHUNK, CI_SEEDS.stop)) for s in range(CI_SEEDS.start, CI_SEEDS.stop, CHUNK)
