@@ -79,10 +79,7 @@ class NodeCluster:
         most of a cluster's construction, and the suite builds about a hundred clusters."""
         runs = {
             i: subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "strom_tools",
+                self._tool_argv(
                     "storage",
                     "format",
                     "--config",
@@ -90,12 +87,11 @@ class NodeCluster:
                     "--cluster-id",
                     self.cluster_id,
                     *format_args,
-                ],
+                ),
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
-                cwd=ROOT,
-                env=dict(os.environ, PYTHONPATH=ROOT),
+                **self._tool_context(),
             )
             for i in self.ids
         }
@@ -138,14 +134,23 @@ class NodeCluster:
             f.write("# written by tests/node_integration/node_cluster.py\n")
             f.writelines(f"{k}={v}\n" for k, v in lines.items())
 
+    @staticmethod
+    def _tool_argv(*args: str) -> list[str]:
+        """The `strom` command as this checkout runs it (no install needed)."""
+        return [sys.executable, "-m", "strom_tools", *args]
+
+    @staticmethod
+    def _tool_context() -> dict[str, Any]:
+        """Where and with what environment every node process and tool run starts."""
+        return {"cwd": ROOT, "env": dict(os.environ, PYTHONPATH=ROOT)}
+
     def _strom(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "strom_tools", *args],
+            self._tool_argv(*args),
             capture_output=True,
             text=True,
             check=True,
-            cwd=ROOT,
-            env=dict(os.environ, PYTHONPATH=ROOT),
+            **self._tool_context(),
         )
 
     # --- processes -----------------------------------------------------------------------
@@ -153,18 +158,10 @@ class NodeCluster:
     def start(self, node: int) -> None:
         log = open(os.path.join(self.base, f"node{node}", "server.log"), "ab")  # noqa: SIM115
         self.procs[node] = subprocess.Popen(
-            [
-                *self.launcher.get(node, []),
-                sys.executable,
-                "-m",
-                "strom_tools",
-                "server",
-                self.config_path(node),
-            ],
+            [*self.launcher.get(node, []), *self._tool_argv("server", self.config_path(node))],
             stdout=log,
             stderr=subprocess.STDOUT,
-            cwd=ROOT,
-            env=dict(os.environ, PYTHONPATH=ROOT),
+            **self._tool_context(),
         )
         log.close()
 
