@@ -161,6 +161,9 @@ class Consumer:
         self.auto_commit_interval_s = auto_commit_interval_ms / 1000
         self._next_auto_commit = time.monotonic() + self.auto_commit_interval_s
         self._io = shared_loop()
+        # A rebalance (JoinGroup + SyncGroup) still going on when a poll's time ran out: it
+        # goes on in the I/O thread, and a later poll takes its outcome.
+        self._joining: concurrent.futures.Future[Any] | None = None
         config = FetchConfig(
             fetch_min_bytes=fetch_min_bytes,
             fetch_max_wait_ms=fetch_max_wait_ms,
@@ -469,35 +472,49 @@ class Consumer:
         self, timeout_ms: float = 0, max_records: int | None = None
     ) -> dict[TopicPartition, list[ConsumerRecord]]:
         """Records from the assigned partitions, up to max_records (max_poll_records),
-        waiting at most timeout_ms for some to arrive."""
+        waiting at most timeout_ms for some to arrive. As Kafka's poll, a rebalance counts
+        against the timeout: one that needs longer (a member that is slow to rejoin) goes on
+        in the background, this poll returns nothing, and a later one completes it."""
+        deadline = time.monotonic() + max(timeout_ms, 0) / 1000
         limit = max_records or self.max_poll_records
         self._watch_metadata()
         if self._group is not None and self._subscription:
             self._group.last_poll = time.monotonic()
-            self._ensure_membership()
+            if not self._ensure_membership(deadline):
+                return {}
             self._maybe_auto_commit()
-        batches = self._run(self._fetcher.poll(limit, timeout_ms / 1000))
+        remaining = max(deadline - time.monotonic(), 0.0)
+        batches = self._run(self._fetcher.poll(limit, remaining))
         if self.key_deserializer or self.value_deserializer:
             batches = {tp: [self._deserialize(r) for r in rs] for tp, rs in batches.items()}
         return batches  # type: ignore[no-any-return]
 
     # --- the group ---------------------------------------------------------------------
 
-    def _ensure_membership(self) -> None:
+    def _ensure_membership(self, deadline: float) -> bool:
+        """Rebalances while the group asks for it; False when `deadline` came first (the
+        rebalance under way is kept in self._joining for the next poll)."""
         group = self._group
         assert group is not None
-        while group.rejoin and not self._closed:
-            revoke = group.to_revoke_before_join()
-            if revoke:
-                if self.enable_auto_commit:
-                    self._commit_quietly()
-                self._call_listener("on_partitions_revoked", revoke)
-                self._run(_call(lambda: self._fetcher.assign([])))
-            for topic in self._subscription:  # wait for the subscribed topics to exist
-                self._run(self._cluster.topic(topic, self.request_timeout_s))
+        while not self._closed:
+            if self._joining is None:
+                if not group.rejoin:
+                    return True
+                revoke = group.to_revoke_before_join()
+                if revoke:
+                    if self.enable_auto_commit:
+                        self._commit_quietly()
+                    self._call_listener("on_partitions_revoked", revoke)
+                    self._run(_call(lambda: self._fetcher.assign([])))
+                for topic in self._subscription:  # wait for the subscribed topics to exist
+                    self._run(self._cluster.topic(topic, self.request_timeout_s))
+                self._joining = self._io.submit(group.join())
             try:
-                assigned, revoked = self._run(group.join())
+                assigned, revoked = self._joining.result(max(deadline - time.monotonic(), 0))
+            except concurrent.futures.TimeoutError:
+                return False
             except StromError as exc:
+                self._joining = None
                 if exc.retriable or exc.name in (
                     ErrorCode.REBALANCE_IN_PROGRESS,
                     ErrorCode.UNKNOWN_MEMBER_ID,
@@ -505,6 +522,7 @@ class Consumer:
                     time.sleep(0.1)
                     continue
                 raise
+            self._joining = None
             if revoked:
                 if self.enable_auto_commit:
                     self._commit_quietly(revoked)
@@ -515,6 +533,7 @@ class Consumer:
 
             self._run(self._apply_assignment(assigned, committed))
             self._call_listener("on_partitions_assigned", added)
+        return False
 
     async def _apply_assignment(
         self, assigned: set[TopicPartition], committed: dict[TopicPartition, int | None]
@@ -624,6 +643,9 @@ class Consumer:
         ):
             self._commit_quietly()
         group = self._group
+        if self._joining is not None:  # a rebalance left unfinished: the member leaves instead
+            self._joining.cancel()
+            self._joining = None
 
         async def shut() -> None:
             if group is not None:

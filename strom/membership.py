@@ -5,8 +5,10 @@ JoinGroup (again with the id a MEMBER_ID_REQUIRED answer gave), then SyncGroup, 
 leader sends the assignment its chosen assignor computed from every member's
 subscription. A heartbeat task keeps the membership while the consumer polls; a
 REBALANCE_IN_PROGRESS answer, a new generation or a lost coordinator makes the next poll
-rejoin. Listener callbacks run in the consumer's own thread: the consumer drives the
-steps (`needs_rejoin` -> revoke -> `join` -> assign) so a listener may commit.
+rejoin. Through a rebalance the heartbeats go on until that poll (KIP-62), so a consumer busy
+with its records keeps its place for up to max.poll.interval.ms, not session.timeout.ms.
+Listener callbacks run in the consumer's own thread: the consumer drives the steps
+(`needs_rejoin` -> revoke -> `join` -> assign) so a listener may commit.
 
 With an eager assignor every partition is given up before rejoining; with
 cooperative-sticky only those the new assignment moves away, and then the group
@@ -229,6 +231,11 @@ class GroupMembership:
         owned (already given up by the caller); cooperative: what the new assignment took
         away, and then another rebalance is due."""
         deadline = time.monotonic() + self.settings.rebalance_timeout_ms / 1000 + self._timeout()
+        # The JoinGroup in flight keeps the member in the group now (the coordinator does
+        # not expire a member while it waits in a join), as Kafka's heartbeat thread stops
+        # once its consumer starts to rejoin.
+        if self._heartbeat is not None and self._heartbeat is not asyncio.current_task():
+            self._heartbeat.cancel()
         if not self.cooperative:
             self.owned = set()
         while True:
@@ -342,11 +349,13 @@ class GroupMembership:
             self._heartbeat = asyncio.create_task(self._beat())
 
     async def _beat(self) -> None:
+        """Heartbeats until the member's generation ends. A REBALANCE_IN_PROGRESS answer
+        asks the consumer to rejoin at its next poll, and the heartbeats go on until then
+        (KIP-62): a consumer busy with its records for longer than session.timeout.ms keeps
+        its place in the rebalance, up to max.poll.interval.ms, instead of being expelled."""
         interval = self.settings.heartbeat_interval_ms / 1000
-        while not self.rejoin:
+        while True:
             await asyncio.sleep(interval)
-            if self.rejoin:
-                return
             if time.monotonic() - self.last_poll > self.settings.rebalance_timeout_ms / 1000:
                 # Kafka: a consumer that stops polling for max.poll.interval.ms leaves so
                 # the others can take its partitions.
@@ -376,10 +385,14 @@ class GroupMembership:
                 self.coordinator = -1
                 continue
             name = error_name(response.error.code)
-            if name in _REJOIN:
+            if name == ErrorCode.REBALANCE_IN_PROGRESS:
                 self.rejoin = True
+            elif name in _REJOIN:  # the generation is over: nothing left to keep alive
+                self.rejoin = True
+                return
             elif name in _RESET:
                 self.member_id, self.generation, self.rejoin = "", -1, True
+                return
             elif name in _COORDINATOR_GONE:
                 self.coordinator = -1
 

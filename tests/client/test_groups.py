@@ -378,3 +378,61 @@ def test_a_group_on_latest_reads_what_is_written_after_it_rebalanced(cluster):
             return got == set(sent)
 
         wait_until(read, 20, "every record written after the rebalance")
+
+
+def test_a_poll_returns_within_its_timeout_while_a_rebalance_waits_for_another_member(cluster):
+    """Kafka's poll counts a rebalance against its timeout. Here the second member's join
+    waits for the first to rejoin, which it does only in its own poll, on the same thread:
+    a poll that blocked until the rebalance ended would wait out the first member's
+    rebalance timeout (max_poll_interval_ms) and then find it gone."""
+    create_topic(cluster, "polled", partitions=2)
+    settings = {**FAST, "max_poll_interval_ms": 60_000}
+    first = Consumer("polled", bootstrap_servers=bootstrap(cluster), group_id="patient", **settings)
+    second = Consumer(
+        "polled", bootstrap_servers=bootstrap(cluster), group_id="patient", **settings
+    )
+    try:
+        wait_until(lambda: first.poll(timeout_ms=100) is not None and first.assignment(), 30, "a")
+        started = time.monotonic()
+        assert second.poll(timeout_ms=500) == {}
+        assert time.monotonic() - started < 20, "the poll waited for the other member"
+        assert not second.assignment()
+
+        def split() -> bool:
+            first.poll(timeout_ms=100)
+            second.poll(timeout_ms=100)
+            return len(first.assignment()) == 1 and len(second.assignment()) == 1
+
+        wait_until(split, 30, "one partition each, the first member never timed out")
+    finally:
+        first.close()
+        second.close()
+
+
+def test_a_member_busy_past_its_session_timeout_keeps_its_place_in_a_rebalance(cluster):
+    """KIP-62: while a member works on its records (no poll) a newcomer starts a rebalance;
+    the busy member's heartbeats go on, so the rebalance waits for its next poll (up to
+    max_poll_interval_ms) instead of expelling it after session_timeout_ms and handing the
+    newcomer every partition meanwhile."""
+    create_topic(cluster, "busy", partitions=2)
+    settings = {**FAST, "max_poll_interval_ms": 60_000}
+    busy = Consumer("busy", bootstrap_servers=bootstrap(cluster), group_id="busy", **settings)
+    newcomer = Consumer("busy", bootstrap_servers=bootstrap(cluster), group_id="busy", **settings)
+    try:
+        wait_until(lambda: busy.poll(timeout_ms=100) is not None and busy.assignment(), 30, "a")
+        member_id = busy._group.member_id
+        busy_until = time.monotonic() + 2.5 * FAST["session_timeout_ms"] / 1000
+        while time.monotonic() < busy_until:  # `busy` does not poll meanwhile
+            newcomer.poll(timeout_ms=200)
+            assert not newcomer.assignment(), "the busy member was expelled"
+
+        def split() -> bool:
+            busy.poll(timeout_ms=100)
+            newcomer.poll(timeout_ms=100)
+            return len(busy.assignment()) == 1 and len(newcomer.assignment()) == 1
+
+        wait_until(split, 30, "one partition each")
+        assert busy._group.member_id == member_id  # the same membership, never reset
+    finally:
+        busy.close()
+        newcomer.close()
