@@ -21,8 +21,10 @@ SLOW = {
     "broker.session.timeout.ms": str(SESSION_TIMEOUT_S * 1000),
     "broker.heartbeat.interval.ms": "2000",
 }
-# From process start: the interpreter and imports take about a second of this.
-BACK_WITHIN_S = 6
+# From process start (the interpreter and imports take a second or two of it, more on a
+# loaded machine): well inside the session timeout, which a broker that waited for its old
+# registration to expire would have to wait out.
+BACK_WITHIN_S = SESSION_TIMEOUT_S / 2
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 """Three Raft drivers over real gRPC on loopback, with real metadata logs on disk.
 
 A leader is elected; appends commit on every node in the same order; a graceful stop of
-the leader hands over within a fraction of a second; the stopped node restarts from its
+the leader hands over at once (not after a fetch timeout); the stopped node restarts from its
 own disk (a clean restart: no segment scanned) and catches up; nothing committed is lost.
 Snapshots: a node left behind while the leader's log moved past it catches up by
 downloading the leader's snapshot file in chunks; a node restarts from its own snapshot.
@@ -10,6 +10,7 @@ downloading the leader's snapshot file in chunks; a node restarts from its own s
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
 import threading
 import time
@@ -67,13 +68,17 @@ async def append_via_leader(drivers, records) -> int:
 
 
 def test_three_voters_elect_replicate_fail_over_and_recover(tmp_path):
+    # Followers that were not told of the leader's resignation would wait this fetch timeout
+    # before an election: a handover well inside it came from the resignation itself.
+    config = dataclasses.replace(FAST, fetch_timeout_ms=10_000)
+
     async def scenario() -> None:
         ports = free_ports(3)
         voters = {i + 1: f"127.0.0.1:{p}" for i, p in enumerate(ports)}
 
         def make(node_id: int, recorder: Recorder) -> RaftDriver:
             return RaftDriver(
-                node_id, voters, voters[node_id], str(tmp_path / f"n{node_id}"), recorder, FAST
+                node_id, voters, voters[node_id], str(tmp_path / f"n{node_id}"), recorder, config
             )
 
         recorders = {i: Recorder() for i in voters}
@@ -106,7 +111,7 @@ def test_three_voters_elect_replicate_fail_over_and_recover(tmp_path):
             second = [b"b%d" % i for i in range(20)]
             await append_via_leader(rest, second)
             failover_s = time.monotonic() - started
-            assert failover_s < 1.0, f"graceful failover took {failover_s:.2f}s"
+            assert failover_s < config.fetch_timeout_ms / 2000, f"failover took {failover_s:.2f}s"
 
             # The old leader restarts from its disk and catches up; nothing is lost.
             old = leader.node_id
