@@ -87,7 +87,12 @@ def _pump(
         if settled is not None and now >= settle_at and settled(_frames(bytes(received))[0]):
             return DEADLINE
         wait = deadline - now if settled is None else min(deadline - now, SETTLE_POLL_S)
-        readable, writable, _ = select.select([sock], [sock] if writing else [], [], wait)
+        # poll(), not select(): a test process may hold more than FD_SETSIZE (1,024) files.
+        poller = select.poll()
+        poller.register(sock, select.POLLIN | (select.POLLOUT if writing else 0))
+        events = dict(poller.poll(wait * 1000)).get(sock.fileno(), 0)
+        readable = events & (select.POLLIN | select.POLLHUP | select.POLLERR)
+        writable = writing and events & (select.POLLOUT | select.POLLERR)
         if writable:
             try:
                 sent += sock.send(pending[sent:])
