@@ -42,6 +42,13 @@ def client(cluster):
     return DataClient({i: f"127.0.0.1:{cluster.broker_port[i]}" for i in cluster.ids})
 
 
+# The bugs these tests keep out held a node for minutes or for good (one for 4 s: its own
+# bound below). "At once" and "responsive" sit far below that and far above what two test
+# clusters sharing a 2-core machine take: make test runs two files at a time.
+AT_ONCE_S = 5
+RESPONSIVE_S = 2.5
+
+
 def health_latency(cluster, node: int) -> float:
     channel = grpc.insecure_channel(f"127.0.0.1:{cluster.broker_port[node]}")
     stub = health_pb2_grpc.HealthStub(channel)
@@ -56,13 +63,13 @@ def test_a_fetch_naming_no_partition_is_answered_at_once(cluster, client):
     request = client_pb2.FetchRequest(max_wait_ms=INT32_MAX, min_bytes=1, max_bytes=1 << 20)
     start = time.monotonic()
     response = stub.Fetch(request, timeout=5)
-    assert time.monotonic() - start < 2
+    assert time.monotonic() - start < AT_ONCE_S
     assert len(response.topics) == 0
     # The stream form too, several requests on one stream.
     start = time.monotonic()
     answers = list(stub.FetchStream(iter([request] * 3), timeout=5))
-    assert len(answers) == 3 and time.monotonic() - start < 2
-    assert health_latency(cluster, 1) < 1
+    assert len(answers) == 3 and time.monotonic() - start < AT_ONCE_S
+    assert health_latency(cluster, 1) < RESPONSIVE_S
 
 
 def test_a_replica_fetch_naming_no_partition_is_answered_at_once(cluster, client):
@@ -73,8 +80,8 @@ def test_a_replica_fetch_naming_no_partition_is_answered_at_once(cluster, client
     )
     start = time.monotonic()
     answers = list(stub.Fetch(iter([request] * 3), timeout=5))
-    assert len(answers) == 3 and time.monotonic() - start < 2
-    assert health_latency(cluster, 2) < 1
+    assert len(answers) == 3 and time.monotonic() - start < AT_ONCE_S
+    assert health_latency(cluster, 2) < RESPONSIVE_S
 
 
 def test_a_long_poll_is_bounded_and_does_not_hold_the_loop(cluster, client):
@@ -94,7 +101,9 @@ def test_a_long_poll_is_bounded_and_does_not_hold_the_loop(cluster, client):
     thread = threading.Thread(target=poll, daemon=True)
     thread.start()
     time.sleep(0.5)
-    assert health_latency(cluster, leader) < 1  # the waiting fetch does not block the node
+    assert (
+        health_latency(cluster, leader) < RESPONSIVE_S
+    )  # the waiting fetch does not block the node
     answer = client.produce_raw(leader, "longpoll", 0, batch([b"wake"]))
     assert error_name(answer.error) == "NONE"
     thread.join(10)
@@ -301,7 +310,7 @@ def test_an_unknown_alter_config_op_is_invalid_request_at_once(cluster):
     stub = controller_pb2_grpc.ControllerServiceStub(channel)
     start = time.monotonic()
     response = stub.IncrementalAlterConfigs(request, timeout=10)
-    assert time.monotonic() - start < 3
+    assert time.monotonic() - start < AT_ONCE_S
     assert error_name(response.results[0].error) == "INVALID_REQUEST"
     assert "Unknown operations type 7" in response.results[0].error.message
 
@@ -335,7 +344,7 @@ def test_malformed_requests_get_corrupt_message_and_one_log_line_per_cause(clust
     grown = cluster.log_text(node)[log_before:]
     assert grown.count("malformed") <= len(methods) + 1, grown
     assert "Traceback" not in grown
-    assert health_latency(cluster, node) < 1
+    assert health_latency(cluster, node) < RESPONSIVE_S
     assert client.metadata(broker=node).brokers
 
 
@@ -435,7 +444,7 @@ def test_an_offset_commit_too_large_for_one_batch_is_invalid_commit_offset_size(
     assert error_name(response.error) == "INVALID_COMMIT_OFFSET_SIZE"
     assert "max.message.bytes (1048588)" in response.error.message
     assert len(response.topics) == 0
-    assert health_latency(cluster, coordinator) < 1
+    assert health_latency(cluster, coordinator) < RESPONSIVE_S
 
     heavy = client_pb2.OffsetCommitRequest(
         group_id=group,
@@ -506,7 +515,7 @@ def test_validating_millions_of_records_does_not_stall_the_node(cluster, client)
     thread.join()
     answer = box["answer"].topics[0].partitions[0]
     assert error_name(answer.error) == "NONE", answer
-    assert max(latencies) < 1, max(latencies)
+    assert max(latencies) < RESPONSIVE_S, max(latencies)
     wait_until(lambda: latest_offset(client, "dense") == 4_000_000, 30, "the records replicated")
 
 
@@ -525,14 +534,14 @@ def test_a_string_past_kafkas_limit_makes_a_request_malformed(cluster, client):
         client.stub(2).Fetch(request, timeout=10)
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "32767-byte string limit" in caught.value.details()
-    assert time.monotonic() - start < 2
-    assert health_latency(cluster, 2) < 1
+    assert time.monotonic() - start < AT_ONCE_S
+    assert health_latency(cluster, 2) < RESPONSIVE_S
     # Many partitions under a legal name are answered, and soon.
     request.topics[0].name = "no-such-topic"
     start = time.monotonic()
     answer = client.stub(2).Fetch(request, timeout=10)
     assert {error_name(p.error) for p in answer.topics[0].partitions} == {"INVALID_REQUEST"}
-    assert time.monotonic() - start < 2
+    assert time.monotonic() - start < AT_ONCE_S
 
 
 def test_a_heartbeat_naming_a_topic_id_that_is_no_uuid_is_invalid_request_at_once(cluster):
@@ -559,7 +568,7 @@ def test_a_heartbeat_naming_a_topic_id_that_is_no_uuid_is_invalid_request_at_onc
     request.offline_replicas[1].topic_id = bytes(16)
     answer = cluster.call("BrokerHeartbeat", request)
     assert error_name(answer.error.error) == "BROKER_ID_NOT_REGISTERED", answer.error
-    assert health_latency(cluster, cluster.active_controller()) < 1
+    assert health_latency(cluster, cluster.active_controller()) < RESPONSIVE_S
 
 
 def test_a_client_cannot_append_to_an_internal_topic(cluster, client):
