@@ -186,7 +186,8 @@ def test_partitions_of_a_broker_that_stopped_taking_batches_get_no_keyless_recor
             # The timeout counts from the paused broker's first unanswered request: the clock
             # starts when one is in flight, not when a keyless record first lands there.
             while not producer._sender._requests_to.get(stalled):
-                assert time.monotonic() - stopped < 0.2, "no request went to the paused broker"
+                # Only a guard against looping for good: how soon depends on the machine.
+                assert time.monotonic() - stopped < 5, "no request went to the paused broker"
                 producer.send("avoid-stalled", b"v" * 200)
             started = time.monotonic()
             late = []
