@@ -677,7 +677,7 @@ class Log:
     def delete(self) -> None:
         """Closes the log and removes its directory (a deleted topic's partition)."""
         for segment in self._segments:
-            os.close(segment.fd)
+            segment.close_file()
         shutil.rmtree(self.directory, ignore_errors=True)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import weakref
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -59,6 +60,11 @@ class LogSegment:
         self.config = config
         self.file_suffix = file_suffix  # ".cleaned" while the cleaner builds a replacement
         self.fd = os.open(self._path(LOG_SUFFIX), os.O_RDWR | os.O_CREAT, 0o644)
+        # A segment dropped without close() (a Log abandoned after an error, a test's log)
+        # gives its descriptor back when it is collected instead of holding it for the
+        # process's life: a process that held 1,000 of them could no longer select() on a
+        # socket. close_file() closes it once, however many paths reach it.
+        self.close_file = weakref.finalize(self, os.close, self.fd)
         self.size = os.fstat(self.fd).st_size
         self.index = OffsetIndex(self._path(INDEX_SUFFIX), base_offset, config.max_index_entries)
         self.time_index = TimeIndex(
@@ -385,15 +391,15 @@ class LogSegment:
         self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
         self.index.write()
         self.time_index.write()
-        os.close(self.fd)
+        self.close_file()
 
     def release(self) -> None:
         """Closes the log file without writing the indexes (their disk has failed)."""
         with contextlib.suppress(OSError):
-            os.close(self.fd)
+            self.close_file()
 
     def close_and_delete(self) -> None:
-        os.close(self.fd)
+        self.close_file()
         for suffix in SUFFIXES:
             try:
                 os.unlink(self._path(suffix))

@@ -12,7 +12,6 @@ must still agree.
 from __future__ import annotations
 
 import random
-import tempfile
 
 import pytest
 
@@ -56,9 +55,9 @@ def agree(model: MemoryRaftLog, real: StorageRaftLog, context: str) -> None:
 
 
 @pytest.mark.parametrize("seed", range(12))
-def test_storage_log_matches_the_memory_model(seed: int) -> None:
+def test_storage_log_matches_the_memory_model(seed: int, tmp_path) -> None:
     rng = random.Random(seed)
-    directory = tempfile.mkdtemp(prefix="raftlog-")
+    directory = str(tmp_path)
     model, real = MemoryRaftLog(), StorageRaftLog(Log.open(directory, CONFIG))
     epoch = 1
     for step in range(60):

@@ -17,7 +17,6 @@ once the metadata names it (ReplicaManager._apply). Pumped as server/node.py pum
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -66,7 +65,7 @@ class Replicas:
         assert self.manager is not None
         for log in self.manager.logs.values():
             for segment in log.segments:  # no flush, no index write: the page cache keeps it
-                os.close(segment.fd)
+                segment.close_file()
         self._forget()
 
     def clean_stop(self, broker_epoch: int) -> None:

@@ -126,7 +126,7 @@ def crash(log: Log) -> None:
     """Stops using a log as a crash would: file descriptors go, nothing is written out
     (index entries still in the write-behind buffer are lost)."""
     for segment in log.segments:
-        os.close(segment.fd)
+        segment.close_file()
 
 
 # --- checkers against the model -------------------------------------------------------------

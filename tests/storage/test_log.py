@@ -11,6 +11,7 @@ batch's), and on a full index; truncation and DeleteRecords keep log start <= hi
 
 from __future__ import annotations
 
+import gc
 import os
 import random
 
@@ -472,3 +473,41 @@ def test_a_new_logs_directory_is_fsynced_by_its_first_flush(tmp_path, monkeypatc
     assert synced == [str(tmp_path / "new")]  # the segment's name is durable from here on
     log.flush()
     assert synced == [str(tmp_path / "new")]
+
+
+# --- file descriptors ------------------------------------------------------------------------
+
+
+def open_descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_a_log_dropped_without_close_gives_its_descriptors_back(tmp_path):
+    """A Log abandoned without close() (after an error, or by a test) once kept one
+    descriptor per segment for the life of the process: a pytest worker that had run the
+    storage and broker suites held over 1,000 and py4j's select() then refused them."""
+    batch = producer_batch(1, value_size=100)
+    before = open_descriptors()
+    for i in range(5):
+        log = open_log(tmp_path / f"t-{i}", log_config(segment_bytes=len(batch)))
+        for _ in range(4):
+            append(log, batch)  # a segment each
+        assert len(log.segments) == 4
+    del log
+    gc.collect()
+    assert open_descriptors() <= before
+
+
+def test_a_closed_log_does_not_close_a_descriptor_twice(tmp_path):
+    """The collector's close never hits a descriptor number that close() gave back and
+    something else reuses since."""
+    log = open_log(tmp_path / "t-0")
+    append(log, producer_batch(1))
+    log.close()
+    reused = os.open(os.devnull, os.O_RDONLY)  # likely the same number the segment had
+    try:
+        del log
+        gc.collect()
+        os.fstat(reused)  # still open
+    finally:
+        os.close(reused)
