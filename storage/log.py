@@ -134,6 +134,10 @@ class Log:
         self.last_flush_ms = clock.time_ms()
         self.load_info = LoadInfo(len(segments), 0, 0, 0)
         self._dir_dirty = False  # segments created since the directory was last fsynced
+        # The directory did not exist before open(): nothing beside the segments (producer
+        # snapshots) can be in it, so the first owner need not list it for them (the broker's
+        # Partition takes this and clears it: after that, writes may have happened).
+        self.new_directory = False
 
     # --- opening -------------------------------------------------------------------------
 
@@ -155,21 +159,34 @@ class Log:
         first invalid batch, and everything after that batch is dropped."""
         config = config or LogConfig()
         clock = clock or SystemClock()
-        os.makedirs(directory, exist_ok=True)
+        try:
+            os.mkdir(directory)
+            new_directory = True
+        except FileExistsError:
+            new_directory = False
+        except FileNotFoundError:  # its parent is missing too
+            os.makedirs(directory, exist_ok=True)
+            new_directory = True
         # The directory is fsynced only when a crash's leftovers were removed or a swap
         # finished: an fsync per log, at every start-up and for every new log, cost a
         # 10,000-replica broker 10,000 fsyncs for nothing.
-        if _remove_leftovers(directory) | _complete_swaps(directory):
-            fsync_dir(directory)
-        segments, load_info, epoch_starts = _load_segments(
-            directory, config, recovery_point, clean_shutdown, clock.time_ms()
-        )
+        segments: list[LogSegment]
+        epoch_starts: list[tuple[int, int]]
+        if new_directory:  # empty: no leftovers, swaps or segments to look for
+            segments, load_info, epoch_starts = [], LoadInfo(0, 0, 0, 0), []
+        else:
+            if _remove_leftovers(directory) | _complete_swaps(directory):
+                fsync_dir(directory)
+            segments, load_info, epoch_starts = _load_segments(
+                directory, config, recovery_point, clean_shutdown, clock.time_ms()
+            )
         created = not segments
         if created:
             segments.append(LogSegment.create(directory, log_start_offset, config, clock.time_ms()))
         epochs = LeaderEpochCache(directory)
         log = cls(directory, config, clock, segments, epochs, failures)
         log._dir_dirty = created  # the new segment's name is made durable by the first flush
+        log.new_directory = new_directory
         # The epoch cache is truncated from the start (and persisted) when the log start moves,
         # before the log start checkpoint is written: a crash in between leaves an older log
         # start on disk. The cache's first entry is then the later, true log start (it never

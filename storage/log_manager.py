@@ -71,6 +71,9 @@ class LogManager:
         self.failures = LogDirFailureChannel()
         self.logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, str] = {}
+        # How many logs each directory holds: where a new log goes, without counting
+        # 10,000 logs for each of 10,000 new ones.
+        self._held: dict[str, int] = {d: 0 for d in self.log_dirs}
         # Per log directory: the logs whose offsets moved (or that came or went) since its
         # checkpoints were last written, and the offsets those hold (recovery point, high
         # watermark, log start). The loop adds, the checkpoint thread pops: set.add and
@@ -181,11 +184,7 @@ class LogManager:
                 f"cannot create the log of {topic}-{partition}: every log directory is offline",
                 self.log_dirs[0],
             )
-        counts = {d: 0 for d in online}
-        for d in self._dir_of.values():
-            if d in counts:
-                counts[d] += 1
-        log_dir = min(online, key=lambda d: counts[d])
+        log_dir = min(online, key=self._held.__getitem__)
         try:
             log = Log.open(
                 os.path.join(log_dir, f"{topic}-{partition}"),
@@ -208,7 +207,11 @@ class LogManager:
     def _track(self, tp: TopicPartition, log_dir: str) -> None:
         """`tp`'s log lives in `log_dir` from now on; its offsets go into the next
         checkpoint, and into every later one where they changed."""
+        previous = self._dir_of.get(tp)
+        if previous is not None:
+            self._held[previous] -= 1
         self._dir_of[tp] = log_dir
+        self._held[log_dir] += 1
         dirty = self._dirty[log_dir]
         self.logs[tp].on_offsets_changed = lambda: dirty.add(tp)
         dirty.add(tp)
@@ -230,6 +233,7 @@ class LogManager:
         log = self.logs.pop(tp, None)
         if log is not None:
             log_dir = self._dir_of.pop(tp)
+            self._held[log_dir] -= 1
             log.on_offsets_changed = None
             self._dirty[log_dir].add(tp)  # out of the next checkpoint
             log.delete()
@@ -324,6 +328,7 @@ class LogManager:
         self.logs.clear()
         self._dir_of.clear()
         for log_dir in self.log_dirs:
+            self._held[log_dir] = 0
             self._dirty[log_dir].clear()
             self._written[log_dir].clear()
         self._checkpointed.clear()
