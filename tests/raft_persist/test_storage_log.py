@@ -3,7 +3,8 @@
 Random sequences of appends (runs of epochs, control entries among them), truncations,
 log-prefix cleanups (the log starts at a snapshot) and resets to a snapshot go to both logs;
 after every step start, end offset, last epoch, end_offset_for_epoch for every epoch, and
-reads from every offset must agree, and so must the Raft core's in-memory view of each
+reads from every offset must agree (whether they come from the stored batches or the
+decoded tail kept in memory), and so must the Raft core's in-memory view of each
 (raft/unstable_log.py, built from the log's epoch index). Then the storage log is flushed,
 closed and reopened from disk (with the snapshot it starts at, as the driver does), and
 must still agree.
@@ -15,6 +16,7 @@ import random
 
 import pytest
 
+from raft import storage_log
 from raft.log import MemoryRaftLog
 from raft.messages import Entry, SnapshotId
 from raft.storage_log import StorageRaftLog, open_raft_log
@@ -54,8 +56,14 @@ def agree(model: MemoryRaftLog, real: StorageRaftLog, context: str) -> None:
             )
 
 
+@pytest.mark.parametrize("tail_entries", [0, 5, storage_log.TAIL_ENTRIES])
 @pytest.mark.parametrize("seed", range(12))
-def test_storage_log_matches_the_memory_model(seed: int, tmp_path) -> None:
+def test_storage_log_matches_the_memory_model(
+    seed: int, tail_entries: int, tmp_path, monkeypatch
+) -> None:
+    """With no decoded tail (every read decodes stored batches), a tail of a few entries
+    (reads cross from the batches into it; appends push entries out of it) and the default."""
+    monkeypatch.setattr(storage_log, "TAIL_ENTRIES", tail_entries)
     rng = random.Random(seed)
     directory = str(tmp_path)
     model, real = MemoryRaftLog(), StorageRaftLog(Log.open(directory, CONFIG))
