@@ -100,7 +100,10 @@ def test_three_members_share_six_partitions_and_a_killed_ones_move(cluster):
         victim.send_signal(signal.SIGKILL)
         killed_at = time.monotonic()
         wait_until(lambda: sorted(len(m.assignment()) for m in members) == [3, 3], 30, "three each")
-        assert time.monotonic() - killed_at < 3 + 5  # session timeout plus a rebalance
+        # The killed member's 3 s session, not its 300 s max.poll.interval.ms, moved its
+        # partitions: 15 s for the rebalance is far from the second and from a loaded
+        # machine's speed alike.
+        assert time.monotonic() - killed_at < 3 + 15
         everything = {tp for m in members for tp in m.assignment()}
         assert everything == {TopicPartition("shared", p) for p in range(6)}
         wait_until(
