@@ -29,20 +29,30 @@ REPORT = re.compile(
 )
 
 
+# `python -m strom_tools` with Ctrl-C handled as a user's terminal sends it: a runner started
+# in the background (CI's may be) ignores SIGINT, children inherit that, and Python then
+# installs no handler of its own. The child restores it itself. A preexec_fn did it before,
+# between fork and exec, which Python warns can deadlock in a process with threads (this one
+# runs gRPC's): a CI run's tool never printed its first line in 30 s, after gRPC logged
+# "Other threads are currently calling into gRPC, skipping fork() handlers".
+START_WITH_CTRL_C = (
+    "import runpy, signal; "
+    "signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "runpy.run_module('strom_tools', run_name='__main__', alter_sys=True)"
+)
+
+
 class Tool:
     """The tool as a user runs it, its output lines read as they come."""
 
     def __init__(self, *args: str) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "strom_tools", "replica-verification", *args],
+            [sys.executable, "-c", START_WITH_CTRL_C, "replica-verification", *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
             cwd=ROOT,
             env=dict(os.environ, PYTHONPATH=ROOT),
-            # Ctrl-C as a user's terminal sends it: a runner started in the background (CI's
-            # may be) ignores SIGINT, and children inherit that, so restore the default.
-            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
         self.lines: queue.Queue[str] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
