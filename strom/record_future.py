@@ -140,6 +140,12 @@ class FutureRecordMetadata:
         self._key_size = key_size
         self._value_size = value_size
 
+    @property
+    def timestamp_ms(self) -> int:
+        """The record's own timestamp, as sent (its CreateTime); RecordMetadata.timestamp
+        is the broker's append time instead on a LogAppendTime topic."""
+        return self._timestamp
+
     # --- concurrent.futures' shape ---------------------------------------------------------
 
     def done(self) -> bool:

@@ -43,6 +43,15 @@ def test_log_append_time_and_acks_0_answers():
     assert future.result() == RecordMetadata("t", 2, -1, 777, -1, 3)
 
 
+def test_a_future_keeps_the_records_own_timestamp_after_a_log_append_time_answer():
+    # What producer-perf-test measures each record's latency from.
+    batch = BatchResult()
+    (future,) = futures_of(batch, 1)
+    assert future.timestamp_ms == 1000
+    batch.succeed(5, 777)
+    assert future.timestamp_ms == 1000 and future.result().timestamp == 777
+
+
 def test_callbacks_run_in_order_once_and_at_once_when_added_late():
     batch = BatchResult()
     futures = futures_of(batch, 2)
