@@ -367,10 +367,10 @@ class Sender:
             return
         self.cluster.rpc_answered(self.cluster.brokers.get(leader, ""))
         if self.config.acks == 0:
-            for batch in batches:
-                self._settle(self.rules.acknowledged(batch, -1, -1))
+            self._settle_acknowledged([self.rules.acknowledged(b, -1, -1) for b in batches])
             return
         answers = {(t.name, p.partition): p for t in response.topics for p in t.partitions}
+        acknowledged: list[Outcome[ProducerBatch]] = []
         # The offset the next batch of each partition starts at: its answer's base offset,
         # then after each batch before it in the request.
         next_offset: dict[tuple[str, int], int] = {}
@@ -384,7 +384,7 @@ class Sender:
             elif answer.error.code == 0:
                 base = next_offset.get(batch.tp, answer.base_offset)
                 next_offset[batch.tp] = base + batch.record_count if base >= 0 else -1
-                self._settle(self.rules.acknowledged(batch, base, answer.log_append_time_ms))
+                acknowledged.append(self.rules.acknowledged(batch, base, answer.log_append_time_ms))
             else:
                 error = from_pb(answer.error)
                 shared = sum(1 for b in batches if b.tp == batch.tp)
@@ -402,8 +402,17 @@ class Sender:
                 if not isinstance(outcome, Succeed) and error.name in STALE_METADATA:
                     self.cluster.mark_stale()
                 self._settle(outcome, report=True)
+        self._settle_acknowledged(acknowledged)
 
     # --- outcomes ---------------------------------------------------------------------
+
+    def _settle_acknowledged(self, outcomes: list[Outcome[ProducerBatch]]) -> None:
+        """A request's acknowledged batches: their bytes leave buffer.memory under one
+        lock (RecordAccumulator.release), before any record's callback runs (a callback
+        that sends finds the room), then each is settled."""
+        self.accumulator.release(*(o.batch for o in outcomes if isinstance(o, Succeed)))
+        for outcome in outcomes:
+            self._settle(outcome)
 
     def _settle(self, outcome: Outcome[ProducerBatch], report: bool = False) -> None:
         """Does what the rules decided for a batch: settle its records or queue it again."""

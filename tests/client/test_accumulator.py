@@ -89,3 +89,23 @@ def test_an_open_batch_leaves_after_linger_and_counts_in_the_queue_size():
     assert wake_at is not None and now < wake_at <= now + 0.05
     out, _, _ = accumulator.drain(now + 0.06, lambda tp: 5)
     assert len(out) == 1
+
+
+def test_expire_finds_every_batch_past_the_timeout_after_scans_that_found_none():
+    # expire() skips its scan while no batch held can be old enough (a bound it keeps
+    # without the lock): batches created after an empty scan, and batches put back after
+    # a send, are still found once they are.
+    accumulator = RecordAccumulator(batch_size=100, linger_ms=1000)
+    now = time.monotonic()
+    assert accumulator.expire(now, 10.0, set()) == []  # nothing held: the bound is now
+    filled(2, accumulator=accumulator)
+    assert accumulator.expire(now + 5, 10.0, set()) == []
+    assert len(accumulator.expire(time.monotonic() + 11, 10.0, set())) == 2
+    filled(1, accumulator=accumulator)
+    [sent], _, _ = accumulator.drain(time.monotonic(), lambda tp: 1)
+    filled(1, partition=1, accumulator=accumulator)
+    assert accumulator.expire(time.monotonic(), 10.0, set()) == []  # the bound: now
+    sent.created -= 60  # as if sent long ago, and put back after its answer failed
+    accumulator.requeue(sent, 0.0)
+    assert accumulator.expire(time.monotonic(), 10.0, set()) == [sent]
+    assert accumulator.pending() == 1
