@@ -337,6 +337,14 @@ class Partition:
         already (off the event loop)."""
         leader = self.check_leader()
         if acks == -1 and len(leader.isr) < self.settings.min_insync_replicas:
+            # A retry of batches this log holds is answered as that duplicate, and the
+            # acks=all wait then says NOT_ENOUGH_REPLICAS_AFTER_APPEND (possibly written).
+            # Refused NOT_ENOUGH_REPLICAS ("nothing written"), librdkafka took the records
+            # for unwritten, and when the request after them then failed out of order it
+            # bumped its epoch and wrote them again: duplicates (a chaos run's seed 2).
+            duplicate = self._retry_of_written(records, now_ms, prepared)
+            if duplicate is not None:
+                return duplicate
             raise ApiError(
                 ErrorCode.NOT_ENOUGH_REPLICAS,
                 f"The size of the current ISR {list(leader.isr)} of {self.name} is below "
@@ -370,6 +378,23 @@ class Partition:
             now_ms if self.settings.log_append_time else -1,
             self.leader_epoch,
         )
+
+    def _retry_of_written(
+        self, records: bytes, now_ms: int, prepared: PreparedBatches | None
+    ) -> LeaderAppend | None:
+        """The original append when `records` retry batches already in the log, else None;
+        the producers' state is left as it was either way."""
+        try:
+            _, headers = prepared or producer_batches(records, self.settings, now_ms)
+        except ApiError:
+            return None  # refused for the ISR first, as before
+        saved = self.producers.save(h.producer_id for h in headers)
+        try:
+            return self._check_producers(headers, self.log.log_end_offset)
+        except ApiError:
+            return None
+        finally:
+            self.producers.restore(saved)
 
     def _check_producers(self, headers: list[BatchHeader], offset: int) -> LeaderAppend | None:
         """Checks the batches in order, each against the state the ones before it leave

@@ -283,6 +283,29 @@ def test_acks_all_is_refused_while_the_isr_is_below_min_insync_replicas(tmp_path
     assert leader.append_as_leader(batch(), -1, NOW).next_offset == 4
 
 
+def test_below_min_insync_replicas_a_retry_of_written_batches_is_answered_as_written(tmp_path):
+    # NOT_ENOUGH_REPLICAS says nothing was written. A retry of batches the log holds is
+    # answered as that duplicate instead (the acks=all wait then fails it
+    # NOT_ENOUGH_REPLICAS_AFTER_APPEND: possibly written): told "not written", librdkafka
+    # renumbered such records under a new epoch and wrote them twice.
+    rs = replicas(tmp_path, settings=topic_settings(min_isr=2))
+    leader = rs[1]
+    elect(rs.values(), 1, 1, isr=(1, 2))
+    first, second = batch(2, pid=7, pepoch=0, seq=0), batch(1, pid=7, pepoch=0, seq=2)
+    leader.append_as_leader(first, -1, NOW)
+    leader.append_as_leader(second, -1, NOW)
+    elect(rs.values(), 1, 1, isr=(1,), partition_epoch=2)
+    again = leader.append_as_leader(first, -1, NOW)
+    assert again.duplicate and (again.base_offset, again.next_offset) == (0, 2)
+    assert leader.append_as_leader(second, -1, NOW).base_offset == 2
+    # Anything else is still refused, and leaves the producer's state as it was.
+    refused("NOT_ENOUGH_REPLICAS", leader.append_as_leader, batch(pid=7, pepoch=0, seq=3), -1, NOW)
+    refused("NOT_ENOUGH_REPLICAS", leader.append_as_leader, batch(pid=7, pepoch=0, seq=9), -1, NOW)
+    assert leader.log.log_end_offset == 3
+    elect(rs.values(), 1, 1, isr=(1, 2), partition_epoch=3)
+    assert leader.append_as_leader(batch(pid=7, pepoch=0, seq=3), -1, NOW).base_offset == 3
+
+
 def test_a_follower_refuses_leader_requests(tmp_path):
     rs = replicas(tmp_path)
     follower = rs[2]

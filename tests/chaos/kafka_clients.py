@@ -17,7 +17,10 @@ record, so reports arrive on the producing thread.
 from __future__ import annotations
 
 import contextlib
+import logging
+import sys
 import time
+from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
@@ -54,6 +57,37 @@ _REFUSALS = {
 }
 
 
+class _EosLog(logging.Handler):
+    """What librdkafka's idempotent producer logs as it changes course (debug=eos, its only
+    debug lines here): producer ids, drains and epoch bumps and their causes, sequences
+    refused, duplicates taken as delivered. The producer prints the last of them when it
+    closes (stderr, which pytest shows when the test fails): they say which answer made
+    librdkafka renumber records (a CI run's seed 2 duplicated one record written under
+    epoch 0 and sent again under epoch 1)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: deque[str] = deque(maxlen=400)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        line = record.getMessage()
+        # debug=msg says why each failed request failed ("encountered error"); its lines
+        # for every request sent are left out.
+        if record.levelno <= logging.DEBUG and (
+            not line.startswith(("MSGSET", "PRODUCE", "SEND", "RECV")) or "error" in line
+        ):
+            self.lines.append(f"{time.strftime('%H:%M:%S')} {line}")
+
+
+def _eos_logger() -> tuple[logging.Logger, _EosLog]:
+    handler = _EosLog()
+    logger = logging.getLogger(f"tests.chaos.librdkafka.{id(handler)}")
+    logger.propagate = False
+    logger.setLevel(logging.DEBUG)
+    logger.addHandler(handler)
+    return logger, handler
+
+
 def _error(error: KafkaError | KafkaException | BufferError) -> ClientError:
     if isinstance(error, KafkaException):
         error = error.args[0] if error.args and isinstance(error.args[0], KafkaError) else error
@@ -69,6 +103,7 @@ class KafkaClients:
         self.bootstrap = bootstrap  # the brokers' Kafka listeners
 
     def producer(self, delivery_timeout_ms: int = 60_000) -> ChaosProducer:
+        logger, eos = _eos_logger()
         return _KafkaProducer(
             Producer(
                 {
@@ -81,8 +116,12 @@ class KafkaClients:
                     "delivery.timeout.ms": delivery_timeout_ms,
                     "partitioner": "murmur2_random",
                     **COMMON,
-                }
-            )
+                    "debug": "eos,msg",
+                    "log_level": 7,
+                },
+                logger=logger,
+            ),
+            eos,
         )
 
     def group_reader(self, topic: str, group: str) -> ChaosReader:
@@ -150,8 +189,9 @@ def _high_watermark(consumer: Consumer, topic: str, partition: int, deadline: fl
 
 
 class _KafkaProducer:
-    def __init__(self, producer: Producer) -> None:
+    def __init__(self, producer: Producer, eos: _EosLog) -> None:
         self.producer = producer
+        self.eos = eos
 
     def send(
         self,
@@ -179,6 +219,8 @@ class _KafkaProducer:
 
     def close(self, timeout_s: float) -> None:
         left = self.producer.flush(timeout_s)
+        for line in self.eos.lines:
+            print(f"librdkafka producer: {line}", file=sys.stderr)
         if left:
             raise ClientError(f"{left} records still unacknowledged after {timeout_s} s")
 
