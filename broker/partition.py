@@ -28,8 +28,9 @@ from typing import Any, TypeVar, cast
 
 from broker import producer_snapshots
 from broker.partition_leader import FollowerState, IsrChange, PartitionLeader
-from broker.produce_checks import PreparedBatches, producer_batches
+from broker.produce_checks import PreparedBatches, checked_headers, producer_batches
 from broker.producer_state import ProducerStateError, ProducerStateManager
+from broker.refused_sequences import RefusedSequences
 from broker.replica_counts import NOWHERE, ReplicaCounts, Standing
 from broker.topic_settings import TopicSettings
 from metadata.errors import ApiError
@@ -41,6 +42,8 @@ from strom_api.error_codes import ErrorCode
 from strom_api.record_batch import LOG_OVERHEAD, BatchHeader, parse_header
 
 NO_LEADER = -1
+# A batch refused so may sit behind a batch this leader refused NOT_ENOUGH_REPLICAS.
+_GAP_ERRORS = frozenset({ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, ErrorCode.UNKNOWN_PRODUCER_ID})
 REPLAY_CHUNK_BYTES = 1 << 20
 
 
@@ -116,6 +119,7 @@ class Partition:
         # stands in them: recounted whenever role, ISR, replicas or min.insync.replicas move.
         self.counts: ReplicaCounts | None = None
         self._standing = NOWHERE
+        self._refusals: RefusedSequences | None = None  # made on a first refusal for the ISR
         if log.new_directory:
             # The log was created a moment ago and nothing has written to it: there is no
             # snapshot to list for (two directory listings per new replica were 8-10% of a
@@ -241,6 +245,7 @@ class Partition:
         except StorageError as exc:
             self.leader = None
             raise storage_error(exc) from None
+        self._refusals = None  # the producers' gaps were another leader's making
         self.leader = PartitionLeader.elected(
             self.broker_id,
             registration.replicas,
@@ -337,25 +342,13 @@ class Partition:
         already (off the event loop)."""
         leader = self.check_leader()
         if acks == -1 and len(leader.isr) < self.settings.min_insync_replicas:
-            # A retry of batches this log holds is answered as that duplicate, and the
-            # acks=all wait then says NOT_ENOUGH_REPLICAS_AFTER_APPEND (possibly written).
-            # Refused NOT_ENOUGH_REPLICAS ("nothing written"), librdkafka took the records
-            # for unwritten, and when the request after them then failed out of order it
-            # bumped its epoch and wrote them again: duplicates (a chaos run's seed 2).
-            duplicate = self._retry_of_written(records, now_ms, prepared)
-            if duplicate is not None:
-                return duplicate
-            raise ApiError(
-                ErrorCode.NOT_ENOUGH_REPLICAS,
-                f"The size of the current ISR {list(leader.isr)} of {self.name} is below "
-                f"min.insync.replicas={self.settings.min_insync_replicas}.",
-            )
+            return self._below_min_insync(leader, records, now_ms, prepared)
         data, headers = prepared or producer_batches(records, self.settings, now_ms)
         log = self.log
         saved = self.producers.save(h.producer_id for h in headers)
         appended = False
         try:
-            duplicate = self._check_producers(headers, log.log_end_offset)
+            duplicate = self._check_producers(headers, log.log_end_offset, now_ms)
             if duplicate is not None:
                 return duplicate
             segment = log.active_segment.base_offset
@@ -370,6 +363,8 @@ class Partition:
             # be taken past the gap, and the retry answered with another batch's offsets.
             if not appended:
                 self.producers.restore(saved)
+        if self._refusals is not None:
+            self._refusals.appended(headers)
         self._advance_high_watermark()
         self.on_change()
         return LeaderAppend(
@@ -379,24 +374,49 @@ class Partition:
             self.leader_epoch,
         )
 
-    def _retry_of_written(
-        self, records: bytes, now_ms: int, prepared: PreparedBatches | None
-    ) -> LeaderAppend | None:
-        """The original append when `records` retry batches already in the log, else None;
-        the producers' state is left as it was either way."""
+    def _below_min_insync(
+        self,
+        leader: PartitionLeader,
+        records: bytes,
+        now_ms: int,
+        prepared: PreparedBatches | None,
+    ) -> LeaderAppend:
+        """acks=all below min.insync.replicas: raises NOT_ENOUGH_REPLICAS (nothing written),
+        except that a retry of batches this log holds is answered as that duplicate, and
+        the acks=all wait then says NOT_ENOUGH_REPLICAS_AFTER_APPEND (possibly written).
+        Refused NOT_ENOUGH_REPLICAS ("nothing written"), librdkafka took such records for
+        unwritten, and when the request after them then failed out of order it bumped its
+        epoch and wrote them again: duplicates (a chaos run's seed 2)."""
         try:
-            _, headers = prepared or producer_batches(records, self.settings, now_ms)
+            headers = prepared[1] if prepared else checked_headers(records)
         except ApiError:
-            return None  # refused for the ISR first, as before
+            headers = []  # refused for the ISR first, as Kafka does
+        duplicate = self._retry_of_written(headers, now_ms)
+        if duplicate is not None:
+            return duplicate
+        if self._refusals is None:
+            self._refusals = RefusedSequences()
+        self._refusals.record(headers, self.producers, now_ms)
+        raise ApiError(
+            ErrorCode.NOT_ENOUGH_REPLICAS,
+            f"The size of the current ISR {list(leader.isr)} of {self.name} is below "
+            f"min.insync.replicas={self.settings.min_insync_replicas}.",
+        )
+
+    def _retry_of_written(self, headers: list[BatchHeader], now_ms: int) -> LeaderAppend | None:
+        """The original append when these batches retry batches already in the log, else
+        None; the producers' state is left as it was either way."""
         saved = self.producers.save(h.producer_id for h in headers)
         try:
-            return self._check_producers(headers, self.log.log_end_offset)
+            return self._check_producers(headers, self.log.log_end_offset, now_ms)
         except ApiError:
             return None
         finally:
             self.producers.restore(saved)
 
-    def _check_producers(self, headers: list[BatchHeader], offset: int) -> LeaderAppend | None:
+    def _check_producers(
+        self, headers: list[BatchHeader], offset: int, now_ms: int
+    ) -> LeaderAppend | None:
         """Checks the batches in order, each against the state the ones before it leave
         (several batches of one producer may share a request), recording them at the
         offsets the append will give them; the caller restores the state if the append
@@ -406,7 +426,7 @@ class Partition:
             try:
                 original = self.producers.check(header)
             except ProducerStateError as exc:
-                raise ApiError(exc.error_name, str(exc)) from None
+                raise self._sequence_error(header, exc, now_ms) from None
             if original is not None:
                 return LeaderAppend(
                     original.first_offset,
@@ -418,6 +438,23 @@ class Partition:
             self.producers.replay(header._replace(base_offset=offset))
             offset += header.last_offset_delta + 1
         return None
+
+    def _sequence_error(
+        self, header: BatchHeader, exc: ProducerStateError, now_ms: int
+    ) -> ApiError:
+        """Kafka's answer to a batch the producers' state refuses, except behind a batch this
+        leader refused NOT_ENOUGH_REPLICAS: that refusal again (broker/refused_sequences.py)."""
+        if self._refusals is not None and exc.error_name in _GAP_ERRORS:
+            refusal = self._refusals.explains_gap(header, self.producers, now_ms)
+            if refusal is not None:
+                return ApiError(
+                    ErrorCode.NOT_ENOUGH_REPLICAS,
+                    f"Producer {header.producer_id}'s batch at sequence {header.base_sequence} "
+                    f"follows its batch at sequence {refusal.first_seq}, which {self.name} "
+                    f"refused NOT_ENOUGH_REPLICAS {now_ms - refusal.at_ms} ms ago (its ISR "
+                    "was below min.insync.replicas): retry it after that one.",
+                )
+        return ApiError(exc.error_name, str(exc))
 
     def _after_append(self, segment_before: int) -> None:
         """A roll started a new segment: snapshot the producers there, as Kafka does, so a

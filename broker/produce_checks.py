@@ -66,7 +66,7 @@ def producer_batches(records: bytes, settings: TopicSettings, now_ms: int) -> Pr
     """The bytes to append (stamped with the append time on a LogAppendTime topic, or with
     corrected maxTimestamps) and the header of each batch as appended. Raises ApiError with
     Kafka's error name."""
-    headers = _checked_headers(records)
+    headers = checked_headers(records)
     positions = _positions(headers)
     target = settings.compression
     if target is not None and any(h.compression != target for h in headers):
@@ -148,7 +148,7 @@ def _codec_name(codec: int) -> str:
     return "uncompressed" if codec == compression.NONE else compression.NAMES[codec]
 
 
-def _checked_headers(records: bytes) -> list[BatchHeader]:
+def checked_headers(records: bytes) -> list[BatchHeader]:
     headers: list[BatchHeader] = []
     pos = 0
     try:

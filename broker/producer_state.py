@@ -182,6 +182,16 @@ class ProducerStateManager:
             "(current end sequence number).",
         )
 
+    def expected_sequence(self, producer_id: int, epoch: int) -> int | None:
+        """The first sequence `check` lets the producer's next batch of this epoch carry,
+        None when the epoch is fenced."""
+        entry = self.producers.get(producer_id)
+        if entry is None or epoch > entry.epoch:
+            return 0
+        if epoch < entry.epoch:
+            return None
+        return _next_seq(entry.last_seq)
+
     def replay(self, header: BatchHeader) -> None:
         """Records a batch that is in the log (appended as leader, fetched as follower, or
         read back on recovery), with its final offsets."""

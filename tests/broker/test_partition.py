@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from broker import producer_snapshots
 from broker.partition import FollowerRead, Partition
+from broker.refused_sequences import REFUSAL_MEMORY_MS
 from broker.topic_settings import TopicSettings
 from metadata.errors import ApiError
 from metadata.image import PartitionRegistration
@@ -304,6 +305,71 @@ def test_below_min_insync_replicas_a_retry_of_written_batches_is_answered_as_wri
     assert leader.log.log_end_offset == 3
     elect(rs.values(), 1, 1, isr=(1, 2), partition_epoch=3)
     assert leader.append_as_leader(batch(pid=7, pepoch=0, seq=3), -1, NOW).base_offset == 3
+
+
+def test_a_batch_behind_one_refused_below_min_insync_is_refused_the_same_not_out_of_order(
+    tmp_path,
+):
+    # A producer's pipelined request met the gap its refused predecessor left after the ISR
+    # grew back: OUT_OF_ORDER_SEQUENCE_NUMBER made librdkafka bump its epoch and write
+    # records twice (broker/refused_sequences.py). The leader answers its own refusal again.
+    rs = replicas(tmp_path, settings=topic_settings(min_isr=2))
+    leader = rs[1]
+    elect(rs.values(), 1, 1, isr=(1, 2))
+    leader.append_as_leader(batch(2, pid=7, pepoch=0, seq=0), -1, NOW)
+    elect(rs.values(), 1, 1, isr=(1,), partition_epoch=2)
+    first, second = batch(2, pid=7, pepoch=0, seq=2), batch(3, pid=7, pepoch=0, seq=4)
+    newcomer = batch(1, pid=8, pepoch=0, seq=0)
+    refused("NOT_ENOUGH_REPLICAS", leader.append_as_leader, first, -1, NOW)
+    refused("NOT_ENOUGH_REPLICAS", leader.append_as_leader, newcomer, -1, NOW)
+    elect(rs.values(), 1, 1, isr=(1, 2), partition_epoch=3)
+    err = refused("NOT_ENOUGH_REPLICAS", leader.append_as_leader, second, -1, NOW + 5)
+    assert "sequence 2" in err.message and "5 ms ago" in err.message
+    # A producer the log has no record of yet: the same, not UNKNOWN_PRODUCER_ID.
+    behind_newcomer = batch(1, pid=8, pepoch=0, seq=1)
+    refused("NOT_ENOUGH_REPLICAS", leader.append_as_leader, behind_newcomer, -1, NOW)
+    assert leader.log.log_end_offset == 2
+    # The retries, in order, are written in order; the gaps are closed.
+    assert leader.append_as_leader(first, -1, NOW).base_offset == 2
+    assert leader.append_as_leader(second, -1, NOW).base_offset == 4
+    assert leader.append_as_leader(newcomer, -1, NOW).base_offset == 7
+    assert leader.append_as_leader(behind_newcomer, -1, NOW).base_offset == 8
+    # A gap of the producer's own making is still out of order.
+    refused(
+        "OUT_OF_ORDER_SEQUENCE_NUMBER",
+        leader.append_as_leader,
+        batch(pid=7, pepoch=0, seq=9),
+        -1,
+        NOW,
+    )
+
+
+def test_a_refusal_below_min_insync_explains_a_gap_only_for_a_while_and_in_its_leader_epoch(
+    tmp_path,
+):
+    rs = replicas(tmp_path, settings=topic_settings(min_isr=2))
+    leader = rs[1]
+    elect(rs.values(), 1, 1, isr=(1, 2))
+    leader.append_as_leader(batch(2, pid=7, pepoch=0, seq=0), -1, NOW)
+    elect(rs.values(), 1, 1, isr=(1,), partition_epoch=2)
+    refused("NOT_ENOUGH_REPLICAS", leader.append_as_leader, batch(pid=7, pepoch=0, seq=2), -1, NOW)
+    elect(rs.values(), 1, 1, isr=(1, 2), partition_epoch=3)
+    behind = batch(pid=7, pepoch=0, seq=3)
+    # The producer gave the refused batch up (its delivery timed out): Kafka's answer again.
+    later = NOW + REFUSAL_MEMORY_MS + 1
+    refused("OUT_OF_ORDER_SEQUENCE_NUMBER", leader.append_as_leader, behind, -1, later)
+    # A new leader epoch forgets the refusals of the one before.
+    elect(rs.values(), 1, 1, isr=(1,), partition_epoch=4)
+    refused("NOT_ENOUGH_REPLICAS", leader.append_as_leader, batch(pid=7, pepoch=0, seq=2), -1, NOW)
+    elect(rs.values(), 1, 2, isr=(1, 2), partition_epoch=5)
+    refused("OUT_OF_ORDER_SEQUENCE_NUMBER", leader.append_as_leader, behind, -1, NOW)
+    # A newer producer epoch is not explained by the old epoch's refusal.
+    elect(rs.values(), 1, 2, isr=(1,), partition_epoch=6)
+    refused("NOT_ENOUGH_REPLICAS", leader.append_as_leader, batch(pid=7, pepoch=0, seq=2), -1, NOW)
+    elect(rs.values(), 1, 2, isr=(1, 2), partition_epoch=7)
+    bumped = batch(pid=7, pepoch=1, seq=1)
+    refused("OUT_OF_ORDER_SEQUENCE_NUMBER", leader.append_as_leader, bumped, -1, NOW)
+    assert leader.log.log_end_offset == 2
 
 
 def test_a_follower_refuses_leader_requests(tmp_path):
