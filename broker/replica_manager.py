@@ -330,7 +330,7 @@ class ReplicaManager:
                 if local_log is None:
                     log.error("no local log for %s-%d; not serving it", topic, index)
                     return
-                local_log.config = settings.log  # opened at start-up with the defaults
+                local_log.adopt_config(settings.log)  # opened at start-up with the defaults
                 partition = Partition(
                     topic,
                     index,

@@ -297,6 +297,20 @@ class Log:
     def active_segment(self) -> LogSegment:
         return self._segments[-1]
 
+    def adopt_config(self, config: LogConfig) -> None:
+        """The topic's configs for a log opened before they were known (a broker opens its
+        logs at start-up with the defaults, before it has the metadata): the log's, and its
+        active segment's too, which then indexes as the topic says (index.interval.bytes,
+        segment.index.bytes: an index already fuller than that rolls it at the next
+        append), as Kafka opens logs with their topic's configs. Setting `config` alone,
+        as a later change of the topic's configs does, leaves those two to the next
+        segment, as in Kafka."""
+        self.config = config
+        active = self._segments[-1]
+        active.config = config
+        active.index.max_entries = config.max_index_entries
+        active.time_index.max_entries = config.max_time_index_entries
+
     @property
     def segments(self) -> Sequence[LogSegment]:
         return tuple(self._segments)

@@ -25,6 +25,7 @@ from broker.replica_manager import ReplicaManager, now_ms
 from metadata.delta import MetadataDelta
 from metadata.image import MetadataImage, PartitionRegistration
 from storage.log_manager import LogManager
+from strom_api.records import Record, encode_batch
 from strom_api.v1 import metadata_pb2 as pb
 from tests.metadata.image_builder import build, topic_id
 
@@ -299,3 +300,33 @@ def test_attach_pauses_once_a_step_took_its_time(tmp_path, monkeypatch):
     next(steps)
     assert len(manager.partitions) == 1
     assert len(list(steps)) == 1 and len(manager.partitions) == 3
+
+
+def test_a_log_opened_at_start_up_indexes_as_its_topic_says(tmp_path):
+    # A broker opens its logs with the defaults before it has the metadata; once a replica
+    # takes its topic's configs, the active segment indexes by them too (Kafka opens logs
+    # with their topic's configs): index.interval.bytes 0 puts every batch in the index.
+    image = build({})
+    records = [
+        *create(image, "orders", [(1, 2, 3)]),
+        pb.ConfigRecord(
+            resource_type=pb.TOPIC, resource_name="orders", name="index.interval.bytes", value="0"
+        ),
+        pb.ConfigRecord(
+            resource_type=pb.TOPIC, resource_name="orders", name="segment.index.bytes", value="80"
+        ),
+    ]
+    first = replica_manager(tmp_path)
+    apply(first, image, *records)
+    first.partitions[("orders", 0)].append_as_leader(encode_batch([Record(0, 1, None, b"v")]), 1, 1)
+    first.log_manager.shutdown()
+    restarted = replica_manager(tmp_path)
+    apply(restarted, image, *records)
+    log = restarted.partitions[("orders", 0)].log
+    segment = log.active_segment
+    assert segment.index.max_entries == 10 and segment.time_index.max_entries == 6
+    for _ in range(3):
+        restarted.partitions[("orders", 0)].append_as_leader(
+            encode_batch([Record(0, 1, None, b"v")]), 1, 1
+        )
+    assert len(segment.index) == 3 and log.active_segment is segment
