@@ -169,6 +169,7 @@ class Producer:
             compression=_compression(compression_type),
             max_in_flight=max_in_flight_requests_per_connection,
             max_request_size=max_request_size,
+            client_id=client_id,
         )
         bootstrap = parse_bootstrap(
             bootstrap_servers if isinstance(bootstrap_servers, str) else list(bootstrap_servers)

@@ -73,6 +73,14 @@ class SenderConfig:
     # have 5 times as many batches unanswered (strom_api/idempotence.py).
     max_in_flight: int = 5
     max_request_size: int = 1024 * 1024
+    # client.id: the producer's log lines say whose they are, as Kafka's do ("[Producer
+    # clientId=...]"); Strom's Produce RPC carries no client id.
+    client_id: str = "strom-producer"
+
+
+class _ClientLog(logging.LoggerAdapter):  # type: ignore[type-arg]
+    def process(self, msg: Any, kwargs: Any) -> tuple[Any, Any]:
+        return f"[Producer clientId={self.extra['client_id']}] {msg}", kwargs  # type: ignore[index]
 
 
 def _now_ms() -> float:
@@ -86,6 +94,7 @@ class Sender:
         self.cluster = cluster
         self.accumulator = accumulator
         self.config = config
+        self.log = _ClientLog(log, {"client_id": config.client_id})
         self.rules: ProducerSequencing[ProducerBatch] = ProducerSequencing(
             SequencingConfig(
                 idempotent=config.idempotent,
@@ -175,7 +184,7 @@ class Sender:
             try:
                 wake_at = await self._once()
             except Exception:  # never let one bad batch stop every future send
-                log.exception("producer sender step failed")
+                self.log.exception("producer sender step failed")
                 wake_at = time.monotonic() + self.config.retry_backoff_ms / 1000
             if not self.accumulator.pending() and not self.rules.any_in_flight():
                 self._idle.set()
@@ -215,9 +224,9 @@ class Sender:
                 if exc.name != ErrorCode.NETWORK_EXCEPTION and self._reported.first_time(
                     "InitProducerId", exc.name
                 ):
-                    log.warning("InitProducerId failed, retrying: %s", exc)
+                    self.log.warning("InitProducerId failed, retrying: %s", exc)
                 else:
-                    log.debug("InitProducerId failed, retrying: %s", exc)
+                    self.log.debug("InitProducerId failed, retrying: %s", exc)
                 return now + self.config.retry_backoff_ms / 1000
             self._reported.cleared("InitProducerId")
             rules.producer_id_granted(producer_id, epoch)
@@ -273,7 +282,7 @@ class Sender:
         try:
             await self.cluster.refresh()
         except StromError as exc:
-            log.debug("metadata refresh failed: %s", exc)
+            self.log.debug("metadata refresh failed: %s", exc)
         self._wake.set()
 
     async def _init_producer_id(self) -> tuple[int, int]:
@@ -430,14 +439,16 @@ class Sender:
     def _report(self, retry: Retry[ProducerBatch], report: bool) -> None:
         batch, error = retry.batch, retry.error
         if retry.reason is RetryReason.NEW_EPOCH:
-            log.info("%s-%d: %s; bumping the producer epoch", batch.topic, batch.partition, error)
+            self.log.info(
+                "%s-%d: %s; bumping the producer epoch", batch.topic, batch.partition, error
+            )
         elif (
             retry.reason is RetryReason.BACKOFF
             and report
             and self._reported.first_time(batch.tp, error.name)
         ):
             # Kafka's Sender says this on every retry; once per cause is enough to see it.
-            log.warning(
+            self.log.warning(
                 "Got error produce response on topic-partition %s-%d, retrying (%d attempts "
                 "left, until delivery.timeout.ms=%d). Error: %s",
                 batch.topic,

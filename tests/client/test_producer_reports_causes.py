@@ -33,6 +33,7 @@ def test_too_few_replicas_is_named_while_retrying_and_in_the_final_error(cluster
         request_timeout_ms=1000,
         delivery_timeout_ms=2000,
         retry_backoff_ms=20,
+        client_id="orders-app",
     ) as producer:
         future = producer.send("under-replicated", b"value")
         with pytest.raises(KafkaTimeoutError) as failed:
@@ -48,6 +49,8 @@ def test_too_few_replicas_is_named_while_retrying_and_in_the_final_error(cluster
     assert attempts > 5  # it did keep retrying ...
     assert len(warned) == 1, warned  # ... and said so once, not once per retry
     assert "under-replicated-0" in warned[0] and "retrying" in warned[0]
+    # client.id says whose line it is, as Kafka's producer logs do.
+    assert warned[0].startswith("[Producer clientId=orders-app] "), warned[0]
 
 
 def test_a_dead_address_is_one_warning_and_a_network_cause(caplog):
