@@ -144,18 +144,23 @@ def leaders_for_offline(
     records: list[Message] = []
     for name in sorted(image.topics.by_name):
         topic = image.topics.by_name[name]
-        unclean = unclean_election_enabled(image, name, local)
+        configs: tuple[bool, int] | None = None  # looked up for topics with one offline only
         for partition_id in sorted(topic.partitions):
             current = topic.partitions[partition_id]
             if current.leader != NO_LEADER:
                 continue
+            if configs is None:
+                configs = (
+                    unclean_election_enabled(image, name, local),
+                    min_insync_replicas(image, name, local),
+                )
             change = build_partition_change(
                 topic.topic_id,
                 partition_id,
                 current,
                 acceptable,
-                unclean_enabled=unclean,
-                min_isr=min_insync_replicas(image, name, local),
+                unclean_enabled=configs[0],
+                min_isr=configs[1],
             )
             if change is not None:
                 records.append(change)

@@ -57,6 +57,8 @@ from metadata.broker_lifecycle import (
     HeartbeatTracker,
     fence_broker,
     heartbeat,
+    leaders_for_offline,
+    may_lead,
     register_broker,
     restarted_uncleanly,
 )
@@ -124,6 +126,10 @@ class ControllerConfig:
     auto_leader_rebalance: bool = True
     leader_imbalance_percentage: int = 10
     leader_imbalance_check_interval_ms: int = 300_000
+    # unclean.leader.election.interval.ms: how often leaderless partitions are given a leader
+    # where unclean.leader.election.enable now allows one (Kafka 3.9's KAFKA-12670): a topic
+    # enabled after its partition went offline needs no broker event to recover.
+    unclean_leader_election_interval_ms: int = 300_000
     # KIP-578: max.partitions, max.broker.partitions (metadata/topic_control.py)
     max_partitions: int = PartitionLimits.max_partitions
     max_broker_partitions: int = PartitionLimits.max_broker_partitions
@@ -501,9 +507,20 @@ class QuorumController:
         )
         return await self._write(records, len(records))
 
+    async def elect_unclean_leaders(self) -> int:
+        """Leaders for leaderless partitions wherever one may now lead, unclean where the
+        topic allows it (Kafka's periodic maybeAdjustPartitionLeaders); returns how many
+        partitions got one."""
+        if not self.is_active():
+            return 0
+        image = self.core.image
+        records = leaders_for_offline(image, may_lead(image), self.local)
+        return await self._write(records, len(records))
+
     async def _periodic(self) -> None:
         interval = max(self.config.heartbeat_interval_ms // 4, 10) / 1000
         next_rebalance = _now_ms() + self.config.leader_imbalance_check_interval_ms
+        next_unclean = _now_ms() + self.config.unclean_leader_election_interval_ms
         while not self._stopped:  # as well as stop()'s cancel, which an await may drop
             await asyncio.sleep(interval)
             try:
@@ -513,5 +530,8 @@ class QuorumController:
                 if self.config.auto_leader_rebalance and _now_ms() >= next_rebalance:
                     next_rebalance = _now_ms() + self.config.leader_imbalance_check_interval_ms
                     await self.rebalance_leaders()
+                if _now_ms() >= next_unclean:
+                    next_unclean = _now_ms() + self.config.unclean_leader_election_interval_ms
+                    await self.elect_unclean_leaders()
             except ApiError:
                 pass  # lost leadership meanwhile: the next controller takes over

@@ -70,6 +70,7 @@ _CONTROLLER_KEYS = {
     "leader.imbalance.per.broker.percentage": "leader_imbalance_percentage",
     "max.partitions": "max_partitions",
     "max.broker.partitions": "max_broker_partitions",
+    "unclean.leader.election.interval.ms": "unclean_leader_election_interval_ms",
 }
 _NODE_KEYS = {
     "process.roles",
@@ -382,7 +383,7 @@ def from_properties(props: Mapping[str, str]) -> ServerConfig:
     for key, attr in _CONTROLLER_KEYS.items():
         if key in props:
             controller_values[attr] = _int(props, key)
-    for key in ("max.partitions", "max.broker.partitions"):
+    for key in ("max.partitions", "max.broker.partitions", "unclean.leader.election.interval.ms"):
         if key in props and _int(props, key) < 1:
             raise InvalidConfigError(
                 f"invalid value '{props[key]}' for config '{key}': must be >= 1"

@@ -15,6 +15,7 @@ import pytest
 
 from metadata.alter_partition import IsrProposal
 from metadata.broker_lifecycle import BrokerRegistrationRequest, HeartbeatRequest
+from metadata.config_control import OpType
 from metadata.controller import ControllerConfig, QuorumController
 from metadata.errors import ApiError
 from metadata.image import Endpoint
@@ -22,6 +23,7 @@ from metadata.loader import MetadataLoader
 from metadata.topic_control import NewTopic
 from raft.config import RaftConfig
 from raft.driver import RaftDriver
+from strom_api.v1 import metadata_pb2 as pb
 from tests.raft_integration.process_cluster import free_ports, wait_for
 
 RAFT = RaftConfig(
@@ -373,5 +375,82 @@ def test_stopping_the_controller_fails_its_pending_operations(tmp_path):
                 await controller.create_topics([NewTopic("u", 1, 1)])
         finally:
             await node.driver.stop(graceful=False)
+
+    asyncio.run(scenario())
+
+
+def test_a_leaderless_partition_gets_an_unclean_leader_once_its_topic_allows_one(tmp_path):
+    """unclean.leader.election.enable set after a partition went offline: no broker event
+    follows, and the controller's periodic check (unclean.leader.election.interval.ms, as
+    Kafka 3.9's) elects the live replica that is out of the ISR."""
+
+    async def scenario() -> None:
+        (port,) = free_ports(1)
+        voters = {1: f"127.0.0.1:{port}"}
+        config = ControllerConfig(
+            heartbeat_interval_ms=200,
+            session_timeout_ms=1500,
+            unclean_leader_election_interval_ms=300,
+        )
+        node = Node(1, voters, str(tmp_path / "c1"), config)
+        await node.start()
+        stop = asyncio.Event()
+        beating: asyncio.Task[None] | None = None
+        try:
+            leader = await wait_for(lambda: active([node]), 10, "an active controller")
+            controller = leader.controller
+            epochs = {}
+            for broker_id in (1, 2):
+                epochs[broker_id] = await controller.register_broker(
+                    BrokerRegistrationRequest(
+                        broker_id, bytes([broker_id]) * 16, [Endpoint("PLAINTEXT", "h", broker_id)]
+                    )
+                )
+                await controller.broker_heartbeat(
+                    HeartbeatRequest(broker_id, epochs[broker_id], leader.loader.image.offset)
+                )
+            [created] = await controller.create_topics([NewTopic("t", 1, 2)])
+            assert created.error is None
+            p = leader.loader.image.topics.partition("t", 0)
+            first, other = p.leader, next(b for b in (1, 2) if b != p.leader)
+            shrink = IsrProposal(
+                leader.loader.image.topics.by_name["t"].topic_id,
+                0,
+                p.leader_epoch,
+                p.partition_epoch,
+                (first,),
+            )
+            [result] = await controller.alter_partition(first, epochs[first], [shrink])
+            assert result.error is None
+
+            async def keep_beating() -> None:  # only the replica out of the ISR
+                while not stop.is_set():
+                    await controller.broker_heartbeat(
+                        HeartbeatRequest(other, epochs[other], leader.loader.image.offset)
+                    )
+                    await asyncio.sleep(0.1)
+
+            beating = asyncio.create_task(keep_beating())
+            await wait_for(
+                lambda: leader.loader.image.topics.partition("t", 0).leader == -1,
+                10,
+                "the partition offline once its only ISR member is fenced",
+            )
+            await asyncio.sleep(1.0)  # several checks: unclean elections are not allowed yet
+            assert leader.loader.image.topics.partition("t", 0).leader == -1
+            enable = [("unclean.leader.election.enable", OpType.SET, "true")]
+            results = await controller.incremental_alter_configs([((pb.TOPIC, "t"), enable)], False)
+            assert results == {(pb.TOPIC, "t"): None}
+            await wait_for(
+                lambda: leader.loader.image.topics.partition("t", 0).leader == other,
+                10,
+                "the live replica elected uncleanly",
+            )
+            assert leader.loader.image.topics.partition("t", 0).isr == (other,)
+        finally:
+            stop.set()
+            if beating is not None:
+                await beating
+            await node.stop(graceful=False)
 
     asyncio.run(scenario())

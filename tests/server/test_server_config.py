@@ -64,6 +64,7 @@ def test_replica_settings_and_topic_defaults_are_known_keys():
         ("prometheus.metrics.port", "70000", "prometheus.metrics.port"),
         ("max.partitions", "0", "max.partitions"),
         ("max.broker.partitions", "many", "max.broker.partitions"),
+        ("unclean.leader.election.interval.ms", "0", "unclean.leader.election.interval.ms"),
     ],
 )
 def test_bad_values_name_the_key(key, value, words):
@@ -84,6 +85,12 @@ def test_partition_limits_reach_the_controller():
     assert config.controller.partition_limits.max_partitions == 500
     assert config.controller.partition_limits.max_broker_partitions == 60
     assert "max.partitions" not in config.unknown
+
+
+def test_the_unclean_election_interval_reaches_the_controller():
+    config = from_properties({**BASE, "unclean.leader.election.interval.ms": "1500"})
+    assert config.controller.unclean_leader_election_interval_ms == 1500
+    assert from_properties(BASE).controller.unclean_leader_election_interval_ms == 300_000
 
 
 def test_request_limits_and_offset_metadata_reach_their_users():
