@@ -486,7 +486,10 @@ def test_a_record_count_that_disagrees_with_the_offset_delta_is_invalid(tmp_path
 
 
 def test_create_time_timestamps_must_fall_within_the_topic_bounds(tmp_path):
-    settings = topic_settings(timestamp_before_max_ms=1_000, timestamp_after_max_ms=500)
+    # From the topic's configs as the metadata gives them (Kafka's names).
+    settings = TopicSettings.from_configs(
+        {"message.timestamp.before.max.ms": "1000", "message.timestamp.after.max.ms": "500"}
+    )
     p = single_leader(tmp_path, settings)
     for data in (
         batch(ts=NOW - 1_001),

@@ -1,0 +1,40 @@
+"""Broker defaults a node's server.properties sets reach the requests that rely on them:
+`auto.create.topics.enable=false` stops a Metadata request from creating the topics it names,
+and `num.partitions` is the partition count of a topic created without one (Kafka's -1,
+KIP-464). One node, as a user would configure it."""
+
+from __future__ import annotations
+
+from strom_api.v1 import client_pb2, controller_pb2
+from tests.data_plane.data_client import DataClient, error_name
+from tests.node_integration.node_cluster import running_cluster, wait_until
+
+
+def test_auto_create_disabled_and_num_partitions_reach_their_requests(tmp_path):
+    extra = {"auto.create.topics.enable": "false", "num.partitions": "3"}
+    with running_cluster(str(tmp_path), 1, extra=extra) as cluster:
+        client = DataClient({1: f"127.0.0.1:{cluster.broker_port[1]}"})
+        asked = client.stub(1).Metadata(
+            client_pb2.MetadataRequest(topics=["not-made"], allow_auto_topic_creation=True),
+            timeout=10,
+        )
+        assert error_name(asked.topics[0].error) == "UNKNOWN_TOPIC_OR_PARTITION"
+        again = client.metadata(["not-made"])
+        assert error_name(again.topics[0].error) == "UNKNOWN_TOPIC_OR_PARTITION"
+        created = cluster.call(
+            "CreateTopics",
+            controller_pb2.CreateTopicsRequest(
+                topics=[
+                    controller_pb2.CreatableTopic(
+                        name="defaults", num_partitions=-1, replication_factor=-1
+                    )
+                ]
+            ),
+        )
+        assert created.topics[0].error.code == 0, created
+
+        def partitions() -> int:
+            return len(client.metadata(["defaults"]).topics[0].partitions)
+
+        wait_until(lambda: partitions() > 0, 20, "the broker to learn the topic")
+        assert partitions() == 3
