@@ -271,3 +271,15 @@ def test_a_partition_followed_while_a_fetch_is_out_hurries_that_fetch_once(
     stream.add(other)
     stream.broken(0, "reset")
     assert not stream.take_hurry(), "no fetch out after a break"
+
+
+def test_a_fetch_asks_the_configured_min_and_max_bytes(tmp_path: os.PathLike[str]) -> None:
+    # replica.fetch.min.bytes and replica.fetch.response.max.bytes: the leader holds the
+    # fetch until that much is there and answers at most that much (broker/purgatory.py,
+    # ReplicaManager._read_for_follower).
+    _, follower = pair(tmp_path)
+    config = ReplicaConfig(fetch_min_bytes=4096, fetch_response_max_bytes=123_456)
+    stream = FetchStream((1, 0), "b1:9093", 2, config, ReplicationSettings(2, config))
+    stream.add(follower)
+    request = next_fetch(stream)
+    assert (request.min_bytes, request.max_bytes) == (4096, 123_456)

@@ -112,6 +112,16 @@ def test_request_limits_and_offset_metadata_reach_their_users():
         from_properties({**BASE, "fetch.max.bytes": "100"})  # Kafka's floor is 1024
 
 
+def test_replica_fetch_sizes_reach_the_replica_config():
+    config = from_properties(
+        {**BASE, "replica.fetch.min.bytes": "4096", "replica.fetch.response.max.bytes": "123456"}
+    )
+    assert (config.replica.fetch_min_bytes, config.replica.fetch_response_max_bytes) == (
+        4096,
+        123_456,
+    )
+
+
 def test_fetch_session_settings_reach_the_replica_config():
     assert (
         ReplicaConfig().max_incremental_fetch_session_cache_slots,
