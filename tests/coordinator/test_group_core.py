@@ -267,13 +267,24 @@ def test_stale_generations_and_unknown_members_are_refused():
         d.answer(d.send("heartbeat", Heartbeat("g", "stranger", 1)))
     with pytest.raises(ApiError, match="UNKNOWN_MEMBER_ID"):
         d.answer(d.join("stranger"))
-    with pytest.raises(ApiError, match="INVALID_SESSION_TIMEOUT"):
-        d.answer(
-            d.send(
-                "join_group",
-                JoinGroup("g", "", None, "c", "h", 1, REBALANCE, "consumer", (("range", b""),)),
+    for session_timeout_ms in (1, 1_800_001):  # group.min/max.session.timeout.ms's defaults
+        with pytest.raises(ApiError, match="INVALID_SESSION_TIMEOUT"):
+            d.answer(
+                d.send(
+                    "join_group",
+                    JoinGroup(
+                        "g",
+                        "",
+                        None,
+                        "c",
+                        "h",
+                        session_timeout_ms,
+                        REBALANCE,
+                        "consumer",
+                        (("range", b""),),
+                    ),
+                )
             )
-        )
 
 
 def test_a_partition_not_led_or_still_loading_answers_no_group():
