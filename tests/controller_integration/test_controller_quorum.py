@@ -454,3 +454,58 @@ def test_a_leaderless_partition_gets_an_unclean_leader_once_its_topic_allows_one
             await node.stop(graceful=False)
 
     asyncio.run(scenario())
+
+
+def test_auto_leader_rebalance_gives_a_partition_back_to_its_preferred_leader(tmp_path):
+    """auto.leader.rebalance.enable with leader.imbalance.check.interval.seconds: a broker
+    that left and came back into the ISR leads its preferred partition again, on the
+    controller's periodic check, with no request asking for it."""
+
+    async def scenario() -> None:
+        (port,) = free_ports(1)
+        voters = {1: f"127.0.0.1:{port}"}
+        config = ControllerConfig(
+            heartbeat_interval_ms=200,
+            session_timeout_ms=60_000,
+            leader_imbalance_check_interval_ms=300,
+        )
+        node = Node(1, voters, str(tmp_path / "c1"), config)
+        await node.start()
+        try:
+            leader = await wait_for(lambda: active([node]), 10, "an active controller")
+            controller = leader.controller
+            image = lambda: leader.loader.image  # noqa: E731
+            epochs = {}
+            for broker_id in (1, 2):
+                epochs[broker_id] = await controller.register_broker(
+                    BrokerRegistrationRequest(
+                        broker_id, bytes([broker_id]) * 16, [Endpoint("PLAINTEXT", "h", broker_id)]
+                    )
+                )
+                await controller.broker_heartbeat(
+                    HeartbeatRequest(broker_id, epochs[broker_id], image().offset)
+                )
+            [created] = await controller.create_topics([NewTopic("r", 2, 2)])
+            assert created.error is None
+            topic = image().topics.by_name["r"]
+            pid = next(i for i, p in topic.partitions.items() if p.replicas[0] == 2)
+            # Broker 2 asks to be fenced: broker 1 takes the partition, 2 leaves its ISR.
+            await controller.broker_heartbeat(
+                HeartbeatRequest(2, epochs[2], image().offset, want_fence=True)
+            )
+            assert image().topics.partition("r", pid).leader == 1
+            await controller.broker_heartbeat(HeartbeatRequest(2, epochs[2], image().offset))
+            assert not image().cluster.brokers[2].fenced
+            p = image().topics.partition("r", pid)
+            expand = IsrProposal(topic.topic_id, pid, p.leader_epoch, p.partition_epoch, (1, 2))
+            [result] = await controller.alter_partition(1, epochs[1], [expand])
+            assert result.error is None and image().topics.partition("r", pid).leader == 1
+            await wait_for(
+                lambda: image().topics.partition("r", pid).leader == 2,
+                10,
+                "the preferred leader elected again",
+            )
+        finally:
+            await node.stop(graceful=False)
+
+    asyncio.run(scenario())
