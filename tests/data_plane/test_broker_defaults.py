@@ -1,17 +1,23 @@
 """Broker defaults a node's server.properties sets reach the requests that rely on them:
 `auto.create.topics.enable=false` stops a Metadata request from creating the topics it names,
-and `num.partitions` is the partition count of a topic created without one (Kafka's -1,
-KIP-464). One node, as a user would configure it."""
+`num.partitions` is the partition count of a topic created without one (Kafka's -1,
+KIP-464), and `offsets.topic.segment.bytes` the segment size of `__consumer_offsets`, created
+when a group first needs its coordinator. One node, as a user would configure it."""
 
 from __future__ import annotations
 
-from strom_api.v1 import client_pb2, controller_pb2
+from strom_api.v1 import client_pb2, controller_pb2, metadata_pb2
 from tests.data_plane.data_client import DataClient, error_name
 from tests.node_integration.node_cluster import running_cluster, wait_until
 
 
 def test_auto_create_disabled_and_num_partitions_reach_their_requests(tmp_path):
-    extra = {"auto.create.topics.enable": "false", "num.partitions": "3"}
+    extra = {
+        "auto.create.topics.enable": "false",
+        "num.partitions": "3",
+        "offsets.topic.segment.bytes": "2097152",
+        "offsets.topic.replication.factor": "1",
+    }
     with running_cluster(str(tmp_path), 1, extra=extra) as cluster:
         client = DataClient({1: f"127.0.0.1:{cluster.broker_port[1]}"})
         asked = client.stub(1).Metadata(
@@ -38,3 +44,24 @@ def test_auto_create_disabled_and_num_partitions_reach_their_requests(tmp_path):
 
         wait_until(lambda: partitions() > 0, 20, "the broker to learn the topic")
         assert partitions() == 3
+
+        def coordinator_found() -> bool:
+            found = client.stub(1).FindCoordinator(
+                client_pb2.FindCoordinatorRequest(key="g"), timeout=10
+            )
+            return error_name(found.error) == "NONE"
+
+        wait_until(coordinator_found, 30, "__consumer_offsets to be created")
+        described = cluster.call(
+            "DescribeConfigs",
+            controller_pb2.DescribeConfigsRequest(
+                resources=[
+                    controller_pb2.ConfigResource(
+                        type=metadata_pb2.TOPIC, name="__consumer_offsets"
+                    )
+                ],
+                keys=["segment.bytes"],
+            ),
+        )
+        [entry] = described.results[0].entries
+        assert entry.value == "2097152"
