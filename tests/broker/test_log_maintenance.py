@@ -97,6 +97,25 @@ def test_a_scheduled_flush_moves_the_recovery_point(tmp_path):
     assert partition.log.recovery_point == partition.log.log_end_offset == 1
 
 
+def test_retention_runs_every_log_retention_check_interval_ms(tmp_path):
+    partition = leader(tmp_path, retention_ms=60_000)
+    old = int(time.time() * 1000) - 3_600_000
+    partition.append_as_leader(encode_batch([Record(0, old, b"k", b"v")]), 1, old)
+
+    async def scheduled(interval_ms: int) -> int:
+        maintenance = LogMaintenance(
+            lambda: [partition], ReplicaConfig(retention_check_interval_ms=interval_ms)
+        )
+        maintenance.start()
+        await asyncio.sleep(0.3)
+        await maintenance.stop()
+        return maintenance.segments_deleted
+
+    assert run(scheduled(60_000)) == 0  # not yet due
+    assert run(scheduled(10)) == 1
+    assert partition.log.log_start_offset == 1
+
+
 def test_an_idle_partition_loses_its_expired_active_segment_but_not_its_producers(tmp_path):
     """Retention takes the last segment too once all of it has expired (Kafka rolls a new
     one first), so an idle topic does not keep its last records forever. The producers'

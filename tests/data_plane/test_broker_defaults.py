@@ -1,13 +1,17 @@
 """Broker defaults a node's server.properties sets reach the requests that rely on them:
 `auto.create.topics.enable=false` stops a Metadata request from creating the topics it names,
 `num.partitions` is the partition count of a topic created without one (Kafka's -1,
-KIP-464), and `offsets.topic.segment.bytes` the segment size of `__consumer_offsets`, created
-when a group first needs its coordinator. One node, as a user would configure it."""
+KIP-464), `offsets.topic.segment.bytes` the segment size of `__consumer_offsets`, created
+when a group first needs its coordinator, and `replica.high.watermark.checkpoint.interval.ms`
+how often high watermarks reach their checkpoint file. One node, as a user would configure
+it."""
 
 from __future__ import annotations
 
+import os
+
 from strom_api.v1 import client_pb2, controller_pb2, metadata_pb2
-from tests.data_plane.data_client import DataClient, error_name
+from tests.data_plane.data_client import DataClient, batch, error_name
 from tests.node_integration.node_cluster import running_cluster, wait_until
 
 
@@ -17,6 +21,7 @@ def test_auto_create_disabled_and_num_partitions_reach_their_requests(tmp_path):
         "num.partitions": "3",
         "offsets.topic.segment.bytes": "2097152",
         "offsets.topic.replication.factor": "1",
+        "replica.high.watermark.checkpoint.interval.ms": "200",
     }
     with running_cluster(str(tmp_path), 1, extra=extra) as cluster:
         client = DataClient({1: f"127.0.0.1:{cluster.broker_port[1]}"})
@@ -65,3 +70,18 @@ def test_auto_create_disabled_and_num_partitions_reach_their_requests(tmp_path):
         )
         [entry] = described.results[0].entries
         assert entry.value == "2097152"
+
+        # Two checkpoints of a moved high watermark within 4 s: at the default (5 s) the
+        # second could not follow the first so soon.
+        checkpoint = os.path.join(cluster.data_dir(1), "replication-offset-checkpoint")
+
+        def checkpointed(offset: int) -> bool:
+            with open(checkpoint) as f:
+                return f"defaults 0 {offset}" in f.read().splitlines()
+
+        for high_watermark in (1, 2):
+            answer = client.produce_raw(1, "defaults", 0, batch([b"v%d" % high_watermark]))
+            assert error_name(answer.error) == "NONE"
+            wait_until(
+                lambda hw=high_watermark: checkpointed(hw), 2, "the high watermark checkpointed"
+            )

@@ -112,14 +112,19 @@ def test_request_limits_and_offset_metadata_reach_their_users():
         from_properties({**BASE, "fetch.max.bytes": "100"})  # Kafka's floor is 1024
 
 
-def test_replica_fetch_sizes_reach_the_replica_config():
+def test_replica_fetch_sizes_and_intervals_reach_the_replica_config():
     config = from_properties(
-        {**BASE, "replica.fetch.min.bytes": "4096", "replica.fetch.response.max.bytes": "123456"}
+        {
+            **BASE,
+            "replica.fetch.min.bytes": "4096",
+            "replica.fetch.response.max.bytes": "123456",
+            "log.retention.check.interval.ms": "250",
+            "replica.high.watermark.checkpoint.interval.ms": "750",
+        }
     )
-    assert (config.replica.fetch_min_bytes, config.replica.fetch_response_max_bytes) == (
-        4096,
-        123_456,
-    )
+    replica = config.replica
+    assert (replica.fetch_min_bytes, replica.fetch_response_max_bytes) == (4096, 123_456)
+    assert (replica.retention_check_interval_ms, replica.checkpoint_interval_ms) == (250, 750)
 
 
 def test_fetch_session_settings_reach_the_replica_config():
