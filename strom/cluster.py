@@ -241,11 +241,17 @@ class Cluster:
             )
         )
 
-    async def topic_names(self) -> list[str]:
-        """Every topic's name (internal ones included), learning their metadata on the way:
-        what pattern subscriptions match against."""
+    async def topic_names(self, exclude_internal: bool = False) -> list[str]:
+        """Every topic's name, learning their metadata on the way: what pattern
+        subscriptions match against. `exclude_internal` leaves out the topics the metadata
+        marks internal (__consumer_offsets), as Kafka's exclude.internal.topics does; a
+        user's topic whose name starts with "__" is not one."""
         response = await self._ask(client_pb2.MetadataRequest())
-        return [t.name for t in response.topics if t.error.code == 0]
+        return [
+            t.name
+            for t in response.topics
+            if t.error.code == 0 and not (exclude_internal and t.is_internal)
+        ]
 
     async def _ask(self, request: Any) -> Any:
         addresses = list(dict.fromkeys([*self.brokers.values(), *self.bootstrap]))

@@ -255,18 +255,15 @@ class Consumer:
                     ErrorCode.INVALID_CONFIG,
                     f"pattern {pattern!r} is not a regular expression: {exc}",
                 ) from None
-            names = self._matching(self._run(self._cluster.topic_names()))
+            names = self._matching(
+                self._run(self._cluster.topic_names(self.exclude_internal_topics))
+            )
         self._follow(names)
 
     def _matching(self, names: Iterable[str]) -> list[str]:
         pattern = self._pattern
         assert pattern is not None
-        return sorted(
-            name
-            for name in names
-            if pattern.fullmatch(name)
-            and not (self.exclude_internal_topics and name.startswith("__"))
-        )
+        return sorted(name for name in names if pattern.fullmatch(name))
 
     def _follow(self, names: list[str]) -> None:
         self._subscription = names
@@ -338,7 +335,7 @@ class Consumer:
         every topic) and of the topics the group leader assigns."""
         group_topics = self._group.group_topics() if self._group is not None else frozenset()
         if self._pattern is not None:
-            topics = self._matching(await self._cluster.topic_names())
+            topics = self._matching(await self._cluster.topic_names(self.exclude_internal_topics))
         else:
             topics = list(self._subscription)
             await self._cluster.refresh([*topics, *group_topics])
