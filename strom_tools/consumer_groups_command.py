@@ -42,6 +42,9 @@ def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     parser.add_argument("--group", action="append", default=[], help="the group (repeatable)")
     parser.add_argument("--all-groups", action="store_true", help="every group")
     parser.add_argument("--members", action="store_true", help="with --describe: members")
+    parser.add_argument(
+        "--offsets", action="store_true", help="with --describe: offsets and lag (the default)"
+    )
     parser.add_argument("--state", action="store_true", help="with --describe/--list: state")
     parser.add_argument("--verbose", action="store_true", help="with --members: assignments")
     parser.add_argument(
@@ -84,6 +87,7 @@ def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
 def main(args: argparse.Namespace) -> int:
     log_warnings_to_stderr()  # a broker not reachable is said while the tool waits
     try:
+        _check_args(args)
         with AdminClient(
             bootstrap_servers=args.bootstrap_server, **client_settings(args.command_config)
         ) as admin:
@@ -94,6 +98,32 @@ def main(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
+
+
+def _check_args(args: argparse.Namespace) -> None:
+    """Kafka's ConsumerGroupCommandOptions.checkArgs, before anything is asked of the
+    cluster: an option the action would not use is refused, never dropped (a --delete
+    naming a --topic deleted the whole group; --group beside --all-groups acted on all)."""
+
+    def refuse(message: str) -> None:
+        raise StromError(ErrorCode.INVALID_REQUEST, message)
+
+    action = next(a for a in ("list", "describe", "reset_offsets", "delete") if getattr(args, a))
+    flag = "--" + action.replace("_", "-")
+    if args.describe and sum((args.members, args.offsets, args.state)) > 1:
+        refuse(
+            "Option --describe takes at most one of these options: --members, --offsets, --state"
+        )
+    if args.delete and args.topic:
+        refuse(
+            "The consumer does not support topic-specific offset deletion from a consumer group."
+        )
+    if args.group and args.all_groups:
+        refuse("Option --group can't be used with option --all-groups")
+    if args.group and args.list:
+        refuse("Option --group can't be used with option --list")
+    if args.topic and (args.list or args.describe):
+        refuse(f"Option --topic can't be used with option {flag}")
 
 
 def _groups(admin: AdminClient, args: argparse.Namespace) -> list[str]:
@@ -321,16 +351,22 @@ def _reset(admin: AdminClient, args: argparse.Namespace, out: Out) -> int:
         found = admin.list_offsets(dict.fromkeys(tps, OffsetSpec.for_timestamp(when)))
     for tp in tps:
         low, high = earliest[tp].offset, latest[tp].offset
-        current = committed.get(tp, low)
+        current = committed.get(tp)
         if args.to_earliest:
             new = low
         elif args.to_latest:
             new = high
         elif args.to_current:
-            new = current
+            new = high if current is None else current  # Kafka: the log end when none
         elif args.to_offset is not None:
             new = args.to_offset
         elif args.shift_by is not None:
+            if current is None:
+                raise StromError(
+                    ErrorCode.INVALID_REQUEST,
+                    f"Cannot shift offset for partition {tp.topic}-{tp.partition} since there "
+                    "is no current committed offset",
+                )
             new = current + args.shift_by
         else:
             offset = found[tp].offset
@@ -366,8 +402,7 @@ def _partitions(
     admin: AdminClient, args: argparse.Namespace, committed: dict[TopicPartition, int]
 ) -> list[TopicPartition]:
     if args.all_topics:
-        topics = sorted({tp.topic for tp in committed})
-        return [tp for t in topics for tp in _partitions_of(admin, t)]
+        return sorted(committed)  # the partitions it committed, as Kafka's tool takes them
     if not args.topic:
         raise StromError(
             ErrorCode.INVALID_REQUEST, "--topic or --all-topics is required with --reset-offsets"

@@ -95,6 +95,15 @@ def test_list_describe_reset_and_delete(cluster):
     warned = strom(*reset, "--topic", "audited", "--to-latest")
     assert warned.returncode == 0 and "--execute option is missing" in warned.stderr
 
+    # An option the action would not use is refused, as Kafka's tool refuses it: a --delete
+    # naming a --topic once deleted the whole group.
+    assert "topic-specific offset deletion" in fails(
+        *b, "--delete", "--group", "auditors", "--topic", "audited"
+    )
+    assert "can't be used with option --all-groups" in fails(
+        *b, "--delete", "--group", "auditors", "--all-groups"
+    )
+    assert "auditors" in ok(*b, "--list")
     assert ok(*b, "--delete", "--group", "auditors") == [
         "Deletion of requested consumer groups ('auditors') was successful."
     ]
@@ -116,6 +125,40 @@ def test_usage_errors_are_one_line(cluster):
     warning, error = result.stderr.splitlines()  # the cause while it waits, then the error
     assert result.returncode == 1 and error.startswith("Error while executing")
     assert "Connection to node -1 (127.0.0.1:1) could not be established." in warning
+
+
+def test_options_an_action_would_not_use_are_refused_before_it_runs():
+    b = ["consumer-groups", "--bootstrap-server", "127.0.0.1:1"]  # never reached
+    for args, said in (
+        (["--describe", "--group", "g", "--members", "--state"], "at most one of"),
+        (["--describe", "--group", "g", "--offsets", "--members"], "at most one of"),
+        (["--list", "--group", "g"], "--group can't be used with option --list"),
+        (["--describe", "--group", "g", "--topic", "t"], "can't be used with option --describe"),
+        (["--list", "--topic", "t"], "--topic can't be used with option --list"),
+    ):
+        assert said in fails(*b, *args), args
+
+
+def test_resets_of_partitions_without_a_committed_offset_are_kafkas(cluster):
+    """--to-current takes the log end where the group committed nothing, --shift-by is
+    refused there, and --all-topics takes only the partitions the group committed."""
+    create_topic(cluster, "half-read", partitions=2)
+    with Producer(bootstrap(cluster)) as producer:
+        for i in range(6):
+            producer.send("half-read", b"%d" % i, partition=i % 2)
+    b = ["consumer-groups", "--bootstrap-server", bootstrap(cluster)]
+    reset = [*b, "--reset-offsets", "--group", "half"]
+    created = strom(*reset, "--topic", "half-read:0", "--to-offset", "1", "--execute")
+    assert created.returncode == 0 and "it is created with these offsets" in created.stderr
+    assert rows(ok(*reset, "--topic", "half-read", "--to-current", "--dry-run")) == [
+        ["half", "half-read", "0", "1"],
+        ["half", "half-read", "1", "3"],
+    ]
+    error = fails(*reset, "--topic", "half-read", "--shift-by", "1", "--dry-run")
+    assert "Cannot shift offset for partition half-read-1" in error
+    assert rows(ok(*reset, "--all-topics", "--to-earliest", "--dry-run")) == [
+        ["half", "half-read", "0", "0"]
+    ]
 
 
 def test_a_missing_group_is_an_error_to_describe_and_a_said_creation_to_reset(cluster):
