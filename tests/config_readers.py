@@ -133,7 +133,7 @@ class Option:
     dest: str
 
 
-def cli_options(package: str = "strom") -> list[Option]:
+def cli_options(package: str = "strom_tools") -> list[Option]:
     """Every argparse option the `strom` command defines, with the attribute it lands in
     (skipping --help and --version, which argparse acts on itself)."""
     options = []
