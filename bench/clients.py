@@ -57,6 +57,7 @@ import produce_consume as pc  # noqa: E402
 from strom_api import compression  # noqa: E402
 from strom_api.idempotence import WINDOW_BATCHES  # noqa: E402
 from strom_api.records import Record, encode_batch  # noqa: E402
+from strom_tools.perf_commands import record_payload  # noqa: E402
 
 ROOT = pc.ROOT
 BATCH_SIZE = 65536
@@ -83,7 +84,7 @@ PRODUCED = re.compile(r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/s
 
 def payload(size: int) -> bytes:
     """What producer-perf-test sends (strom_tools/perf_commands.py)."""
-    return bytes((i % 26) + 65 for i in range(size))
+    return record_payload(size)
 
 
 def strom_cli(*args: str, timeout: float = 600) -> str:
