@@ -110,7 +110,8 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         default=[],
         metavar="KEY=VALUE",
         help="how records are printed (repeatable): print.key, print.offset, print.partition, "
-        "print.timestamp, print.headers, print.value (true/false), key.separator",
+        "print.timestamp, print.headers, print.value (true/false), key.separator, "
+        "headers.separator, line.separator, null.literal",
     )
     consumer.set_defaults(handler=consume, help_parser=consumer)
 
@@ -268,6 +269,7 @@ def _consume(args: argparse.Namespace, printed: list[int]) -> None:
             )
     props = _properties(args.property)
     line_of = _formatter(props)
+    line_end = props.get("line.separator", "\n")
     consumer = Consumer(
         bootstrap_servers=args.bootstrap_server,
         group_id=args.group,
@@ -286,25 +288,32 @@ def _consume(args: argparse.Namespace, printed: list[int]) -> None:
         else:
             consumer.subscribe([args.topic])
         for record in consumer:
-            print(line_of(record), flush=True)
+            print(line_of(record), end=line_end, flush=True)
             printed[0] += 1
             if args.max_messages is not None and printed[0] >= args.max_messages:
                 break
 
 
 def _formatter(props: dict[str, str]) -> Callable[[Any], str]:
-    """A record as Kafka's DefaultMessageFormatter prints it, per the print.* properties."""
+    """A record as Kafka's DefaultMessageFormatter prints it, per the print.* properties:
+    key.separator between every two columns, headers joined by headers.separator, and
+    null.literal for a null key, value or header value."""
 
     def flag(name: str, default: str = "false") -> bool:
         return props.get(name, default).lower() == "true"
 
     separator = props.get("key.separator", "\t")
+    headers_separator = props.get("headers.separator", ",")
+    null = props.get("null.literal", "null")
     timestamp, partition, offset = (
         flag("print.timestamp"),
         flag("print.partition"),
         flag("print.offset"),
     )
     headers, key, value = flag("print.headers"), flag("print.key"), flag("print.value", "true")
+
+    def text(data: bytes | None) -> str:
+        return null if data is None else data.decode(errors="replace")
 
     def line_of(record: Any) -> str:
         fields = []
@@ -316,17 +325,12 @@ def _formatter(props: dict[str, str]) -> Callable[[Any], str]:
         if offset:
             fields.append(f"Offset:{record.offset}")
         if headers:
-            text = ",".join(f"{k}:{(v or b'').decode(errors='replace')}" for k, v in record.headers)
-            fields.append(text or "NO_HEADERS")
-        line = "\t".join(fields)
+            shown = headers_separator.join(f"{k}:{text(v)}" for k, v in record.headers)
+            fields.append(shown or "NO_HEADERS")
         if key:
-            shown = "null" if record.key is None else record.key.decode(errors="replace")
-            line = f"{line}\t{shown}" if line else shown
+            fields.append(text(record.key))
         if value:
-            shown = "null" if record.value is None else record.value.decode(errors="replace")
-            # key.separator goes between key and value; a tab between other fields.
-            joint = separator if key else ("\t" if line else "")
-            line = f"{line}{joint}{shown}"
-        return line
+            fields.append(text(record.value))
+        return separator.join(fields)
 
     return line_of

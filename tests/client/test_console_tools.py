@@ -10,7 +10,9 @@ import subprocess
 import sys
 import time
 
+from strom.fetcher import ConsumerRecord
 from strom.group_admin import GroupAdmin
+from strom_tools.console_commands import _formatter
 from tests.client.cluster_helpers import bootstrap, create_topic, reader
 from tests.node_integration.node_cluster import ROOT
 
@@ -68,6 +70,19 @@ def test_lines_in_records_out(cluster):
         "console-consumer", *b, "--partition", "0", "--offset", "1", "--max-messages", "2"
     )
     assert plain.stdout.splitlines() == ["world", "again"]
+    piped = strom(
+        "console-consumer",
+        *b,
+        "--partition",
+        "0",
+        "--offset",
+        "1",
+        "--max-messages",
+        "2",
+        "--property",
+        "line.separator=|",
+    )
+    assert piped.stdout == "world|again|"
 
 
 def test_a_group_resumes_where_it_stopped(cluster):
@@ -211,3 +226,21 @@ def test_ctrl_c_on_an_idle_producer_exits_without_a_traceback(cluster):
     finally:
         tool.kill()
         tool.wait()
+
+
+def test_records_print_as_kafkas_default_message_formatter_prints_them():
+    # key.separator goes between every two columns, not only key and value; a null header
+    # value is null.literal ("null"), as in Kafka's DefaultMessageFormatter.
+    record = ConsumerRecord("t", 0, 7, 1000, 0, b"k", b"v", [("a", b"1"), ("b", None)])
+    everything = {
+        "print.timestamp": "true",
+        "print.offset": "true",
+        "print.headers": "true",
+        "print.key": "true",
+    }
+    assert _formatter({**everything, "key.separator": ","})(record) == (
+        "CreateTime:1000,Offset:7,a:1,b:null,k,v"
+    )
+    assert _formatter(everything)(record) == "CreateTime:1000\tOffset:7\ta:1,b:null\tk\tv"
+    custom = {"print.headers": "true", "headers.separator": "|", "null.literal": "-"}
+    assert _formatter(custom)(record._replace(value=None)) == "a:1|b:-\t-"
