@@ -32,6 +32,7 @@ from strom.errors import StromError
 from strom.producer import Producer
 from strom_api.error_codes import ErrorCode
 from strom_tools import command_config
+from strom_tools.line_message_reader import LineMessageReader
 from strom_tools.tool_logging import log_warnings_to_stderr
 
 # --producer-property names Kafka users type, to the Producer's keyword arguments.
@@ -67,8 +68,9 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="how lines are read (repeatable): parse.key=true splits each line into key and "
-        "value at key.separator (default a tab)",
+        help="how lines are read (repeatable), as Kafka's LineMessageReader: parse.key, "
+        "key.separator, parse.headers, headers.delimiter, headers.separator, "
+        "headers.key.separator, null.marker, ignore.error",
     )
     producer.add_argument(
         "--producer-property",
@@ -155,13 +157,12 @@ def produce(args: argparse.Namespace) -> int:
             if name not in _PRODUCER_KEYS:
                 raise StromError(ErrorCode.INVALID_CONFIG, f"unknown producer property '{name}'")
             config[name.replace(".", "_")] = _PRODUCER_KEYS[name](value)
-        parse_key = props.get("parse.key", "false").lower() == "true"
-        separator = props.get("key.separator", "\t")
+        reader = LineMessageReader(props)
         failures: list[BaseException] = []
         config.update(client_properties.client_settings(args.command_config))
         with _sigterm_as_interrupt(), Producer(args.bootstrap_server, **config) as producer:
             try:
-                _send_lines(producer, args.topic, parse_key, separator, failures)
+                _send_lines(producer, args.topic, reader, failures)
             except KeyboardInterrupt:
                 pass  # Ctrl-C or SIGTERM: what was read is still sent (closing flushes)
             producer.flush()
@@ -178,23 +179,11 @@ def produce(args: argparse.Namespace) -> int:
 
 
 def _send_lines(
-    producer: Producer,
-    topic: str,
-    parse_key: bool,
-    separator: str,
-    failures: list[BaseException],
+    producer: Producer, topic: str, reader: LineMessageReader, failures: list[BaseException]
 ) -> None:
     for line in sys.stdin:
-        text = line.rstrip("\n")
-        key: bytes | None = None
-        if parse_key:
-            if separator not in text:
-                raise StromError(
-                    ErrorCode.INVALID_RECORD, f"No key separator found on line: {text}"
-                )
-            key_text, text = text.split(separator, 1)
-            key = key_text.encode()
-        future = producer.send(topic, text.encode(), key=key)
+        record = reader.read(line.rstrip("\n"))
+        future = producer.send(topic, record.value, key=record.key, headers=record.headers)
         future.add_errback(failures.append)
 
 

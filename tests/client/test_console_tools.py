@@ -85,6 +85,33 @@ def test_lines_in_records_out(cluster):
     assert piped.stdout == "world|again|"
 
 
+def test_headers_read_from_lines_are_printed_back(cluster):
+    create_topic(cluster, "headed", partitions=1)
+    b = ["--bootstrap-server", bootstrap(cluster), "--topic", "headed"]
+    sent = strom(
+        "console-producer",
+        *b,
+        "--property",
+        "parse.headers=true",
+        "--property",
+        "parse.key=true",
+        stdin="trace:abc,tenant:7\tk1\thello\n",
+    )
+    assert sent.returncode == 0, sent.stderr
+    read = strom(
+        "console-consumer",
+        *b,
+        "--from-beginning",
+        "--max-messages",
+        "1",
+        "--property",
+        "print.headers=true",
+        "--property",
+        "print.key=true",
+    )
+    assert read.stdout.splitlines() == ["trace:abc,tenant:7\tk1\thello"]
+
+
 def test_a_group_resumes_where_it_stopped(cluster):
     create_topic(cluster, "resumed", partitions=2)
     b = ["--bootstrap-server", bootstrap(cluster), "--topic", "resumed"]
