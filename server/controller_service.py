@@ -23,7 +23,7 @@ from metadata.errors import ApiError
 from metadata.image import Endpoint
 from metadata.partition_change import Election
 from metadata.scram_control import ScramDeletion, ScramUpsertion, check_alterations
-from metadata.topic_control import NewTopic
+from metadata.topic_control import INTERNAL_TOPICS, NewTopic
 from server.api_errors import error_pb
 from server.loop_slices import each
 from strom_api.acls import AclOperation, AclPermissionType, PatternType, ResourceType
@@ -315,6 +315,7 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
                 )
                 continue
             item.topic_id = topic.topic_id
+            item.is_internal = name in INTERNAL_TOPICS
             for pid in sorted(topic.partitions):
                 p = topic.partitions[pid]
                 item.partitions.add(

@@ -101,6 +101,7 @@ class TopicDescription:
     topic_id: str
     partitions: tuple[PartitionDescription, ...]
     configs: Mapping[str, str]
+    is_internal: bool = False  # __consumer_offsets
 
 
 @dataclass(frozen=True)
@@ -420,6 +421,7 @@ class AdminClient:
                         for p in t.partitions
                     ),
                     dict(t.configs),
+                    t.is_internal,
                 )
             )
         return out

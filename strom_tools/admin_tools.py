@@ -188,6 +188,21 @@ def _add_topics(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         help="with --describe: only partitions without a live leader",
     )
     topics.add_argument(
+        "--under-min-isr-partitions",
+        action="store_true",
+        help="with --describe: only partitions whose ISR is smaller than min.insync.replicas",
+    )
+    topics.add_argument(
+        "--at-min-isr-partitions",
+        action="store_true",
+        help="with --describe: only partitions whose ISR is exactly min.insync.replicas",
+    )
+    topics.add_argument(
+        "--exclude-internal",
+        action="store_true",
+        help="with --list or --describe: leave out internal topics (__consumer_offsets)",
+    )
+    topics.add_argument(
         "--if-exists",
         action="store_true",
         help="with --alter, --delete or --describe: do nothing when no topic matches",

@@ -234,17 +234,25 @@ def topic_description(
     live_brokers: Set[int] = frozenset(),
     under_replicated: bool = False,
     unavailable: bool = False,
+    min_isr: int | None = None,
+    under_min_isr: bool = False,
+    at_min_isr: bool = False,
 ) -> list[str]:
-    """kafka-topics.sh --describe for one topic. With --under-replicated-partitions or
-    --unavailable-partitions only the partitions that are so, without the topic line."""
+    """kafka-topics.sh --describe for one topic. With --under-replicated-partitions,
+    --unavailable-partitions, --under-min-isr-partitions or --at-min-isr-partitions only the
+    partitions that are so (any of those asked), without the topic line; `min_isr` is the
+    topic's min.insync.replicas for the last two."""
     partitions = sorted(topic.partitions, key=lambda p: p.partition)
-    if not (under_replicated or unavailable):
+    if not (under_replicated or unavailable or under_min_isr or at_min_isr):
         return [topic_line(topic), *(partition_line(topic.name, p) for p in partitions)]
+    floor = 1 if min_isr is None else min_isr
     return [
         partition_line(topic.name, p)
         for p in partitions
         if (under_replicated and is_under_replicated(p))
         or (unavailable and is_unavailable(p, live_brokers))
+        or (under_min_isr and (p.leader < 0 or len(p.isr) < floor))  # Kafka's isUnderMinIsr
+        or (at_min_isr and len(p.isr) == floor)
     ]
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable, Sequence
 
-from strom.admin import AdminClient, NewTopic, TopicDescription
+from strom.admin import AdminClient, ConfigResource, NewTopic, TopicDescription
 from strom.errors import StromError
 from strom_api.error_codes import ErrorCode
 from strom_tools.admin_parsing import (
@@ -61,12 +61,15 @@ def usage_problem(args: argparse.Namespace) -> str | None:
         only_with("if-exists", args.if_exists, ["alter", "delete", "describe"]),
         only_with("under-replicated-partitions", args.under_replicated_partitions, ["describe"]),
         only_with("unavailable-partitions", args.unavailable_partitions, ["describe"]),
+        only_with("under-min-isr-partitions", args.under_min_isr_partitions, ["describe"]),
+        only_with("at-min-isr-partitions", args.at_min_isr_partitions, ["describe"]),
+        only_with("exclude-internal", args.exclude_internal, ["list", "describe"]),
     ]
     return next((c for c in checks if c), None)
 
 
-def _all_topics(admin: AdminClient) -> dict[str, TopicDescription]:
-    return {t.name: t for t in admin.describe_topics()}
+def _all_topics(admin: AdminClient, exclude_internal: bool = False) -> dict[str, TopicDescription]:
+    return {t.name: t for t in admin.describe_topics() if not (exclude_internal and t.is_internal)}
 
 
 def _selected(
@@ -74,7 +77,7 @@ def _selected(
 ) -> tuple[list[str], dict[str, TopicDescription]]:
     """The topics --topic names (every topic without it), sorted, after Kafka's
     ensureTopicExists check."""
-    topics = _all_topics(admin)
+    topics = _all_topics(admin, getattr(args, "exclude_internal", False))
     names = sorted(topics)
     if args.topic:
         names = TopicFilter(args.topic).select(names)
@@ -121,7 +124,7 @@ def create(admin: AdminClient, args: argparse.Namespace, out: Out) -> None:
 
 
 def list_topics(admin: AdminClient, args: argparse.Namespace, out: Out) -> None:
-    names = sorted(_all_topics(admin))
+    names = sorted(_all_topics(admin, args.exclude_internal))
     if args.topic:
         names = TopicFilter(args.topic).select(names)
     for name in names:
@@ -134,12 +137,22 @@ def describe(admin: AdminClient, args: argparse.Namespace, out: Out) -> None:
     if args.unavailable_partitions:
         brokers = admin.describe_cluster()["brokers"]
         live = frozenset(b["node_id"] for b in brokers if not b["fenced"])
+    min_isr: dict[str, int] = {}
+    if args.under_min_isr_partitions or args.at_min_isr_partitions:
+        # Each topic's effective min.insync.replicas (its own, else the brokers' default),
+        # as Kafka's tool asks DescribeConfigs for it.
+        for name in names:
+            value = admin.describe_configs(ConfigResource("topic", name)).get("min.insync.replicas")
+            min_isr[name] = int(value) if value else 1
     for name in names:
         for line in topic_description(
             topics[name],
             live_brokers=live,
             under_replicated=args.under_replicated_partitions,
             unavailable=args.unavailable_partitions,
+            min_isr=min_isr.get(name),
+            under_min_isr=args.under_min_isr_partitions,
+            at_min_isr=args.at_min_isr_partitions,
         ):
             out(line)
 

@@ -354,7 +354,7 @@ class DescribeTopicsResponse(_message.Message):
         eligible_leader_replicas: _containers.RepeatedScalarFieldContainer[int]
         def __init__(self, partition: _Optional[int] = ..., leader: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ..., isr: _Optional[_Iterable[int]] = ..., adding_replicas: _Optional[_Iterable[int]] = ..., removing_replicas: _Optional[_Iterable[int]] = ..., eligible_leader_replicas: _Optional[_Iterable[int]] = ...) -> None: ...
     class Topic(_message.Message):
-        __slots__ = ("name", "topic_id", "error", "partitions", "configs")
+        __slots__ = ("name", "topic_id", "error", "partitions", "configs", "is_internal")
         class ConfigsEntry(_message.Message):
             __slots__ = ("key", "value")
             KEY_FIELD_NUMBER: _ClassVar[int]
@@ -367,12 +367,14 @@ class DescribeTopicsResponse(_message.Message):
         ERROR_FIELD_NUMBER: _ClassVar[int]
         PARTITIONS_FIELD_NUMBER: _ClassVar[int]
         CONFIGS_FIELD_NUMBER: _ClassVar[int]
+        IS_INTERNAL_FIELD_NUMBER: _ClassVar[int]
         name: str
         topic_id: bytes
         error: _common_pb2.Error
         partitions: _containers.RepeatedCompositeFieldContainer[DescribeTopicsResponse.Partition]
         configs: _containers.ScalarMap[str, str]
-        def __init__(self, name: _Optional[str] = ..., topic_id: _Optional[bytes] = ..., error: _Optional[_Union[_common_pb2.Error, _Mapping]] = ..., partitions: _Optional[_Iterable[_Union[DescribeTopicsResponse.Partition, _Mapping]]] = ..., configs: _Optional[_Mapping[str, str]] = ...) -> None: ...
+        is_internal: bool
+        def __init__(self, name: _Optional[str] = ..., topic_id: _Optional[bytes] = ..., error: _Optional[_Union[_common_pb2.Error, _Mapping]] = ..., partitions: _Optional[_Iterable[_Union[DescribeTopicsResponse.Partition, _Mapping]]] = ..., configs: _Optional[_Mapping[str, str]] = ..., is_internal: _Optional[bool] = ...) -> None: ...
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     METADATA_OFFSET_FIELD_NUMBER: _ClassVar[int]
     topics: _containers.RepeatedCompositeFieldContainer[DescribeTopicsResponse.Topic]

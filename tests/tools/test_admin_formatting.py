@@ -211,6 +211,26 @@ class TestTopicDescribe:
         unavailable = topic_description(described, live_brokers={1, 2}, unavailable=True)
         assert [line.split("\t")[2] for line in unavailable] == ["Partition: 2", "Partition: 3"]
 
+    def test_min_isr_filters_compare_the_isr_with_the_topics_min_insync_replicas(self) -> None:
+        described = self.topic(
+            partition_info(partition=0, leader=1, replicas=[1, 2, 3], isr=[1, 2, 3]),
+            partition_info(partition=1, leader=2, replicas=[2, 3, 1], isr=[2, 3]),
+            partition_info(partition=2, leader=3, replicas=[3, 1, 2], isr=[3]),
+            partition_info(partition=3, leader=-1, replicas=[1, 2, 3], isr=[1, 2]),
+        )
+
+        def chosen(**filters: object) -> list[str]:
+            return [line.split("\t")[2] for line in topic_description(described, **filters)]
+
+        # Kafka's isUnderMinIsr counts a partition without a leader too.
+        assert chosen(min_isr=2, under_min_isr=True) == ["Partition: 2", "Partition: 3"]
+        assert chosen(min_isr=2, at_min_isr=True) == ["Partition: 1", "Partition: 3"]
+        assert chosen(min_isr=3, under_min_isr=True) == [
+            "Partition: 1",
+            "Partition: 2",
+            "Partition: 3",
+        ]
+
 
 class TestConfigs:
     @staticmethod
@@ -275,9 +295,7 @@ def result(
     topic: str, partition: int, error: str = "NONE", message: str = ""
 ) -> tuple[TopicPartition, StromError | None]:
     """One partition of AdminClient.elect_leaders(as_errors=True)."""
-    return TopicPartition(topic, partition), None if error == "NONE" else StromError(
-        error, message
-    )
+    return TopicPartition(topic, partition), None if error == "NONE" else StromError(error, message)
 
 
 class TestLeaderElection:

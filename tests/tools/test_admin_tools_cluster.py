@@ -12,6 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from strom_api.v1 import client_pb2
+from tests.data_plane.data_client import DataClient, error_name
 from tests.node_integration.node_cluster import NodeCluster
 from tests.raft_integration.process_cluster import free_ports, wait_until
 from tests.tools.tool_runs import fails, ok
@@ -112,6 +114,47 @@ def test_topics_create_list_describe_alter_delete(cluster: NodeCluster) -> None:
         *topics, "--create", "--topic", "bad", "--config", "retention.ms=soon"
     )
     assert ok(*topics, "--list") == ["orders"]
+
+
+def test_topics_min_isr_filters_and_exclude_internal(cluster: NodeCluster) -> None:
+    """--at-min-isr-partitions and --under-min-isr-partitions compare each partition's ISR
+    with its topic's min.insync.replicas (asked with DescribeConfigs, as Kafka's tool asks);
+    --exclude-internal leaves __consumer_offsets out of --list and --describe."""
+    topics = ["topics", *boot(cluster)]
+    for name, min_isr in (("guarded", "2"), ("strict", "3")):
+        ok(*topics, "--create", "--topic", name, "--partitions", "2", "--replication-factor", "2",
+           "--config", f"min.insync.replicas={min_isr}")  # fmt: skip
+    wait_until(
+        lambda: len(ok(*topics, "--describe", "--topic", "guarded|strict")) == 6,
+        20,
+        "both topics described",
+    )
+
+    def partitions(*flags: str) -> list[str]:
+        lines = ok(*topics, "--describe", "--topic", "guarded|strict", *flags)
+        return [" ".join(line.split("\t")[1:3]) for line in lines]
+
+    assert partitions("--at-min-isr-partitions") == [
+        "Topic: guarded Partition: 0",
+        "Topic: guarded Partition: 1",
+    ]
+    assert partitions("--under-min-isr-partitions") == [
+        "Topic: strict Partition: 0",
+        "Topic: strict Partition: 1",
+    ]
+
+    client = DataClient({1: f"127.0.0.1:{cluster.broker_port[1]}"})
+
+    def offsets_topic_made() -> bool:  # a group's coordinator is asked for: it is created
+        found = client.stub(1).FindCoordinator(client_pb2.FindCoordinatorRequest(key="g"))
+        return error_name(found.error) == "NONE"
+
+    wait_until(offsets_topic_made, 30, "__consumer_offsets")
+    assert "__consumer_offsets" in ok(*topics, "--list")
+    assert "__consumer_offsets" not in ok(*topics, "--list", "--exclude-internal")
+    described = ok(*topics, "--describe", "--exclude-internal")
+    assert not any("__consumer_offsets" in line for line in described)
+    assert any("__consumer_offsets" in line for line in ok(*topics, "--describe"))
 
 
 def test_metadata_quorum_describe(cluster: NodeCluster) -> None:
