@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from strom.client_properties import KNOWN as SECURITY_PROPERTIES
-from strom.client_properties import settings_from_properties
+from strom.client_properties import PRODUCER_PROPERTIES, producer_settings, settings_from_properties
 from strom.cluster import parse_bootstrap
 from strom.errors import StromError
 from strom.fetcher import EARLIEST, LATEST, TopicPartition
@@ -52,7 +52,10 @@ READ_KEYS = _COMMON_KEYS | {
     "failondataloss",
     "includeheaders",
 }
-WRITE_KEYS = _COMMON_KEYS | {"topic"}
+# Spark's Kafka sink passes kafka.* options to its producer: these reach the writer's
+# Producer (acks, compression.type, linger.ms, ...) over the connector's own defaults.
+PRODUCER_KEYS = {"kafka." + key for key in PRODUCER_PROPERTIES} - set(TIMEOUT_KEYS)
+WRITE_KEYS = _COMMON_KEYS | PRODUCER_KEYS | {"topic"}
 # Options Spark itself sets or reads (a file path, a streaming query's checkpoint).
 _SPARKS_OWN = {"path", "checkpointlocation"}
 
@@ -336,6 +339,7 @@ class WriteOptions:
     request_timeout_ms: int
     topic: str | None
     security: Security = ()
+    producer: tuple[tuple[str, Any], ...] = ()  # the Producer's keyword arguments from kafka.*
 
 
 def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
@@ -345,4 +349,9 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     topic = opts.get("topic")
     if topic is not None and not topic.strip():
         raise invalid("option 'topic' must not be empty")
-    return WriteOptions(bootstrap, _timeout(opts), topic, security_settings(opts))
+    producer = producer_settings(
+        {k[len("kafka.") :]: v for k, v in opts.items() if k in PRODUCER_KEYS}
+    )
+    return WriteOptions(
+        bootstrap, _timeout(opts), topic, security_settings(opts), tuple(sorted(producer.items()))
+    )

@@ -82,16 +82,16 @@ def produce(opts: WriteOptions, batches: Iterator[pa.RecordBatch]) -> StromCommi
     """Sends every row, flushes, and raises the first failed send."""
     failures: list[BaseException] = []
     sent = 0
-    producer = Producer(
-        opts.bootstrap,
-        acks="all",
-        linger_ms=5,
-        batch_size=256 * 1024,
-        request_timeout_ms=opts.request_timeout_ms,
-        max_block_ms=opts.request_timeout_ms,
-        delivery_timeout_ms=max(120_000, opts.request_timeout_ms + 5),
-        **dict(opts.security),
-    )
+    settings: dict[str, Any] = {
+        "acks": "all",
+        "linger_ms": 5,
+        "batch_size": 256 * 1024,
+        "request_timeout_ms": opts.request_timeout_ms,
+        "max_block_ms": opts.request_timeout_ms,
+        "delivery_timeout_ms": max(120_000, opts.request_timeout_ms + 5),
+    }
+    settings.update(opts.producer)  # the query's kafka.* producer options win
+    producer = Producer(opts.bootstrap, **settings, **dict(opts.security))
     try:
         for batch in batches:
             columns = {name.lower(): batch.column(i) for i, name in enumerate(batch.schema.names)}

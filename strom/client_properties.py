@@ -31,6 +31,7 @@ from __future__ import annotations
 import logging
 import re
 import urllib.parse
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from strom.errors import StromError
@@ -56,12 +57,53 @@ KNOWN = (
     "sasl.oauthbearer.token.endpoint.url",
     "sasl.login.callback.handler.class",
 )
+# Kafka's producer properties the Producer takes, each with how its value is read: the
+# console tools' --producer-property and the Spark connector's kafka.* write options.
+PRODUCER_PROPERTIES: dict[str, Callable[[str], Any]] = {
+    "acks": str,
+    "linger.ms": int,
+    "batch.size": int,
+    "compression.type": str,
+    "retries": int,
+    "delivery.timeout.ms": int,
+    "request.timeout.ms": int,
+    "enable.idempotence": lambda v: v.strip().lower() == "true",
+    "max.request.size": int,
+    "max.block.ms": int,
+    "buffer.memory": int,
+    "max.in.flight.requests.per.connection": int,
+    "retry.backoff.ms": int,
+    "reconnect.backoff.ms": int,
+    "reconnect.backoff.max.ms": int,
+    "client.id": str,
+    "partitioner.adaptive.partitioning.enable": lambda v: v.strip().lower() == "true",
+    "partitioner.availability.timeout.ms": int,
+    "partitioner.ignore.keys": lambda v: v.strip().lower() == "true",
+}
+
+
+def producer_settings(props: Mapping[str, str]) -> dict[str, Any]:
+    """Kafka producer properties as the Producer's keyword arguments. An unknown property or
+    a value that does not parse is INVALID_CONFIG naming it (the Producer checks ranges)."""
+    out: dict[str, Any] = {}
+    for name, value in props.items():
+        parse = PRODUCER_PROPERTIES.get(name)
+        if parse is None:
+            raise StromError(ErrorCode.INVALID_CONFIG, f"unknown producer property '{name}'")
+        try:
+            out[name.replace(".", "_")] = parse(value)
+        except ValueError:
+            raise StromError(
+                ErrorCode.INVALID_CONFIG, f"Invalid value {value} for configuration {name}"
+            ) from None
+    return out
+
+
 LOGIN_HANDLERS = (
     "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
     "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerLoginCallbackHandler",
 )
 OAUTHBEARER_LOGIN_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
-
 
 
 def _properties(path: str) -> dict[str, str]:

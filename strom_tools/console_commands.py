@@ -36,27 +36,6 @@ from strom_tools.line_message_reader import LineMessageReader
 from strom_tools.tool_logging import log_warnings_to_stderr
 
 # --producer-property names Kafka users type, to the Producer's keyword arguments.
-_PRODUCER_KEYS: dict[str, Callable[[str], Any]] = {
-    "acks": str,
-    "linger.ms": int,
-    "batch.size": int,
-    "compression.type": str,
-    "retries": int,
-    "delivery.timeout.ms": int,
-    "request.timeout.ms": int,
-    "enable.idempotence": lambda v: v.lower() == "true",
-    "max.request.size": int,
-    "max.block.ms": int,
-    "buffer.memory": int,
-    "max.in.flight.requests.per.connection": int,
-    "retry.backoff.ms": int,
-    "reconnect.backoff.ms": int,
-    "reconnect.backoff.max.ms": int,
-    "client.id": str,
-    "partitioner.adaptive.partitioning.enable": lambda v: v.lower() == "true",
-    "partitioner.availability.timeout.ms": int,
-    "partitioner.ignore.keys": lambda v: v.lower() == "true",
-}
 
 
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -78,7 +57,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         default=[],
         metavar="KEY=VALUE",
         help="a producer config by its Kafka name (repeatable): "
-        + ", ".join(sorted(_PRODUCER_KEYS)),
+        + ", ".join(sorted(client_properties.PRODUCER_PROPERTIES)),
     )
     producer.set_defaults(handler=produce)
 
@@ -152,11 +131,7 @@ def produce(args: argparse.Namespace) -> int:
     log_warnings_to_stderr()
     try:
         props = _properties(args.property)
-        config: dict[str, Any] = {}
-        for name, value in _properties(args.producer_property).items():
-            if name not in _PRODUCER_KEYS:
-                raise StromError(ErrorCode.INVALID_CONFIG, f"unknown producer property '{name}'")
-            config[name.replace(".", "_")] = _PRODUCER_KEYS[name](value)
+        config = client_properties.producer_settings(_properties(args.producer_property))
         reader = LineMessageReader(props)
         failures: list[BaseException] = []
         config.update(client_properties.client_settings(args.command_config))

@@ -22,7 +22,6 @@ from strom.errors import StromError
 from strom.producer import FutureRecordMetadata, Producer
 from strom_api.error_codes import ErrorCode
 from strom_tools import command_config
-from strom_tools.console_commands import _PRODUCER_KEYS
 
 REPORT_INTERVAL_S = 5.0
 
@@ -150,11 +149,7 @@ def producer_perf(args: argparse.Namespace) -> int:
                 ErrorCode.INVALID_CONFIG,
                 "give bootstrap.servers in --producer-props (or --bootstrap-server)",
             )
-        config: dict[str, Any] = {}
-        for key, value in props.items():
-            if key not in _PRODUCER_KEYS:
-                raise StromError(ErrorCode.INVALID_CONFIG, f"unknown producer property '{key}'")
-            config[key.replace(".", "_")] = _PRODUCER_KEYS[key](value)
+        config = client_properties.producer_settings(props)
         if args.num_records < 1 or args.record_size < 1:
             raise StromError(
                 ErrorCode.INVALID_CONFIG, "--num-records and --record-size must be positive"

@@ -96,3 +96,21 @@ def test_kafka_sasl_options_log_in_as_sparks_kafka_source_does(caplog):
     assert security.login.password == "spark-secret"
     assert "spark-secret" not in repr(opts.security.__class__) + repr(security)
     assert warnings(caplog) == []  # every kafka.sasl.* option given is read
+
+
+def test_kafka_producer_options_reach_the_writer_not_the_warnings(caplog):
+    from strom.errors import StromError
+
+    written = parse_write_options(
+        {
+            "kafka.bootstrap.servers": "127.0.0.1:9092",
+            "topic": "t",
+            "kafka.acks": "1",
+            "kafka.compression.type": "gzip",
+            "kafka.linger.ms": "0",
+        }
+    )
+    assert dict(written.producer) == {"acks": "1", "compression_type": "gzip", "linger_ms": 0}
+    assert warnings(caplog) == []
+    with pytest.raises(StromError, match="Invalid value soon for configuration linger.ms"):
+        parse_write_options({"kafka.bootstrap.servers": "h:1", "kafka.linger.ms": "soon"})

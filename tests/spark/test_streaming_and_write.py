@@ -196,6 +196,17 @@ def test_a_write_without_value_is_refused(spark, servers):
     assert "must have a 'value' column" in str(caught.value)
 
 
+def test_kafka_producer_options_reach_the_writers_producer(spark, servers):
+    # As Spark's Kafka sink passes kafka.* to its producer: a row larger than
+    # kafka.max.request.size is refused by the producer with Kafka's error.
+    df = spark.createDataFrame([("k", "v" * 5000)], "key string, value string")
+    with pytest.raises(Exception) as caught:
+        df.write.format("strom").option("strom.bootstrap.servers", servers).option(
+            "topic", "written"
+        ).option("kafka.max.request.size", "1000").mode("append").save()
+    assert "MESSAGE_TOO_LARGE" in str(caught.value)
+
+
 def test_a_stream_whose_offsets_were_deleted_fails_unless_told_otherwise(
     spark, strom_cluster, servers, tmp_path
 ):
@@ -248,6 +259,7 @@ def test_a_running_stream_reads_a_new_partition_from_its_start(
 def test_an_added_partition_that_lost_records_fails_unless_told_otherwise(strom_cluster, servers):
     make_topic(strom_cluster, "widened", 1)
     wait_for_partitions(servers, "widened", 1)
+
     def plan(**options):
         options = {"kafka.bootstrap.servers": servers, "subscribe": "widened", **options}
         reader = StromStreamReader(parse_options(options, streaming=True))
