@@ -212,13 +212,15 @@ def test_the_check_catches_a_key_without_a_reader():
     assert init_parameters_unread(source, "C", index) == ["checked", "stored"]
 
 
-def test_console_producer_properties_name_producer_parameters():
-    """--producer-property keys (console-producer, producer-perf-test) become Producer
-    keyword arguments; each must be one, so none is accepted and then dropped."""
+def test_producer_properties_name_producer_parameters():
+    """Kafka producer properties (console-producer's --producer-property, producer-perf-test,
+    the Spark writer's kafka.* options) become Producer keyword arguments; each must be one,
+    so none is accepted and then dropped."""
     import inspect
 
+    from strom.client_properties import PRODUCER_PROPERTIES, producer_settings
     from strom.producer import Producer
-    from strom_tools.console_commands import _PRODUCER_KEYS
 
     parameters = set(inspect.signature(Producer).parameters)
-    assert {k for k in _PRODUCER_KEYS if k.replace(".", "_") not in parameters} == set()
+    assert {k for k in PRODUCER_PROPERTIES if k.replace(".", "_") not in parameters} == set()
+    assert set(producer_settings({"linger.ms": "5", "client.id": "c"})) <= parameters
