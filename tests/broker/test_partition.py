@@ -307,17 +307,26 @@ def test_below_min_insync_replicas_a_retry_of_written_batches_is_answered_as_wri
     assert leader.append_as_leader(batch(pid=7, pepoch=0, seq=3), -1, NOW).base_offset == 3
 
 
+def below_min_insync_after_two_records(
+    tmp_path: os.PathLike[str],
+) -> tuple[dict[int, Partition], Partition]:
+    """Broker 1 leads with min.insync.replicas=2; producer 7 (epoch 0) wrote sequences 0-1
+    (offsets 0-1) with acks=all; then the ISR shrank to the leader alone (partition epoch 2)."""
+    rs = replicas(tmp_path, settings=topic_settings(min_isr=2))
+    leader = rs[1]
+    elect(rs.values(), 1, 1, isr=(1, 2))
+    leader.append_as_leader(batch(2, pid=7, pepoch=0, seq=0), -1, NOW)
+    elect(rs.values(), 1, 1, isr=(1,), partition_epoch=2)
+    return rs, leader
+
+
 def test_a_batch_behind_one_refused_below_min_insync_is_refused_the_same_not_out_of_order(
     tmp_path,
 ):
     # A producer's pipelined request met the gap its refused predecessor left after the ISR
     # grew back: OUT_OF_ORDER_SEQUENCE_NUMBER made librdkafka bump its epoch and write
     # records twice (broker/refused_sequences.py). The leader answers its own refusal again.
-    rs = replicas(tmp_path, settings=topic_settings(min_isr=2))
-    leader = rs[1]
-    elect(rs.values(), 1, 1, isr=(1, 2))
-    leader.append_as_leader(batch(2, pid=7, pepoch=0, seq=0), -1, NOW)
-    elect(rs.values(), 1, 1, isr=(1,), partition_epoch=2)
+    rs, leader = below_min_insync_after_two_records(tmp_path)
     first, second = batch(2, pid=7, pepoch=0, seq=2), batch(3, pid=7, pepoch=0, seq=4)
     newcomer = batch(1, pid=8, pepoch=0, seq=0)
     refused("NOT_ENOUGH_REPLICAS", leader.append_as_leader, first, -1, NOW)
@@ -347,11 +356,7 @@ def test_a_batch_behind_one_refused_below_min_insync_is_refused_the_same_not_out
 def test_a_refusal_below_min_insync_explains_a_gap_only_for_a_while_and_in_its_leader_epoch(
     tmp_path,
 ):
-    rs = replicas(tmp_path, settings=topic_settings(min_isr=2))
-    leader = rs[1]
-    elect(rs.values(), 1, 1, isr=(1, 2))
-    leader.append_as_leader(batch(2, pid=7, pepoch=0, seq=0), -1, NOW)
-    elect(rs.values(), 1, 1, isr=(1,), partition_epoch=2)
+    rs, leader = below_min_insync_after_two_records(tmp_path)
     refused("NOT_ENOUGH_REPLICAS", leader.append_as_leader, batch(pid=7, pepoch=0, seq=2), -1, NOW)
     elect(rs.values(), 1, 1, isr=(1, 2), partition_epoch=3)
     behind = batch(pid=7, pepoch=0, seq=3)

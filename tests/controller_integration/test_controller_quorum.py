@@ -379,36 +379,50 @@ def test_stopping_the_controller_fails_its_pending_operations(tmp_path):
     asyncio.run(scenario())
 
 
+async def one_active_controller(data: str, config: ControllerConfig) -> Node:
+    """A single-voter quorum, started, its controller active."""
+    (port,) = free_ports(1)
+    node = Node(1, {1: f"127.0.0.1:{port}"}, data, config)
+    await node.start()
+    try:
+        return await wait_for(lambda: active([node]), 10, "an active controller")
+    except BaseException:
+        await node.stop(graceful=False)
+        raise
+
+
+async def unfenced_brokers(node: Node, broker_ids: tuple[int, ...]) -> dict[int, int]:
+    """Registers the brokers and unfences them with a heartbeat each: their epochs."""
+    epochs = {}
+    for broker_id in broker_ids:
+        epochs[broker_id] = await node.controller.register_broker(
+            BrokerRegistrationRequest(
+                broker_id, bytes([broker_id]) * 16, [Endpoint("PLAINTEXT", "h", broker_id)]
+            )
+        )
+        await node.controller.broker_heartbeat(
+            HeartbeatRequest(broker_id, epochs[broker_id], node.loader.image.offset)
+        )
+    return epochs
+
+
 def test_a_leaderless_partition_gets_an_unclean_leader_once_its_topic_allows_one(tmp_path):
     """unclean.leader.election.enable set after a partition went offline: no broker event
     follows, and the controller's periodic check (unclean.leader.election.interval.ms, as
     Kafka 3.9's) elects the live replica that is out of the ISR."""
 
     async def scenario() -> None:
-        (port,) = free_ports(1)
-        voters = {1: f"127.0.0.1:{port}"}
         config = ControllerConfig(
             heartbeat_interval_ms=200,
             session_timeout_ms=1500,
             unclean_leader_election_interval_ms=300,
         )
-        node = Node(1, voters, str(tmp_path / "c1"), config)
-        await node.start()
+        leader = await one_active_controller(str(tmp_path / "c1"), config)
         stop = asyncio.Event()
         beating: asyncio.Task[None] | None = None
         try:
-            leader = await wait_for(lambda: active([node]), 10, "an active controller")
             controller = leader.controller
-            epochs = {}
-            for broker_id in (1, 2):
-                epochs[broker_id] = await controller.register_broker(
-                    BrokerRegistrationRequest(
-                        broker_id, bytes([broker_id]) * 16, [Endpoint("PLAINTEXT", "h", broker_id)]
-                    )
-                )
-                await controller.broker_heartbeat(
-                    HeartbeatRequest(broker_id, epochs[broker_id], leader.loader.image.offset)
-                )
+            epochs = await unfenced_brokers(leader, (1, 2))
             [created] = await controller.create_topics([NewTopic("t", 1, 2)])
             assert created.error is None
             p = leader.loader.image.topics.partition("t", 0)
@@ -451,7 +465,7 @@ def test_a_leaderless_partition_gets_an_unclean_leader_once_its_topic_allows_one
             stop.set()
             if beating is not None:
                 await beating
-            await node.stop(graceful=False)
+            await leader.stop(graceful=False)
 
     asyncio.run(scenario())
 
@@ -462,29 +476,16 @@ def test_auto_leader_rebalance_gives_a_partition_back_to_its_preferred_leader(tm
     controller's periodic check, with no request asking for it."""
 
     async def scenario() -> None:
-        (port,) = free_ports(1)
-        voters = {1: f"127.0.0.1:{port}"}
         config = ControllerConfig(
             heartbeat_interval_ms=200,
             session_timeout_ms=60_000,
             leader_imbalance_check_interval_ms=300,
         )
-        node = Node(1, voters, str(tmp_path / "c1"), config)
-        await node.start()
+        leader = await one_active_controller(str(tmp_path / "c1"), config)
         try:
-            leader = await wait_for(lambda: active([node]), 10, "an active controller")
             controller = leader.controller
             image = lambda: leader.loader.image  # noqa: E731
-            epochs = {}
-            for broker_id in (1, 2):
-                epochs[broker_id] = await controller.register_broker(
-                    BrokerRegistrationRequest(
-                        broker_id, bytes([broker_id]) * 16, [Endpoint("PLAINTEXT", "h", broker_id)]
-                    )
-                )
-                await controller.broker_heartbeat(
-                    HeartbeatRequest(broker_id, epochs[broker_id], image().offset)
-                )
+            epochs = await unfenced_brokers(leader, (1, 2))
             [created] = await controller.create_topics([NewTopic("r", 2, 2)])
             assert created.error is None
             topic = image().topics.by_name["r"]
@@ -506,6 +507,6 @@ def test_auto_leader_rebalance_gives_a_partition_back_to_its_preferred_leader(tm
                 "the preferred leader elected again",
             )
         finally:
-            await node.stop(graceful=False)
+            await leader.stop(graceful=False)
 
     asyncio.run(scenario())
