@@ -40,6 +40,24 @@ _EPHEMERAL = _ephemeral_range()
 # this call and the node binding it (one node connecting to another while a third starts:
 # that node then fails with EADDRINUSE and a cluster never comes up).
 _POOL = range(20000, _EPHEMERAL[0]) if _EPHEMERAL[0] - 20000 >= 2000 else range(0)
+
+
+def _worker_slice(pool: range) -> range:
+    """This pytest-xdist worker's own share of `pool`. Workers are separate processes, so
+    `_handed_out` cannot stop two of them picking one port: a port probed free can be one
+    whose node another worker has just stopped to restart it on that port (CI saw it)."""
+    try:
+        worker = int(os.environ["PYTEST_XDIST_WORKER"].removeprefix("gw"))
+        count = int(os.environ["PYTEST_XDIST_WORKER_COUNT"])
+    except (KeyError, ValueError):
+        return pool  # not under xdist: one process has the whole pool
+    if count <= 1 or not 0 <= worker < count:
+        return pool
+    share = len(pool) // count
+    return pool[worker * share : (worker + 1) * share]
+
+
+_POOL = _worker_slice(_POOL)
 _handed_out: set[int] = set()  # not handed out twice while the pool lasts (two calls, one cluster)
 _random = random.Random()
 
