@@ -1,8 +1,8 @@
 """The consumer-group RPCs of ClientService (FindCoordinator, JoinGroup, SyncGroup,
 Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups, ListGroups,
-DeleteGroups): protobuf converted to the dataclasses of server/requests/groups.py (which
-holds the authorization and every rule around the coordinator, shared with the Kafka
-listener) and its answers back. Nothing is decided here.
+DeleteGroups, OffsetDelete): protobuf converted to the dataclasses of
+server/requests/groups.py (which holds the authorization and every rule around the
+coordinator, shared with the Kafka listener) and its answers back. Nothing is decided here.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from coordinator.group.messages import (
     LeaveGroup,
     LeavingMember,
     OffsetCommit,
+    OffsetDelete,
     OffsetFetch,
     SyncGroup,
 )
@@ -238,6 +239,21 @@ class GroupApi:
         )
         async for group_id, error in each(results):
             _set_error(response.results.add(group_id=group_id), error)
+        return response
+
+    async def OffsetDelete(self, request: Any, context: Any) -> Any:  # noqa: N802
+        named = tuple([pair async for pair in each(named_items(request.topics))])
+        answer = await group_requests.delete_offsets(
+            self.group_paths, OffsetDelete(request.group_id, named), current_session()
+        )
+        response = client_pb2.OffsetDeleteResponse()
+        _set_error(response, answer.error)
+        # The request's topics as it listed them (a topic named twice answered twice).
+        out = None
+        async for result in each(answer.partitions):
+            if out is None or out.name != result.topic:
+                out = response.topics.add(name=result.topic)
+            _set_error(out.partitions.add(partition=result.partition), result.error)
         return response
 
 

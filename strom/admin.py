@@ -811,3 +811,12 @@ class AdminClient:
     def delete_consumer_groups(self, group_ids: Iterable[str]) -> None:
         for group_id in group_ids:
             self._groups.delete_group(group_id)
+
+    def delete_consumer_group_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition | tuple[str, int]]
+    ) -> dict[TopicPartition, StromError | None]:
+        """Kafka's deleteConsumerGroupOffsets (KIP-496): the group's committed offsets of
+        `partitions` are deleted, except those of topics a member of the group subscribes
+        to. Returns each partition with None (deleted) or the error that kept it; raises
+        the group's error (GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, ...) when nothing was."""
+        return self._groups.delete_offsets(group_id, (TopicPartition(*tp) for tp in partitions))

@@ -1,7 +1,8 @@
 """Consumer-group administration through the brokers (the group half of Kafka's Admin
 client): list groups (every broker answers for the groups it coordinates), describe them
 with their members and assignments, their committed offsets with the log end offsets and
-lag, reset committed offsets of an inactive group, delete groups. Synchronous; the calls
+lag, reset committed offsets of an inactive group, delete groups or some of a group's
+committed offsets. Synchronous; the calls
 run on the process's I/O thread.
 """
 
@@ -282,6 +283,44 @@ class GroupAdmin:
                 raise from_pb(result.error)
 
         self._run(run())
+
+    def delete_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, StromError | None]:
+        """Kafka's deleteConsumerGroupOffsets: each partition's committed offset deleted
+        (None) or why it was kept (GROUP_SUBSCRIBED_TO_TOPIC, UNKNOWN_TOPIC_OR_PARTITION,
+        TOPIC_AUTHORIZATION_FAILED). An error of the whole group (GROUP_ID_NOT_FOUND,
+        NON_EMPTY_GROUP, GROUP_AUTHORIZATION_FAILED) is raised: nothing was deleted."""
+        wanted = list(dict.fromkeys(partitions))
+        topics: dict[str, list[int]] = {}
+        for tp in wanted:
+            topics.setdefault(tp.topic, []).append(tp.partition)
+        request = client_pb2.OffsetDeleteRequest(
+            group_id=group_id,
+            topics=[
+                client_pb2.OffsetDeleteRequest.Topic(name=t, partitions=ps)
+                for t, ps in topics.items()
+            ],
+        )
+
+        async def run() -> dict[TopicPartition, StromError | None]:
+            response, _ = await self._on_coordinator(group_id, "OffsetDelete", request)
+            if response.error.code != 0:
+                raise from_pb(response.error)
+            results: dict[TopicPartition, StromError | None] = {}
+            for topic in response.topics:
+                for part in topic.partitions:
+                    tp = TopicPartition(topic.name, part.partition)
+                    results[tp] = from_pb(part.error) if part.error.code != 0 else None
+            missing = [tp for tp in wanted if tp not in results]
+            if missing:  # every partition asked is answered: never report one as deleted
+                raise StromError(
+                    ErrorCode.UNKNOWN_SERVER_ERROR,
+                    f"the coordinator did not answer for {missing[0].topic}-{missing[0].partition}",
+                )
+            return results
+
+        return self._run(run())  # type: ignore[no-any-return]
 
 
 def _first_error(response: Any) -> ErrorCode:

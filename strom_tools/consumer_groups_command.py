@@ -1,6 +1,7 @@
 """`strom consumer-groups`, after kafka-consumer-groups.sh: --list, --describe (offsets and
 lag, --members, --state), --reset-offsets (--to-earliest, --to-latest, --to-offset,
---shift-by, --to-datetime, --by-duration; --dry-run or --execute) and --delete, through
+--shift-by, --to-datetime, --by-duration; --dry-run or --execute), --delete and
+--delete-offsets, through
 the brokers named by --bootstrap-server. It runs on AdminClient (the groups, their committed
 offsets, list_offsets for the log ends and reset targets), as Kafka's tool runs on its Admin
 client, and lays its output out as Kafka's tool does.
@@ -39,6 +40,11 @@ def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     actions.add_argument("--describe", action="store_true", help="describe consumer group(s)")
     actions.add_argument("--reset-offsets", action="store_true", help="reset a group's offsets")
     actions.add_argument("--delete", action="store_true", help="delete consumer group(s)")
+    actions.add_argument(
+        "--delete-offsets",
+        action="store_true",
+        help="delete a group's committed offsets of --topic (one group, topics no member uses)",
+    )
     parser.add_argument("--group", action="append", default=[], help="the group (repeatable)")
     parser.add_argument("--all-groups", action="store_true", help="every group")
     parser.add_argument("--members", action="store_true", help="with --describe: members")
@@ -51,7 +57,7 @@ def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "--topic",
         action="append",
         default=[],
-        help="with --reset-offsets: topic or topic:0,1,2 (repeatable)",
+        help="with --reset-offsets or --delete-offsets: topic or topic:0,1,2 (repeatable)",
     )
     parser.add_argument("--all-topics", action="store_true", help="every topic the group has")
     scopes = parser.add_mutually_exclusive_group()
@@ -108,7 +114,8 @@ def _check_args(args: argparse.Namespace) -> None:
     def refuse(message: str) -> None:
         raise StromError(ErrorCode.INVALID_REQUEST, message)
 
-    action = next(a for a in ("list", "describe", "reset_offsets", "delete") if getattr(args, a))
+    actions = ("list", "describe", "reset_offsets", "delete", "delete_offsets")
+    action = next(a for a in actions if getattr(args, a))
     flag = "--" + action.replace("_", "-")
     if args.describe and sum((args.members, args.offsets, args.state)) > 1:
         refuse(
@@ -124,6 +131,11 @@ def _check_args(args: argparse.Namespace) -> None:
         refuse("Option --group can't be used with option --list")
     if args.topic and (args.list or args.describe):
         refuse(f"Option --topic can't be used with option {flag}")
+    if args.delete_offsets:
+        if len(args.group) != 1 or not args.topic:
+            refuse("Option --delete-offsets takes the following options: --group, --topic")
+        if args.all_topics:
+            refuse("Option --all-topics can't be used with option --delete-offsets")
 
 
 def _groups(admin: AdminClient, args: argparse.Namespace) -> list[str]:
@@ -154,6 +166,8 @@ def _dispatch(admin: AdminClient, args: argparse.Namespace, out: Out) -> int:
         return 1 if missing else 0
     if args.delete:
         return _delete(admin, _groups(admin, args), out)
+    if args.delete_offsets:
+        return _delete_offsets(admin, args.group[0], args.topic, out)
     return _reset(admin, args, out)
 
 
@@ -291,6 +305,53 @@ def _delete(admin: AdminClient, groups: list[str], out: Out) -> int:
     return 0
 
 
+def _delete_offsets(admin: AdminClient, group: str, topics: list[str], out: Out) -> int:
+    """Kafka's --delete-offsets: a topic named without partitions stands for all of them; a
+    topic that cannot be described is listed with its error ("Not Provided" partition), as
+    Kafka's tool lists it. The exit is 1 when anything was kept (Kafka's tool exits 0)."""
+    errors: dict[TopicPartition, str | None] = {}
+    partitions: list[TopicPartition] = []
+    for spec in topics:
+        topic, numbers = _topic_spec(spec)
+        if numbers is not None:
+            partitions += [TopicPartition(topic, p) for p in numbers]
+            continue
+        try:
+            partitions += _partitions_of(admin, topic)
+        except StromError as exc:
+            errors[TopicPartition(topic, -1)] = exc.message
+    group_error = None
+    if partitions:
+        try:
+            deleted = admin.delete_consumer_group_offsets(group, partitions)
+        except StromError as exc:
+            group_error = exc
+            deleted = {tp: exc for tp in partitions}
+        for tp, kept in deleted.items():
+            errors[tp] = None if kept is None else kept.message
+    if group_error is None and not any(errors.values()):
+        out(f"Request succeed for deleting offsets from group {group}.")
+    elif group_error is not None:
+        print(f"Error: {group_error.name}: {group_error.message}", file=sys.stderr)
+    else:
+        print(
+            "Error: Encounter some partition level error, see the follow-up details:",
+            file=sys.stderr,
+        )
+    out("")
+    rows = [["TOPIC", "PARTITION", "STATUS"]]
+    for tp, error in sorted(errors.items()):
+        rows.append(
+            [
+                tp.topic,
+                str(tp.partition) if tp.partition >= 0 else "Not Provided",
+                "Successful" if error is None else f"Error: {error}",
+            ]
+        )
+    _table(rows, [30, 15], out)
+    return 0 if group_error is None and not any(errors.values()) else 1
+
+
 def _reset(admin: AdminClient, args: argparse.Namespace, out: Out) -> int:
     groups = _groups(admin, args)
     if len(groups) != 1:
@@ -409,17 +470,25 @@ def _partitions(
         )
     out: list[TopicPartition] = []
     for spec in args.topic:
-        topic, _, parts = spec.partition(":")
-        if parts:
-            try:
-                out += [TopicPartition(topic, int(p)) for p in parts.split(",")]
-            except ValueError:
-                raise StromError(
-                    ErrorCode.INVALID_REQUEST, f"--topic {spec}: partitions must be numbers"
-                ) from None
+        topic, numbers = _topic_spec(spec)
+        if numbers is not None:
+            out += [TopicPartition(topic, p) for p in numbers]
         else:
             out += _partitions_of(admin, topic)
     return out
+
+
+def _topic_spec(spec: str) -> tuple[str, list[int] | None]:
+    """--topic's `topic` (None: all its partitions) or `topic:0,1,2`."""
+    topic, _, parts = spec.partition(":")
+    if not parts:
+        return topic, None
+    try:
+        return topic, [int(p) for p in parts.split(",")]
+    except ValueError:
+        raise StromError(
+            ErrorCode.INVALID_REQUEST, f"--topic {spec}: partitions must be numbers"
+        ) from None
 
 
 def _partitions_of(admin: AdminClient, topic: str) -> list[TopicPartition]:

@@ -1,6 +1,6 @@
 """`strom consumer-groups` against a real cluster: list, describe with lag (active and
-inactive), state and members, every reset strategy with --dry-run and --execute, and
-delete, with kafka-consumer-groups.sh's output and one-line errors."""
+inactive), state and members, every reset strategy with --dry-run and --execute, delete
+and --delete-offsets, with kafka-consumer-groups.sh's output and one-line errors."""
 
 from __future__ import annotations
 
@@ -135,6 +135,20 @@ def test_options_an_action_would_not_use_are_refused_before_it_runs():
         (["--list", "--group", "g"], "--group can't be used with option --list"),
         (["--describe", "--group", "g", "--topic", "t"], "can't be used with option --describe"),
         (["--list", "--topic", "t"], "--topic can't be used with option --list"),
+        (["--delete-offsets", "--group", "g"], "--delete-offsets takes the following options"),
+        (["--delete-offsets", "--topic", "t"], "--delete-offsets takes the following options"),
+        (
+            ["--delete-offsets", "--group", "g", "--group", "h", "--topic", "t"],
+            "--delete-offsets takes the following options",
+        ),
+        (
+            ["--delete-offsets", "--all-groups", "--topic", "t"],
+            "--delete-offsets takes the following options",
+        ),
+        (
+            ["--delete-offsets", "--group", "g", "--topic", "t", "--all-topics"],
+            "--all-topics can't be used with option --delete-offsets",
+        ),
     ):
         assert said in fails(*b, *args), args
 
@@ -218,3 +232,76 @@ def test_an_offset_the_coordinator_refuses_is_not_reported_set(cluster):
             assert "never-created-0" in exc.message
         else:
             raise AssertionError("a refused offset was reported set")
+
+
+def _seed_offsets(admin, group, offsets):
+    deadline = time.monotonic() + 15
+    while True:  # the coordinator's broker may learn of a new topic a moment later
+        try:
+            admin.alter_consumer_group_offsets(group, offsets)
+            return
+        except StromError as exc:
+            if exc.name != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION or time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def test_delete_offsets_deletes_what_no_member_reads_and_lists_each_partition(cluster):
+    create_topic(cluster, "pruned", partitions=2)
+    create_topic(cluster, "followed", partitions=1)
+    with AdminClient(bootstrap(cluster)) as admin:
+        _seed_offsets(admin, "pruners", {("pruned", 0): 1, ("pruned", 1): 2, ("followed", 0): 3})
+    b = ["consumer-groups", "--bootstrap-server", bootstrap(cluster)]
+    delete = [*b, "--delete-offsets", "--group", "pruners"]
+
+    assert ok(*delete, "--topic", "pruned:0") == [
+        "Request succeed for deleting offsets from group pruners.",
+        "",
+        "TOPIC                          PARTITION       STATUS",
+        "pruned                         0               Successful",
+    ]
+    described = rows(ok(*b, "--describe", "--group", "pruners"))
+    assert [(r[1], r[2], r[3]) for r in described] == [("followed", "0", "3"), ("pruned", "1", "2")]
+
+    # A topic named alone stands for its partitions; one that does not exist is listed with
+    # its error and no partition, and the exit says something was not deleted.
+    mixed = strom(*delete, "--topic", "pruned", "--topic", "no-such-topic")
+    assert mixed.returncode == 1
+    assert "partition level error" in mixed.stderr
+    table = mixed.stdout.splitlines()[1:]
+    assert table[1].split()[:3] == ["no-such-topic", "Not", "Provided"]
+    assert "Error:" in table[1]
+    assert [line.split() for line in table[2:]] == [
+        ["pruned", "0", "Successful"],
+        ["pruned", "1", "Successful"],
+    ]
+    assert [r[1] for r in rows(ok(*b, "--describe", "--group", "pruners"))] == ["followed"]
+
+    # The offsets of a topic a member subscribes to stay: GROUP_SUBSCRIBED_TO_TOPIC.
+    with Consumer(
+        "followed",
+        bootstrap_servers=bootstrap(cluster),
+        group_id="pruners",
+        enable_auto_commit=False,  # the offset stays the one seeded
+        **FAST,
+    ) as member:
+        deadline = time.monotonic() + 30
+        while not member.assignment() and time.monotonic() < deadline:
+            member.poll(timeout_ms=100)
+        assert member.assignment()
+        kept = strom(*delete, "--topic", "followed")
+        assert kept.returncode == 1
+        [row] = [line for line in kept.stdout.splitlines() if line.startswith("followed")]
+        assert row.split()[:3] == ["followed", "0", "Error:"]
+        assert "subscribed" in row
+    with AdminClient(bootstrap(cluster)) as admin:
+        assert admin.list_consumer_group_offsets("pruners") == {TopicPartition("followed", 0): 3}
+        # The group's own error is raised, nothing listed as deleted.
+        try:
+            admin.delete_consumer_group_offsets("never-was", [("pruned", 0)])
+        except StromError as exc:
+            assert exc.name == ErrorCode.GROUP_ID_NOT_FOUND
+        else:
+            raise AssertionError("the offsets of a group that does not exist were deleted")
+    missing = strom(*delete[:-1], "never-was", "--topic", "pruned:0")
+    assert missing.returncode == 1 and "GROUP_ID_NOT_FOUND" in missing.stderr

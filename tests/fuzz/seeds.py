@@ -206,6 +206,10 @@ SEEDS: dict[str, Seed] = {
     "DescribeGroups": lambda rng, ctx: {"groups": [_group(rng, ctx)]},
     "ListGroups": lambda rng, ctx: {"states_filter": rng.choice(([], ["Stable"]))},
     "DeleteGroups": lambda rng, ctx: {"groups": [_group(rng, ctx)]},
+    "OffsetDelete": lambda rng, ctx: {
+        "group_id": _group(rng, ctx),
+        "topics": [{"name": _topic(rng, ctx)[0], "partitions": [0]}],
+    },
     "RegisterBroker": lambda rng, ctx: {
         "broker_id": rng.choice(ctx.non_members),
         "cluster_id": "x",

@@ -59,6 +59,7 @@ READ_ONLY = {
     "DescribeGroups",
     "ListGroups",
     "DeleteGroups",
+    "OffsetDelete",
     "DescribeCluster",
     "DescribeTopics",
     "DescribeQuorum",
