@@ -57,6 +57,21 @@ KNOWN = (
     "sasl.oauthbearer.token.endpoint.url",
     "sasl.login.callback.handler.class",
 )
+
+
+def _boolean(value: str) -> bool:
+    """Kafka's ConfigDef BOOLEAN: true or false, any case; anything else does not parse."""
+    text = value.strip().lower()
+    if text not in ("true", "false"):
+        raise ValueError(value)
+    return text == "true"
+
+
+def _names(value: str) -> tuple[str, ...]:
+    """Kafka's ConfigDef LIST: comma-separated, blanks around each name dropped."""
+    return tuple(name.strip() for name in value.split(",") if name.strip())
+
+
 # Kafka's producer properties the Producer takes, each with how its value is read: the
 # console tools' --producer-property and the Spark connector's kafka.* write options.
 PRODUCER_PROPERTIES: dict[str, Callable[[str], Any]] = {
@@ -67,7 +82,7 @@ PRODUCER_PROPERTIES: dict[str, Callable[[str], Any]] = {
     "retries": int,
     "delivery.timeout.ms": int,
     "request.timeout.ms": int,
-    "enable.idempotence": lambda v: v.strip().lower() == "true",
+    "enable.idempotence": _boolean,
     "max.request.size": int,
     "max.block.ms": int,
     "buffer.memory": int,
@@ -76,20 +91,59 @@ PRODUCER_PROPERTIES: dict[str, Callable[[str], Any]] = {
     "reconnect.backoff.ms": int,
     "reconnect.backoff.max.ms": int,
     "client.id": str,
-    "partitioner.adaptive.partitioning.enable": lambda v: v.strip().lower() == "true",
+    "partitioner.adaptive.partitioning.enable": _boolean,
     "partitioner.availability.timeout.ms": int,
-    "partitioner.ignore.keys": lambda v: v.strip().lower() == "true",
+    "partitioner.ignore.keys": _boolean,
+}
+
+
+# Kafka's consumer properties the Consumer takes: console-consumer's --consumer-property.
+# partition.assignment.strategy takes Kafka's assignor class names or Strom's short ones.
+CONSUMER_PROPERTIES: dict[str, Callable[[str], Any]] = {
+    "group.id": str,
+    "group.instance.id": str,
+    "client.id": str,
+    "enable.auto.commit": _boolean,
+    "auto.commit.interval.ms": int,
+    "auto.offset.reset": str,
+    "session.timeout.ms": int,
+    "heartbeat.interval.ms": int,
+    "max.poll.interval.ms": int,
+    "max.poll.records": int,
+    "partition.assignment.strategy": _names,
+    "fetch.min.bytes": int,
+    "fetch.max.wait.ms": int,
+    "fetch.max.bytes": int,
+    "max.partition.fetch.bytes": int,
+    "request.timeout.ms": int,
+    "retry.backoff.ms": int,
+    "metadata.max.age.ms": int,
+    "reconnect.backoff.ms": int,
+    "reconnect.backoff.max.ms": int,
+    "isolation.level": str,
+    "exclude.internal.topics": _boolean,
 }
 
 
 def producer_settings(props: Mapping[str, str]) -> dict[str, Any]:
     """Kafka producer properties as the Producer's keyword arguments. An unknown property or
     a value that does not parse is INVALID_CONFIG naming it (the Producer checks ranges)."""
+    return _settings(props, PRODUCER_PROPERTIES, "producer")
+
+
+def consumer_settings(props: Mapping[str, str]) -> dict[str, Any]:
+    """Kafka consumer properties as the Consumer's keyword arguments, as producer_settings."""
+    return _settings(props, CONSUMER_PROPERTIES, "consumer")
+
+
+def _settings(
+    props: Mapping[str, str], table: Mapping[str, Callable[[str], Any]], client: str
+) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, value in props.items():
-        parse = PRODUCER_PROPERTIES.get(name)
+        parse = table.get(name)
         if parse is None:
-            raise StromError(ErrorCode.INVALID_CONFIG, f"unknown producer property '{name}'")
+            raise StromError(ErrorCode.INVALID_CONFIG, f"unknown {client} property '{name}'")
         try:
             out[name.replace(".", "_")] = parse(value)
         except ValueError:

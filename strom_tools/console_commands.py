@@ -5,6 +5,7 @@
     strom console-consumer --bootstrap-server B --topic T [--group G] [--from-beginning]
         [--max-messages N] [--timeout-ms MS] [--partition P [--offset O|earliest|latest]]
         [--property print.key=true --property print.offset=true ...]
+        [--consumer-property group.id=G --consumer-property max.poll.records=100 ...]
 
 The producer sends one record per line of standard input; the consumer prints one line per
 record, formatted as Kafka's DefaultMessageFormatter (CreateTime:ts, Partition:p,
@@ -94,6 +95,14 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "print.timestamp, print.headers, print.value (true/false), key.separator, "
         "headers.separator, line.separator, null.literal",
     )
+    consumer.add_argument(
+        "--consumer-property",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a consumer config by its Kafka name (repeatable): "
+        + ", ".join(sorted(client_properties.CONSUMER_PROPERTIES)),
+    )
     consumer.set_defaults(handler=consume, help_parser=consumer)
 
 
@@ -176,6 +185,19 @@ def _usage_problem(args: argparse.Namespace) -> str | None:
             )
     if args.partition is not None and args.partition < 0:
         return f"The partition must be >= 0, not {args.partition}."
+    props = dict(p.partition("=")[::2] for p in args.consumer_property)
+    group = props.get("group.id")
+    if args.group is not None and group is not None and group != args.group:
+        return (
+            "The group ids provided in different places (directly using '--group', via "
+            f"'--consumer-property') do not match. Detected group ids: '{args.group}', '{group}'"
+        )
+    reset = props.get("auto.offset.reset")
+    if args.from_beginning and reset is not None and reset != "earliest":
+        return (
+            f"Can't simultaneously specify --from-beginning and 'auto.offset.reset={reset}', "
+            "as these are mutually exclusive."
+        )
     return None
 
 
@@ -234,12 +256,19 @@ def _consume(args: argparse.Namespace, printed: list[int]) -> None:
     props = _properties(args.property)
     line_of = _formatter(props)
     line_end = props.get("line.separator", "\n")
+    # Kafka's order: the consumer properties, then what the tool's own options say (equal
+    # where both are given: _usage_problem refused the rest).
+    settings = client_properties.consumer_settings(_properties(args.consumer_property))
+    if args.group is not None:
+        settings["group_id"] = args.group
+    if args.from_beginning:
+        settings["auto_offset_reset"] = "earliest"
+    settings.setdefault("auto_offset_reset", "latest")
+    settings.update(client_properties.client_settings(args.command_config))
     consumer = Consumer(
         bootstrap_servers=args.bootstrap_server,
-        group_id=args.group,
-        auto_offset_reset="earliest" if args.from_beginning else "latest",
         consumer_timeout_ms=args.timeout_ms if args.timeout_ms is not None else float("inf"),
-        **client_properties.client_settings(args.command_config),
+        **settings,
     )
     with consumer:
         if args.partition is not None:

@@ -224,3 +224,44 @@ def test_producer_properties_name_producer_parameters():
     parameters = set(inspect.signature(Producer).parameters)
     assert {k for k in PRODUCER_PROPERTIES if k.replace(".", "_") not in parameters} == set()
     assert set(producer_settings({"linger.ms": "5", "client.id": "c"})) <= parameters
+
+
+def test_consumer_properties_name_consumer_parameters_and_parse_as_kafka_does():
+    """console-consumer's --consumer-property: each name a Consumer keyword argument, each
+    value read as Kafka's ConfigDef reads its type (a boolean that is neither true nor false,
+    a number that is not one: INVALID_CONFIG naming the property)."""
+    import inspect
+
+    from strom.client_properties import CONSUMER_PROPERTIES, consumer_settings, producer_settings
+    from strom.consumer import Consumer
+    from strom.errors import StromError
+
+    parameters = set(inspect.signature(Consumer).parameters)
+    assert {k for k in CONSUMER_PROPERTIES if k.replace(".", "_") not in parameters} == set()
+    assert consumer_settings(
+        {
+            "enable.auto.commit": "FALSE",
+            "max.poll.records": "7",
+            "partition.assignment.strategy": "org.apache.kafka.clients.consumer.RangeAssignor, "
+            "cooperative-sticky",
+        }
+    ) == {
+        "enable_auto_commit": False,
+        "max_poll_records": 7,
+        "partition_assignment_strategy": (
+            "org.apache.kafka.clients.consumer.RangeAssignor",
+            "cooperative-sticky",
+        ),
+    }
+    for read, props in (
+        (consumer_settings, {"enable.auto.commit": "yes"}),
+        (consumer_settings, {"fetch.min.bytes": "1k"}),
+        (consumer_settings, {"no.such.property": "1"}),
+        (producer_settings, {"enable.idempotence": "yes"}),  # once read as false
+    ):
+        try:
+            read(props)
+        except StromError as exc:
+            assert exc.name == "INVALID_CONFIG" and next(iter(props)) in exc.message
+        else:
+            raise AssertionError(f"{props} was accepted")

@@ -125,6 +125,39 @@ def test_a_group_resumes_where_it_stopped(cluster):
     assert sorted(second.stdout.split()) == ["m6", "m7"]
 
 
+def test_consumer_properties_are_applied_and_checked_against_the_options(cluster):
+    create_topic(cluster, "propped", partitions=1)
+    b = ["--bootstrap-server", bootstrap(cluster), "--topic", "propped"]
+    assert strom("console-producer", *b, stdin="p0\np1\np2\n").returncode == 0
+    prop = "--consumer-property"
+    with GroupAdmin(bootstrap(cluster)) as groups:
+        # auto.offset.reset=earliest without --from-beginning, group.id without --group.
+        read = strom(
+            "console-consumer", *b, prop, "auto.offset.reset=earliest", prop,
+            "group.id=propped-readers", "--timeout-ms", "3000",
+        )  # fmt: skip
+        assert read.stdout.split() == ["p0", "p1", "p2"], read.stderr
+        assert list(groups.committed_offsets("propped-readers").values()) == [3]
+        unsaved = strom(
+            "console-consumer", *b, "--group", "propped-peekers", "--from-beginning", prop,
+            "enable.auto.commit=false", "--timeout-ms", "3000",
+        )  # fmt: skip
+        assert unsaved.stdout.split() == ["p0", "p1", "p2"], unsaved.stderr
+        assert groups.committed_offsets("propped-peekers") == {}
+    # What Kafka's ConsoleConsumerOptions refuses, in its words (usage errors, exit 2).
+    two_groups = strom("console-consumer", *b, "--group", "a", prop, "group.id=b")
+    assert two_groups.returncode == 2
+    assert "Detected group ids: 'a', 'b'" in two_groups.stderr
+    both = strom("console-consumer", *b, "--from-beginning", prop, "auto.offset.reset=latest")
+    assert both.returncode == 2
+    assert "Can't simultaneously specify --from-beginning and 'auto.offset.reset=latest'" in (
+        both.stderr
+    )
+    bad = strom("console-consumer", *b, prop, "max.poll.records=many")
+    assert bad.returncode == 1
+    assert "Invalid value many for configuration max.poll.records" in bad.stderr
+
+
 def test_errors_are_one_line(cluster):
     b = ["--bootstrap-server", bootstrap(cluster), "--topic", "lines"]
     bad = strom("console-producer", *b, "--producer-property", "acks=7", stdin="x\n")
