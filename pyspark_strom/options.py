@@ -77,8 +77,43 @@ NOT_APPLIED = {
     "maxtriggerdelay": _EVERY_TRIGGER,
 }
 
+# Kafka client options Spark's Kafka source and sink refuse (KafkaSourceProvider's
+# validateGeneralOptions / validateSinkOptions, IllegalArgumentException), refused here
+# in its words: a query that Spark's Kafka connector rejects is not run with them dropped.
+_USE_STARTING_OFFSETS = (
+    "Instead set the source option 'startingoffsets' to 'earliest' or 'latest' to specify "
+    "where to start."
+)
+REFUSED_READ = {
+    "kafka.auto.offset.reset": f"Kafka option 'auto.offset.reset' is not supported. "
+    f"{_USE_STARTING_OFFSETS}",
+    "kafka.key.deserializer": "Kafka option 'key.deserializer' is not supported, as keys are "
+    "always deserialized as byte arrays. Use DataFrame operations to explicitly deserialize "
+    "the keys.",
+    "kafka.value.deserializer": "Kafka option 'value.deserializer' is not supported, as values "
+    "are always deserialized as byte arrays. Use DataFrame operations to explicitly "
+    "deserialize the values.",
+    "kafka.enable.auto.commit": "Kafka option 'enable.auto.commit' is not supported. This is "
+    "unnecessary because the source keeps its offsets in the query's checkpoint.",
+    "kafka.interceptor.classes": "Kafka option 'interceptor.classes' is not supported.",
+}
+REFUSED_WRITE = {
+    "kafka.key.serializer": "Kafka option 'key.serializer' is not supported, as keys are "
+    "serialized as byte arrays. Use DataFrame operations to explicitly serialize the keys "
+    "into either strings or byte arrays.",
+    "kafka.value.serializer": "Kafka option 'value.serializer' is not supported, as values "
+    "are serialized as byte arrays. Use DataFrame operations to explicitly serialize the "
+    "values into either strings or byte arrays.",
+    "kafka.interceptor.classes": "Kafka option 'interceptor.classes' is not supported.",
+}
+
 log = logging.getLogger(__name__)
 _warned: set[str] = set()
+
+
+def _refuse(opts: Mapping[str, str], refused: Mapping[str, str]) -> None:
+    for key in sorted(set(opts) & set(refused)):
+        raise invalid(refused[key])
 
 
 def _warn_unapplied(opts: Mapping[str, str], read: set[str]) -> None:
@@ -263,6 +298,7 @@ def _offsets(opts: dict[str, str], name: str, default: str, streaming: bool) -> 
 def parse_options(options: Mapping[str, str], streaming: bool = False) -> Options:
     """The options of a read, checked."""
     opts = _lower(options)
+    _refuse(opts, REFUSED_READ)
     _warn_unapplied(opts, READ_KEYS)
     bootstrap = _bootstrap(opts)
     request_timeout_ms = _timeout(opts)
@@ -344,6 +380,7 @@ class WriteOptions:
 
 def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     opts = _lower(options)
+    _refuse(opts, REFUSED_WRITE)
     _warn_unapplied(opts, WRITE_KEYS)
     bootstrap = _bootstrap(opts)
     topic = opts.get("topic")

@@ -110,6 +110,10 @@ BASE = {"strom.bootstrap.servers": "127.0.0.1:9092", "subscribe": "t"}
         ({"startingOffsetsByTimestampStrategy": "first"}, False, "must be error or latest"),
         ({"strom.bootstrap.servers": ""}, False, "'strom.bootstrap.servers' (or"),
         ({"strom.bootstrap.servers": "broker1"}, False, "'broker1' is not host:port"),
+        # What Spark's Kafka source refuses, in its words (KafkaSourceProvider)
+        ({"kafka.auto.offset.reset": "earliest"}, False, "set the source option 'startingoffsets'"),
+        ({"Kafka.Enable.Auto.Commit": "true"}, True, "'enable.auto.commit' is not supported"),
+        ({"kafka.value.deserializer": "x"}, False, "'value.deserializer' is not supported"),
     ],
 )
 def test_bad_options_are_named(extra, streaming, message):
@@ -136,12 +140,25 @@ def test_split_by_max_records_then_min_partitions():
     assert split(ranges, None, None) == ranges[:2]
     capped = split(ranges, None, 30)
     assert [(r.partition, r.start, r.end) for r in capped] == [
-        (0, 0, 25), (0, 25, 50), (0, 50, 75), (0, 75, 100), (1, 50, 60)
+        (0, 0, 25),
+        (0, 25, 50),
+        (0, 50, 75),
+        (0, 75, 100),
+        (1, 50, 60),
     ]
     spread = split(ranges, 10, None)
-    assert [(r.partition, r.size) for r in spread] == [(0, 11), (0, 11), (0, 11), (0, 11),
-                                                       (0, 11), (0, 11), (0, 11), (0, 11),
-                                                       (0, 12), (1, 10)]
+    assert [(r.partition, r.size) for r in spread] == [
+        (0, 11),
+        (0, 11),
+        (0, 11),
+        (0, 11),
+        (0, 11),
+        (0, 11),
+        (0, 11),
+        (0, 11),
+        (0, 12),
+        (1, 10),
+    ]
 
 
 def test_rate_limit_shares_by_backlog_and_never_exceeds():
@@ -161,3 +178,13 @@ def test_readers_pickle_with_plain_values_only():
         copy = pickle.loads(pickle.dumps(reader))
         assert copy.opts == reader.opts
     assert pickle.loads(pickle.dumps(OffsetRange("t", 1, 2, 3))) == OffsetRange("t", 1, 2, 3)
+
+
+def test_serializers_are_refused_by_the_writer_as_by_sparks_kafka_sink():
+    from pyspark_strom.options import parse_write_options
+
+    for key in ("kafka.key.serializer", "kafka.value.serializer", "kafka.interceptor.classes"):
+        with pytest.raises(StromError) as caught:
+            parse_write_options({"kafka.bootstrap.servers": "h:1", "topic": "t", key: "x"})
+        assert caught.value.name == "INVALID_CONFIG"
+        assert f"'{key[len('kafka.') :]}' is not supported" in caught.value.message
