@@ -175,7 +175,12 @@ class KeystoreSource:
             )
         chain = read_pem(self.path, self.setting)
         key = chain if self.key_path is None else read_pem(self.key_path, "ssl_keyfile")
-        where = f"{self.setting} {self.key_path or self.path}"
+        # the setting the key came from: a separate key file is kafka-python's ssl_keyfile
+        where = (
+            f"{self.setting} {self.path}"
+            if self.key_path is None
+            else f"ssl_keyfile {self.key_path}"
+        )
         return key_pair(key, chain, self.password, where, self.password_name)
 
     def files(self) -> tuple[str, ...]:
