@@ -162,12 +162,7 @@ class GroupApi:
         )
         answer = await group_requests.commit_offsets(paths, commit, current_session())
         _set_error(response, answer.error)
-        # The request's topics as it listed them (a topic named twice answered twice).
-        out = None
-        async for result in each(answer.partitions):
-            if out is None or out.name != result.topic:
-                out = response.topics.add(name=result.topic)
-            _set_error(out.partitions.add(partition=result.partition), result.error)
+        await _add_partition_results(response, answer.partitions)
         return response
 
     async def OffsetFetch(self, request: Any, context: Any) -> Any:  # noqa: N802
@@ -248,13 +243,20 @@ class GroupApi:
         )
         response = client_pb2.OffsetDeleteResponse()
         _set_error(response, answer.error)
-        # The request's topics as it listed them (a topic named twice answered twice).
-        out = None
-        async for result in each(answer.partitions):
-            if out is None or out.name != result.topic:
-                out = response.topics.add(name=result.topic)
-            _set_error(out.partitions.add(partition=result.partition), result.error)
+        await _add_partition_results(response, answer.partitions)
         return response
+
+
+async def _add_partition_results(
+    response: Any, results: tuple[group_requests.PartitionResult, ...]
+) -> None:
+    """Each partition's error under its topic (OffsetCommit, OffsetDelete), the request's
+    topics as it listed them (a topic named twice answered twice)."""
+    out = None
+    async for result in each(results):
+        if out is None or out.name != result.topic:
+            out = response.topics.add(name=result.topic)
+        _set_error(out.partitions.add(partition=result.partition), result.error)
 
 
 def _set_error(message: Any, error: ApiError | None) -> None:

@@ -481,6 +481,32 @@ class AdminClient:
             _raise(result.error)
         return {e.name: (e.value if e.HasField("value") else None) for e in result.entries}
 
+    def describe_configs_of(
+        self, resources: Iterable[ConfigResource], names: Iterable[str] = ()
+    ) -> dict[ConfigResource, dict[str, str | None]]:
+        """Kafka's describeConfigs of many resources in one request, each with its configs'
+        values (only `names`, when given); the first resource refused raises its error."""
+        wanted = list(dict.fromkeys(resources))
+        if not wanted:
+            return {}
+        request = controller_pb2.DescribeConfigsRequest(
+            resources=[self._resource(r) for r in wanted], keys=list(names)
+        )
+        results = self._call("DescribeConfigs", request, describe=True).results
+        if len(results) != len(wanted):
+            raise StromError(
+                ErrorCode.UNKNOWN_SERVER_ERROR,
+                f"The controller described {len(results)} of {len(wanted)} resources.",
+            )
+        out: dict[ConfigResource, dict[str, str | None]] = {}
+        for resource, result in zip(wanted, results, strict=True):
+            if result.HasField("error"):
+                _raise(result.error)
+            out[resource] = {
+                e.name: (e.value if e.HasField("value") else None) for e in result.entries
+            }
+        return out
+
     def describe_config_entries(self, resource: ConfigResource) -> list[ConfigEntry]:
         """Every config of the topic or broker as Kafka's Admin.describeConfigs answers it
         (ConfigEntry: source, sensitivity, synonyms), where describe_configs gives only

@@ -1,7 +1,7 @@
 """`strom consumer-groups`, after kafka-consumer-groups.sh: --list, --describe (offsets and
 lag, --members, --state), --reset-offsets (--to-earliest, --to-latest, --to-offset,
---shift-by, --to-datetime, --by-duration; --dry-run or --execute), --delete and
---delete-offsets, through
+--shift-by, --to-datetime, --by-duration, --from-file; --dry-run or --execute; --export),
+--delete and --delete-offsets, through
 the brokers named by --bootstrap-server. It runs on AdminClient (the groups, their committed
 offsets, list_offsets for the log ends and reset targets), as Kafka's tool runs on its Admin
 client, and lays its output out as Kafka's tool does.
@@ -35,6 +35,14 @@ def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "--bootstrap-server", required=True, metavar="HOST:PORT[,...]", help="brokers to connect to"
     )
     command_config.add_option(parser)
+    parser.add_argument(
+        "--timeout",
+        type=int,
+        metavar="MS",
+        default=30_000,
+        help="how long each request to the cluster may take, a coordinator's search included "
+        "(default: 30000, the client's request.timeout.ms; Kafka's tool: 5000)",
+    )
     actions = parser.add_mutually_exclusive_group(required=True)
     actions.add_argument("--list", action="store_true", help="list all consumer groups")
     actions.add_argument("--describe", action="store_true", help="describe consumer group(s)")
@@ -78,6 +86,11 @@ def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         help="reset offsets to the first record at or after this time (local time without a zone)",
     )
     scopes.add_argument(
+        "--from-file",
+        metavar="CSV",
+        help="reset offsets to those of a CSV reset plan, as --export prints it",
+    )
+    scopes.add_argument(
         "--by-duration",
         metavar="PnDTnHnMnS",
         help="reset offsets to the first record at or after this long ago, e.g. PT10M",
@@ -87,6 +100,11 @@ def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "--dry-run", action="store_true", help="only show the offsets the reset would commit"
     )
     run.add_argument("--execute", action="store_true", help="commit the new offsets")
+    parser.add_argument(
+        "--export",
+        action="store_true",
+        help="with --reset-offsets: print the new offsets as a CSV reset plan (for --from-file)",
+    )
     parser.set_defaults(handler=main)
 
 
@@ -95,7 +113,9 @@ def main(args: argparse.Namespace) -> int:
     try:
         _check_args(args)
         with AdminClient(
-            bootstrap_servers=args.bootstrap_server, **client_settings(args.command_config)
+            bootstrap_servers=args.bootstrap_server,
+            request_timeout_ms=args.timeout,
+            **client_settings(args.command_config),
         ) as admin:
             return _dispatch(admin, args, print)
     except StromError as exc:
@@ -125,12 +145,21 @@ def _check_args(args: argparse.Namespace) -> None:
         refuse(
             "The consumer does not support topic-specific offset deletion from a consumer group."
         )
+    if args.timeout <= 0:
+        refuse(f"--timeout must be a positive number of milliseconds, not {args.timeout}")
     if args.group and args.all_groups:
         refuse("Option --group can't be used with option --all-groups")
     if args.group and args.list:
         refuse("Option --group can't be used with option --list")
     if args.topic and (args.list or args.describe):
         refuse(f"Option --topic can't be used with option {flag}")
+    if args.export and not args.reset_offsets:
+        refuse(f"Option --export can't be used with option {flag}")
+    if args.from_file and (args.topic or args.all_topics):
+        # Kafka's tool takes the plan's partitions and drops --topic unsaid
+        refuse("Option --from-file can't be used with option --topic or --all-topics")
+    if args.reset_offsets and not (args.from_file or args.topic or args.all_topics):
+        refuse("Option --reset-offsets takes one of these options: --topic, --all-topics")
     if args.delete_offsets:
         if len(args.group) != 1 or not args.topic:
             refuse("Option --delete-offsets takes the following options: --group, --topic")
@@ -353,31 +382,81 @@ def _delete_offsets(admin: AdminClient, group: str, topics: list[str], out: Out)
 
 
 def _reset(admin: AdminClient, args: argparse.Namespace, out: Out) -> int:
-    groups = _groups(admin, args)
-    if len(groups) != 1:
-        raise StromError(
-            ErrorCode.INVALID_REQUEST, "--reset-offsets works on one --group at a time"
-        )
-    group = groups[0]
-    if not (
-        args.to_earliest
-        or args.to_latest
-        or args.to_current
-        or args.to_offset is not None
-        or args.shift_by is not None
-        or args.to_datetime
-        or args.by_duration
-    ):
+    """Each group's new offsets (--dry-run, or committed with --execute), as one table or
+    with --export as Kafka's CSV reset plan; --from-file takes such a plan. A group that
+    cannot be reset (active, a --shift-by with nothing committed) is said on stderr and
+    the others go on, as in Kafka's tool; the exit is then 1 (Kafka's is 0)."""
+    scopes = (
+        args.to_earliest,
+        args.to_latest,
+        args.to_current,
+        args.to_offset is not None,
+        args.shift_by is not None,
+        args.to_datetime,
+        args.by_duration,
+        args.from_file,
+    )
+    if not any(scopes):
         raise StromError(
             ErrorCode.INVALID_REQUEST,
             "One of the reset scopes should be defined: --to-datetime, --by-duration, "
-            "--to-earliest, --to-latest, --shift-by, --to-offset, --to-current.",
+            "--to-earliest, --to-latest, --shift-by, --from-file, --to-offset, --to-current.",
         )
-    when = None  # parsed before anything is asked of the cluster
+    single = len(args.group) == 1  # Kafka's test for the CSV layouts: one --group named
+    # Parsed before anything is asked of the cluster.
+    plan = _read_plan(args.from_file, args.group[0] if single else None) if args.from_file else None
+    when = None
     if args.to_datetime:
         when = _datetime_ms(args.to_datetime)
     elif args.by_duration:
         when = int(time.time() * 1000) - _duration_ms(args.by_duration)
+    if not args.execute and not args.dry_run:
+        print(
+            "WARN: No action will be performed as the --execute option is missing. In a future "
+            "major release, the default behavior of this command will be to prompt the user "
+            "before executing the reset rather than doing a dry run. You should add the "
+            "--dry-run option explicitly if you are scripting this command and want to keep "
+            "the current default behavior without prompting.",
+            file=sys.stderr,
+        )
+    targets: dict[str, dict[TopicPartition, int]] = {}
+    failed = False
+    for group in _groups(admin, args):
+        try:
+            targets[group] = _reset_group(admin, args, group, plan, when)
+        except StromError as exc:
+            print(f"Error: {exc.message}", file=sys.stderr)
+            failed = True
+    rows = [
+        (group, tp, offset)
+        for group, target in targets.items()
+        for tp, offset in sorted(target.items())
+    ]
+    if args.export:
+        for group, tp, offset in rows:
+            fields = [tp.topic, str(tp.partition), str(offset)]
+            out(",".join(fields if single else [group, *fields]))
+    elif rows:
+        out("")
+        _table(
+            [
+                ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"],
+                *([group, tp.topic, str(tp.partition), str(offset)] for group, tp, offset in rows),
+            ],
+            [30, 30, 10],
+            out,
+        )
+    return 1 if failed else 0
+
+
+def _reset_group(
+    admin: AdminClient,
+    args: argparse.Namespace,
+    group: str,
+    plan: dict[str, dict[TopicPartition, int]] | None,
+    when: int | None,
+) -> dict[TopicPartition, int]:
+    """One group's new offsets, committed with --execute."""
     [description] = admin.describe_consumer_groups([group])
     if description.state not in ("Empty", "Dead"):
         raise StromError(
@@ -385,6 +464,8 @@ def _reset(admin: AdminClient, args: argparse.Namespace, out: Out) -> int:
             f"Assignments can only be reset if the group '{group}' is inactive, but the "
             f"current state is {description.state}.",
         )
+    if plan is not None and group not in plan:
+        raise StromError(ErrorCode.INVALID_REQUEST, f"No reset plan for group {group} found")
     if description.state == "Dead":
         # Kafka 4 resets a group it does not know as an inactive one: the commit creates it
         # (a way to pre-seed offsets before the first consumer starts). Strom does the same,
@@ -399,21 +480,19 @@ def _reset(admin: AdminClient, args: argparse.Namespace, out: Out) -> int:
             file=sys.stderr,
         )
     committed = admin.list_consumer_group_offsets(group)
-    tps = _partitions(admin, args, committed)
+    tps = sorted(plan[group]) if plan is not None else _partitions(admin, args, committed)
     earliest = admin.list_offsets(dict.fromkeys(tps, OffsetSpec.earliest()))
     latest = admin.list_offsets(dict.fromkeys(tps, OffsetSpec.latest()))
-    target: dict[TopicPartition, int] = {}
-    if args.to_datetime or args.by_duration:
-        when = (
-            _datetime_ms(args.to_datetime)
-            if args.to_datetime
-            else int(time.time() * 1000) - _duration_ms(args.by_duration)
-        )
+    found = {}
+    if when is not None:
         found = admin.list_offsets(dict.fromkeys(tps, OffsetSpec.for_timestamp(when)))
+    target: dict[TopicPartition, int] = {}
     for tp in tps:
         low, high = earliest[tp].offset, latest[tp].offset
         current = committed.get(tp)
-        if args.to_earliest:
+        if plan is not None:
+            new = plan[group][tp]
+        elif args.to_earliest:
             new = low
         elif args.to_latest:
             new = high
@@ -433,30 +512,41 @@ def _reset(admin: AdminClient, args: argparse.Namespace, out: Out) -> int:
             offset = found[tp].offset
             new = offset if offset >= 0 else high
         target[tp] = min(max(new, low), high)  # Kafka clamps to the log's range
-    if not args.execute and not args.dry_run:
-        print(
-            "WARN: No action will be performed as the --execute option is missing. In a future "
-            "major release, the default behavior of this command will be to prompt the user "
-            "before executing the reset rather than doing a dry run. You should add the "
-            "--dry-run option explicitly if you are scripting this command and want to keep "
-            "the current default behavior without prompting.",
-            file=sys.stderr,
-        )
     if args.execute:
         admin.alter_consumer_group_offsets(group, target)
-    out("")
-    _table(
-        [
-            ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"],
-            *(
-                [group, tp.topic, str(tp.partition), str(offset)]
-                for tp, offset in sorted(target.items())
-            ),
-        ],
-        [30, 30, 10],
-        out,
-    )
-    return 0
+    return target
+
+
+def _read_plan(path: str, group: str | None) -> dict[str, dict[TopicPartition, int]]:
+    """Kafka's reset plan (what --export printed): `topic,partition,offset` lines when one
+    --group is named and the first line has three fields, else `group,topic,partition,offset`."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = [line.strip() for line in f.read().splitlines() if line.strip()]
+    except OSError as exc:
+        raise StromError(
+            ErrorCode.INVALID_REQUEST, f"cannot read --from-file {path}: {exc.strerror}"
+        ) from None
+    no_group = group is not None and bool(lines) and len(lines[0].split(",")) == 3
+    plan: dict[str, dict[TopicPartition, int]] = {}
+    for number, line in enumerate(lines, 1):
+        fields = [field.strip() for field in line.split(",")]
+        try:
+            if no_group and len(fields) == 3:
+                owner, (topic, partition, offset) = group, fields
+            elif not no_group and len(fields) == 4:
+                owner, topic, partition, offset = fields
+            else:
+                raise ValueError(line)
+            tp = TopicPartition(topic, int(partition))
+            plan.setdefault(str(owner), {})[tp] = int(offset)
+        except ValueError:
+            layout = "topic,partition,offset" if no_group else "group,topic,partition,offset"
+            raise StromError(
+                ErrorCode.INVALID_REQUEST,
+                f"--from-file {path} line {number}: expected {layout}, not '{line}'",
+            ) from None
+    return plan
 
 
 def _partitions(

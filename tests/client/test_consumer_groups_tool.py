@@ -4,15 +4,19 @@ and --delete-offsets, with kafka-consumer-groups.sh's output and one-line errors
 
 from __future__ import annotations
 
+import concurrent.futures
 import time
+
+import grpc
 
 from strom.admin import AdminClient
 from strom.consumer import Consumer, TopicPartition
 from strom.errors import StromError
 from strom.producer import Producer
 from strom_api.error_codes import ErrorCode
+from strom_api.v1 import client_pb2, client_pb2_grpc
 from tests.client.cluster_helpers import FAST, bootstrap, create_topic
-from tests.tools.tool_runs import fails, ok, strom
+from tests.tools.tool_runs import fails, ok, run, strom
 
 
 def rows(lines):
@@ -114,12 +118,8 @@ def test_usage_errors_are_one_line(cluster):
     b = ["consumer-groups", "--bootstrap-server", bootstrap(cluster)]
     assert "--group or --all-groups" in fails(*b, "--describe")
     assert "One of the reset scopes" in fails(*b, "--reset-offsets", "--group", "x", "--topic", "t")
-    assert (
-        "PnDTnHnMnS"
-        in fails(
-            *b, "--reset-offsets", "--group", "nobody", "--topic", "nothing", "--by-duration", "10m"
-        )
-        or True
+    assert "PnDTnHnMnS" in fails(
+        *b, "--reset-offsets", "--group", "nobody", "--topic", "nothing", "--by-duration", "10m"
     )
     result = strom("consumer-groups", "--bootstrap-server", "127.0.0.1:1", "--list")
     warning, error = result.stderr.splitlines()  # the cause while it waits, then the error
@@ -127,8 +127,41 @@ def test_usage_errors_are_one_line(cluster):
     assert "Connection to node -1 (127.0.0.1:1) could not be established." in warning
 
 
-def test_options_an_action_would_not_use_are_refused_before_it_runs():
+class _SilentBroker(client_pb2_grpc.ClientServiceServicer):
+    """Takes every Metadata request and answers none while its caller waits."""
+
+    def Metadata(self, request, context):  # noqa: N802
+        while context.is_active():
+            time.sleep(0.05)
+        return client_pb2.MetadataResponse()
+
+
+def test_timeout_bounds_the_wait_for_a_broker_that_never_answers():
+    server = grpc.server(concurrent.futures.ThreadPoolExecutor(4))
+    client_pb2_grpc.add_ClientServiceServicer_to_server(_SilentBroker(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        began = time.monotonic()
+        result = strom(
+            "consumer-groups", "--bootstrap-server", f"127.0.0.1:{port}", "--list",
+            "--timeout", "1000",
+        )  # fmt: skip
+        waited = time.monotonic() - began
+    finally:
+        server.stop(0)
+    assert result.returncode == 1 and "DEADLINE_EXCEEDED" in result.stderr, result.stderr
+    assert waited < 20, waited  # not the 30 s default
+
+
+def test_options_an_action_would_not_use_are_refused_before_it_runs(capsys):
     b = ["consumer-groups", "--bootstrap-server", "127.0.0.1:1"]  # never reached
+
+    def fails(*args):  # in this process: each refusal comes before any connection
+        code, out, err = run(capsys, *args)
+        assert code == 1 and out == "" and err.count("\n") == 1, (args, out, err)
+        return err.strip()
+
     for args, said in (
         (["--describe", "--group", "g", "--members", "--state"], "at most one of"),
         (["--describe", "--group", "g", "--offsets", "--members"], "at most one of"),
@@ -148,6 +181,15 @@ def test_options_an_action_would_not_use_are_refused_before_it_runs():
         (
             ["--delete-offsets", "--group", "g", "--topic", "t", "--all-topics"],
             "--all-topics can't be used with option --delete-offsets",
+        ),
+        (["--describe", "--group", "g", "--export"], "--export can't be used with option"),
+        (
+            ["--reset-offsets", "--group", "g", "--from-file", "plan.csv", "--topic", "t"],
+            "--from-file can't be used with option --topic",
+        ),
+        (
+            ["--reset-offsets", "--group", "g", "--to-earliest"],
+            "--reset-offsets takes one of these options: --topic, --all-topics",
         ),
     ):
         assert said in fails(*b, *args), args
@@ -305,3 +347,56 @@ def test_delete_offsets_deletes_what_no_member_reads_and_lists_each_partition(cl
             raise AssertionError("the offsets of a group that does not exist were deleted")
     missing = strom(*delete[:-1], "never-was", "--topic", "pruned:0")
     assert missing.returncode == 1 and "GROUP_ID_NOT_FOUND" in missing.stderr
+
+
+def _committed(cluster, group):
+    with AdminClient(bootstrap(cluster)) as admin:
+        return {tuple(tp): o for tp, o in admin.list_consumer_group_offsets(group).items()}
+
+
+def test_a_reset_plan_exported_is_read_back_and_several_groups_reset_at_once(cluster, tmp_path):
+    create_topic(cluster, "planned", partitions=2)
+    with Producer(bootstrap(cluster)) as producer:
+        for i in range(10):
+            producer.send("planned", b"%d" % i, partition=i % 2)
+    with AdminClient(bootstrap(cluster)) as admin:
+        for group in ("plan-a", "plan-b"):
+            _seed_offsets(admin, group, {("planned", 0): 1, ("planned", 1): 1})
+    reset = ["consumer-groups", "--bootstrap-server", bootstrap(cluster), "--reset-offsets"]
+
+    # One group: Kafka's topic,partition,offset lines; --from-file takes them back.
+    exported = ok(
+        *reset, "--group", "plan-a", "--topic", "planned", "--to-latest", "--dry-run", "--export"
+    )
+    assert exported == ["planned,0,5", "planned,1,5"]
+    plan = tmp_path / "plan.csv"
+    plan.write_text("planned,0,2\nplanned,1,3\n")
+    assert rows(ok(*reset, "--group", "plan-a", "--from-file", str(plan), "--execute")) == [
+        ["plan-a", "planned", "0", "2"],
+        ["plan-a", "planned", "1", "3"],
+    ]
+    assert _committed(cluster, "plan-a") == {("planned", 0): 2, ("planned", 1): 3}
+
+    # Several groups at once, and the group,topic,partition,offset layout.
+    both = ["--group", "plan-a", "--group", "plan-b"]
+    assert ok(*reset, *both, "--topic", "planned:1", "--to-earliest", "--execute", "--export") == [
+        "plan-a,planned,1,0",
+        "plan-b,planned,1,0",
+    ]
+    plan.write_text("plan-b,planned,0,4\nplan-a,planned,1,4\n")
+    assert rows(ok(*reset, *both, "--from-file", str(plan), "--execute")) == [
+        ["plan-a", "planned", "1", "4"],
+        ["plan-b", "planned", "0", "4"],
+    ]
+    assert _committed(cluster, "plan-b") == {("planned", 0): 4, ("planned", 1): 0}
+    # A group the plan does not name is said and the others are reset; the exit says so.
+    partial = strom(*reset, "--group", "plan-a", "--group", "plan-c", "--from-file", str(plan),
+                    "--dry-run")  # fmt: skip
+    assert partial.returncode == 1
+    assert partial.stderr.strip() == "Error: No reset plan for group plan-c found"
+    assert rows(partial.stdout.splitlines()) == [["plan-a", "planned", "1", "4"]]
+
+    plan.write_text("planned,zero,1\n")
+    assert "line 1: expected topic,partition,offset, not 'planned,zero,1'" in fails(
+        *reset, "--group", "plan-a", "--from-file", str(plan), "--dry-run"
+    )
