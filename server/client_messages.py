@@ -9,6 +9,7 @@ from typing import Any
 
 from broker.fetch_sessions import FINAL_EPOCH, FetchState
 from broker.loop_slices import LoopSlices
+from metadata.errors import ApiError
 from server.api_errors import error_pb, make_error
 from server.loop_slices import per_group, per_partition
 from server.request_items import named_items
@@ -36,6 +37,7 @@ from server.requests.list_offsets import (
     ListOffsetsTopic,
     TopicOffsets,
 )
+from server.requests.log_dirs import LogDirDescription
 from server.requests.partitions import LeaderHint
 from server.requests.produce import (
     ProducePartition,
@@ -253,4 +255,39 @@ async def delete_records_response(
             if p.error is not None:
                 item.error.CopyFrom(error_pb(p.error))
             await slices.step()
+    return response
+
+
+# --- DescribeLogDirs --------------------------------------------------------------------
+
+
+async def log_dirs_wanted(request: Any) -> dict[str, list[int]] | None:
+    """The replicas a DescribeLogDirs names (None: all), in slices of partitions."""
+    if request.all_topics:
+        return None
+    wanted: dict[str, list[int]] = {}
+    for name, partitions in await per_partition(request.topics, lambda _, p: int(p)):
+        wanted.setdefault(name, []).extend(partitions)
+    return wanted
+
+
+async def log_dirs_response(
+    refusal: ApiError | None, dirs: list[LogDirDescription]
+) -> client_pb2.DescribeLogDirsResponse:
+    response = client_pb2.DescribeLogDirsResponse()
+    if refusal is not None:
+        response.error.CopyFrom(error_pb(refusal))
+        return response
+    slices = LoopSlices()
+    for d in dirs:
+        out = response.log_dirs.add(
+            log_dir=d.log_dir, total_bytes=d.total_bytes, usable_bytes=d.usable_bytes
+        )
+        if d.error is not None:
+            out.error.CopyFrom(error_pb(d.error))
+        for name, replicas in d.topics.items():
+            topic = out.topics.add(name=name)
+            for r in replicas:
+                topic.replicas.add(partition=r.partition, size=r.size, offset_lag=r.offset_lag)
+                await slices.step()
     return response

@@ -28,6 +28,8 @@ from server.client_messages import (
     init_producer_id_response,
     list_offsets_request,
     list_offsets_response,
+    log_dirs_response,
+    log_dirs_wanted,
     offsets_for_leader_epoch_request,
     offsets_for_leader_epoch_response,
     produce_request,
@@ -46,6 +48,7 @@ from server.requests.fetch_sessions_path import (
 )
 from server.requests.leader_epochs import offsets_for_leader_epoch
 from server.requests.list_offsets import list_offsets
+from server.requests.log_dirs import describe_log_dirs
 from server.requests.produce import produce
 from server.requests.producer_ids import init_producer_id
 from strom_api.error_codes import ErrorCode
@@ -276,6 +279,12 @@ class ClientServicer(GroupApi, client_pb2_grpc.ClientServiceServicer):
             current_session(),
         )
         return await delete_records_response(answer)
+
+    async def DescribeLogDirs(self, request: Any, context: Any) -> Any:  # noqa: N802
+        refusal, dirs = await describe_log_dirs(
+            self.replicas, self.authz, await log_dirs_wanted(request), current_session()
+        )
+        return await log_dirs_response(refusal, dirs)
 
 
 async def auto_create(

@@ -29,10 +29,12 @@ from strom.acl_binding import (
     ResourcePatternFilter,
     ResourceType,
 )
+from strom.cluster import Cluster
 from strom.controller_client import ControllerClient, parse_bootstrap
 from strom.errors import StromError, error_for, error_name, from_pb
 from strom.fetcher import EARLIEST, LATEST, TopicPartition
 from strom.group_admin import GroupAdmin, GroupDescription, GroupListing, PartitionLag
+from strom.log_dirs import LogDirDescription, describe_log_dirs
 from strom.security import client_security
 from strom.uuids import kafka_uuid_from_bytes
 from strom_api import scram_credential
@@ -811,6 +813,25 @@ class AdminClient:
             tp: ListOffsetsResultInfo(offset, timestamp, None if epoch < 0 else epoch)
             for tp, (offset, timestamp, epoch) in self._groups.list_offsets(wanted).items()
         }
+
+    # --- log directories ------------------------------------------------------------
+
+    def describe_log_dirs(
+        self, broker_ids: Iterable[int] | None = None
+    ) -> dict[int, dict[str, LogDirDescription]]:
+        """Kafka's describeLogDirs: each broker's log directories by path (every broker
+        the metadata lists when `broker_ids` is None), with their replicas, sizes, offset
+        lags and the volumes' bytes; a broker not in the metadata is INVALID_REQUEST."""
+
+        async def work(cluster: Cluster) -> dict[int, dict[str, LogDirDescription]]:
+            if broker_ids is None:
+                await cluster.refresh()
+                wanted: Iterable[int] = sorted(cluster.brokers)
+            else:
+                wanted = broker_ids
+            return await describe_log_dirs(cluster, wanted, self._groups.timeout_s)
+
+        return self._groups.on_brokers(work)
 
     # --- consumer groups ------------------------------------------------------------
 

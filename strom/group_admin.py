@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import grpc
 import grpc.aio
@@ -25,6 +25,8 @@ from strom.fetcher import EARLIEST, LATEST, FetchConfig, Fetcher, TopicPartition
 from strom_api.error_codes import ErrorCode
 from strom_api.tls import ChannelSecurity
 from strom_api.v1 import client_pb2
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,11 @@ class GroupAdmin:
             raise StromError(
                 ErrorCode.REQUEST_TIMED_OUT, "the cluster did not answer in time", True
             ) from None
+
+    def on_brokers(self, work: Callable[[Cluster], Awaitable[T]]) -> T:
+        """`work` run with the brokers' cluster on the I/O thread: the broker-side admin
+        calls that are not the groups' (strom/log_dirs.py)."""
+        return cast(T, self._run(work(self._cluster)))
 
     def close(self) -> None:
         self._io.run(self._cluster.close())

@@ -18,6 +18,7 @@ from strom.uuids import kafka_uuid_string, random_uuid
 from strom_tools import (
     console_commands,
     consumer_groups_command,
+    log_dirs_command,
     perf_commands,
     replica_verification,
 )
@@ -96,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     consumer_groups_command.add_command(commands)
     console_commands.add_commands(commands)
     replica_verification.add_command(commands)
+    log_dirs_command.add_command(commands)
     perf_commands.add_commands(commands)
     # A command group given without its subcommand prints that group's help.
     storage.set_defaults(help_parser=storage)

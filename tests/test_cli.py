@@ -61,7 +61,7 @@ def test_no_arguments_prints_help_and_fails() -> None:
     "args",
     [
         ("delete-records",),
-        ("log-dirs",),
+        ("delegation-tokens",),
         ("storage", "info"),
     ],
 )
@@ -79,6 +79,7 @@ def test_commands_not_built_yet_do_not_exist(args: tuple[str, ...]) -> None:
         ("consumer-groups",),
         ("console-producer",),
         ("replica-verification",),
+        ("log-dirs", "--bootstrap-server", "127.0.0.1:1"),  # --describe
     ],
 )
 def test_commands_without_their_required_arguments_say_which(args: tuple[str, ...]) -> None:

@@ -765,3 +765,57 @@ class OffsetDeleteResponse(_message.Message):
     error: _common_pb2.Error
     topics: _containers.RepeatedCompositeFieldContainer[OffsetDeleteResponse.Topic]
     def __init__(self, error: _Optional[_Union[_common_pb2.Error, _Mapping]] = ..., topics: _Optional[_Iterable[_Union[OffsetDeleteResponse.Topic, _Mapping]]] = ...) -> None: ...
+
+class DescribeLogDirsRequest(_message.Message):
+    __slots__ = ("all_topics", "topics")
+    class Topic(_message.Message):
+        __slots__ = ("name", "partitions")
+        NAME_FIELD_NUMBER: _ClassVar[int]
+        PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+        name: str
+        partitions: _containers.RepeatedScalarFieldContainer[int]
+        def __init__(self, name: _Optional[str] = ..., partitions: _Optional[_Iterable[int]] = ...) -> None: ...
+    ALL_TOPICS_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    all_topics: bool
+    topics: _containers.RepeatedCompositeFieldContainer[DescribeLogDirsRequest.Topic]
+    def __init__(self, all_topics: _Optional[bool] = ..., topics: _Optional[_Iterable[_Union[DescribeLogDirsRequest.Topic, _Mapping]]] = ...) -> None: ...
+
+class DescribeLogDirsResponse(_message.Message):
+    __slots__ = ("error", "log_dirs")
+    class Replica(_message.Message):
+        __slots__ = ("partition", "size", "offset_lag", "is_future")
+        PARTITION_FIELD_NUMBER: _ClassVar[int]
+        SIZE_FIELD_NUMBER: _ClassVar[int]
+        OFFSET_LAG_FIELD_NUMBER: _ClassVar[int]
+        IS_FUTURE_FIELD_NUMBER: _ClassVar[int]
+        partition: int
+        size: int
+        offset_lag: int
+        is_future: bool
+        def __init__(self, partition: _Optional[int] = ..., size: _Optional[int] = ..., offset_lag: _Optional[int] = ..., is_future: _Optional[bool] = ...) -> None: ...
+    class Topic(_message.Message):
+        __slots__ = ("name", "replicas")
+        NAME_FIELD_NUMBER: _ClassVar[int]
+        REPLICAS_FIELD_NUMBER: _ClassVar[int]
+        name: str
+        replicas: _containers.RepeatedCompositeFieldContainer[DescribeLogDirsResponse.Replica]
+        def __init__(self, name: _Optional[str] = ..., replicas: _Optional[_Iterable[_Union[DescribeLogDirsResponse.Replica, _Mapping]]] = ...) -> None: ...
+    class LogDir(_message.Message):
+        __slots__ = ("log_dir", "error", "topics", "total_bytes", "usable_bytes")
+        LOG_DIR_FIELD_NUMBER: _ClassVar[int]
+        ERROR_FIELD_NUMBER: _ClassVar[int]
+        TOPICS_FIELD_NUMBER: _ClassVar[int]
+        TOTAL_BYTES_FIELD_NUMBER: _ClassVar[int]
+        USABLE_BYTES_FIELD_NUMBER: _ClassVar[int]
+        log_dir: str
+        error: _common_pb2.Error
+        topics: _containers.RepeatedCompositeFieldContainer[DescribeLogDirsResponse.Topic]
+        total_bytes: int
+        usable_bytes: int
+        def __init__(self, log_dir: _Optional[str] = ..., error: _Optional[_Union[_common_pb2.Error, _Mapping]] = ..., topics: _Optional[_Iterable[_Union[DescribeLogDirsResponse.Topic, _Mapping]]] = ..., total_bytes: _Optional[int] = ..., usable_bytes: _Optional[int] = ...) -> None: ...
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    LOG_DIRS_FIELD_NUMBER: _ClassVar[int]
+    error: _common_pb2.Error
+    log_dirs: _containers.RepeatedCompositeFieldContainer[DescribeLogDirsResponse.LogDir]
+    def __init__(self, error: _Optional[_Union[_common_pb2.Error, _Mapping]] = ..., log_dirs: _Optional[_Iterable[_Union[DescribeLogDirsResponse.LogDir, _Mapping]]] = ...) -> None: ...

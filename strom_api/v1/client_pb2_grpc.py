@@ -134,6 +134,11 @@ class ClientServiceStub:
                 request_serializer=strom__api_dot_v1_dot_client__pb2.OffsetDeleteRequest.SerializeToString,
                 response_deserializer=strom__api_dot_v1_dot_client__pb2.OffsetDeleteResponse.FromString,
                 _registered_method=True)
+        self.DescribeLogDirs = channel.unary_unary(
+                '/strom_api.v1.ClientService/DescribeLogDirs',
+                request_serializer=strom__api_dot_v1_dot_client__pb2.DescribeLogDirsRequest.SerializeToString,
+                response_deserializer=strom__api_dot_v1_dot_client__pb2.DescribeLogDirsResponse.FromString,
+                _registered_method=True)
 
 
 class ClientServiceServicer:
@@ -266,6 +271,12 @@ class ClientServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DescribeLogDirs(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ClientServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -368,6 +379,11 @@ def add_ClientServiceServicer_to_server(servicer, server):
                     servicer.OffsetDelete,
                     request_deserializer=strom__api_dot_v1_dot_client__pb2.OffsetDeleteRequest.FromString,
                     response_serializer=strom__api_dot_v1_dot_client__pb2.OffsetDeleteResponse.SerializeToString,
+            ),
+            'DescribeLogDirs': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeLogDirs,
+                    request_deserializer=strom__api_dot_v1_dot_client__pb2.DescribeLogDirsRequest.FromString,
+                    response_serializer=strom__api_dot_v1_dot_client__pb2.DescribeLogDirsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -910,6 +926,33 @@ class ClientService:
             '/strom_api.v1.ClientService/OffsetDelete',
             strom__api_dot_v1_dot_client__pb2.OffsetDeleteRequest.SerializeToString,
             strom__api_dot_v1_dot_client__pb2.OffsetDeleteResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeLogDirs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strom_api.v1.ClientService/DescribeLogDirs',
+            strom__api_dot_v1_dot_client__pb2.DescribeLogDirsRequest.SerializeToString,
+            strom__api_dot_v1_dot_client__pb2.DescribeLogDirsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -206,6 +206,12 @@ SEEDS: dict[str, Seed] = {
     "DescribeGroups": lambda rng, ctx: {"groups": [_group(rng, ctx)]},
     "ListGroups": lambda rng, ctx: {"states_filter": rng.choice(([], ["Stable"]))},
     "DeleteGroups": lambda rng, ctx: {"groups": [_group(rng, ctx)]},
+    "DescribeLogDirs": lambda rng, ctx: rng.choice(
+        (
+            {"all_topics": True},
+            {"topics": [{"name": _topic(rng, ctx)[0], "partitions": [0, 1]}]},
+        )
+    ),
     "OffsetDelete": lambda rng, ctx: {
         "group_id": _group(rng, ctx),
         "topics": [{"name": _topic(rng, ctx)[0], "partitions": [0]}],

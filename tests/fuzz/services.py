@@ -60,6 +60,7 @@ READ_ONLY = {
     "ListGroups",
     "DeleteGroups",
     "OffsetDelete",
+    "DescribeLogDirs",
     "DescribeCluster",
     "DescribeTopics",
     "DescribeQuorum",

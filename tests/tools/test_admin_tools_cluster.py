@@ -6,12 +6,15 @@ controller is killed."""
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
+from strom.producer import Producer
 from strom_api.v1 import client_pb2
 from tests.data_plane.data_client import DataClient, error_name
 from tests.node_integration.node_cluster import NodeCluster
@@ -155,6 +158,59 @@ def test_topics_min_isr_filters_and_exclude_internal(cluster: NodeCluster) -> No
     described = ok(*topics, "--describe", "--exclude-internal")
     assert not any("__consumer_offsets" in line for line in described)
     assert any("__consumer_offsets" in line for line in ok(*topics, "--describe"))
+
+
+def test_log_dirs_describe_lists_each_brokers_replicas(cluster: NodeCluster) -> None:
+    """kafka-log-dirs.sh --describe: every broker asked (or those of --broker-list), each
+    replica of the --topic-list topics listed once per broker holding it, with its size."""
+    ok("topics", *boot(cluster), "--create", "--topic", "on-disk", "--partitions", "2",
+       "--replication-factor", "2")  # fmt: skip
+    brokers = [
+        "--bootstrap-server",
+        ",".join(f"127.0.0.1:{cluster.broker_port[i]}" for i in CONTROLLERS),
+    ]
+    with Producer(brokers[1], acks="all") as producer:
+        for _ in range(20):
+            producer.send("on-disk", b"x" * 100, partition=0)
+        producer.flush()
+
+    def described(*more: str) -> dict[str, Any]:
+        lines = ok("log-dirs", *brokers, "--describe", *more)
+        assert lines[0] == "Querying brokers for log directories information"
+        assert lines[1].startswith("Received log directory information from brokers ")
+        assert len(lines) == 3
+        return json.loads(lines[2])
+
+    def replicas() -> list[tuple[str, int, int]] | None:
+        answer = described("--topic-list", "on-disk")
+        found = [
+            (p["partition"], p["size"], p["offsetLag"])
+            for b in answer["brokers"]
+            for d in b["logDirs"]
+            if d["error"] is None
+            for p in d["partitions"]
+        ]
+        # Both replicas of partition 0 hold the records (the follower may still be fetching).
+        sizes = [size for name, size, _ in found if name == "on-disk-0"]
+        return found if len(sizes) == 2 and min(sizes) > 2000 else None
+
+    found = wait_until(replicas, 20, "both replicas of on-disk-0 written")
+    assert sorted(name for name, _, _ in found) == [
+        "on-disk-0",
+        "on-disk-0",
+        "on-disk-1",
+        "on-disk-1",
+    ]
+    assert all(lag == 0 for _, _, lag in found)
+    assert {size for name, size, _ in found if name == "on-disk-1"} == {0}
+
+    one = described("--broker-list", "2")
+    assert [b["broker"] for b in one["brokers"]] == [2] and one["version"] == 1
+    assert all(d["logDir"] and d["error"] is None for d in one["brokers"][0]["logDirs"])
+    assert (
+        "The given brokers do not exist from --broker-list: 9. Current existent brokers: 1,2,3"
+        in (fails("log-dirs", *brokers, "--describe", "--broker-list", "9"))
+    )
 
 
 def test_metadata_quorum_describe(cluster: NodeCluster) -> None:
