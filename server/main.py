@@ -1,5 +1,5 @@
-"""Entry points behind `strom server` and `strom storage format` (strom_tools/cli.py imports this
-lazily, so the client side never loads the server).
+"""Entry points behind `strom server`, `strom storage format` and `strom storage info`
+(strom_tools/cli.py imports this lazily, so the client side never loads the server).
 
 A bad configuration or an unformatted directory ends the command with one line naming the
 problem (Kafka's error name and a sentence) and exit code 1, never a traceback.
@@ -53,6 +53,17 @@ def format_storage(
     for directory in formatted:
         print(f"Formatting {directory} with metadata.version (cluster id {cluster_id}).")
     return 0
+
+
+def storage_info(config_path: str, overrides: Sequence[str] = ()) -> int:
+    """kafka-storage.sh info: the node's log.dirs and metadata.log.dir as they are now."""
+    from server.storage_info import storage_info as info
+
+    try:
+        config = server_config.load(config_path, overrides)
+    except StorageError as error:
+        return _fail(error)
+    return info([*config.log_dirs, config.metadata_log_dir])
 
 
 def run_server(config_path: str, overrides: Sequence[str]) -> int:

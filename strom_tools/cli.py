@@ -18,6 +18,7 @@ from strom.uuids import kafka_uuid_string, random_uuid
 from strom_tools import (
     console_commands,
     consumer_groups_command,
+    delete_records_command,
     log_dirs_command,
     perf_commands,
     replica_verification,
@@ -45,6 +46,12 @@ def _storage_format(args: argparse.Namespace) -> int:
     return format_storage(
         args.config, args.cluster_id, args.override, args.ignore_formatted, args.add_scram
     )
+
+
+def _storage_info(args: argparse.Namespace) -> int:
+    from server.main import storage_info
+
+    return storage_info(args.config, args.override)
 
 
 def _server(args: argparse.Namespace) -> int:
@@ -86,6 +93,14 @@ def build_parser() -> argparse.ArgumentParser:
         "(base64) and saltedpassword= (base64, with salt=)",
     )
     format_cmd.set_defaults(handler=_storage_format)
+    info_cmd = storage_commands.add_parser(
+        "info", help="show what the node's directories hold (meta.properties, problems)"
+    )
+    info_cmd.add_argument("--config", "-c", required=True, help="the server.properties file")
+    info_cmd.add_argument(
+        "--override", action="append", default=[], metavar="KEY=VALUE", help="a config value"
+    )
+    info_cmd.set_defaults(handler=_storage_info)
 
     server = commands.add_parser("server", help="run a node (as kafka-server-start.sh)")
     server.add_argument("config", help="the server.properties file")
@@ -98,6 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     console_commands.add_commands(commands)
     replica_verification.add_command(commands)
     log_dirs_command.add_command(commands)
+    delete_records_command.add_command(commands)
     perf_commands.add_commands(commands)
     # A command group given without its subcommand prints that group's help.
     storage.set_defaults(help_parser=storage)

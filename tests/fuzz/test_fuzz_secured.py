@@ -25,7 +25,7 @@ from tests.fuzz.values import Context
 
 pytestmark = pytest.mark.fuzz
 
-SEED = 18
+SEED = 20  # its 500 cases draw every RPC, identity and handshake kind (a test checks)
 CASES = 500
 BUDGET_S = 15.0
 CTX = Context(
