@@ -35,6 +35,7 @@ from strom.errors import StromError, error_for, error_name, from_pb
 from strom.fetcher import EARLIEST, LATEST, TopicPartition
 from strom.group_admin import GroupAdmin, GroupDescription, GroupListing, PartitionLag
 from strom.log_dirs import LogDirDescription, describe_log_dirs
+from strom.record_deletion import DeletedRecords, delete_records
 from strom.security import client_security
 from strom.uuids import kafka_uuid_from_bytes
 from strom_api import scram_credential
@@ -813,6 +814,22 @@ class AdminClient:
             tp: ListOffsetsResultInfo(offset, timestamp, None if epoch < 0 else epoch)
             for tp, (offset, timestamp, epoch) in self._groups.list_offsets(wanted).items()
         }
+
+    # --- records ----------------------------------------------------------------------
+
+    def delete_records(
+        self, offsets: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, DeletedRecords]:
+        """Kafka's deleteRecords: each partition's records below its offset deleted
+        (HIGH_WATERMARK, -1: all below the high watermark), asked of its leader; returns
+        each partition's new low watermark, or the error that kept its records
+        (OFFSET_OUT_OF_RANGE above the high watermark, UNKNOWN_TOPIC_OR_PARTITION, ...)."""
+        wanted = {TopicPartition(*tp): offset for tp, offset in offsets.items()}
+
+        async def work(cluster: Cluster) -> dict[TopicPartition, DeletedRecords]:
+            return await delete_records(cluster, wanted, self._groups.timeout_s)
+
+        return self._groups.on_brokers(work)
 
     # --- log directories ------------------------------------------------------------
 

@@ -19,6 +19,7 @@ from strom_tools import (
     console_commands,
     consumer_groups_command,
     delete_records_command,
+    get_offsets_command,
     log_dirs_command,
     perf_commands,
     replica_verification,
@@ -114,6 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     replica_verification.add_command(commands)
     log_dirs_command.add_command(commands)
     delete_records_command.add_command(commands)
+    get_offsets_command.add_command(commands)
     perf_commands.add_commands(commands)
     # A command group given without its subcommand prints that group's help.
     storage.set_defaults(help_parser=storage)

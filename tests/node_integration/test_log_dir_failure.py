@@ -25,6 +25,8 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from node_cluster import NodeCluster, wait_until
 
+from strom import TopicPartition
+from strom.admin import AdminClient
 from strom_api.records import decode_batches
 from strom_api.v1 import controller_pb2
 from tests.data_plane.data_client import DataClient, batch, error_name
@@ -220,6 +222,14 @@ def test_a_failed_log_dir_among_two_moves_its_partitions_away_and_keeps_the_brok
         answer = setup.client.fetch_raw(leader, TOPIC, 0, 0, replica_id=-2)
         assert error_name(answer.error) == "KAFKA_STORAGE_ERROR"
         setup.check_acknowledged(0, new_leader)
+        # Kafka's describeLogDirs (kafka-log-dirs.sh) shows the directory offline.
+        brokers = ",".join(f"127.0.0.1:{cluster.broker_port[i]}" for i in cluster.ids)
+        with AdminClient(brokers) as admin:
+            dirs = admin.describe_log_dirs([leader])[leader]
+        offline = dirs[bad]
+        assert offline.error is not None and offline.error.name == "KAFKA_STORAGE_ERROR"
+        assert offline.replicas == {} and dirs[good].error is None
+        assert TopicPartition(TOPIC, 1) in dirs[good].replicas
         assert "Traceback" not in cluster.log_text(leader)
     finally:
         setup.close()

@@ -14,12 +14,14 @@ from typing import Any
 
 import pytest
 
+from strom.admin import AdminClient, OffsetSpec
+from strom.fetcher import TopicPartition
 from strom.producer import Producer
 from strom_api.v1 import client_pb2
 from tests.data_plane.data_client import DataClient, error_name
 from tests.node_integration.node_cluster import NodeCluster
 from tests.raft_integration.process_cluster import free_ports, wait_until
-from tests.tools.tool_runs import fails, ok
+from tests.tools.tool_runs import fails, ok, run, strom
 
 
 @pytest.fixture(scope="module")
@@ -211,6 +213,115 @@ def test_log_dirs_describe_lists_each_brokers_replicas(cluster: NodeCluster) -> 
         "The given brokers do not exist from --broker-list: 9. Current existent brokers: 1,2,3"
         in (fails("log-dirs", *brokers, "--describe", "--broker-list", "9"))
     )
+
+
+def test_delete_records_moves_each_low_watermark(cluster: NodeCluster, tmp_path: Any) -> None:
+    """kafka-delete-records.sh: each partition's records below its offset deleted (-1: below
+    the high watermark), its new low watermark printed; an offset beyond the high watermark
+    and a partition that does not exist are each partition's error, exit 1."""
+    ok("topics", *boot(cluster), "--create", "--topic", "trimmed", "--partitions", "2",
+       "--replication-factor", "2")  # fmt: skip
+    bootstrap = ",".join(f"127.0.0.1:{cluster.broker_port[i]}" for i in CONTROLLERS)
+    with Producer(bootstrap, acks="all") as producer:
+        for i in range(14):
+            producer.send("trimmed", b"r", partition=0 if i < 10 else 1)
+        producer.flush()
+    plan = tmp_path / "offsets.json"
+
+    def delete(*partitions: tuple[str, int, int]) -> list[str]:
+        entries = [{"topic": t, "partition": p, "offset": o} for t, p, o in partitions]
+        plan.write_text(json.dumps({"partitions": entries, "version": 1}))
+        command = ["delete-records", "--bootstrap-server", bootstrap]
+        return [*command, "--offset-json-file", str(plan)]
+
+    assert ok(*delete(("trimmed", 0, 6), ("trimmed", 1, -1))) == [
+        "Executing records delete operation",
+        "Records delete operation completed:",
+        "partition: trimmed-0\tlow_watermark: 6",
+        "partition: trimmed-1\tlow_watermark: 4",
+    ]
+    with AdminClient(bootstrap) as admin:
+        earliest = admin.list_offsets(
+            {TopicPartition("trimmed", p): OffsetSpec.earliest() for p in (0, 1)}
+        )
+        assert [earliest[TopicPartition("trimmed", p)].offset for p in (0, 1)] == [6, 4]
+
+    refused = strom(*delete(("trimmed", 0, 99), ("no-such-topic", 0, 1), ("trimmed", 1, 4)))
+    assert refused.returncode == 1, refused.stderr
+    lines = refused.stdout.splitlines()
+    assert lines[2].startswith("partition: trimmed-0\terror: OFFSET_OUT_OF_RANGE: ")
+    assert lines[3].startswith("partition: no-such-topic-0\terror: UNKNOWN_TOPIC_OR_PARTITION: ")
+    assert lines[4] == "partition: trimmed-1\tlow_watermark: 4"
+    assert "duplicate topic partitions: trimmed-0" in fails(
+        *delete(("trimmed", 0, 7), ("trimmed", 0, 8))
+    )
+
+
+def test_delete_records_reads_kafkas_offset_file_and_refuses_the_rest(tmp_path: Any) -> None:
+    from strom.errors import StromError
+    from strom_tools.delete_records_command import read_offsets
+
+    plan = tmp_path / "offsets.json"
+    plan.write_text('{"partitions": [{"topic": "t", "partition": 2, "offset": -1}], "version": 1}')
+    assert read_offsets(str(plan)) == {TopicPartition("t", 2): -1}
+    for text, said in (
+        ("{", "is not valid JSON"),
+        ('{"version": 1}', "expected {"),
+        ('{"partitions": [{"topic": "t", "partition": 0}]}', "each partition needs"),
+        ('{"partitions": [{"topic": "t", "partition": true, "offset": 1}]}', "each partition"),
+        ('{"partitions": [{"topic": "t", "partition": 0, "offset": -2}]}', "offset -2 of t-0"),
+    ):
+        plan.write_text(text)
+        with pytest.raises(StromError) as caught:
+            read_offsets(str(plan))
+        assert caught.value.name == "INVALID_REQUEST" and said in caught.value.message, text
+
+
+def test_get_offsets_prints_each_partitions_offset_at_a_time(cluster: NodeCluster) -> None:
+    """kafka-get-offsets.sh: topic:partition:offset for each partition selected (--topic,
+    --partitions or --topic-partitions patterns) at --time; no line where no record is
+    that recent."""
+    ok("topics", *boot(cluster), "--create", "--topic", "ledger", "--partitions", "3",
+       "--replication-factor", "1")  # fmt: skip
+    bootstrap = ",".join(f"127.0.0.1:{cluster.broker_port[i]}" for i in CONTROLLERS)
+    base = 1_700_000_000_000
+    with Producer(bootstrap, acks="all") as producer:
+        for i in range(5):
+            producer.send("ledger", b"r", partition=0, timestamp_ms=base + i * 1000)
+        for _ in range(2):
+            producer.send("ledger", b"r", partition=1)
+        producer.flush()
+    offsets = ["get-offsets", "--bootstrap-server", bootstrap]
+    assert ok(*offsets, "--topic", "ledger") == ["ledger:0:5", "ledger:1:2", "ledger:2:0"]
+    assert ok(*offsets, "--topic", "led.*", "--time", "earliest", "--partitions", "0,2") == [
+        "ledger:0:0",
+        "ledger:2:0",
+    ]
+    assert ok(*offsets, "--topic-partitions", "ledger:1-,nothing-else:0") == [
+        "ledger:1:2",
+        "ledger:2:0",
+    ]
+    # The first record at or after base+2.5 s is offset 3; the largest timestamp is offset 4.
+    assert ok(*offsets, "--topic-partitions", "ledger:0", "--time", str(base + 2500)) == [
+        "ledger:0:3"
+    ]
+    assert ok(*offsets, "--topic-partitions", "ledger:-1", "--time", "max-timestamp") == [
+        "ledger:0:4"
+    ]
+    assert "Could not match any topic-partitions with the specified filters" in fails(
+        *offsets, "--topic", "ledger", "--partitions", "7"
+    )
+
+
+def test_get_offsets_refuses_what_kafkas_tool_refuses(capsys: Any) -> None:
+    offsets = ["get-offsets", "--bootstrap-server", "127.0.0.1:1"]  # never reached
+    for args, said in (
+        (["--topic-partitions", "t:0", "--topic", "t"], "cannot be used with --topic"),
+        (["--time", "soon"], "Malformed time argument soon. Please use -1 or latest"),
+        (["--topic-partitions", "t:x"], "Invalid topic-partition pattern: t:x"),
+    ):
+        code, out, err = run(capsys, *offsets, *args)
+        assert code == 1 and out == "" and said in err, (args, err)
 
 
 def test_metadata_quorum_describe(cluster: NodeCluster) -> None:
