@@ -160,13 +160,14 @@ LOGIN_HANDLERS = (
 OAUTHBEARER_LOGIN_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 
 
-def _properties(path: str) -> dict[str, str]:
+def read_properties(path: str, option: str = "--command-config") -> dict[str, str]:
+    """A Java properties file's keys and values (`option`: the flag named in errors)."""
     try:
         with open(path, encoding="utf-8") as f:
             lines = f.read().splitlines()
     except OSError as exc:
         raise StromError(
-            ErrorCode.INVALID_CONFIG, f"cannot read --command-config {path}: {exc.strerror}"
+            ErrorCode.INVALID_CONFIG, f"cannot read {option} {path}: {exc.strerror}"
         ) from None
     props = {}
     for raw in lines:
@@ -184,11 +185,24 @@ def client_settings(path: str | None) -> dict[str, Any]:
     a file)."""
     if path is None:
         return {}
-    props = _properties(path)
+    props = read_properties(path)
     for key in sorted(props):
         if key not in KNOWN:
             log.warning("The configuration '%s' was supplied but isn't a known config.", key)
     return settings_from_properties(props, f"--command-config {path}")
+
+
+def consumer_config_settings(path: str) -> dict[str, Any]:
+    """A console consumer's --consumer.config FILE: Kafka's consumer properties and the
+    security ones, as the Consumer's keyword arguments; any other key is warned about and
+    ignored, as Kafka's clients warn of a config they do not know."""
+    props = read_properties(path, "--consumer.config")
+    for key in sorted(props):
+        if key not in KNOWN and key not in CONSUMER_PROPERTIES:
+            log.warning("The configuration '%s' was supplied but isn't a known config.", key)
+    settings = consumer_settings({k: v for k, v in props.items() if k in CONSUMER_PROPERTIES})
+    settings.update(settings_from_properties(props, f"--consumer.config {path}"))
+    return settings
 
 
 def settings_from_properties(props: dict[str, str], where: str) -> dict[str, Any]:

@@ -96,6 +96,12 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "headers.separator, line.separator, null.literal",
     )
     consumer.add_argument(
+        "--consumer.config",
+        dest="consumer_config",
+        metavar="FILE",
+        help="a file of Kafka consumer properties (--consumer-property overrides them)",
+    )
+    consumer.add_argument(
         "--consumer-property",
         action="append",
         default=[],
@@ -171,8 +177,9 @@ def _send_lines(
         future.add_errback(failures.append)
 
 
-def _usage_problem(args: argparse.Namespace) -> str | None:
-    """The option combinations Kafka's ConsoleConsumerOptions refuses, in its words."""
+def _usage_problem(args: argparse.Namespace, configured: dict[str, Any]) -> str | None:
+    """The option combinations Kafka's ConsoleConsumerOptions refuses, in its words
+    (`configured`: the consumer settings of --consumer.config and --consumer-property)."""
     if args.offset is not None and args.from_beginning:
         return "Options from-beginning and offset cannot be specified together."
     if args.offset is not None and args.partition is None:
@@ -185,14 +192,14 @@ def _usage_problem(args: argparse.Namespace) -> str | None:
             )
     if args.partition is not None and args.partition < 0:
         return f"The partition must be >= 0, not {args.partition}."
-    props = dict(p.partition("=")[::2] for p in args.consumer_property)
-    group = props.get("group.id")
+    group = configured.get("group_id")
     if args.group is not None and group is not None and group != args.group:
         return (
             "The group ids provided in different places (directly using '--group', via "
-            f"'--consumer-property') do not match. Detected group ids: '{args.group}', '{group}'"
+            "'--consumer-property', or via '--consumer.config') do not match. Detected group "
+            f"ids: '{args.group}', '{group}'"
         )
-    reset = props.get("auto.offset.reset")
+    reset = configured.get("auto_offset_reset")
     if args.from_beginning and reset is not None and reset != "earliest":
         return (
             f"Can't simultaneously specify --from-beginning and 'auto.offset.reset={reset}', "
@@ -217,15 +224,30 @@ def _partitions_within(
         return exc
 
 
+def _configured(args: argparse.Namespace) -> dict[str, Any]:
+    """The Consumer's settings from --consumer.config, then --consumer-property over them
+    (Kafka's order), then --command-config's security ones."""
+    settings: dict[str, Any] = {}
+    if args.consumer_config is not None:
+        settings.update(client_properties.consumer_config_settings(args.consumer_config))
+    settings.update(client_properties.consumer_settings(_properties(args.consumer_property)))
+    settings.update(client_properties.client_settings(args.command_config))
+    return settings
+
+
 def consume(args: argparse.Namespace) -> int:
-    problem = _usage_problem(args)
+    log_warnings_to_stderr()
+    try:
+        configured = _configured(args)
+    except StromError as exc:
+        return _fail("console-consumer", exc)
+    problem = _usage_problem(args, configured)
     if problem is not None:
         args.help_parser.error(problem)
-    log_warnings_to_stderr()
     printed = [0]
     try:
         with _sigterm_as_interrupt():
-            _consume(args, printed)
+            _consume(args, configured, printed)
     except StromError as exc:
         return _fail("console-consumer", exc)
     except KeyboardInterrupt:
@@ -234,15 +256,16 @@ def consume(args: argparse.Namespace) -> int:
     return 0
 
 
-def _consume(args: argparse.Namespace, printed: list[int]) -> None:
+def _consume(args: argparse.Namespace, configured: dict[str, Any], printed: list[int]) -> None:
     """Prints records until --max-messages, --timeout-ms or an interrupt, counting them in
     printed[0]."""
     if args.partition is not None or args.timeout_ms is not None:
         # Kafka's console consumer never waits longer than --timeout-ms, a mistyped topic
         # included; a --partition beyond the topic's count is refused rather than waited on.
         wait_s = args.timeout_ms / 1000 if args.timeout_ms is not None else 30.0
-        settings = client_properties.client_settings(args.command_config)
-        partitions = _partitions_within(args.bootstrap_server, args.topic, wait_s, settings)
+        # how the consumer dials (security_protocol, ssl_*, sasl_*), wherever it was said
+        dialing = {k: v for k, v in configured.items() if k.startswith(("security", "ssl", "sasl"))}
+        partitions = _partitions_within(args.bootstrap_server, args.topic, wait_s, dialing)
         if isinstance(partitions, StromError):
             if args.timeout_ms is not None:
                 return  # Kafka: "Processed a total of 0 messages", the warnings said why
@@ -258,13 +281,12 @@ def _consume(args: argparse.Namespace, printed: list[int]) -> None:
     line_end = props.get("line.separator", "\n")
     # Kafka's order: the consumer properties, then what the tool's own options say (equal
     # where both are given: _usage_problem refused the rest).
-    settings = client_properties.consumer_settings(_properties(args.consumer_property))
+    settings = dict(configured)
     if args.group is not None:
         settings["group_id"] = args.group
     if args.from_beginning:
         settings["auto_offset_reset"] = "earliest"
     settings.setdefault("auto_offset_reset", "latest")
-    settings.update(client_properties.client_settings(args.command_config))
     consumer = Consumer(
         bootstrap_servers=args.bootstrap_server,
         consumer_timeout_ms=args.timeout_ms if args.timeout_ms is not None else float("inf"),

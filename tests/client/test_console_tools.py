@@ -125,7 +125,7 @@ def test_a_group_resumes_where_it_stopped(cluster):
     assert sorted(second.stdout.split()) == ["m6", "m7"]
 
 
-def test_consumer_properties_are_applied_and_checked_against_the_options(cluster):
+def test_consumer_properties_are_applied_and_checked_against_the_options(cluster, tmp_path):
     create_topic(cluster, "propped", partitions=1)
     b = ["--bootstrap-server", bootstrap(cluster), "--topic", "propped"]
     assert strom("console-producer", *b, stdin="p0\np1\np2\n").returncode == 0
@@ -144,6 +144,18 @@ def test_consumer_properties_are_applied_and_checked_against_the_options(cluster
         )  # fmt: skip
         assert unsaved.stdout.split() == ["p0", "p1", "p2"], unsaved.stderr
         assert groups.committed_offsets("propped-peekers") == {}
+        # --consumer.config: a file of them; a key no consumer has is warned about.
+        config = tmp_path / "consumer.properties"
+        config.write_text("auto.offset.reset=earliest\ngroup.id=propped-filed\ncolour=blue\n")
+        filed = strom(
+            "console-consumer", *b, "--consumer.config", str(config), "--timeout-ms", "3000"
+        )
+        assert filed.stdout.split() == ["p0", "p1", "p2"], filed.stderr
+        assert "The configuration 'colour' was supplied but isn't a known config." in filed.stderr
+        assert list(groups.committed_offsets("propped-filed").values()) == [3]
+    filed_group = strom("console-consumer", *b, "--group", "a", "--consumer.config", str(config))
+    assert filed_group.returncode == 2
+    assert "Detected group ids: 'a', 'propped-filed'" in filed_group.stderr
     # What Kafka's ConsoleConsumerOptions refuses, in its words (usage errors, exit 2).
     two_groups = strom("console-consumer", *b, "--group", "a", prop, "group.id=b")
     assert two_groups.returncode == 2
