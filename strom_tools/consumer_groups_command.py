@@ -512,6 +512,16 @@ def _reset_group(
             offset = found[tp].offset
             new = offset if offset >= 0 else high
         target[tp] = min(max(new, low), high)  # Kafka clamps to the log's range
+        if target[tp] != new and (
+            plan is not None or args.to_offset is not None or args.shift_by is not None
+        ):
+            # Kafka's checkOffsetsRange warns of an offset asked for outside the log
+            side = "higher than latest" if new > high else "lower than earliest"
+            print(
+                f"WARN New offset ({new}) is {side} offset for topic partition "
+                f"{tp.topic}-{tp.partition}. Value will be set to {target[tp]}",
+                file=sys.stderr,
+            )
     if args.execute:
         admin.alter_consumer_group_offsets(group, target)
     return target
