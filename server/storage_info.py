@@ -14,6 +14,9 @@ from storage.errors import LogDirError
 def storage_info(directories: Sequence[str], out: Callable[[str], None] = print) -> int:
     """Kafka's StorageTool.infoCommand: 0 when every directory is formatted for one cluster
     and node, else 1 with the problems listed."""
+    if not directories:
+        out("No directories specified.")
+        return 0
     problems: list[str] = []
     found: list[str] = []
     first: meta_properties.MetaProperties | None = None
@@ -37,9 +40,6 @@ def storage_info(directories: Sequence[str], out: Callable[[str], None] = print)
             problems.append("Mismatched cluster IDs between storage directories.")
         elif meta.node_id != first.node_id:
             problems.append("Mismatched node IDs between storage directories.")
-    if not directories:
-        out("No directories specified.")
-        return 0
     if found:
         out("Found log directory:" if len(found) == 1 else "Found log directories:")
         for directory in found:

@@ -313,6 +313,51 @@ def parse_election_partitions(text: str) -> list[TopicPartition]:
     return partitions
 
 
+RECORDS_TO_DELETE_FORMAT = (
+    '{"partitions": [{"topic": "foo", "partition": 1, "offset": 1}], "version": 1}'
+)
+
+
+def parse_records_to_delete(text: str, where: str) -> dict[TopicPartition, int]:
+    """kafka-delete-records.sh --offset-json-file: each partition's offset (-1: the high
+    watermark), in the file's order; no partition twice (`where` names the file)."""
+    document = _load_json(text, where)
+    entries = document.get("partitions") if isinstance(document, dict) else None
+    if not isinstance(entries, list):
+        raise StromError(ErrorCode.INVALID_REQUEST, f"{where}: expected {RECORDS_TO_DELETE_FORMAT}")
+    offsets: dict[TopicPartition, int] = {}
+    named: list[TopicPartition] = []
+    for entry in entries:
+        topic = partition = offset = None
+        if isinstance(entry, dict):
+            topic, partition, offset = (
+                entry.get("topic"),
+                entry.get("partition"),
+                entry.get("offset"),
+            )
+        if not (isinstance(topic, str) and topic and _is_int(partition) and _is_int(offset)):
+            raise StromError(
+                ErrorCode.INVALID_REQUEST,
+                f"{where}: each partition needs a topic, a partition and an offset, as "
+                f"{RECORDS_TO_DELETE_FORMAT}; not {json.dumps(entry)}",
+            )
+        assert isinstance(partition, int) and isinstance(offset, int)
+        if offset < -1:
+            raise StromError(
+                ErrorCode.INVALID_REQUEST, f"{where}: offset {offset} of {topic}-{partition}"
+            )
+        offsets[(topic, partition)] = offset
+        named.append((topic, partition))
+    duplicates = _duplicates(named)
+    if duplicates:
+        names = ",".join(partition_name(tp) for tp in duplicates)
+        raise StromError(
+            ErrorCode.INVALID_REQUEST,
+            f"Offset json file contains duplicate topic partitions: {names}",
+        )
+    return offsets
+
+
 def parse_topics_to_move(text: str) -> list[str]:
     """kafka-reassign-partitions.sh --topics-to-move-json-file:
     `{"topics": [{"topic": "foo"}, ...], "version": 1}`, no topic twice."""

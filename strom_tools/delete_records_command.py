@@ -12,9 +12,7 @@ An offset of -1 deletes everything below the partition's high watermark.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from typing import Any
 
 from strom import TopicPartition
 from strom.admin import AdminClient
@@ -22,8 +20,7 @@ from strom.client_properties import client_settings
 from strom.errors import StromError
 from strom_api.error_codes import ErrorCode
 from strom_tools import command_config
-
-FORMAT = '{"partitions": [{"topic": "foo", "partition": 1, "offset": 1}], "version": 1}'
+from strom_tools.admin_parsing import RECORDS_TO_DELETE_FORMAT, parse_records_to_delete
 
 
 def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -35,7 +32,7 @@ def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "--offset-json-file",
         required=True,
         metavar="FILE",
-        help=f"the offset per partition, as {FORMAT}",
+        help=f"the offset per partition, as {RECORDS_TO_DELETE_FORMAT}",
     )
     parser.set_defaults(handler=main)
 
@@ -65,52 +62,14 @@ def main(args: argparse.Namespace) -> int:
 
 
 def read_offsets(path: str) -> dict[TopicPartition, int]:
-    """The file's partitions and offsets, in its order; what is not Kafka's format, or a
-    partition named twice, is INVALID_REQUEST saying so."""
+    """The file's partitions and offsets, in its order (admin_parsing reads Kafka's
+    format)."""
     try:
         with open(path, encoding="utf-8") as f:
-            document = json.load(f)
+            text = f.read()
     except OSError as exc:
-        raise _invalid(f"cannot read --offset-json-file {path}: {exc.strerror}") from None
-    except ValueError:
-        raise _invalid(f"--offset-json-file {path} is not valid JSON") from None
-    entries = document.get("partitions") if isinstance(document, dict) else None
-    if not isinstance(entries, list):
-        raise _invalid(f"--offset-json-file {path}: expected {FORMAT}")
-    offsets: dict[TopicPartition, int] = {}
-    duplicates: list[str] = []
-    for entry in entries:
-        tp, offset = _entry(entry, path)
-        if tp in offsets:
-            duplicates.append(f"{tp.topic}-{tp.partition}")
-        offsets[tp] = offset
-    if duplicates:
-        raise _invalid(
-            f"Offset json file contains duplicate topic partitions: {','.join(duplicates)}"
-        )
-    return offsets
-
-
-def _entry(entry: Any, path: str) -> tuple[TopicPartition, int]:
-    if isinstance(entry, dict):
-        topic, partition, offset = entry.get("topic"), entry.get("partition"), entry.get("offset")
-        # bool is an int to Python, not to Kafka's JSON reader
-        if (
-            isinstance(topic, str)
-            and topic
-            and isinstance(partition, int)
-            and not isinstance(partition, bool)
-            and isinstance(offset, int)
-            and not isinstance(offset, bool)
-        ):
-            if offset < -1:
-                raise _invalid(f"--offset-json-file {path}: offset {offset} of {topic}-{partition}")
-            return TopicPartition(topic, partition), offset
-    raise _invalid(
-        f"--offset-json-file {path}: each partition needs a topic, a partition and an offset, "
-        f"as {FORMAT}; not {json.dumps(entry)}"
-    )
-
-
-def _invalid(message: str) -> StromError:
-    return StromError(ErrorCode.INVALID_REQUEST, message)
+        raise StromError(
+            ErrorCode.INVALID_REQUEST, f"cannot read --offset-json-file {path}: {exc.strerror}"
+        ) from None
+    parsed = parse_records_to_delete(text, f"--offset-json-file {path}")
+    return {TopicPartition(*tp): offset for tp, offset in parsed.items()}

@@ -4,6 +4,8 @@ line each, sorted, through AdminClient.list_offsets.
 
     strom get-offsets --bootstrap-server B [--topic REGEX] [--partitions 0,1] [--time -2]
     strom get-offsets --bootstrap-server B --topic-partitions 'orders:0-3,audit,logs.*:5-'
+
+Topic patterns are Kafka's IncludeList regular expressions (admin_parsing.TopicFilter).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from strom.client_properties import client_settings
 from strom.errors import StromError
 from strom_api.error_codes import ErrorCode
 from strom_tools import command_config
+from strom_tools.admin_parsing import TopicFilter
 
 TIMES = (
     "-1 or latest / -2 or earliest / -3 or max-timestamp / -4 or earliest-local / "
@@ -122,32 +125,23 @@ def _filter(args: argparse.Namespace) -> Selects:
             )
         patterns = [_pattern(p) for p in args.topic_partitions.split(",")]
         return lambda topic, partition: any(p(topic, partition) for p in patterns)
-    topic = _topic_regex(args.topic or ".*")
+    topic = TopicFilter(args.topic or ".*")
     wanted = None if args.partitions is None else _partition_ids(args.partitions)
-    return lambda name, partition: (
-        bool(topic.fullmatch(name)) and (wanted is None or partition in wanted)
-    )
+    return lambda name, partition: topic.matches(name) and (wanted is None or partition in wanted)
 
 
 def _pattern(text: str) -> Selects:
     match = _PATTERN.match(text.strip())
     if match is None:
         raise StromError(ErrorCode.INVALID_REQUEST, f"Invalid topic-partition pattern: {text}")
-    topic = _topic_regex(match.group(1) or ".*")
+    topic = TopicFilter(match.group(1) or ".*")
     single, lower, upper = match.group(2), match.group(3), match.group(4)
     if single:
         number = int(single)
-        return lambda name, p: bool(topic.fullmatch(name)) and p == number
+        return lambda name, p: topic.matches(name) and p == number
     low = int(lower) if lower else 0
     high = int(upper) if upper else None
-    return lambda name, p: bool(topic.fullmatch(name)) and p >= low and (high is None or p < high)
-
-
-def _topic_regex(text: str) -> re.Pattern[str]:
-    try:
-        return re.compile(text)
-    except re.error:
-        raise StromError(ErrorCode.INVALID_REQUEST, f"{text} is an invalid regex.") from None
+    return lambda name, p: topic.matches(name) and p >= low and (high is None or p < high)
 
 
 def _partition_ids(text: str) -> set[int]:

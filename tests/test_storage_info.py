@@ -59,3 +59,14 @@ def test_problems_are_listed_and_the_exit_is_1(tmp_path, capsys):
         "",
     ]
     assert "Found problems:" in lines
+
+
+def test_override_names_the_directories_looked_at(tmp_path, capsys):
+    elsewhere = tmp_path / "elsewhere"
+    config = _config(tmp_path, [tmp_path / "a"])
+    code, out, _ = run(
+        capsys, "storage", "info", "-c", config, "--override", f"log.dirs={elsewhere}"
+    )
+    assert code == 1
+    assert f"  {elsewhere} does not exist" in out.splitlines()
+    assert str(tmp_path / "a") not in out

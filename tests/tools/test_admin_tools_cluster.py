@@ -55,6 +55,17 @@ TOPIC_LINE = re.compile(
 )
 
 
+def _wait_for_offsets_topic(cluster: NodeCluster) -> None:
+    """__consumer_offsets exists: a group's coordinator asked for creates it."""
+    client = DataClient({1: f"127.0.0.1:{cluster.broker_port[1]}"})
+
+    def made() -> bool:
+        found = client.stub(1).FindCoordinator(client_pb2.FindCoordinatorRequest(key="g"))
+        return error_name(found.error) == "NONE"
+
+    wait_until(made, 30, "__consumer_offsets")
+
+
 def test_topics_create_list_describe_alter_delete(cluster: NodeCluster) -> None:
     topics = ["topics", *boot(cluster)]
     create = ["--create", "--topic", "orders", "--partitions", "3", "--replication-factor", "2"]
@@ -148,13 +159,7 @@ def test_topics_min_isr_filters_and_exclude_internal(cluster: NodeCluster) -> No
         "Topic: strict Partition: 1",
     ]
 
-    client = DataClient({1: f"127.0.0.1:{cluster.broker_port[1]}"})
-
-    def offsets_topic_made() -> bool:  # a group's coordinator is asked for: it is created
-        found = client.stub(1).FindCoordinator(client_pb2.FindCoordinatorRequest(key="g"))
-        return error_name(found.error) == "NONE"
-
-    wait_until(offsets_topic_made, 30, "__consumer_offsets")
+    _wait_for_offsets_topic(cluster)
     assert "__consumer_offsets" in ok(*topics, "--list")
     assert "__consumer_offsets" not in ok(*topics, "--list", "--exclude-internal")
     described = ok(*topics, "--describe", "--exclude-internal")
@@ -311,6 +316,18 @@ def test_get_offsets_prints_each_partitions_offset_at_a_time(cluster: NodeCluste
     assert "Could not match any topic-partitions with the specified filters" in fails(
         *offsets, "--topic", "ledger", "--partitions", "7"
     )
+    # earliest-local is the log start (no tiered storage); latest-tiered has no offset.
+    assert ok(*offsets, "--topic", "ledger", "--time", "-4") == [
+        "ledger:0:0",
+        "ledger:1:0",
+        "ledger:2:0",
+    ]
+    assert ok(*offsets, "--topic", "ledger", "--time", "latest-tiered") == []
+
+    _wait_for_offsets_topic(cluster)
+    both = ["--topic", "__consumer_offsets|ledger", "--partitions", "0"]
+    assert ok(*offsets, *both)[0].startswith("__consumer_offsets:0:")
+    assert ok(*offsets, *both, "--exclude-internal-topics") == ["ledger:0:5"]
 
 
 def test_get_offsets_refuses_what_kafkas_tool_refuses(capsys: Any) -> None:
